@@ -1,0 +1,34 @@
+# Set-up from nothing, tests and a first run. `make help` lists the targets.
+PYTHON ?= python3
+VENV ?= .venv
+# Which torch to install when none is importable; e.g. TORCH_SPEC='torch==2.13.0 --index-url ...' for CUDA.
+TORCH_SPEC ?= torch==2.13.0
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.tandem-installed
+PYTEST_ARGS ?=
+
+.PHONY: help setup test run clean
+
+help:
+	@echo "make setup   create $(VENV) and install tandem with its test dependencies"
+	@echo "make test    set up when needed, then run the whole test suite"
+	@echo "make run     set up when needed, then train examples/cartpole.toml"
+	@echo "variables:   TORCH_SPEC='$(TORCH_SPEC)'  PYTHON=$(PYTHON)  PYTEST_ARGS=..."
+
+$(STAMP): pyproject.toml Makefile
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@# torch first, by an exact spec: a bare `torch` requirement would pull a multi-GB CUDA build.
+	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q $(TORCH_SPEC)
+	$(PY) -m pip install -q -e ".[test]"
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+run: setup
+	$(VENV)/bin/tandem up examples/cartpole.toml
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info

@@ -1,0 +1,47 @@
+"""The `tandem` command: a click group whose subcommands live in small modules beside this one."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+
+import click
+
+from client.config_cmd import config_group
+from client.exit_codes import ExitCode
+
+
+def tandem_version() -> str:
+    try:
+        return version("tandem")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+@dataclass
+class CliContext:
+    """What every subcommand may need; handed down by click as `ctx.obj`."""
+
+    verbose: bool = False
+
+    def fail(self, message: str, code: ExitCode) -> None:
+        """Print an error for a person (no traceback) and exit with `code`."""
+        click.echo(f"error: {message}", err=True)
+        sys.exit(int(code))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(tandem_version(), "--version", prog_name="tandem")
+@click.option("-v", "--verbose", is_flag=True, help="More detail in messages.")
+@click.pass_context
+def cli(ctx: click.Context, verbose: bool) -> None:
+    """Tandem: actors and learners over ZeroMQ, kept alive by a supervisor."""
+    ctx.obj = CliContext(verbose=verbose)
+
+
+cli.add_command(config_group)
+
+
+def main() -> None:
+    cli(prog_name="tandem")

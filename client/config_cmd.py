@@ -1,0 +1,52 @@
+"""`tandem config show|check FILE`: the fully resolved config, or a clear error."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from client.exit_codes import ExitCode
+from daemons.config import ConfigError, RunConfig, config_to_dict, load_config, render_toml
+
+set_option = click.option(
+    "--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
+    help="Override one config field (repeatable); VALUE is read as TOML, else as a string.",
+)
+
+
+def load_or_exit(path: str, overrides: tuple[str, ...]) -> RunConfig:
+    """Load a config; on any problem print it without a traceback and exit with ExitCode.CONFIG."""
+    try:
+        return load_config(path, overrides)
+    except ConfigError as exc:
+        click.echo(f"error: {path}: {exc}", err=True)
+        raise SystemExit(int(ExitCode.CONFIG)) from None
+
+
+@click.group("config")
+def config_group() -> None:
+    """Inspect and validate run configs (TOML)."""
+
+
+@config_group.command("show")
+@click.argument("file", type=click.Path(dir_okay=False))
+@set_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of annotated TOML.")
+@click.option("--no-docs", is_flag=True, help="Leave out the one-line doc above each key.")
+def show(file: str, overrides: tuple[str, ...], as_json: bool, no_docs: bool) -> None:
+    """Print FILE fully resolved: every section and key, defaults included."""
+    config = load_or_exit(file, overrides)
+    if as_json:
+        click.echo(json.dumps(config_to_dict(config), indent=2))
+    else:
+        click.echo(render_toml(config, with_docs=not no_docs), nl=False)
+
+
+@config_group.command("check")
+@click.argument("file", type=click.Path(dir_okay=False))
+@set_option
+def check(file: str, overrides: tuple[str, ...]) -> None:
+    """Exit 0 if FILE is a valid run config; otherwise name what is wrong and exit 3."""
+    config = load_or_exit(file, overrides)
+    click.echo(f"{file}: ok (run {config.run.name!r}, env {config.env.id!r}, {config.actors.count} actors)")

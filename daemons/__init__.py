@@ -1,0 +1,1 @@
+"""Tandem's long-running processes: actor, learner, supervisor, watchdog, replay, algorithms, env building."""

@@ -1,0 +1,46 @@
+"""Writes a resolved `RunConfig` back as TOML, each key under its one-line doc."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string is a valid TOML basic string
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"cannot write {type(value).__name__} as TOML")
+
+
+def render_toml(config: Any, with_docs: bool = True) -> str:
+    """Every section and key; keys left unset (None) appear as comments so the file stays loadable."""
+    lines: list[str] = []
+    for section in dataclasses.fields(config):
+        table = getattr(config, section.name)
+        if lines:
+            lines.append("")
+        if with_docs and table.__doc__:
+            lines.append(f"# {table.__doc__.strip()}")
+        lines.append(f"[{section.name}]")
+        for f in dataclasses.fields(table):
+            value = getattr(table, f.name)
+            if with_docs and f.metadata.get("doc"):
+                lines.append(f"# {f.metadata['doc']}")
+            if value is None:
+                lines.append(f"# {f.name} = (unset)")
+            else:
+                lines.append(f"{f.name} = {toml_value(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    return dataclasses.asdict(config)

@@ -1,0 +1,154 @@
+"""The run config: one dataclass per TOML section, one documented field per key, loopback defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def option(default: Any, doc: str, *, min: float | None = None, max: float | None = None,
+           choices: tuple[Any, ...] | None = None, above: float | None = None) -> Any:
+    """A config field with its one-line doc and the bounds that make a value impossible."""
+    meta = {"doc": doc, "min": min, "max": max, "choices": choices, "above": above}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class RunSection:
+    """[run]: naming, where outputs go, seeding."""
+
+    name: str = option("tandem", "Name of the run; used in the run directory and in status.")
+    dir: str = option("runs/{name}", "Run directory for checkpoints, logs and metrics; {name} is replaced.")
+    seed: int = option(0, "Base random seed; actor i uses seed + 1000 * (i + 1).", min=0)
+    log_level: str = option("INFO", "Logging level of every daemon.", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+
+
+@dataclass
+class EnvSection:
+    """[env]: what each actor steps."""
+
+    id: str = option("CartPole-v1", "A gymnasium id, or 'module:callable' returning an env.")
+    kwargs: dict[str, Any] = option({}, "Keyword arguments passed to gymnasium.make or the callable.")
+    num_envs: int = option(8, "Environments per actor (K); one batched inference steps all of them.", min=1, max=4096)
+    max_episode_steps: int = option(0, "Truncate episodes after this many steps; 0 keeps the env's own limit.", min=0)
+
+
+@dataclass
+class ModelSection:
+    """[model]: the network every policy of the run uses."""
+
+    kind: str = option("auto", "'auto' (MLP for vectors, Nature CNN for images), 'mlp', 'nature_cnn' or 'module:callable'.")
+    hidden_sizes: list[int] = option([128, 128], "Hidden layer widths of the MLP.", min=1)
+    activation: str = option("relu", "Activation of the MLP.", choices=("relu", "tanh", "elu"))
+
+
+@dataclass
+class AlgorithmSection:
+    """[algorithm]: the learning rule and its hyper-parameters."""
+
+    name: str = option("double_dqn", "Algorithm the learner runs.", choices=("double_dqn",))
+    gamma: float = option(0.99, "Discount factor.", min=0.0, max=1.0)
+    n_step: int = option(3, "Steps summed into each return before bootstrapping.", min=1, max=100)
+    learning_rate: float = option(1e-3, "Adam learning rate.", above=0.0)
+    batch_size: int = option(128, "Transitions per update.", min=1)
+    target_update_interval: int = option(250, "Updates between copies of the online net into the target net.", min=1)
+    huber_delta: float = option(1.0, "Delta of the Huber loss.", above=0.0)
+    max_grad_norm: float = option(10.0, "Gradient norm clip; 0 turns clipping off.", min=0.0)
+    prioritized: bool = option(False, "Prioritized replay through a sum-tree instead of uniform sampling.")
+    priority_alpha: float = option(0.6, "How strongly priorities shape sampling (0 is uniform).", min=0.0, max=1.0)
+    priority_beta: float = option(0.4, "Importance-sampling correction exponent.", min=0.0, max=1.0)
+
+
+@dataclass
+class ActorsSection:
+    """[actors]: how many actors, how they explore and how they ship transitions."""
+
+    count: int = option(2, "Number of actor processes.", min=0, max=1024)
+    unroll_length: int = option(16, "Steps per env in one TransitionBatch (T).", min=1, max=10000)
+    epsilon: float = option(0.4, "Ape-X base epsilon: actor i of N explores with epsilon ** (1 + alpha * i / (N - 1)).", min=0.0, max=1.0)
+    epsilon_alpha: float = option(7.0, "Ape-X alpha spreading the epsilons across actors.", min=0.0)
+    epsilon_decay_steps: int = option(0, "Env steps over which each actor's epsilon falls from 1.0 to its own; 0 starts there.", min=0)
+    backlog_batches: int = option(16, "Batches an actor keeps while its learner is slow or gone; then the oldest is dropped.", min=1)
+    weights_refresh_s: float = option(5.0, "Ask the snapshot socket when no new version arrived for this long.", above=0.0)
+    torch_threads: int = option(1, "torch.set_num_threads in each actor.", min=1)
+
+
+@dataclass
+class LearnerSection:
+    """[learner]: replay, training pace, publishing and checkpoints of the policy's learner."""
+
+    device: str = option("cpu", "Torch device: 'cpu', 'cuda', 'cuda:0', ...")
+    replay_capacity: int = option(100_000, "Transitions the replay ring holds (preallocated).", min=1)
+    replay_min_size: int = option(1_000, "Transitions needed before the first update.", min=1)
+    samples_per_insert: float = option(4.0, "Target ratio of sampled to inserted transitions (Reverb-style rate limit).", above=0.0)
+    publish_interval_updates: int = option(10, "Updates between two published weight versions.", min=1)
+    max_lag: int = option(1000, "Samples whose behaviour version is more than this many versions old are dropped.", min=0)
+    checkpoint_interval_s: float = option(60.0, "Seconds between checkpoints (one is also written on SIGTERM).", above=0.0)
+    checkpoint_replay: bool = option(False, "Also save the replay buffer in checkpoints.")
+    torch_threads: int = option(1, "torch.set_num_threads in the learner.", min=1)
+
+
+@dataclass
+class EvalSection:
+    """[eval]: the greedy evaluator, an actor that explores not and pushes nothing."""
+
+    enabled: bool = option(True, "Run an evaluator process beside the actors.")
+    window_episodes: int = option(20, "Episodes averaged into the evaluation return of a version.", min=1)
+    num_envs: int = option(4, "Environments the evaluator steps.", min=1)
+    epsilon: float = option(0.0, "Exploration of the evaluator (0 is greedy).", min=0.0, max=1.0)
+
+
+@dataclass
+class StopSection:
+    """[stop]: `tandem up` ends with exit code 0 when any set condition is met."""
+
+    eval_return: float | None = option(None, "Stop when the evaluator's mean return reaches this.")
+    mean_return: float | None = option(None, "Stop when the mean of the last 100 training episodes reaches this.")
+    env_steps: int | None = option(None, "Stop after this many env steps over all actors.", min=1)
+    seconds: float | None = option(None, "Stop after this many seconds.", above=0.0)
+
+
+@dataclass
+class SupervisorSection:
+    """[supervisor]: heartbeats, liveness and shutdown of the daemons a run starts."""
+
+    heartbeat_interval_s: float = option(1.0, "Seconds between two heartbeats of a daemon.", above=0.0)
+    liveness_timeout_s: float = option(15.0, "A daemon silent for this long is considered hung.", above=0.0)
+    stop_grace_s: float = option(10.0, "Seconds between SIGTERM and SIGKILL when stopping a daemon.", above=0.0)
+    max_concurrent_starts: int = option(2, "Actors allowed to build their environments at the same time.", min=1)
+
+
+@dataclass
+class TransportSection:
+    """[transport]: where learners bind and how sockets queue; the defaults stay on this machine."""
+
+    host: str = option("127.0.0.1", "Address learners and the supervisor bind on (loopback by default).")
+    transitions_port: int = option(0, "Learner's transitions PULL port; 0 picks a free one.", min=0, max=65535)
+    weights_port: int = option(0, "Learner's weights PUB port; 0 picks a free one.", min=0, max=65535)
+    snapshot_port: int = option(0, "Learner's snapshot ROUTER port; 0 picks a free one.", min=0, max=65535)
+    control_port: int = option(0, "Supervisor's control ROUTER port; 0 picks a free one.", min=0, max=65535)
+    linger_ms: int = option(500, "LINGER of every socket: longest wait to flush on close.", min=0, max=60_000)
+    transitions_sndhwm_msgs: int = option(4, "Batches queued in an actor's PUSH socket.", min=1)
+    transitions_rcvhwm_msgs: int = option(64, "Batches queued in the learner's PULL socket per actor.", min=1)
+    weights_hwm_msgs: int = option(2, "Weight versions queued per subscriber (each is a whole model).", min=1, max=16)
+    max_message_mb: int = option(2048, "Largest frame a receiver accepts; a larger one disconnects its sender.", min=1)
+    heartbeat_ivl_ms: int = option(1000, "ZMTP heartbeat interval on TCP links.", min=1)
+    heartbeat_timeout_ms: int = option(5000, "A TCP peer silent for this long is disconnected.", min=1)
+
+
+@dataclass
+class RunConfig:
+    """A whole run, as one TOML file describes it."""
+
+    run: RunSection = field(default_factory=RunSection)
+    env: EnvSection = field(default_factory=EnvSection)
+    model: ModelSection = field(default_factory=ModelSection)
+    algorithm: AlgorithmSection = field(default_factory=AlgorithmSection)
+    actors: ActorsSection = field(default_factory=ActorsSection)
+    learner: LearnerSection = field(default_factory=LearnerSection)
+    eval: EvalSection = field(default_factory=EvalSection)
+    stop: StopSection = field(default_factory=StopSection)
+    supervisor: SupervisorSection = field(default_factory=SupervisorSection)
+    transport: TransportSection = field(default_factory=TransportSection)

@@ -1,0 +1,90 @@
+"""Single-frame messages of the control plane: `Heartbeat`, `ControlRequest` and `ControlReply`."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from protocol import framing
+from protocol.errors import ProtocolError
+from protocol.limits import DEFAULT_LIMITS, Limits
+
+
+class HeaderOnly:
+    """`to_frames`/`from_frames` for a dataclass whose fields all live in the header (one frame)."""
+
+    KIND: ClassVar[str]
+    FIELDS: ClassVar[Mapping[str, framing.Checker]]
+
+    def to_frames(self) -> list[framing.Frame]:
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for name, check in self.FIELDS.items():
+            check(name, fields[name])
+        return framing.encode(self.KIND, fields)
+
+    @classmethod
+    def from_frames(cls, frames: Sequence[Any], limits: Limits = DEFAULT_LIMITS):
+        header, views = framing.decode_header(frames, limits)
+        framing.expect_kind(header, cls.KIND)
+        if len(views) != 1:
+            raise ProtocolError(f"a {cls.KIND} has exactly one frame, got {len(views)}", "frames")
+        return cls(**framing.take_fields(header, cls.FIELDS))
+
+
+@dataclass(frozen=True)
+class Heartbeat(HeaderOnly):
+    """What a daemon's main loop reports every interval: who it is, what stage it is in, its counters."""
+
+    role: str  # "actor", "learner", "evaluator", "supervisor", ...
+    name: str  # unique within a run, e.g. "actor-3" or "learner-default"
+    pid: int
+    host: str
+    incarnation: int  # distinguishes restarts of the same name
+    seq: int  # heartbeats sent by this incarnation
+    stage: str  # e.g. "build_env 3/8", "wait_weights", "running"
+    stage_elapsed_s: float  # time spent in the current stage
+    counters: Mapping[str, int | float] = field(default_factory=dict)  # env_steps, batches_sent, version, ...
+    rss_bytes: int = 0
+    cpu_percent: float = 0.0
+    error: str = ""  # the last error, empty when none
+
+    KIND: ClassVar[str] = "heartbeat"
+    FIELDS: ClassVar[Mapping[str, framing.Checker]] = {
+        "role": framing.string, "name": framing.string, "pid": framing.count, "host": framing.string,
+        "incarnation": framing.count, "seq": framing.count, "stage": framing.string,
+        "stage_elapsed_s": framing.number, "counters": framing.number_map, "rss_bytes": framing.count,
+        "cpu_percent": framing.number, "error": framing.string,
+    }
+
+
+@dataclass(frozen=True)
+class ControlRequest(HeaderOnly):
+    """A command to the supervisor (from the CLI or a daemon): `status`, `stop`, `register`, ..."""
+
+    request_id: int
+    command: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+    KIND: ClassVar[str] = "control_request"
+    FIELDS: ClassVar[Mapping[str, framing.Checker]] = {
+        "request_id": framing.count, "command": framing.string, "args": framing.string_map,
+    }
+
+
+@dataclass(frozen=True)
+class ControlReply(HeaderOnly):
+    """The answer to one `ControlRequest`, matched by `request_id`; `code` names the error when not ok."""
+
+    request_id: int
+    ok: bool
+    code: str = ""
+    message: str = ""
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    KIND: ClassVar[str] = "control_reply"
+    FIELDS: ClassVar[Mapping[str, framing.Checker]] = {
+        "request_id": framing.count, "ok": framing.boolean, "code": framing.string,
+        "message": framing.string, "data": framing.string_map,
+    }

@@ -1,0 +1,233 @@
+"""The one module that touches ZeroMQ: sockets by role with deliberate options, and timed send/receive."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import zmq
+
+from protocol.errors import TransportError
+from protocol.limits import DEFAULT_LIMITS
+
+# Frames at least this big are sent without copying; smaller ones are cheaper to copy.
+ZERO_COPY_MIN_BYTES = 64 * 1024
+
+Socket = zmq.Socket
+Tracker = zmq.MessageTracker
+
+
+@dataclass(frozen=True)
+class SocketOptions:
+    """Every option Tandem sets on a socket, in one place; see DESIGN.md's rules of the wire for why."""
+
+    linger_ms: int = 500
+    """How long close() may wait to flush queued messages; never infinite."""
+    transitions_sndhwm_msgs: int = 4
+    """Batches an actor's PUSH queues before a send would block (the actor then keeps its own backlog)."""
+    transitions_rcvhwm_msgs: int = 64
+    """Batches a learner's PULL queues per connected actor."""
+    weights_hwm_msgs: int = 2
+    """Weight messages a PUB queues per subscriber (each is a whole model)."""
+    control_hwm_msgs: int = 1000
+    """Control and heartbeat messages queued per peer."""
+    max_message_bytes: int = DEFAULT_LIMITS.max_array_bytes
+    """ZMQ_MAXMSGSIZE on receiving sockets: one larger frame disconnects the sender."""
+    heartbeat_ivl_ms: int = 1000
+    """ZMTP PING interval on TCP links."""
+    heartbeat_timeout_ms: int = 5000
+    """A TCP peer silent for this long is disconnected."""
+    reconnect_ivl_ms: int = 100
+    """First reconnect delay after a peer went away."""
+    reconnect_ivl_max_ms: int = 2000
+    """Longest reconnect delay (exponential backoff up to this)."""
+
+
+DEFAULT_SOCKET_OPTIONS = SocketOptions()
+
+
+def new_context() -> zmq.Context:
+    """A fresh context; one per process, closed with `close_context`."""
+    return zmq.Context()
+
+
+def close_context(ctx: zmq.Context, linger_ms: int = DEFAULT_SOCKET_OPTIONS.linger_ms) -> None:
+    """Close every socket of `ctx` with a bounded linger, then terminate it."""
+    ctx.destroy(linger=linger_ms)
+
+
+def _make(ctx: zmq.Context, kind: int, role: str, opts: SocketOptions, endpoint: str) -> zmq.Socket:
+    try:
+        sock = ctx.socket(kind)
+    except zmq.ZMQError as exc:
+        raise TransportError(f"{role}: cannot create socket: {exc}") from exc
+    sock.setsockopt(zmq.LINGER, opts.linger_ms)
+    sock.setsockopt(zmq.RECONNECT_IVL, opts.reconnect_ivl_ms)
+    sock.setsockopt(zmq.RECONNECT_IVL_MAX, opts.reconnect_ivl_max_ms)
+    if endpoint.startswith("tcp://"):
+        # Without ZMTP heartbeats a frozen peer on TCP goes unnoticed for minutes.
+        sock.setsockopt(zmq.HEARTBEAT_IVL, opts.heartbeat_ivl_ms)
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, opts.heartbeat_timeout_ms)
+        sock.setsockopt(zmq.HEARTBEAT_TTL, opts.heartbeat_timeout_ms)
+    return sock
+
+
+def _bind(sock: zmq.Socket, role: str, endpoint: str) -> str:
+    try:
+        sock.bind(endpoint)
+    except zmq.ZMQError as exc:
+        sock.close(linger=0)
+        hint = " (ipc paths are limited to about 100 characters)" if endpoint.startswith("ipc://") else ""
+        raise TransportError(f"{role}: cannot bind {endpoint}: {exc}{hint}") from exc
+    return sock.getsockopt_string(zmq.LAST_ENDPOINT)
+
+
+def _connect(sock: zmq.Socket, role: str, endpoint: str) -> None:
+    try:
+        sock.connect(endpoint)
+    except zmq.ZMQError as exc:
+        sock.close(linger=0)
+        raise TransportError(f"{role}: cannot connect to {endpoint}: {exc}") from exc
+
+
+def bound_endpoint(sock: zmq.Socket) -> str:
+    """The address a socket really bound (with the port chosen for `tcp://127.0.0.1:*`)."""
+    return sock.getsockopt_string(zmq.LAST_ENDPOINT)
+
+
+def transitions_pull(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
+    """Learner side of the transitions path: binds, accepts batches from every actor of its policy."""
+    sock = _make(ctx, zmq.PULL, "transitions_pull", opts, endpoint)
+    sock.setsockopt(zmq.RCVHWM, opts.transitions_rcvhwm_msgs)
+    sock.setsockopt(zmq.MAXMSGSIZE, opts.max_message_bytes)
+    _bind(sock, "transitions_pull", endpoint)
+    return sock
+
+
+def transitions_push(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
+    """Actor side: connects to one learner; IMMEDIATE so nothing queues for a learner that is not there."""
+    sock = _make(ctx, zmq.PUSH, "transitions_push", opts, endpoint)
+    sock.setsockopt(zmq.SNDHWM, opts.transitions_sndhwm_msgs)
+    sock.setsockopt(zmq.IMMEDIATE, 1)
+    _connect(sock, "transitions_push", endpoint)
+    return sock
+
+
+def weights_pub(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
+    """Learner side: publishes each new version; a tiny SNDHWM so a stalled subscriber costs at most a blob or two."""
+    sock = _make(ctx, zmq.PUB, "weights_pub", opts, endpoint)
+    sock.setsockopt(zmq.SNDHWM, opts.weights_hwm_msgs)
+    _bind(sock, "weights_pub", endpoint)
+    return sock
+
+
+def weights_sub(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
+    """Actor side: subscribes to everything its policy's learner publishes (no CONFLATE: messages are multipart)."""
+    sock = _make(ctx, zmq.SUB, "weights_sub", opts, endpoint)
+    sock.setsockopt(zmq.RCVHWM, opts.weights_hwm_msgs)
+    sock.setsockopt(zmq.MAXMSGSIZE, opts.max_message_bytes)
+    sock.setsockopt(zmq.SUBSCRIBE, b"")
+    _connect(sock, "weights_sub", endpoint)
+    return sock
+
+
+def snapshot_router(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
+    """Learner side of the Clone pattern: answers `WeightRequest`s with the latest blob."""
+    sock = _make(ctx, zmq.ROUTER, "snapshot_router", opts, endpoint)
+    sock.setsockopt(zmq.SNDHWM, opts.weights_hwm_msgs)
+    sock.setsockopt(zmq.RCVHWM, opts.control_hwm_msgs)
+    sock.setsockopt(zmq.MAXMSGSIZE, 1 << 20)  # requests are small
+    _bind(sock, "snapshot_router", endpoint)
+    return sock
+
+
+def snapshot_dealer(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
+    """Actor side: asks for the latest weights; IMMEDIATE so a request to an absent learner fails fast."""
+    sock = _make(ctx, zmq.DEALER, "snapshot_dealer", opts, endpoint)
+    sock.setsockopt(zmq.IMMEDIATE, 1)
+    sock.setsockopt(zmq.RCVHWM, opts.weights_hwm_msgs)
+    sock.setsockopt(zmq.MAXMSGSIZE, opts.max_message_bytes)
+    _connect(sock, "snapshot_dealer", endpoint)
+    return sock
+
+
+def control_router(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
+    """Supervisor side: CLI requests, registrations and heartbeats from every daemon."""
+    sock = _make(ctx, zmq.ROUTER, "control_router", opts, endpoint)
+    sock.setsockopt(zmq.SNDHWM, opts.control_hwm_msgs)
+    sock.setsockopt(zmq.RCVHWM, opts.control_hwm_msgs)
+    sock.setsockopt(zmq.MAXMSGSIZE, 1 << 20)
+    _bind(sock, "control_router", endpoint)
+    return sock
+
+
+def control_dealer(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
+    """Daemon or CLI side of the control socket."""
+    sock = _make(ctx, zmq.DEALER, "control_dealer", opts, endpoint)
+    sock.setsockopt(zmq.SNDHWM, opts.control_hwm_msgs)
+    sock.setsockopt(zmq.MAXMSGSIZE, opts.max_message_bytes)
+    _connect(sock, "control_dealer", endpoint)
+    return sock
+
+
+def send_frames(sock: zmq.Socket, frames: Sequence[Any], *, timeout_ms: int = 0, track: bool = False) -> Tracker | None | bool:
+    """Send one multipart message; False if it could not be queued within `timeout_ms` (0: don't wait).
+
+    Frames of `ZERO_COPY_MIN_BYTES` or more are handed to ZeroMQ without copying: the caller must not
+    change those buffers until the returned tracker (when `track` is set) says done. Returns True, or the
+    tracker when `track` is set, once the message is queued.
+    """
+    trackers = []
+    try:
+        if timeout_ms > 0 and not sock.poll(timeout_ms, zmq.POLLOUT):
+            return False
+        last = len(frames) - 1
+        for i, frame in enumerate(frames):
+            flags = zmq.NOBLOCK | (zmq.SNDMORE if i < last else 0)
+            big = memoryview(frame).nbytes >= ZERO_COPY_MIN_BYTES
+            result = sock.send(frame, flags, copy=not big, track=track and big)
+            if isinstance(result, zmq.MessageTracker):
+                trackers.append(result)
+        # ZeroMQ queues a multipart message atomically: only the first frame can hit the HWM.
+    except zmq.Again:
+        return False
+    except zmq.ZMQError as exc:
+        raise TransportError(f"send failed: {exc}") from exc
+    return zmq.MessageTracker(*trackers) if track else True
+
+
+def send_message(sock: zmq.Socket, message: Any, *, timeout_ms: int = 0, identity: bytes | None = None) -> bool:
+    """Encode and send a protocol message (to `identity` on a ROUTER); False when it could not be queued."""
+    frames = message.to_frames()
+    if identity is not None:
+        frames = [identity, *frames]
+    return bool(send_frames(sock, frames, timeout_ms=timeout_ms))
+
+
+def recv_frames(sock: zmq.Socket, timeout_ms: int) -> list[zmq.Frame] | None:
+    """The next multipart message, or None when nothing arrived within `timeout_ms` (never waits forever)."""
+    try:
+        if timeout_ms > 0 and not sock.poll(timeout_ms, zmq.POLLIN):
+            return None
+        return sock.recv_multipart(zmq.NOBLOCK, copy=False)
+    except zmq.Again:
+        return None
+    except zmq.ZMQError as exc:
+        raise TransportError(f"receive failed: {exc}") from exc
+
+
+def poll(sockets: Iterable[zmq.Socket], timeout_ms: int) -> set[zmq.Socket]:
+    """The subset of `sockets` with a message waiting, after at most `timeout_ms`."""
+    poller = zmq.Poller()
+    for sock in sockets:
+        poller.register(sock, zmq.POLLIN)
+    try:
+        return {sock for sock, _ in poller.poll(timeout_ms)}
+    except zmq.ZMQError as exc:
+        raise TransportError(f"poll failed: {exc}") from exc
+
+
+def close(sock: zmq.Socket, linger_ms: int = DEFAULT_SOCKET_OPTIONS.linger_ms) -> None:
+    """Close with a bounded linger (the default of ZeroMQ can hang shutdown forever)."""
+    sock.close(linger=linger_ms)

@@ -1,0 +1,124 @@
+"""`TransitionBatch`: an unroll of T steps from K environments, in columns, each observation sent once."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from protocol import framing
+from protocol.errors import ProtocolError
+from protocol.limits import DEFAULT_LIMITS, Limits
+
+CORE_ARRAYS = ("obs", "actions", "rewards", "terminated", "truncated", "final_obs")
+MAX_EXTRAS = 16
+HEADER_FIELDS = {
+    "policy_id": framing.string,
+    "actor_id": framing.string,
+    "incarnation": framing.count,
+    "seq": framing.count,
+    "policy_version": framing.version_or_none,
+    "env_steps": framing.count,
+}
+
+
+@dataclass(frozen=True, eq=False)
+class TransitionBatch:
+    """Steps t = 0..T-1 of envs k = 0..K-1.
+
+    `obs[t, k]` is what env k showed before `actions[t, k]`; `obs[T]` is the observation after the last
+    step. Where `terminated[t, k]` or `truncated[t, k]` is set, the episode ended at that step and
+    `obs[t + 1, k]` is the first observation of the next episode. The last observation of each truncated
+    episode (needed to bootstrap) is in `final_obs`, one row per set `truncated` entry in row-major (t, k)
+    order. Terminated episodes need no final observation.
+    """
+
+    policy_id: str
+    actor_id: str
+    incarnation: int
+    seq: int
+    policy_version: int
+    env_steps: int
+    obs: np.ndarray  # [T+1, K, *obs_shape]
+    actions: np.ndarray  # [T, K, *action_shape]
+    rewards: np.ndarray  # [T, K], a float dtype
+    terminated: np.ndarray  # [T, K], bool
+    truncated: np.ndarray  # [T, K], bool
+    final_obs: np.ndarray  # [truncated.sum(), *obs_shape], obs dtype
+    extras: Mapping[str, np.ndarray] = field(default_factory=dict)  # name -> [T, K, ...], e.g. behaviour logits
+
+    KIND = "transition_batch"
+
+    @property
+    def num_steps(self) -> int:
+        return int(self.actions.shape[0])
+
+    @property
+    def num_envs(self) -> int:
+        return int(self.actions.shape[1])
+
+    @property
+    def num_transitions(self) -> int:
+        return self.num_steps * self.num_envs
+
+    def check_shapes(self) -> None:
+        """Raise ProtocolError unless the columns agree with one another as the class docstring says."""
+        check_columns(self.obs, self.actions, self.rewards, self.terminated, self.truncated, self.final_obs, self.extras)
+
+    def to_frames(self) -> list[framing.Frame]:
+        self.check_shapes()
+        fields = {name: getattr(self, name) for name in HEADER_FIELDS}
+        for name, check in HEADER_FIELDS.items():
+            check(name, fields[name])
+        arrays = [(name, getattr(self, name)) for name in CORE_ARRAYS]
+        arrays += [(f"extra.{name}", arr) for name, arr in self.extras.items()]
+        return framing.encode(self.KIND, fields, arrays)
+
+    @classmethod
+    def from_frames(cls, frames: Sequence[Any], limits: Limits = DEFAULT_LIMITS) -> TransitionBatch:
+        header, views = framing.decode_header(frames, limits)
+        framing.expect_kind(header, cls.KIND)
+        fields = framing.take_fields(header, HEADER_FIELDS)
+        arrays = framing.take_arrays(header, views, limits)
+        for name in CORE_ARRAYS:
+            if name not in arrays:
+                raise ProtocolError("required array is missing", name)
+        extras = {}
+        for name, arr in arrays.items():
+            if name in CORE_ARRAYS:
+                continue
+            if not name.startswith("extra.") or len(name) == len("extra."):
+                raise ProtocolError(f"unknown array {name!r}; extra arrays are named 'extra.<name>'", "arrays")
+            extras[name[len("extra."):]] = arr
+        batch = cls(**fields, **{n: arrays[n] for n in CORE_ARRAYS}, extras=extras)
+        batch.check_shapes()
+        return batch
+
+
+def check_columns(obs, actions, rewards, terminated, truncated, final_obs, extras) -> None:
+    """Consistency of an unroll's columns; names the first offending array."""
+    if actions.ndim < 2:
+        raise ProtocolError(f"must be [T, K, ...], got shape {list(actions.shape)}", "actions")
+    steps, envs = actions.shape[:2]
+    if obs.ndim < 2 or obs.shape[:2] != (steps + 1, envs):
+        raise ProtocolError(f"must be [T+1={steps + 1}, K={envs}, ...], got {list(obs.shape)}", "obs")
+    if rewards.shape != (steps, envs) or rewards.dtype.kind != "f":
+        raise ProtocolError(f"must be float [T={steps}, K={envs}], got {rewards.dtype} {list(rewards.shape)}", "rewards")
+    for name, flags in (("terminated", terminated), ("truncated", truncated)):
+        if flags.shape != (steps, envs) or flags.dtype != np.bool_:
+            raise ProtocolError(f"must be bool [T={steps}, K={envs}], got {flags.dtype} {list(flags.shape)}", name)
+    expected_final = (int(np.count_nonzero(truncated)),) + obs.shape[2:]
+    if final_obs.shape != expected_final or final_obs.dtype != obs.dtype:
+        raise ProtocolError(
+            f"must be {obs.dtype} {list(expected_final)} (one row per truncated step), got {final_obs.dtype} {list(final_obs.shape)}",
+            "final_obs",
+        )
+    if len(extras) > MAX_EXTRAS:
+        raise ProtocolError(f"{len(extras)} extra arrays, at most {MAX_EXTRAS}", "extras")
+    for name, arr in extras.items():
+        if not isinstance(name, str) or not name:
+            raise ProtocolError("extra array names must be non-empty strings", "extras")
+        if arr.shape[:2] != (steps, envs):
+            raise ProtocolError(f"must start with [T={steps}, K={envs}], got {list(arr.shape)}", f"extra.{name}")

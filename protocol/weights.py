@@ -1,0 +1,103 @@
+"""`WeightBlob` (a versioned, checksummed set of tensors) and `WeightRequest` (ask for the latest one)."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from protocol import framing
+from protocol.errors import ProtocolError
+from protocol.limits import DEFAULT_LIMITS, Limits
+
+BLOB_FIELDS = {
+    "policy_id": framing.string,
+    "version": framing.count,
+    "train_step": framing.count,
+    "checksum": framing.count,
+}
+REQUEST_FIELDS = {
+    "policy_id": framing.string,
+    "have_version": framing.version_or_none,
+    "requester": framing.string,
+}
+
+
+def tensor_checksum(tensors: Mapping[str, np.ndarray]) -> int:
+    """CRC-32 (zlib/IEEE) over every tensor's raw little-endian bytes, in order, chained."""
+    crc = 0
+    for name, arr in tensors.items():
+        crc = zlib.crc32(framing.array_frame(framing.wire_array(name, arr)), crc)
+    return crc
+
+
+@dataclass(frozen=True, eq=False)
+class WeightBlob:
+    """Weights of one policy at one version; `checksum` covers the tensor bytes in order."""
+
+    policy_id: str
+    version: int
+    train_step: int
+    tensors: Mapping[str, np.ndarray]
+    checksum: int
+
+    KIND = "weight_blob"
+
+    @classmethod
+    def build(cls, policy_id: str, version: int, train_step: int, tensors: Mapping[str, Any]) -> WeightBlob:
+        """Make a blob from named arrays, converting each to wire form and computing the checksum."""
+        wired = {name: framing.wire_array(name, arr) for name, arr in tensors.items()}
+        return cls(policy_id, version, train_step, wired, tensor_checksum(wired))
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(arr.nbytes) for arr in self.tensors.values())
+
+    def verify_checksum(self) -> None:
+        """Raise ProtocolError if the tensors do not match the checksum the sender computed."""
+        actual = tensor_checksum(self.tensors)
+        if actual != self.checksum:
+            raise ProtocolError(f"tensor bytes give {actual:#010x}, header says {self.checksum:#010x}", "checksum")
+
+    def to_frames(self) -> list[framing.Frame]:
+        fields = {name: getattr(self, name) for name in BLOB_FIELDS}
+        for name, check in BLOB_FIELDS.items():
+            check(name, fields[name])
+        return framing.encode(self.KIND, fields, list(self.tensors.items()))
+
+    @classmethod
+    def from_frames(cls, frames: Sequence[Any], limits: Limits = DEFAULT_LIMITS) -> WeightBlob:
+        header, views = framing.decode_header(frames, limits)
+        framing.expect_kind(header, cls.KIND)
+        fields = framing.take_fields(header, BLOB_FIELDS)
+        if fields["checksum"] > 0xFFFFFFFF:
+            raise ProtocolError("must be a 32-bit CRC", "checksum")
+        return cls(**fields, tensors=framing.take_arrays(header, views, limits))
+
+
+@dataclass(frozen=True)
+class WeightRequest:
+    """Sent to a learner's snapshot socket: "send me your latest weights if newer than `have_version`"."""
+
+    policy_id: str
+    have_version: int = -1
+    requester: str = ""
+
+    KIND = "weight_request"
+
+    def to_frames(self) -> list[framing.Frame]:
+        fields = {name: getattr(self, name) for name in REQUEST_FIELDS}
+        for name, check in REQUEST_FIELDS.items():
+            check(name, fields[name])
+        return framing.encode(self.KIND, fields)
+
+    @classmethod
+    def from_frames(cls, frames: Sequence[Any], limits: Limits = DEFAULT_LIMITS) -> WeightRequest:
+        header, views = framing.decode_header(frames, limits)
+        framing.expect_kind(header, cls.KIND)
+        if len(views) != 1:
+            raise ProtocolError(f"a {cls.KIND} has exactly one frame, got {len(views)}", "frames")
+        return cls(**framing.take_fields(header, REQUEST_FIELDS))

@@ -1,0 +1,87 @@
+"""Run configs: defaults, overrides, and an error for each kind of mistake naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from daemons.config import ConfigError, load_config, render_toml
+from daemons.config.loader import config_from_dict
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write(tmp_path, text: str) -> Path:
+    path = tmp_path / "run.toml"
+    path.write_text(text)
+    return path
+
+
+def test_five_line_file_gets_loopback_defaults(tmp_path):
+    config = load_config(write(tmp_path, '[run]\nname = "x"\n[env]\nid = "CartPole-v1"\n[actors]\ncount = 3\n'))
+    assert config.actors.count == 3
+    assert config.transport.host == "127.0.0.1"
+    assert config.learner.device == "cpu"
+    assert config.stop.eval_return is None
+
+
+def test_examples_check_clean():
+    for path in sorted((ROOT / "examples").glob("*.toml")):
+        load_config(path)
+
+
+def test_rendered_config_loads_back_to_the_same(tmp_path):
+    config = load_config(ROOT / "examples" / "cartpole.toml", ["env.kwargs.sutton_barto_reward=true", "stop.env_steps=5000"])
+    again = load_config(write(tmp_path, render_toml(config)))
+    assert again == config
+
+
+@pytest.mark.parametrize("text,key,words", [
+    ("[actors]\ncont = 2\n", "actors.cont", ["did you mean 'count'", "Valid keys in [actors]: count"]),
+    ("[actorz]\ncount = 2\n", "actorz", ["Valid keys in the top level: run, env"]),
+    ("[actors]\ncount = '2'\n", "actors.count", ["must be an integer", "a string"]),
+    ("[actors]\ncount = 2.5\n", "actors.count", ["must be an integer"]),
+    ("[algorithm]\ngamma = 'high'\n", "algorithm.gamma", ["must be a number"]),
+    ("[algorithm]\nprioritized = 1\n", "algorithm.prioritized", ["must be a boolean"]),
+    ("[model]\nhidden_sizes = [64, 'x']\n", "model.hidden_sizes[1]", ["must be an integer"]),
+    ("[env]\nkwargs = 3\n", "env.kwargs", ["must be a table"]),
+    ("actors = 3\n", "actors", ["must be a table"]),
+    ("[actors]\ncount = -1\n", "actors.count", [">= 0"]),
+    ("[algorithm]\ngamma = 1.5\n", "algorithm.gamma", ["<= 1.0"]),
+    ("[algorithm]\nlearning_rate = 0\n", "algorithm.learning_rate", ["> 0.0"]),
+    ("[model]\nhidden_sizes = [64, 0]\n", "model.hidden_sizes", [">= 1"]),
+    ("[run]\nlog_level = 'LOUD'\n", "run.log_level", ["not one of: DEBUG, INFO"]),
+    ("[learner]\nreplay_capacity = 100\nreplay_min_size = 500\n", "learner.replay_min_size", ["never start"]),
+    ("[model]\nkind = 'transformer'\n", "model.kind", ["module:callable"]),
+    ("[transport]\nweights_port = 5555\nsnapshot_port = 5555\n", "transport", ["same port"]),
+])
+def test_each_kind_of_mistake_names_its_key(tmp_path, text, key, words):
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, text))
+    assert err.value.key == key
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_overrides(tmp_path):
+    path = write(tmp_path, "[actors]\ncount = 2\n")
+    config = load_config(path, ["actors.count=5", "env.id=Acrobot-v1", "stop.seconds=30", "env.kwargs.render_mode='rgb_array'"])
+    assert (config.actors.count, config.env.id, config.stop.seconds) == (5, "Acrobot-v1", 30.0)
+    assert config.env.kwargs == {"render_mode": "rgb_array"}
+    for bad, key in [("actors.count=x", "actors.count"), ("actors=3", "actors"), ("nosuch.key=1", "nosuch"),
+                     ("actors.count.deep=1", "actors.count")]:
+        with pytest.raises(ConfigError) as err:
+            load_config(path, [bad])
+        assert err.value.key == key
+
+
+def test_unreadable_and_invalid_files(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.toml")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(write(tmp_path, "[actors\ncount = 2\n"))
+
+
+def test_config_from_dict_matches_schema_defaults():
+    assert config_from_dict({}).algorithm.name == "double_dqn"

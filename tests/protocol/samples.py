@@ -1,0 +1,45 @@
+"""Builders of valid messages for protocol tests (pure data, no sockets)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from protocol import ControlReply, ControlRequest, Heartbeat, TransitionBatch, WeightBlob, WeightRequest
+
+
+def unroll(steps: int = 5, envs: int = 3, obs_shape=(4,), obs_dtype="<f4", ends=(), seed: int = 0,
+           extras: bool = False, seq: int = 0) -> TransitionBatch:
+    """An unroll whose episodes end where `ends` says: a list of (t, k, 'terminated' | 'truncated')."""
+    rng = np.random.default_rng(seed)
+    obs = (rng.random((steps + 1, envs, *obs_shape)) * 100).astype(obs_dtype)
+    terminated = np.zeros((steps, envs), bool)
+    truncated = np.zeros((steps, envs), bool)
+    for t, k, how in ends:
+        (terminated if how == "terminated" else truncated)[t, k] = True
+    final_obs = (rng.random((int(truncated.sum()), *obs_shape)) * 100).astype(obs_dtype)
+    extra = {"logits": rng.standard_normal((steps, envs, 2)).astype("<f4")} if extras else {}
+    return TransitionBatch(
+        policy_id="default", actor_id="actor-0", incarnation=7, seq=seq, policy_version=3, env_steps=1234,
+        obs=obs, actions=rng.integers(0, 2, (steps, envs)).astype("<i8"),
+        rewards=rng.standard_normal((steps, envs)).astype("<f4"), terminated=terminated, truncated=truncated,
+        final_obs=final_obs, extras=extra,
+    )
+
+
+def blob(version: int = 1, sizes=((64, 4), (64,), (2, 64), (2,)), seed: int = 0) -> WeightBlob:
+    rng = np.random.default_rng(seed)
+    tensors = {f"layer{i}": rng.standard_normal(shape).astype("<f4") for i, shape in enumerate(sizes)}
+    return WeightBlob.build("default", version, train_step=10 * version, tensors=tensors)
+
+
+def every_kind() -> list:
+    return [
+        unroll(ends=[(1, 0, "terminated"), (3, 2, "truncated")], extras=True),
+        blob(),
+        WeightRequest("default", have_version=4, requester="actor-1"),
+        Heartbeat(role="actor", name="actor-1", pid=123, host="box", incarnation=2, seq=9, stage="running",
+                  stage_elapsed_s=1.5, counters={"env_steps": 100, "fps": 1234.5}, rss_bytes=1 << 20,
+                  cpu_percent=50.0, error=""),
+        ControlRequest(request_id=1, command="status", args={"verbose": True, "names": ["a", "b"]}),
+        ControlReply(request_id=1, ok=False, code="unknown_command", message="no such command", data={"x": [1, 2.5]}),
+    ]
