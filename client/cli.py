@@ -9,6 +9,8 @@ from importlib.metadata import PackageNotFoundError, version
 import click
 
 from client.config_cmd import config_group
+from client.daemon_cmds import actor_cmd, evaluator_cmd, learner_cmd
+from client.up import up_cmd
 from client.exit_codes import ExitCode
 
 
@@ -40,7 +42,8 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     ctx.obj = CliContext(verbose=verbose)
 
 
-cli.add_command(config_group)
+for command in (config_group, up_cmd, actor_cmd, learner_cmd, evaluator_cmd):
+    cli.add_command(command)
 
 
 def main() -> None:

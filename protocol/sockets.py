@@ -231,3 +231,35 @@ def poll(sockets: Iterable[zmq.Socket], timeout_ms: int) -> set[zmq.Socket]:
 def close(sock: zmq.Socket, linger_ms: int = DEFAULT_SOCKET_OPTIONS.linger_ms) -> None:
     """Close with a bounded linger (the default of ZeroMQ can hang shutdown forever)."""
     sock.close(linger=linger_ms)
+
+
+def watch_connects(sock: zmq.Socket) -> zmq.Socket:
+    """A monitor socket reporting each (re)connection of `sock` to a peer; read it with `connected_since`."""
+    try:
+        monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED)
+    except zmq.ZMQError as exc:
+        raise TransportError(f"cannot monitor socket: {exc}") from exc
+    monitor.setsockopt(zmq.LINGER, 0)
+    return monitor
+
+
+def connected_since(monitor: zmq.Socket) -> bool:
+    """True if the monitored socket (re)connected since the last call; never waits."""
+    from zmq.utils.monitor import recv_monitor_message
+
+    seen = False
+    try:
+        while monitor.poll(0, zmq.POLLIN):
+            event = recv_monitor_message(monitor, zmq.NOBLOCK)
+            seen = seen or event["event"] == zmq.EVENT_CONNECTED
+    except zmq.ZMQError as exc:
+        raise TransportError(f"monitor read failed: {exc}") from exc
+    return seen
+
+
+def stop_watching(sock: zmq.Socket, monitor: zmq.Socket) -> None:
+    try:
+        sock.disable_monitor()
+    except zmq.ZMQError:
+        pass  # the socket may already be closed
+    monitor.close(linger=0)

@@ -1,0 +1,113 @@
+"""What `tandem up` shows and stops on, computed from heartbeats and episode reports (pure: no sockets, explicit now)."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from daemons.config.schema import StopSection
+from protocol import Heartbeat
+
+RATE_WINDOW_S = 5.0
+
+
+@dataclass
+class RateMeter:
+    """A counter's rate over the last few seconds, from (time, value) samples."""
+
+    samples: deque = field(default_factory=lambda: deque(maxlen=64))
+
+    def add(self, now: float, value: float) -> None:
+        self.samples.append((now, value))
+        while len(self.samples) > 2 and now - self.samples[0][0] > RATE_WINDOW_S:
+            self.samples.popleft()
+
+    def rate(self) -> float:
+        if len(self.samples) < 2:
+            return 0.0
+        (t0, v0), (t1, v1) = self.samples[0], self.samples[-1]
+        return (v1 - v0) / (t1 - t0) if t1 > t0 else 0.0
+
+
+class RunView:
+    """The latest heartbeat of each daemon, the last 100 episodes, and the stop conditions."""
+
+    def __init__(self, stop: StopSection, started: float):
+        self.stop = stop
+        self.started = started
+        self.beats: dict[str, Heartbeat] = {}
+        self.returns: deque[float] = deque(maxlen=100)
+        self.episodes = 0
+        self.env_steps_rate = RateMeter()
+        self.updates_rate = RateMeter()
+
+    def heartbeat(self, beat: Heartbeat, now: float) -> None:
+        self.beats[beat.name] = beat
+        self.env_steps_rate.add(now, self.env_steps())
+        self.updates_rate.add(now, self.learner_counter("updates"))
+
+    def episodes_report(self, returns: list, now: float) -> None:
+        values = [float(r) for r in returns if isinstance(r, (int, float))]
+        self.returns.extend(values)
+        self.episodes += len(values)
+
+    def _sum(self, role: str, key: str) -> float:
+        return sum(b.counters.get(key, 0) for b in self.beats.values() if b.role == role)
+
+    def env_steps(self) -> int:
+        return int(self._sum("actor", "env_steps"))
+
+    def learner_counter(self, key: str) -> float:
+        return self._sum("learner", key)
+
+    def eval_counter(self, key: str) -> float | None:
+        beat = self.beats.get("evaluator")
+        return beat.counters.get(key) if beat else None
+
+    def mean_return(self) -> float | None:
+        return sum(self.returns) / len(self.returns) if self.returns else None
+
+    def figures(self, now: float) -> dict[str, float | int | None]:
+        actor_versions = [b.counters.get("version", -1) for b in self.beats.values() if b.role == "actor"]
+        return {
+            "elapsed_s": round(now - self.started, 1),
+            "env_steps": self.env_steps(),
+            "env_steps_per_s": round(self.env_steps_rate.rate(), 1),
+            "updates": int(self.learner_counter("updates")),
+            "updates_per_s": round(self.updates_rate.rate(), 1),
+            "episodes": self.episodes,
+            "mean_return_100": self.mean_return(),
+            "eval_return": self.eval_counter("eval_return"),
+            "eval_version": self.eval_counter("eval_version"),
+            "version": int(self.learner_counter("version")) if self.beats else None,
+            "actor_version_min": min(actor_versions) if actor_versions else None,
+            "lag_mean": round(self.learner_counter("lag_mean"), 2),
+            "batches_dropped": int(self._sum("actor", "batches_dropped")),
+        }
+
+    def stop_reason(self, now: float) -> str | None:
+        """Why the run should end now (a set `stop.*` condition was met), or None."""
+        s = self.stop
+        eval_return = self.eval_counter("eval_return")
+        if s.eval_return is not None and eval_return is not None and eval_return >= s.eval_return:
+            return f"evaluation return {eval_return:.1f} >= {s.eval_return:g}"
+        mean = self.mean_return()
+        if s.mean_return is not None and len(self.returns) == self.returns.maxlen and mean >= s.mean_return:
+            return f"mean return of the last 100 episodes {mean:.1f} >= {s.mean_return:g}"
+        if s.env_steps is not None and self.env_steps() >= s.env_steps:
+            return f"{self.env_steps()} env steps >= {s.env_steps}"
+        if s.seconds is not None and now - self.started >= s.seconds:
+            return f"{now - self.started:.0f} s >= {s.seconds:g} s"
+        return None
+
+
+def format_line(fig: dict) -> str:
+    """One progress line for a terminal or a log."""
+
+    def num(value, fmt="{:.1f}"):
+        return "-" if value is None else fmt.format(value)
+
+    return (f"{fig['elapsed_s']:6.1f}s  steps {fig['env_steps']} ({fig['env_steps_per_s']:.0f}/s)  "
+            f"updates {fig['updates']} ({fig['updates_per_s']:.0f}/s)  episodes {fig['episodes']}  "
+            f"return100 {num(fig['mean_return_100'])}  eval {num(fig['eval_return'])}  "
+            f"version {num(fig['version'], '{}')}  lag {fig['lag_mean']:.1f}  dropped {fig['batches_dropped']}")

@@ -1,0 +1,132 @@
+"""Builds environments from config and steps K of them together, resetting each the moment its episode ends."""
+
+from __future__ import annotations
+
+import importlib
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from daemons.config.schema import EnvSection
+
+
+class EnvBuildError(RuntimeError):
+    """The env could not be built; the message says which env id or callable and why."""
+
+
+def resolve_callable(spec: str) -> Callable[..., Any]:
+    """'package.module:attr' -> the object; EnvBuildError naming what is missing."""
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise EnvBuildError(f"cannot import module {module_name!r} of {spec!r}: {exc}") from exc
+    target = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise EnvBuildError(f"{module_name!r} has no attribute {attr!r} (from {spec!r})")
+        target = getattr(target, part)
+    if not callable(target):
+        raise EnvBuildError(f"{spec!r} is not callable")
+    return target
+
+
+def has_attribute(spec: str) -> bool:
+    """True when 'module:attr' names an attribute of an importable module (then it is our callable form)."""
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise EnvBuildError(f"cannot import module {module_name!r} of {spec!r}: {exc}") from exc
+    return hasattr(module, attr.split(".")[0])
+
+
+def make_env(cfg: EnvSection) -> gym.Env:
+    """One env from `env.id` (a gymnasium id, or 'module:callable') and `env.kwargs`."""
+    try:
+        if ":" in cfg.id and has_attribute(cfg.id):
+            env = resolve_callable(cfg.id)(**cfg.kwargs)
+        else:  # a gymnasium id, possibly gymnasium's own 'module:EnvId-v0' form
+            env = gym.make(cfg.id, **cfg.kwargs)
+    except EnvBuildError:
+        raise
+    except Exception as exc:  # a user's env may raise anything while being built
+        raise EnvBuildError(f"building env {cfg.id!r} failed: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(env, gym.Env):
+        raise EnvBuildError(f"{cfg.id!r} returned {type(env).__name__}, not a gymnasium.Env")
+    if cfg.max_episode_steps:
+        env = gym.wrappers.TimeLimit(env, max_episode_steps=cfg.max_episode_steps)
+    return env
+
+
+@dataclass
+class StepResult:
+    """What K envs did in one step; `final_obs` has one row per truncated env (in env order)."""
+
+    obs: np.ndarray  # [K, *obs_shape]: next observation, already the reset one where an episode ended
+    rewards: np.ndarray  # [K] float32
+    terminated: np.ndarray  # [K] bool
+    truncated: np.ndarray  # [K] bool
+    final_obs: np.ndarray  # [num truncated, *obs_shape]
+
+
+class EnvGroup:
+    """K envs stepped in one call; an episode that ends is reset in the same step (one obs per step)."""
+
+    def __init__(self, envs: list[gym.Env], seed: int, return_window: int = 100):
+        self.envs = envs
+        self.observation_space = envs[0].observation_space
+        self.action_space = envs[0].action_space
+        self.obs_dtype = np.dtype(self.observation_space.dtype or np.float32)
+        self.episode_returns = np.zeros(len(envs), np.float64)
+        self.episode_lengths = np.zeros(len(envs), np.int64)
+        self.finished: deque[tuple[float, int]] = deque(maxlen=return_window)  # (return, length) of recent episodes
+        self.episodes = 0
+        self.env_steps = 0
+        self.obs = np.stack([self._as_obs(env.reset(seed=seed + k)[0]) for k, env in enumerate(envs)])
+
+    def __len__(self) -> int:
+        return len(self.envs)
+
+    def _as_obs(self, obs: Any) -> np.ndarray:
+        return np.asarray(obs, dtype=self.obs_dtype)
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        count = len(self.envs)
+        next_obs = np.empty_like(self.obs)
+        rewards = np.zeros(count, np.float32)
+        terminated = np.zeros(count, bool)
+        truncated = np.zeros(count, bool)
+        finals = []
+        for k, env in enumerate(self.envs):
+            obs, reward, term, trunc, _ = env.step(actions[k].item() if actions[k].ndim == 0 else actions[k])
+            rewards[k], terminated[k], truncated[k] = reward, term, trunc
+            self.episode_returns[k] += reward
+            self.episode_lengths[k] += 1
+            if term or trunc:
+                if trunc:
+                    finals.append(self._as_obs(obs))
+                self.finished.append((float(self.episode_returns[k]), int(self.episode_lengths[k])))
+                self.episodes += 1
+                self.episode_returns[k] = 0.0
+                self.episode_lengths[k] = 0
+                obs, _ = env.reset()
+            next_obs[k] = self._as_obs(obs)
+        self.env_steps += count
+        self.obs = next_obs
+        final_obs = np.stack(finals) if finals else np.empty((0, *self.obs.shape[1:]), self.obs_dtype)
+        return StepResult(next_obs, rewards, terminated, truncated, final_obs)
+
+    def recent_mean_return(self) -> float | None:
+        return float(np.mean([r for r, _ in self.finished])) if self.finished else None
+
+    def close(self) -> None:
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception:  # closing must not hide the reason we are stopping
+                pass

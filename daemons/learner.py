@@ -1,0 +1,231 @@
+"""The learner daemon: pulls and checks batches, fills replay, trains at a held ratio, publishes and serves weights."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from daemons.actor import POLICY_ID
+from daemons.algorithms import make_algorithm
+from daemons.checkpoint import load_latest_checkpoint, save_checkpoint
+from daemons.config.schema import RunConfig
+from daemons.control_channel import ControlChannel
+from daemons.endpoints import learner_endpoints, socket_options
+from daemons.envs import make_env
+from daemons.metrics_log import MetricsLog
+from daemons.rate_limiter import RateLimiter
+from daemons.replay import NStepAccumulator, ReplayBuffer
+from daemons.runtime import Reporter, StopFlag
+from daemons.torch_threads import set_torch_threads
+from daemons.version_floor import read_floor, write_floor
+from protocol import ControlReply, ProtocolError, TransitionBatch, WeightBlob, WeightRequest, decode, sockets
+
+log = logging.getLogger(__name__)
+MAX_BATCHES_PER_POLL = 16  # receive at most this many batches between two training steps
+IDLE_POLL_MS = 5
+
+
+def run_dir(config: RunConfig) -> Path:
+    return Path(config.run.dir.replace("{name}", config.run.name))
+
+
+class Learner:
+    """One learner process for one policy; see `run()` for the loop."""
+
+    def __init__(self, config: RunConfig, policy_id: str, stop: StopFlag, control_endpoint: str | None, device: str | None = None):
+        self.config, self.policy_id, self.stop = config, policy_id, stop
+        self.device = device or config.learner.device
+        self.name = f"learner-{policy_id}"
+        self.dir = run_dir(config) / self.name
+        self.ctx = sockets.new_context()
+        self.channel = ControlChannel(self.ctx, control_endpoint) if control_endpoint else None
+        self.reporter = Reporter("learner", self.name, config.supervisor.heartbeat_interval_s, self.channel)
+        self.counts = {"batches_received": 0, "batches_malformed": 0, "batches_stale": 0, "batches_foreign": 0,
+                       "transitions_inserted": 0, "updates": 0, "snapshots_served": 0, "checkpoints": 0,
+                       "nstep_discarded": 0}
+        self.version = -1
+        self.latest_frames: list | None = None
+        self.lag_window = [0.0, 0]  # sum of lags and transitions since the last metrics record
+        self.lag_mean = 0.0
+        self.last_metrics: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ set-up
+
+    def build(self) -> None:
+        cfg = self.config
+        set_torch_threads(cfg.learner.torch_threads)
+        self.reporter.set_stage("build")
+        env = make_env(cfg.env)  # only to learn the spaces
+        obs_space, action_space = env.observation_space, env.action_space
+        env.close()
+        self.algorithm = make_algorithm(cfg, obs_space, action_space, self.device)
+        self.replay = ReplayBuffer(
+            cfg.learner.replay_capacity, obs_space.shape, np.dtype(obs_space.dtype), action_space.shape or (),
+            np.dtype(action_space.dtype or np.int64), prioritized=cfg.algorithm.prioritized,
+            alpha=cfg.algorithm.priority_alpha, seed=cfg.run.seed,
+        )
+        self.nstep = NStepAccumulator(cfg.algorithm.n_step, cfg.algorithm.gamma)
+        spi, batch = cfg.learner.samples_per_insert, cfg.algorithm.batch_size
+        self.limiter = RateLimiter(spi, cfg.learner.replay_min_size, error_buffer=max(4.0 * batch, 2.0 * spi * 256))
+        self.reporter.set_stage("load_checkpoint")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        state = load_latest_checkpoint(self.dir)
+        if state is not None:
+            self.algorithm.load_state_dict(state["algorithm"])
+            self.counts["updates"] = int(state.get("updates", 0))
+            self.version = int(state.get("version", -1))
+            if "replay" in state:
+                self.replay.load_state_dict({k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in state["replay"].items()})
+            log.info("resumed from checkpoint: version %d, %d updates", self.version, self.counts["updates"])
+        # Versions only go up, across restarts too: start above anything published before.
+        self.version = max(self.version, read_floor(self.dir / "version")) + 1
+        self.metrics = MetricsLog(self.dir / "metrics.jsonl", self.dir / "tensorboard")
+
+    def bind(self) -> None:
+        self.reporter.set_stage("bind")
+        endpoints, opts = learner_endpoints(self.config), socket_options(self.config)
+        self.transitions_pull = sockets.transitions_pull(self.ctx, endpoints.transitions, opts)
+        self.weights_pub = sockets.weights_pub(self.ctx, endpoints.weights, opts)
+        self.snapshot_router = sockets.snapshot_router(self.ctx, endpoints.snapshot, opts)
+        self.endpoints = {"transitions": sockets.bound_endpoint(self.transitions_pull),
+                          "weights": sockets.bound_endpoint(self.weights_pub),
+                          "snapshot": sockets.bound_endpoint(self.snapshot_router)}
+        log.info("bound %s", self.endpoints)
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> int:
+        self.build()
+        self.bind()
+        self.publish()  # the first version (initial or restored weights) so actors can start at once
+        self.reporter.set_stage("running")
+        next_checkpoint = time.monotonic() + self.config.learner.checkpoint_interval_s
+        next_metrics = 0.0
+        try:
+            while not self.stop:
+                received = self.receive()
+                trained = self.train_step()
+                self.serve_snapshots()
+                now = time.monotonic()
+                if now >= next_checkpoint:
+                    self.checkpoint()
+                    next_checkpoint = now + self.config.learner.checkpoint_interval_s
+                if now >= next_metrics:
+                    if self.lag_window[1]:
+                        self.lag_mean = self.lag_window[0] / self.lag_window[1]
+                        self.lag_window = [0.0, 0]
+                    self.metrics.write(self.counts["updates"], {**self.counters(), **self.last_metrics})
+                    next_metrics = now + 1.0
+                self.reporter.update(self.counters())
+                self.reporter.tick(now)
+                if not received and not trained:
+                    sockets.poll([self.transitions_pull, self.snapshot_router], IDLE_POLL_MS)
+        finally:
+            self.reporter.set_stage("checkpoint")
+            self.checkpoint()
+            self.reporter.set_stage("stopping")
+            self.reporter.tick()
+            self.metrics.close()
+            if self.channel:
+                self.channel.close()
+            sockets.close_context(self.ctx, linger_ms=0)
+        return 0
+
+    def receive(self) -> int:
+        """Insert up to MAX_BATCHES_PER_POLL batches, while the rate limiter allows inserting."""
+        got = 0
+        while got < MAX_BATCHES_PER_POLL and self.limiter.can_insert(len(self.replay)):
+            frames = sockets.recv_frames(self.transitions_pull, 0)
+            if frames is None:
+                break
+            got += 1
+            self.insert(frames)
+        return got
+
+    def insert(self, frames: list) -> None:
+        try:
+            batch = TransitionBatch.from_frames(frames)
+        except ProtocolError as exc:
+            self.counts["batches_malformed"] += 1
+            log.warning("dropped a malformed batch: %s", exc)
+            return
+        if batch.policy_id != self.policy_id:
+            self.counts["batches_foreign"] += 1
+            return
+        self.counts["batches_received"] += 1
+        lag = self.version - batch.policy_version
+        if batch.policy_version < 0 or lag > self.config.learner.max_lag:
+            self.counts["batches_stale"] += 1
+            return
+        self.lag_window[0] += lag * batch.num_transitions
+        self.lag_window[1] += batch.num_transitions
+        before = len(self.replay)
+        transitions = self.nstep.add(batch)
+        added = self.replay.add(transitions)
+        self.counts["nstep_discarded"] = self.nstep.discarded
+        self.counts["transitions_inserted"] += added
+        self.limiter.record_insert(added, before)
+
+    def train_step(self) -> bool:
+        size = len(self.replay)
+        batch_size = self.config.algorithm.batch_size
+        if not self.limiter.can_sample(size, batch_size):
+            return False
+        sample = self.replay.sample(batch_size, beta=self.config.algorithm.priority_beta)
+        result = self.algorithm.update(sample)
+        if result.priorities is not None and self.config.algorithm.prioritized:
+            self.replay.update_priorities(sample.indices, result.priorities)
+        self.limiter.record_sample(batch_size)
+        self.counts["updates"] += 1
+        self.last_metrics = {k: float(v) for k, v in result.metrics.items()}
+        self.last_metrics["sample_lag_mean"] = float(np.mean(self.version - sample.versions))
+        if self.counts["updates"] % self.config.learner.publish_interval_updates == 0:
+            self.version += 1
+            self.publish()
+        return True
+
+    def publish(self) -> None:
+        blob = WeightBlob.build(self.policy_id, self.version, self.counts["updates"], self.algorithm.weights())
+        self.latest_frames = blob.to_frames()
+        sockets.send_frames(self.weights_pub, self.latest_frames)
+        write_floor(self.dir / "version", self.version)
+
+    def serve_snapshots(self) -> None:
+        while (frames := sockets.recv_frames(self.snapshot_router, 0)) is not None:
+            identity, body = bytes(frames[0]), frames[1:]
+            try:
+                request = decode(body)
+            except ProtocolError as exc:
+                sockets.send_message(self.snapshot_router, ControlReply(0, False, "bad_message", str(exc)), identity=identity)
+                continue
+            if not isinstance(request, WeightRequest):
+                continue
+            if self.latest_frames is None:
+                reply = ControlReply(0, False, "no_weights", "no weights published yet")
+            elif request.have_version >= self.version:
+                reply = ControlReply(0, True, "up_to_date", f"version {self.version}")
+            else:
+                sockets.send_frames(self.snapshot_router, [identity, *self.latest_frames])
+                self.counts["snapshots_served"] += 1
+                continue
+            sockets.send_message(self.snapshot_router, reply, identity=identity)
+
+    def checkpoint(self) -> None:
+        state = {"algorithm": self.algorithm.state_dict(), "version": self.version, "updates": self.counts["updates"]}
+        if self.config.learner.checkpoint_replay:
+            state["replay"] = {k: torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v
+                               for k, v in self.replay.state_dict().items()}
+        save_checkpoint(self.dir, state, version=self.version)
+        self.counts["checkpoints"] += 1
+        self.last_checkpoint = time.time()
+
+    def counters(self) -> dict[str, float]:
+        return {**self.counts, "version": self.version, "replay_size": len(self.replay),
+                "replay_fill": len(self.replay) / self.replay.capacity,
+                "lag_mean": self.lag_mean,
+                "loss": self.last_metrics.get("loss", 0.0),
+                "sample_lag_mean": self.last_metrics.get("sample_lag_mean", 0.0)}

@@ -1,0 +1,77 @@
+"""Actor side of the weights: subscribe, ask the snapshot socket when needed, verify, keep only newer versions."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from protocol import ProtocolError, WeightBlob, WeightRequest, decode, sockets
+
+log = logging.getLogger(__name__)
+
+
+class WeightsClient:
+    """Hands out each verified weight version newer than the last one handed out, from PUB or snapshot."""
+
+    def __init__(self, ctx: Any, policy_id: str, weights_endpoint: str, snapshot_endpoint: str,
+                 requester: str, refresh_s: float, opts: sockets.SocketOptions = sockets.DEFAULT_SOCKET_OPTIONS):
+        self.policy_id, self.requester, self.refresh_s = policy_id, requester, refresh_s
+        self.sub = sockets.weights_sub(ctx, weights_endpoint, opts)
+        self.snapshot = sockets.snapshot_dealer(ctx, snapshot_endpoint, opts)
+        # A (re)connection of the snapshot socket means a learner (re)appeared: ask it at once.
+        self.monitor = sockets.watch_connects(self.snapshot)
+        self.version = -1
+        self.request_due = 0.0
+        self.counters = {"blobs_received": 0, "blobs_rejected": 0, "blobs_stale": 0, "snapshot_requests": 0}
+
+    def poll(self, now: float | None = None) -> WeightBlob | None:
+        """The newest verified blob newer than `self.version`, or None; never blocks."""
+        now = time.monotonic() if now is None else now
+        if sockets.connected_since(self.monitor):
+            self.request_due = now
+        if now >= self.request_due:
+            request = WeightRequest(self.policy_id, self.version, self.requester)
+            if sockets.send_message(self.snapshot, request):
+                self.counters["snapshot_requests"] += 1
+            self.request_due = now + self.refresh_s
+        newest: WeightBlob | None = None
+        for sock in (self.sub, self.snapshot):
+            while (frames := sockets.recv_frames(sock, 0)) is not None:
+                blob = self._accept(frames)
+                if blob is not None and (newest is None or blob.version > newest.version):
+                    newest = blob
+        if newest is None:
+            return None
+        try:
+            newest.verify_checksum()
+        except ProtocolError as exc:
+            self.counters["blobs_rejected"] += 1
+            log.warning("dropped weights version %d: %s", newest.version, exc)
+            return None
+        self.version = newest.version
+        self.request_due = now + self.refresh_s
+        return newest
+
+    def _accept(self, frames: list) -> WeightBlob | None:
+        try:
+            message = decode(frames)
+        except ProtocolError as exc:
+            self.counters["blobs_rejected"] += 1
+            log.warning("dropped a malformed weights message: %s", exc)
+            return None
+        if not isinstance(message, WeightBlob):
+            return None  # a control_reply such as up_to_date or no_weights
+        if message.policy_id != self.policy_id:
+            self.counters["blobs_rejected"] += 1
+            return None
+        self.counters["blobs_received"] += 1
+        if message.version <= self.version:
+            self.counters["blobs_stale"] += 1
+            return None
+        return message
+
+    def close(self) -> None:
+        sockets.stop_watching(self.snapshot, self.monitor)
+        for sock in (self.sub, self.snapshot):
+            sockets.close(sock, linger_ms=0)

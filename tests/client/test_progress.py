@@ -1,0 +1,44 @@
+"""What `tandem up` shows and when it stops, from heartbeats with an explicit clock."""
+
+from __future__ import annotations
+
+from client.progress import RunView, format_line
+from daemons.config.schema import StopSection
+from protocol import Heartbeat
+
+
+def beat(name, role, **counters):
+    return Heartbeat(role=role, name=name, pid=1, host="h", incarnation=1, seq=0, stage="running",
+                     stage_elapsed_s=0.0, counters=counters)
+
+
+def test_rates_and_totals():
+    view = RunView(StopSection(), started=0.0)
+    view.heartbeat(beat("actor-0", "actor", env_steps=0, version=1), 0.0)
+    view.heartbeat(beat("actor-1", "actor", env_steps=0, version=2), 0.0)
+    view.heartbeat(beat("actor-0", "actor", env_steps=1000, version=3), 1.0)
+    view.heartbeat(beat("actor-1", "actor", env_steps=1000, version=4, batches_dropped=2), 2.0)
+    fig = view.figures(2.0)
+    assert fig["env_steps"] == 2000 and fig["env_steps_per_s"] == 1000.0
+    assert fig["actor_version_min"] == 3 and fig["batches_dropped"] == 2
+    assert "steps 2000" in format_line(fig)
+
+
+def test_stop_conditions():
+    view = RunView(StopSection(eval_return=475.0), started=0.0)
+    assert view.stop_reason(1.0) is None
+    view.heartbeat(beat("evaluator", "evaluator", eval_return=300.0), 1.0)
+    assert view.stop_reason(1.0) is None
+    view.heartbeat(beat("evaluator", "evaluator", eval_return=480.0), 2.0)
+    assert "evaluation return 480.0" in view.stop_reason(2.0)
+
+    view = RunView(StopSection(mean_return=100.0, seconds=60.0), started=0.0)
+    view.episodes_report([200.0] * 99, 1.0)
+    assert view.stop_reason(1.0) is None  # needs a full window of 100 episodes
+    view.episodes_report([200.0, "junk"], 1.0)
+    assert "last 100 episodes" in view.stop_reason(1.0)
+    assert RunView(StopSection(seconds=60.0), 0.0).stop_reason(61.0).startswith("61 s")
+
+    view = RunView(StopSection(env_steps=500), started=0.0)
+    view.heartbeat(beat("actor-0", "actor", env_steps=600), 1.0)
+    assert "600 env steps" in view.stop_reason(1.0)
