@@ -15,9 +15,9 @@ import click
 from client.config_cmd import load_or_exit, set_option
 from client.exit_codes import ExitCode
 from client.progress import RunView, format_line
-from daemons.children import Child, stop_all, tandem_argv
+from daemons.children import Child, stop_all
 from daemons.config import RunConfig, render_toml
-from daemons.learner import run_dir
+from daemons.paths import run_dir
 from daemons.runtime import StopFlag
 from protocol import ControlReply, ControlRequest, Heartbeat, ProtocolError, TransportError, decode, sockets
 
@@ -52,7 +52,7 @@ def plan_children(config: RunConfig, config_path: Path, control: str, logs: Path
     """The learner, the actors and the evaluator of a one-machine run (the supervisor's process table)."""
 
     def child(name: str, role: str, *args: str) -> Child:
-        argv = tandem_argv(role, str(config_path), *args, "--control", control, "--die-with-parent")
+        argv = [role, str(config_path), *args, "--control", control, "--die-with-parent"]
         return Child(name, role, argv, logs / f"{name}.log")
 
     children = [child("learner-default", "learner", "--policy", "default")]

@@ -1,7 +1,14 @@
-"""Daemons started as child processes: start with a log file, poll, and stop with SIGTERM then SIGKILL."""
+"""Daemons started as child processes: forked from a server that has torch loaded, stopped with SIGTERM then SIGKILL.
+
+Importing torch takes seconds of CPU; paid by every actor on a 2-core machine it dominated a run's start.
+A multiprocessing forkserver imports the daemon modules once and forks each child from that warm state.
+The child runs the same click command `tandem actor|learner|evaluator ...` would, with its stdout and
+stderr sent to its log file; `exec_child=True` runs a fresh `python -m client ...` instead.
+"""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -10,39 +17,91 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+PRELOAD = ["client.cli", "daemons.actor", "daemons.learner", "daemons.evaluator"]
+_forkserver: Any = None
 
 
-def tandem_argv(*args: str) -> list[str]:
-    """The command line that runs `tandem ARGS...` with this interpreter (no reliance on PATH)."""
-    return [sys.executable, "-m", "client", *args]
+def forkserver_context() -> Any:
+    global _forkserver
+    if _forkserver is None:
+        _forkserver = multiprocessing.get_context("forkserver")
+        _forkserver.set_forkserver_preload(PRELOAD)
+    return _forkserver
+
+
+def set_process_name(name: str) -> None:
+    """Shown by ps -o comm and top (Linux keeps 15 characters)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)  # 15 = PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
+
+
+def run_tandem(args: list[str], log_path: str, name: str) -> None:
+    """Entry point of a forked child: log to a file, then run `tandem ARGS...` in this process."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 - lives as long as the process
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    set_process_name(f"tandem-{name}")
+    from client.cli import cli
+
+    cli.main(args=args, prog_name="tandem", standalone_mode=True)  # exits through SystemExit with the code
 
 
 @dataclass
 class Child:
-    """One daemon process; its stdout and stderr go to `log_path`."""
+    """One daemon process, `tandem ARGS...`; its stdout and stderr go to `log_path`."""
 
     name: str
     role: str
-    argv: list[str]
+    args: list[str]
     log_path: Path
-    process: subprocess.Popen | None = field(default=None, repr=False)
+    exec_child: bool = False
+    process: Any = field(default=None, repr=False)
 
-    def start(self, env: dict[str, str] | None = None) -> None:
+    def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            env=env, close_fds=True)
+        if self.exec_child:
+            with self.log_path.open("ab") as log:
+                self.process = subprocess.Popen([sys.executable, "-m", "client", *self.args], stdout=log,
+                                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, close_fds=True)
+        else:
+            self.process = forkserver_context().Process(
+                target=run_tandem, args=(self.args, str(self.log_path), self.name), name=self.name, daemon=False)
+            self.process.start()
 
     @property
     def pid(self) -> int | None:
-        return self.process.pid if self.process else None
+        return self.process.pid if self.process is not None else None
 
     def poll(self) -> int | None:
-        """Exit code once the process has ended, else None."""
-        return self.process.poll() if self.process else None
+        """Exit code once the process has ended (negative: killed by that signal), else None."""
+        if self.process is None:
+            return None
+        if self.exec_child:
+            return self.process.poll()
+        return self.process.exitcode
+
+    def wait(self, timeout_s: float) -> int | None:
+        if self.process is None:
+            return None
+        if self.exec_child:
+            try:
+                return self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                return None
+        self.process.join(timeout_s)
+        return self.process.exitcode
 
     def signal(self, sig: int) -> None:
-        if self.process and self.process.poll() is None:
+        if self.process is not None and self.poll() is None:
             try:
                 os.kill(self.process.pid, sig)
             except ProcessLookupError:
@@ -66,9 +125,5 @@ def stop_all(children: Sequence[Child], grace_s: float) -> dict[str, int | None]
         if child.poll() is None:
             child.signal(signal.SIGKILL)
     for child in children:
-        if child.process is not None:
-            try:
-                child.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass  # unkillable (D state): reported by the caller through poll() is None
+        child.wait(5.0)  # a process in uninterruptible sleep stays; the caller sees poll() is None
     return {c.name: c.poll() for c in children}

@@ -17,6 +17,7 @@ from daemons.control_channel import ControlChannel
 from daemons.endpoints import learner_endpoints, socket_options
 from daemons.envs import make_env
 from daemons.metrics_log import MetricsLog
+from daemons.paths import run_dir
 from daemons.rate_limiter import RateLimiter
 from daemons.replay import NStepAccumulator, ReplayBuffer
 from daemons.runtime import Reporter, StopFlag
@@ -27,10 +28,6 @@ from protocol import ControlReply, ProtocolError, TransitionBatch, WeightBlob, W
 log = logging.getLogger(__name__)
 MAX_BATCHES_PER_POLL = 16  # receive at most this many batches between two training steps
 IDLE_POLL_MS = 5
-
-
-def run_dir(config: RunConfig) -> Path:
-    return Path(config.run.dir.replace("{name}", config.run.name))
 
 
 class Learner:
@@ -219,7 +216,7 @@ class Learner:
         if self.config.learner.checkpoint_replay:
             state["replay"] = {k: torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v
                                for k, v in self.replay.state_dict().items()}
-        save_checkpoint(self.dir, state, version=self.version)
+        save_checkpoint(self.dir, state)
         self.counts["checkpoints"] += 1
         self.last_checkpoint = time.time()
 

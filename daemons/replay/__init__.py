@@ -1,0 +1,7 @@
+"""Replay for off-policy learners: n-step accumulation, a ring buffer, and the sum-tree behind prioritized sampling."""
+
+from daemons.replay.buffer import ReplayBuffer
+from daemons.replay.nstep import NStepAccumulator, NStepTransitions
+from daemons.replay.sumtree import SumTree
+
+__all__ = ["NStepAccumulator", "NStepTransitions", "ReplayBuffer", "SumTree"]
