@@ -22,7 +22,6 @@ class ControlChannel:
         self.socket = sockets.control_dealer(ctx, endpoint, opts)
         self.ids = itertools.count(1)
         self.malformed = 0
-        self.pending: dict[int, ControlReply] = {}
 
     def send_message(self, message: Any) -> bool:
         """Queue one message without waiting; False if it could not be queued (supervisor gone, queue full)."""

@@ -31,7 +31,7 @@ def socket_options(config: RunConfig):
     t = config.transport
     return SocketOptions(
         linger_ms=t.linger_ms, transitions_sndhwm_msgs=t.transitions_sndhwm_msgs,
-        transitions_rcvhwm_msgs=t.transitions_rcvhwm_msgs, weights_hwm_msgs=t.weights_hwm_msgs,
+        transitions_rcvhwm_msgs=t.transitions_rcvhwm_msgs, transitions_buffer_bytes=t.transitions_buffer_kb << 10, weights_hwm_msgs=t.weights_hwm_msgs,
         max_message_bytes=t.max_message_mb << 20, heartbeat_ivl_ms=t.heartbeat_ivl_ms,
         heartbeat_timeout_ms=t.heartbeat_timeout_ms,
     )

@@ -64,6 +64,7 @@ class Evaluator:
                     time.sleep(0.01)
                     continue
                 self.reporter.set_stage("running")
+                round_started = time.monotonic()
                 returns = self.play_round(envs, policy, seed=cfg.run.seed + 77_000 + self.rounds * len(envs))
                 if returns is None:
                     break
@@ -72,6 +73,9 @@ class Evaluator:
                                       "eval_rounds": self.rounds, "eval_return_min": float(np.min(returns))})
                 self.reporter.next_beat = 0.0  # report each finished round at once
                 self.reporter.tick()
+                while not self.stop and time.monotonic() < round_started + cfg.eval.interval_s:
+                    time.sleep(0.01)
+                    self.reporter.tick()
         finally:
             weights.close()
             for env in envs:

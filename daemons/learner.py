@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from daemons.actor import POLICY_ID
 from daemons.algorithms import make_algorithm
 from daemons.checkpoint import load_latest_checkpoint, save_checkpoint
 from daemons.config.schema import RunConfig
@@ -42,6 +40,7 @@ class Learner:
         self.channel = ControlChannel(self.ctx, control_endpoint) if control_endpoint else None
         self.reporter = Reporter("learner", self.name, config.supervisor.heartbeat_interval_s, self.channel)
         self.counts = {"batches_received": 0, "batches_malformed": 0, "batches_stale": 0, "batches_foreign": 0,
+                       "batches_over_ratio": 0,
                        "transitions_inserted": 0, "updates": 0, "snapshots_served": 0, "checkpoints": 0,
                        "nstep_discarded": 0}
         self.version = -1
@@ -133,14 +132,21 @@ class Learner:
         return 0
 
     def receive(self) -> int:
-        """Insert up to MAX_BATCHES_PER_POLL batches, while the rate limiter allows inserting."""
+        """Read up to MAX_BATCHES_PER_POLL batches; insert those the rate limiter allows, drop (and count) the rest.
+
+        Reading even what cannot be inserted keeps the sockets short, so what does go in is fresh: data left
+        queued while training catches up would be many versions old by the time it was read.
+        """
         got = 0
-        while got < MAX_BATCHES_PER_POLL and self.limiter.can_insert(len(self.replay)):
+        while got < MAX_BATCHES_PER_POLL:
             frames = sockets.recv_frames(self.transitions_pull, 0)
             if frames is None:
                 break
             got += 1
-            self.insert(frames)
+            if self.limiter.can_insert(len(self.replay)):
+                self.insert(frames)
+            else:
+                self.counts["batches_over_ratio"] += 1
         return got
 
     def insert(self, frames: list) -> None:

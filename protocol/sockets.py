@@ -26,10 +26,12 @@ class SocketOptions:
     """How long close() may wait to flush queued messages; never infinite."""
     transitions_sndhwm_msgs: int = 4
     """Batches an actor's PUSH queues before a send would block (the actor then keeps its own backlog)."""
-    transitions_rcvhwm_msgs: int = 64
+    transitions_rcvhwm_msgs: int = 8
     """Batches a learner's PULL queues per connected actor."""
     weights_hwm_msgs: int = 2
     """Weight messages a PUB queues per subscriber (each is a whole model)."""
+    transitions_buffer_bytes: int = 256 * 1024
+    """Kernel SNDBUF/RCVBUF of transitions sockets: bounds bytes in flight beyond the HWMs (stale data)."""
     control_hwm_msgs: int = 1000
     """Control and heartbeat messages queued per peer."""
     max_message_bytes: int = DEFAULT_LIMITS.max_array_bytes
@@ -100,6 +102,7 @@ def transitions_pull(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFA
     """Learner side of the transitions path: binds, accepts batches from every actor of its policy."""
     sock = _make(ctx, zmq.PULL, "transitions_pull", opts, endpoint)
     sock.setsockopt(zmq.RCVHWM, opts.transitions_rcvhwm_msgs)
+    sock.setsockopt(zmq.RCVBUF, opts.transitions_buffer_bytes)
     sock.setsockopt(zmq.MAXMSGSIZE, opts.max_message_bytes)
     _bind(sock, "transitions_pull", endpoint)
     return sock
@@ -109,6 +112,7 @@ def transitions_push(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFA
     """Actor side: connects to one learner; IMMEDIATE so nothing queues for a learner that is not there."""
     sock = _make(ctx, zmq.PUSH, "transitions_push", opts, endpoint)
     sock.setsockopt(zmq.SNDHWM, opts.transitions_sndhwm_msgs)
+    sock.setsockopt(zmq.SNDBUF, opts.transitions_buffer_bytes)
     sock.setsockopt(zmq.IMMEDIATE, 1)
     _connect(sock, "transitions_push", endpoint)
     return sock

@@ -98,6 +98,7 @@ class EvalSection:
     window_episodes: int = option(20, "Episodes averaged into the evaluation return of a version.", min=1)
     num_envs: int = option(4, "Environments the evaluator steps.", min=1)
     epsilon: float = option(0.0, "Exploration of the evaluator (0 is greedy).", min=0.0, max=1.0)
+    interval_s: float = option(0.5, "Least time from the start of one evaluation round to the next (CPU left to training).", min=0.0)
 
 
 @dataclass
@@ -131,7 +132,8 @@ class TransportSection:
     control_port: int = option(0, "Supervisor's control ROUTER port; 0 picks a free one.", min=0, max=65535)
     linger_ms: int = option(500, "LINGER of every socket: longest wait to flush on close.", min=0, max=60_000)
     transitions_sndhwm_msgs: int = option(4, "Batches queued in an actor's PUSH socket.", min=1)
-    transitions_rcvhwm_msgs: int = option(64, "Batches queued in the learner's PULL socket per actor.", min=1)
+    transitions_rcvhwm_msgs: int = option(8, "Batches queued in the learner's PULL socket per actor.", min=1)
+    transitions_buffer_kb: int = option(256, "Kernel send/receive buffer of transitions sockets (bounds stale data in flight).", min=4)
     weights_hwm_msgs: int = option(2, "Weight versions queued per subscriber (each is a whole model).", min=1, max=16)
     max_message_mb: int = option(2048, "Largest frame a receiver accepts; a larger one disconnects its sender.", min=1)
     heartbeat_ivl_ms: int = option(1000, "ZMTP heartbeat interval on TCP links.", min=1)

@@ -1,0 +1,78 @@
+"""`tandem up` as a user runs it: stops at a condition, on SIGTERM, and when a daemon cannot start."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+
+from client.exit_codes import ExitCode
+from tests.system.harness import ROOT
+
+
+def up(tmp_path, *overrides: str) -> subprocess.Popen:
+    args = [sys.executable, "-m", "client", "up", str(ROOT / "examples" / "cartpole.toml"), "--json",
+            "--set", f"run.dir='{tmp_path}/run'", "--set", "supervisor.heartbeat_interval_s=0.2"]
+    for item in overrides:
+        args += ["--set", item]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            start_new_session=True)
+
+
+def descendants(proc: subprocess.Popen) -> list[psutil.Process]:
+    try:
+        return psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def finish(proc: subprocess.Popen, timeout_s: float) -> tuple[str, str]:
+    try:
+        return proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=10)
+        raise AssertionError(f"tandem up did not finish in {timeout_s} s:\n{out[-2000:]}\n{err[-2000:]}") from None
+
+
+def test_up_stops_at_env_steps_with_exit_0(tmp_path):
+    proc = up(tmp_path, "stop.env_steps=3000", "eval.enabled=false")
+    out, err = finish(proc, 90)
+    assert proc.returncode == ExitCode.OK, err[-3000:]
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["result"] == "ok" and "env steps" in summary["reason"]
+    assert summary["env_steps"] >= 3000
+    logs = sorted(p.name for p in (tmp_path / "run" / "logs").iterdir())
+    assert logs == ["actor-0.log", "actor-1.log", "learner-default.log"]
+    assert list((tmp_path / "run" / "learner-default").glob("ckpt-*.pt")), "the learner checkpoints when stopped"
+
+
+def test_sigterm_stops_every_child_and_exits_130(tmp_path):
+    proc = up(tmp_path, "stop.seconds=120")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(descendants(proc)) < 4:  # forkserver, learner, 2 actors, evaluator
+        time.sleep(0.2)
+    time.sleep(3)  # let them get going
+    children = descendants(proc)
+    assert len(children) >= 4, [c.name() for c in children]
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, err = finish(proc, 30)
+    assert proc.returncode == ExitCode.INTERRUPTED, err[-3000:]
+    assert time.monotonic() - started < 15
+    gone, alive = psutil.wait_procs(children, timeout=5)
+    assert not alive, f"orphans left behind: {[(p.pid, p.name()) for p in alive]}"
+    assert json.loads(out.strip().splitlines()[-1])["reason"] == "stopped by SIGTERM"
+
+
+def test_a_daemon_that_cannot_start_ends_the_run_with_its_error(tmp_path):
+    proc = up(tmp_path, "env.id=NoSuchEnv-v9", "stop.seconds=60")
+    out, err = finish(proc, 60)
+    assert proc.returncode == ExitCode.FAILURE
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert "exited with code 1" in summary["reason"] and "NoSuchEnv-v9" in summary["reason"]
