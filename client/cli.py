@@ -8,6 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 import click
 
+from client.bench.group import bench_group
 from client.config_cmd import config_group
 from client.daemon_cmds import actor_cmd, evaluator_cmd, learner_cmd
 from client.up import up_cmd
@@ -42,7 +43,7 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     ctx.obj = CliContext(verbose=verbose)
 
 
-for command in (config_group, up_cmd, actor_cmd, learner_cmd, evaluator_cmd):
+for command in (config_group, bench_group, up_cmd, actor_cmd, learner_cmd, evaluator_cmd):
     cli.add_command(command)
 
 

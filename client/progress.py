@@ -38,6 +38,7 @@ class RunView:
         self.beats: dict[str, Heartbeat] = {}
         self.returns: deque[float] = deque(maxlen=100)
         self.episodes = 0
+        self.malformed = 0  # control messages dropped as malformed
         self.env_steps_rate = RateMeter()
         self.updates_rate = RateMeter()
 

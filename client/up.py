@@ -18,7 +18,7 @@ from client.progress import RunView, format_line
 from daemons.children import Child, stop_all
 from daemons.config import RunConfig, render_toml
 from daemons.paths import run_dir
-from daemons.runtime import StopFlag
+from daemons.runtime import StopFlag, log_dropped
 from protocol import ControlReply, ControlRequest, Heartbeat, ProtocolError, TransportError, decode, sockets
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,8 @@ def handle_control(router, view: RunView, now: float) -> None:
         try:
             message = decode(body)
         except ProtocolError as exc:
-            log.warning("dropped a malformed control message: %s", exc)
+            view.malformed += 1
+            log_dropped(log, "a malformed control message", view.malformed, exc)
             continue
         if isinstance(message, Heartbeat):
             view.heartbeat(message, now)

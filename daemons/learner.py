@@ -18,7 +18,7 @@ from daemons.metrics_log import MetricsLog
 from daemons.paths import run_dir
 from daemons.rate_limiter import RateLimiter
 from daemons.replay import NStepAccumulator, ReplayBuffer
-from daemons.runtime import Reporter, StopFlag
+from daemons.runtime import Reporter, StopFlag, log_dropped
 from daemons.torch_threads import set_torch_threads
 from daemons.version_floor import read_floor, write_floor
 from protocol import ControlReply, ProtocolError, TransitionBatch, WeightBlob, WeightRequest, decode, sockets
@@ -154,7 +154,7 @@ class Learner:
             batch = TransitionBatch.from_frames(frames)
         except ProtocolError as exc:
             self.counts["batches_malformed"] += 1
-            log.warning("dropped a malformed batch: %s", exc)
+            log_dropped(log, "a malformed batch", self.counts["batches_malformed"], exc)
             return
         if batch.policy_id != self.policy_id:
             self.counts["batches_foreign"] += 1

@@ -109,3 +109,9 @@ def die_with_parent() -> None:
         return  # not Linux: the supervisor's own stop path still ends its children
     if os.getppid() != parent:  # the parent died before prctl took effect
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+def log_dropped(logger: logging.Logger, what: str, count: int, reason: object) -> None:
+    """Log a dropped message at counts 1, 2, 4, 8, ... so a flood of bad input cannot flood the log."""
+    if count & (count - 1) == 0:
+        logger.warning("dropped %s (%d so far): %s", what, count, reason)

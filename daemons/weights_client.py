@@ -6,6 +6,7 @@ import logging
 import time
 from typing import Any
 
+from daemons.runtime import log_dropped
 from protocol import ProtocolError, WeightBlob, WeightRequest, decode, sockets
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ class WeightsClient:
             message = decode(frames)
         except ProtocolError as exc:
             self.counters["blobs_rejected"] += 1
-            log.warning("dropped a malformed weights message: %s", exc)
+            log_dropped(log, "a malformed weights message", self.counters["blobs_rejected"], exc)
             return None
         if not isinstance(message, WeightBlob):
             return None  # a control_reply such as up_to_date or no_weights

@@ -1,0 +1,62 @@
+"""`tandem bench e2e`: wall time from starting `tandem up` to a solved evaluation, over several seeds."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import click
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "cartpole.toml"
+
+
+def run_seed(config: Path, seed: int, limit_s: float, extra: tuple[str, ...]) -> dict:
+    """One `tandem up` from process start to exit; solved when it stopped on its eval_return condition."""
+    with tempfile.TemporaryDirectory(prefix="tandem-e2e-") as tmp:
+        args = [sys.executable, "-m", "client", "up", str(config), "--json", "--quiet",
+                "--set", f"run.seed={seed}", "--set", f"run.dir='{tmp}/run'", "--set", f"stop.seconds={limit_s}"]
+        for item in extra:
+            args += ["--set", item]
+        started = time.monotonic()
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=limit_s + 60)
+        wall = time.monotonic() - started
+    try:
+        summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        summary = {"reason": proc.stderr.strip()[-300:]}
+    solved = proc.returncode == 0 and "evaluation return" in summary.get("reason", "")
+    return {"seed": seed, "wall_s": round(wall, 2), "solved": solved, "reason": summary.get("reason"),
+            "updates": summary.get("updates"), "env_steps": summary.get("env_steps")}
+
+
+@click.command("e2e")
+@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_CONFIG,
+              show_default=True, help="The run to time; it must set stop.eval_return.")
+@click.option("--seeds", default=3, show_default=True, help="Seeds 0..N-1, one full run each.")
+@click.option("--limit-s", default=120.0, show_default=True, help="Give up on a seed after this long (counted as unsolved).")
+@click.option("--target-s", default=10.0, show_default=True, help="Target for the median time to solve.")
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides for every run.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
+def e2e_cmd(config: Path, seeds: int, limit_s: float, target_s: float, overrides: tuple[str, ...], as_json: bool) -> None:
+    """Median time from `tandem up` to a greedy evaluation mean >= stop.eval_return (start-up included)."""
+    runs = []
+    for seed in range(seeds):
+        runs.append(run_seed(config, seed, limit_s, overrides))
+        if not as_json:
+            r = runs[-1]
+            click.echo(f"seed {seed}: {r['wall_s']:7.2f} s  {'solved' if r['solved'] else 'NOT solved'}  "
+                       f"updates {r['updates']}  env steps {r['env_steps']}  ({r['reason']})")
+    # An unsolved seed counts as the time limit, so the median never hides a failure.
+    times = [r["wall_s"] if r["solved"] else limit_s for r in runs]
+    median = statistics.median(times)
+    record = {"benchmark": "e2e", "config": str(config), "runs": runs, "median_s": median, "target_s": target_s,
+              "met": median <= target_s and all(r["solved"] for r in runs), "solved": sum(r["solved"] for r in runs)}
+    if as_json:
+        click.echo(json.dumps(record))
+    else:
+        click.echo(f"median {median:.2f} s over {seeds} seeds (target <= {target_s:g} s): {'met' if record['met'] else 'NOT met'}")
