@@ -12,6 +12,7 @@ import gymnasium as gym
 import numpy as np
 
 from daemons.config.schema import EnvSection
+from daemons.plugins import import_callable
 
 
 class EnvBuildError(RuntimeError):
@@ -20,19 +21,10 @@ class EnvBuildError(RuntimeError):
 
 def resolve_callable(spec: str) -> Callable[..., Any]:
     """'package.module:attr' -> the object; EnvBuildError naming what is missing."""
-    module_name, _, attr = spec.partition(":")
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise EnvBuildError(f"cannot import module {module_name!r} of {spec!r}: {exc}") from exc
-    target = module
-    for part in attr.split("."):
-        if not hasattr(target, part):
-            raise EnvBuildError(f"{module_name!r} has no attribute {attr!r} (from {spec!r})")
-        target = getattr(target, part)
-    if not callable(target):
-        raise EnvBuildError(f"{spec!r} is not callable")
-    return target
+        return import_callable(spec, "env.id")
+    except ValueError as exc:
+        raise EnvBuildError(str(exc)) from exc
 
 
 def has_attribute(spec: str) -> bool:

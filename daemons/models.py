@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 
 import gymnasium as gym
@@ -11,6 +10,7 @@ import torch
 from torch import nn
 
 from daemons.config.schema import ModelSection
+from daemons.plugins import import_callable
 
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU}
 BUILTIN_KINDS = ("auto", "mlp", "nature_cnn")
@@ -105,19 +105,7 @@ def build_nature_cnn(model_cfg: ModelSection, obs_space: gym.Space, num_actions:
 
 def build_from_callable(model_cfg: ModelSection, obs_space: gym.Space, num_actions: int) -> nn.Module:
     kind = model_cfg.kind
-    module_name, _, attr_path = kind.partition(":")
-    if not module_name or not attr_path:
-        raise ValueError(f"model.kind {kind!r}: expected 'module:callable'")
-    try:
-        target = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"model.kind {kind!r}: cannot import module {module_name!r} ({exc})") from exc
-    for part in attr_path.split("."):
-        if not hasattr(target, part):
-            raise ValueError(f"model.kind {kind!r}: module {module_name!r} has no attribute {attr_path!r}")
-        target = getattr(target, part)
-    if not callable(target):
-        raise ValueError(f"model.kind {kind!r}: {attr_path!r} is a {type(target).__name__}, not a callable")
+    target = import_callable(kind, "model.kind")
     net = target(obs_space, num_actions, model_cfg)
     if not isinstance(net, nn.Module):
         raise ValueError(f"model.kind {kind!r}: the callable returned a {type(net).__name__}, not a torch.nn.Module")
