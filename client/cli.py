@@ -10,8 +10,9 @@ import click
 
 from client.bench.group import bench_group
 from client.config_cmd import config_group
+from client.control_cmds import restart_cmd, status_cmd, stop_cmd
 from client.daemon_cmds import actor_cmd, evaluator_cmd, learner_cmd
-from client.up import up_cmd
+from client.up import supervise_cmd, up_cmd
 from client.exit_codes import ExitCode
 
 
@@ -43,7 +44,7 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     ctx.obj = CliContext(verbose=verbose)
 
 
-for command in (config_group, bench_group, up_cmd, actor_cmd, learner_cmd, evaluator_cmd):
+for command in (config_group, bench_group, up_cmd, supervise_cmd, status_cmd, stop_cmd, restart_cmd, actor_cmd, learner_cmd, evaluator_cmd):
     cli.add_command(command)
 
 

@@ -3,31 +3,10 @@
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 
 from daemons.config.schema import StopSection
+from daemons.rate_meter import RateMeter
 from protocol import Heartbeat
-
-RATE_WINDOW_S = 5.0
-
-
-@dataclass
-class RateMeter:
-    """A counter's rate over the last few seconds, from (time, value) samples."""
-
-    samples: deque = field(default_factory=lambda: deque(maxlen=64))
-
-    def add(self, now: float, value: float) -> None:
-        self.samples.append((now, value))
-        while len(self.samples) > 2 and now - self.samples[0][0] > RATE_WINDOW_S:
-            self.samples.popleft()
-
-    def rate(self) -> float:
-        if len(self.samples) < 2:
-            return 0.0
-        (t0, v0), (t1, v1) = self.samples[0], self.samples[-1]
-        return (v1 - v0) / (t1 - t0) if t1 > t0 else 0.0
-
 
 class RunView:
     """The latest heartbeat of each daemon, the last 100 episodes, and the stop conditions."""
@@ -38,11 +17,16 @@ class RunView:
         self.beats: dict[str, Heartbeat] = {}
         self.returns: deque[float] = deque(maxlen=100)
         self.episodes = 0
+        self.carried_steps: dict[str, int] = {}
         self.malformed = 0  # control messages dropped as malformed
         self.env_steps_rate = RateMeter()
         self.updates_rate = RateMeter()
 
     def heartbeat(self, beat: Heartbeat, now: float) -> None:
+        old = self.beats.get(beat.name)
+        if old is not None and old.incarnation != beat.incarnation and beat.role == "actor":
+            # A restarted actor counts from zero again: keep what its earlier incarnations did.
+            self.carried_steps[beat.name] = self.carried_steps.get(beat.name, 0) + int(old.counters.get("env_steps", 0))
         self.beats[beat.name] = beat
         self.env_steps_rate.add(now, self.env_steps())
         self.updates_rate.add(now, self.learner_counter("updates"))
@@ -56,7 +40,7 @@ class RunView:
         return sum(b.counters.get(key, 0) for b in self.beats.values() if b.role == role)
 
     def env_steps(self) -> int:
-        return int(self._sum("actor", "env_steps"))
+        return int(self._sum("actor", "env_steps")) + sum(self.carried_steps.values())
 
     def learner_counter(self, key: str) -> float:
         return self._sum("learner", key)

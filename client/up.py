@@ -8,14 +8,13 @@ import socket
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import click
 
 from client.config_cmd import load_or_exit, set_option
 from client.exit_codes import ExitCode
 from client.progress import RunView, format_line
-from daemons.children import Child, stop_all
+from daemons.supervisor.supervisor import ChildSpec, Supervisor
 from daemons.config import RunConfig, render_toml
 from daemons.paths import run_dir
 from daemons.runtime import StopFlag, log_dropped
@@ -48,18 +47,13 @@ def fix_ports(config: RunConfig) -> RunConfig:
     return replace(config, transport=replace(t, **chosen))
 
 
-def plan_children(config: RunConfig, config_path: Path, control: str, logs: Path) -> list[Child]:
-    """The learner, the actors and the evaluator of a one-machine run (the supervisor's process table)."""
-
-    def child(name: str, role: str, *args: str) -> Child:
-        argv = [role, str(config_path), *args, "--control", control, "--die-with-parent"]
-        return Child(name, role, argv, logs / f"{name}.log")
-
-    children = [child("learner-default", "learner", "--policy", "default")]
-    children += [child(f"actor-{i}", "actor", "--index", str(i)) for i in range(config.actors.count)]
+def plan_children(config: RunConfig) -> list[ChildSpec]:
+    """The learner, the actors and the evaluator of a one-machine run: the supervisor's process table."""
+    specs = [ChildSpec("learner-default", "learner", ("--policy", "default"))]
+    specs += [ChildSpec(f"actor-{i}", "actor", ("--index", str(i))) for i in range(config.actors.count)]
     if config.eval.enabled:
-        children.append(child("evaluator", "evaluator"))
-    return children
+        specs.append(ChildSpec("evaluator", "evaluator"))
+    return specs
 
 
 class Display:
@@ -96,8 +90,10 @@ class Display:
             self.live.stop()
 
 
-def handle_control(router, view: RunView, now: float) -> None:
-    """Heartbeats and episode reports from daemons; every request gets a reply, bad messages are dropped."""
+def handle_control(router, sup: Supervisor, view: RunView, now: float) -> None:
+    """Heartbeats and requests from daemons and the CLI; every request gets a reply, bad messages are dropped."""
+    extra = {"episodes": lambda args: view.episodes_report(list(args.get("returns", [])), now) or {},
+             "progress": lambda args: {"figures": view.figures(now)}}
     while (frames := sockets.recv_frames(router, 0)) is not None:
         identity, body = bytes(frames[0]), frames[1:]
         try:
@@ -105,27 +101,18 @@ def handle_control(router, view: RunView, now: float) -> None:
         except ProtocolError as exc:
             view.malformed += 1
             log_dropped(log, "a malformed control message", view.malformed, exc)
+            sockets.send_message(router, ControlReply(0, False, "bad_message", str(exc)), identity=identity)
             continue
         if isinstance(message, Heartbeat):
-            view.heartbeat(message, now)
+            sup.heartbeat(message, now)
+            if message.name in sup.beats:
+                view.heartbeat(message, now)
         elif isinstance(message, ControlRequest):
-            if message.command == "episodes":
-                view.episodes_report(list(message.args.get("returns", [])), now)
-                reply = ControlReply(message.request_id, True)
-            elif message.command == "status":
-                reply = ControlReply(message.request_id, True, data={"figures": view.figures(now)})
-            else:
-                reply = ControlReply(message.request_id, False, "unknown_command", f"unknown command {message.command!r}")
-            sockets.send_message(router, reply, identity=identity)
+            sockets.send_message(router, sup.handle(message, now, extra), identity=identity)
 
 
-@click.command("up")
-@click.argument("config_file", type=click.Path(dir_okay=False))
-@set_option
-@click.option("--quiet", is_flag=True, help="No progress output, only the final summary.")
-@click.option("--json", "as_json", is_flag=True, help="Progress and summary as JSON lines.")
-def up_cmd(config_file: str, overrides: tuple[str, ...], quiet: bool, as_json: bool) -> None:
-    """Train CONFIG_FILE on this machine until a stop condition, Ctrl-C or SIGTERM."""
+def supervise(config_file: str, overrides: tuple[str, ...], display: Display | None, honour_stop: bool) -> None:
+    """Start and keep the run's daemons alive until a stop condition, `tandem stop`, a FATAL, or a signal."""
     config = fix_ports(load_or_exit(config_file, overrides))
     directory = run_dir(config)
     directory.mkdir(parents=True, exist_ok=True)
@@ -140,41 +127,68 @@ def up_cmd(config_file: str, overrides: tuple[str, ...], quiet: bool, as_json: b
         click.echo(f"error: {exc}", err=True)
         sys.exit(int(ExitCode.FAILURE))
     control = sockets.bound_endpoint(router)
-    children = plan_children(config, resolved, control, directory / "logs")
+    endpoint_file = directory / "endpoint"
+    endpoint_file.write_text(control + "\n")
+    sup = Supervisor(config, resolved, control, directory / "logs", plan_children(config))
     view = RunView(config.stop, started)
     stop = StopFlag().install()
-    display = Display(quiet, as_json)
     code, reason = ExitCode.OK, ""
-    # Restarts, the watchdog and `tandem status` belong to the supervisor issue: today a child that
-    # exits ends the run with its exit code and the tail of its log.
     try:
-        for child in children:
-            child.start()
+        sup.start_all(started)
         next_display = 0.0
         while True:
             now = time.monotonic()
-            handle_control(router, view, now)
+            handle_control(router, sup, view, now)
+            sup.step(now)
             if stop:
                 code, reason = ExitCode.INTERRUPTED, f"stopped by {stop.signal_name}"
                 break
-            if (why := view.stop_reason(now)) is not None:
+            if sup.stopping:
+                code, reason = ExitCode.OK, f"stopped by {sup.stop_requested_by}"
+                break
+            if (why := sup.fatal_reason()) is not None:
+                code, reason = ExitCode.FAILURE, why
+                break
+            if honour_stop and (why := view.stop_reason(now)) is not None:
                 code, reason = ExitCode.OK, why
                 break
-            dead = [c for c in children if c.poll() is not None]
-            if dead:
-                c = dead[0]
-                code = ExitCode.FAILURE
-                reason = f"{c.name} exited with code {c.poll()}; its log {c.log_path} ends with:\n{c.log_tail()}"
-                break
-            if now >= next_display:
+            if display is not None and now >= next_display:
                 display.show(view.figures(now), now)
                 next_display = now + DISPLAY_INTERVAL_S
             sockets.poll([router], 50)
     finally:
-        display.close()
-        stop_all(children, config.supervisor.stop_grace_s)
+        if display is not None:
+            display.close()
+        sup.shutdown(timeout_s=5.0)
         sockets.close_context(ctx, linger_ms=0)
+        endpoint_file.unlink(missing_ok=True)
     figures = view.figures(time.monotonic())
     summary = {"result": "ok" if code == ExitCode.OK else "stopped", "reason": reason, "run_dir": str(directory), **figures}
+    as_json = display is not None and display.as_json
     click.echo(json.dumps(summary) if as_json else f"{format_line(figures)}\n{summary['result']}: {reason}")
     sys.exit(int(code))
+
+
+@click.command("up")
+@click.argument("config_file", type=click.Path(dir_okay=False))
+@set_option
+@click.option("--quiet", is_flag=True, help="No progress output, only the final summary.")
+@click.option("--json", "as_json", is_flag=True, help="Progress and summary as JSON lines.")
+def up_cmd(config_file: str, overrides: tuple[str, ...], quiet: bool, as_json: bool) -> None:
+    """Train CONFIG_FILE on this machine until a stop condition, `tandem stop`, Ctrl-C or SIGTERM.
+
+    Daemons that crash or hang are restarted with backoff; `tandem status` shows every process.
+    """
+    supervise(config_file, overrides, Display(quiet, as_json), honour_stop=True)
+
+
+@click.command("supervise")
+@click.argument("config_file", type=click.Path(dir_okay=False))
+@set_option
+def supervise_cmd(config_file: str, overrides: tuple[str, ...]) -> None:
+    """Run the supervisor of CONFIG_FILE without progress output (for a head machine or systemd).
+
+    It ignores [stop] conditions: it runs until `tandem stop`, SIGTERM or a FATAL learner.
+    """
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s supervisor %(levelname)s: %(message)s")
+    supervise(config_file, overrides, None, honour_stop=False)

@@ -10,7 +10,7 @@ import numpy as np
 from daemons.algorithms import make_policy
 from daemons.backlog import Backlog
 from daemons.config.schema import RunConfig
-from daemons.control_channel import ControlChannel
+from daemons.control_channel import ControlChannel, ControlTimeout
 from daemons.endpoints import learner_endpoints, socket_options
 from daemons.envs import EnvGroup, make_env
 from daemons.runtime import Reporter, StopFlag
@@ -83,7 +83,22 @@ class Actor:
         self.new_episodes: list[tuple[float, int]] = []
         self.seq = 0
 
+    def wait_start_token(self) -> None:
+        """Ask the supervisor for one of its start tokens so at most N actors build envs at once."""
+        if self.channel is None:
+            return
+        self.reporter.set_stage("wait_start_token")
+        while not self.stop:
+            self.reporter.tick()
+            try:
+                if self.channel.request("start_token", {"name": self.name}, timeout_s=2.0).data.get("granted"):
+                    return
+            except ControlTimeout:
+                log.warning("no answer from the supervisor about a start token; asking again")
+            time.sleep(0.1)
+
     def build_envs(self) -> EnvGroup:
+        self.wait_start_token()
         count = self.config.env.num_envs
         envs = []
         for k in range(count):

@@ -50,6 +50,7 @@ def run_tandem(args: list[str], log_path: str, name: str) -> None:
     sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 - lives as long as the process
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
     set_process_name(f"tandem-{name}")
+    sys.argv = ["tandem", *args]  # what the daemon would see had it been exec'd
     from client.cli import cli
 
     cli.main(args=args, prog_name="tandem", standalone_mode=True)  # exits through SystemExit with the code

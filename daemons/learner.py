@@ -48,6 +48,7 @@ class Learner:
         self.lag_window = [0.0, 0]  # sum of lags and transitions since the last metrics record
         self.lag_mean = 0.0
         self.last_metrics: dict[str, float] = {}
+        self.last_checkpoint: float | None = None
 
     # ------------------------------------------------------------------ set-up
 
@@ -224,11 +225,12 @@ class Learner:
                                for k, v in self.replay.state_dict().items()}
         save_checkpoint(self.dir, state)
         self.counts["checkpoints"] += 1
-        self.last_checkpoint = time.time()
+        self.last_checkpoint = time.monotonic()
 
     def counters(self) -> dict[str, float]:
         return {**self.counts, "version": self.version, "replay_size": len(self.replay),
                 "replay_fill": len(self.replay) / self.replay.capacity,
                 "lag_mean": self.lag_mean,
                 "loss": self.last_metrics.get("loss", 0.0),
+                "checkpoint_age_s": time.monotonic() - self.last_checkpoint if self.last_checkpoint else -1.0,
                 "sample_lag_mean": self.last_metrics.get("sample_lag_mean", 0.0)}

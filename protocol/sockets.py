@@ -67,12 +67,26 @@ def _make(ctx: zmq.Context, kind: int, role: str, opts: SocketOptions, endpoint:
     sock.setsockopt(zmq.LINGER, opts.linger_ms)
     sock.setsockopt(zmq.RECONNECT_IVL, opts.reconnect_ivl_ms)
     sock.setsockopt(zmq.RECONNECT_IVL_MAX, opts.reconnect_ivl_max_ms)
-    if endpoint.startswith("tcp://"):
+    if needs_zmtp_heartbeats(endpoint):
         # Without ZMTP heartbeats a frozen peer on TCP goes unnoticed for minutes.
         sock.setsockopt(zmq.HEARTBEAT_IVL, opts.heartbeat_ivl_ms)
         sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, opts.heartbeat_timeout_ms)
         sock.setsockopt(zmq.HEARTBEAT_TTL, opts.heartbeat_timeout_ms)
     return sock
+
+
+def needs_zmtp_heartbeats(endpoint: str) -> bool:
+    """ZMTP heartbeats on TCP links that can leave this machine, not on loopback or ipc.
+
+    On loopback a dead peer's socket is reset by the kernel at once, and a frozen one is the watchdog's
+    job; meanwhile libzmq 4.3.x aborts the whole process (`Assertion failed: !_io_error`,
+    stream_engine_base.cpp) when a heartbeating peer vanishes while its pipe is at the high-water mark
+    (libzmq issues 3937, 4364): we measured exactly that, a learner killed when an actor was SIGKILLed.
+    """
+    if not endpoint.startswith("tcp://"):
+        return False
+    host = endpoint[len("tcp://"):].rsplit(":", 1)[0].strip("[]")
+    return not (host.startswith("127.") or host in ("localhost", "::1"))
 
 
 def _bind(sock: zmq.Socket, role: str, endpoint: str) -> str:

@@ -113,12 +113,24 @@ class StopSection:
 
 @dataclass
 class SupervisorSection:
-    """[supervisor]: heartbeats, liveness and shutdown of the daemons a run starts."""
+    """[supervisor]: heartbeats, liveness, start-up deadlines, restarts and memory limits of the daemons."""
 
     heartbeat_interval_s: float = option(1.0, "Seconds between two heartbeats of a daemon.", above=0.0)
-    liveness_timeout_s: float = option(15.0, "A daemon silent for this long is considered hung.", above=0.0)
+    liveness_timeout_s: float = option(15.0, "A daemon silent for this long is hung: SIGTERM, SIGKILL after stop_grace_s, restart.", above=0.0)
     stop_grace_s: float = option(10.0, "Seconds between SIGTERM and SIGKILL when stopping a daemon.", above=0.0)
     max_concurrent_starts: int = option(2, "Actors allowed to build their environments at the same time.", min=1)
+    first_heartbeat_s: float = option(60.0, "Deadline from process start to its first heartbeat (imports).", above=0.0)
+    build_env_deadline_s: float = option(120.0, "Deadline of each env build stage; a hung constructor gets its actor killed and restarted.", above=0.0)
+    connect_deadline_s: float = option(60.0, "Deadline of the connect stage.", above=0.0)
+    wait_weights_deadline_s: float = option(300.0, "Deadline for an actor's first weights.", above=0.0)
+    backoff_initial_s: float = option(0.5, "First restart delay; doubles with each consecutive failure.", above=0.0)
+    backoff_max_s: float = option(30.0, "Longest restart delay.", above=0.0)
+    start_retries: int = option(3, "Consecutive failures before reaching running that make a process FATAL.", min=1)
+    crash_loop_max: int = option(5, "Exits within crash_loop_window_s that make a process FATAL.", min=1)
+    crash_loop_window_s: float = option(60.0, "Window of the crash-loop count.", above=0.0)
+    actor_rss_limit_mb: int = option(0, "An actor above this resident memory is restarted; 0 is no limit.", min=0)
+    learner_rss_limit_mb: int = option(0, "A learner above this resident memory checkpoints and is restarted; 0 is no limit.", min=0)
+    evaluator_rss_limit_mb: int = option(0, "The evaluator's memory limit; 0 is no limit.", min=0)
 
 
 @dataclass

@@ -42,3 +42,13 @@ def test_stop_conditions():
     view = RunView(StopSection(env_steps=500), started=0.0)
     view.heartbeat(beat("actor-0", "actor", env_steps=600), 1.0)
     assert "600 env steps" in view.stop_reason(1.0)
+
+
+def test_a_restarted_actor_keeps_its_earlier_steps():
+    view = RunView(StopSection(), started=0.0)
+    view.heartbeat(beat("actor-0", "actor", env_steps=5000), 1.0)
+    restarted = Heartbeat(role="actor", name="actor-0", pid=2, host="h", incarnation=2, seq=0, stage="running",
+                          stage_elapsed_s=0.0, counters={"env_steps": 100})
+    view.heartbeat(restarted, 2.0)
+    assert view.env_steps() == 5100
+    assert view.figures(2.0)["env_steps_per_s"] >= 0

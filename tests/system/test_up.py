@@ -41,7 +41,7 @@ def finish(proc: subprocess.Popen, timeout_s: float) -> tuple[str, str]:
 
 
 def test_up_stops_at_env_steps_with_exit_0(tmp_path):
-    proc = up(tmp_path, "stop.env_steps=3000", "eval.enabled=false")
+    proc = up(tmp_path, "stop.env_steps=3000", "eval.enabled=false", "actors.count=2")
     out, err = finish(proc, 90)
     assert proc.returncode == ExitCode.OK, err[-3000:]
     summary = json.loads(out.strip().splitlines()[-1])
@@ -71,8 +71,9 @@ def test_sigterm_stops_every_child_and_exits_130(tmp_path):
 
 
 def test_a_daemon_that_cannot_start_ends_the_run_with_its_error(tmp_path):
-    proc = up(tmp_path, "env.id=NoSuchEnv-v9", "stop.seconds=60")
+    proc = up(tmp_path, "env.id=NoSuchEnv-v9", "stop.seconds=60", "supervisor.backoff_initial_s=0.1")
     out, err = finish(proc, 60)
     assert proc.returncode == ExitCode.FAILURE
     summary = json.loads(out.strip().splitlines()[-1])
-    assert "exited with code 1" in summary["reason"] and "NoSuchEnv-v9" in summary["reason"]
+    # The learner builds an env to learn its spaces: it fails, is retried with backoff, then goes FATAL.
+    assert "learner-default is FATAL" in summary["reason"] and "NoSuchEnv-v9" in summary["reason"], summary

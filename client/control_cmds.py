@@ -1,0 +1,148 @@
+"""`tandem status`, `tandem stop` and `tandem restart NAME`: ask the supervisor, with a timeout, and say what to check."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from client.exit_codes import ExitCode
+from daemons.control_channel import ControlChannel, ControlTimeout
+from protocol import TransportError, sockets
+
+
+def find_endpoint(endpoint: str | None, run_dir: str | None) -> str:
+    """--endpoint, else RUN_DIR/endpoint, else $TANDEM_ENDPOINT, else the newest runs/*/endpoint here."""
+    if endpoint:
+        return endpoint
+    candidates = [os.path.join(run_dir, "endpoint")] if run_dir else []
+    if not candidates and os.environ.get("TANDEM_ENDPOINT"):
+        return os.environ["TANDEM_ENDPOINT"]
+    candidates = candidates or sorted(glob.glob("runs/*/endpoint"), key=os.path.getmtime, reverse=True)
+    for path in candidates:
+        try:
+            return Path(path).read_text().strip()
+        except OSError:
+            continue
+    where = f"{run_dir}/endpoint" if run_dir else "runs/*/endpoint"
+    click.echo(f"error: no supervisor endpoint found ({where} does not exist). Is `tandem up` running in this "
+               "directory? Pass --endpoint tcp://HOST:PORT or --run-dir DIR.", err=True)
+    sys.exit(int(ExitCode.UNREACHABLE))
+
+
+def ask(endpoint: str, command: str, args: dict | None, timeout_s: float) -> Any:
+    """One request/reply; unreachable or refused -> a message saying what to check, and a non-zero exit."""
+    ctx = sockets.new_context()
+    try:
+        channel = ControlChannel(ctx, endpoint)
+        reply = channel.request(command, args, timeout_s=timeout_s)
+    except ControlTimeout:
+        click.echo(f"error: the supervisor at {endpoint} did not answer {command!r} within {timeout_s:g} s. "
+                   "Check that `tandem up` (or `tandem supervise`) is running, that the endpoint is right "
+                   "(runs/<name>/endpoint) and that the port is reachable from here.", err=True)
+        sys.exit(int(ExitCode.UNREACHABLE))
+    except TransportError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(int(ExitCode.UNREACHABLE))
+    finally:
+        sockets.close_context(ctx, linger_ms=0)
+    if not reply.ok:
+        click.echo(f"error: {reply.code}: {reply.message}", err=True)
+        sys.exit(int(ExitCode.FAILURE))
+    return reply
+
+
+endpoint_option = click.option("--endpoint", default=None, metavar="ENDPOINT", help="Supervisor control endpoint (tcp://HOST:PORT).")
+run_dir_option = click.option("--run-dir", default=None, type=click.Path(file_okay=False), help="Run directory holding the endpoint file.")
+timeout_option = click.option("--timeout", "timeout_s", default=5.0, show_default=True, help="Seconds to wait for an answer.")
+
+
+def fmt(value: Any, unit: str = "") -> str:
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.1f}{unit}"
+    return f"{value}{unit}"
+
+
+def render(data: dict) -> Any:
+    from rich.console import Group
+    from rich.table import Table
+
+    table = Table(title=f"run {data['run']}" + (" (stopping)" if data.get("stopping") else ""), box=None, header_style="bold")
+    columns = ["name", "role", "host", "pid", "state", "stage", "in stage", "uptime", "restarts", "beat age",
+               "rss", "cpu", "rate", "version", "lag", "dropped", "last error"]
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    for r in data["processes"]:
+        state = r["state"] + (" HUNG" if r["hung"] else "")
+        rate = f"{fmt(r['rate_per_s'])} {'upd' if r['rate_of'] == 'updates' else 'steps'}/s" if r["rate_per_s"] is not None else "-"
+        table.add_row(r["name"], r["role"], r["host"], fmt(r["pid"]), state, fmt(r["stage"]), fmt(r["stage_s"], "s"),
+                      fmt(r["uptime_s"], "s"), fmt(r["restarts"]), fmt(r["heartbeat_age_s"], "s"), fmt(r["rss_mb"], "M"),
+                      fmt(r["cpu_percent"], "%"), rate, fmt(r["version"]), fmt(r["lag"]), fmt(r["dropped"]),
+                      (r["last_error"] or "")[:80])
+    policies = Table(box=None, header_style="bold")
+    for col in ("policy", "state", "version", "updates/s", "replay fill", "lag", "last checkpoint"):
+        policies.add_column(col)
+    for p in data["policies"]:
+        fill = f"{100 * p['replay_fill']:.0f}%" if p["replay_fill"] is not None else "-"
+        age = p["last_checkpoint_age_s"]
+        policies.add_row(p["policy"], p["state"], fmt(p["version"]), fmt(p["updates_per_s"]), fill, fmt(p["lag"]),
+                         f"{age:.0f}s ago" if age is not None and age >= 0 else "none yet")
+    return Group(table, policies)
+
+
+@click.command("status")
+@endpoint_option
+@run_dir_option
+@timeout_option
+@click.option("--json", "as_json", is_flag=True, help="Print the whole status as JSON.")
+@click.option("--watch", is_flag=True, help="Refresh every second until Ctrl-C.")
+def status_cmd(endpoint, run_dir, timeout_s, as_json, watch) -> None:
+    """What every process of a run is doing. Exit code 5 when any process is FATAL or hung."""
+    endpoint = find_endpoint(endpoint, run_dir)
+    from rich.console import Console
+
+    console = Console() if sys.stdout.isatty() else Console(width=220)
+    while True:
+        data = ask(endpoint, "status", None, timeout_s).data
+        if as_json:
+            click.echo(json.dumps(data))
+        else:
+            if watch:
+                console.clear()
+            console.print(render(data))
+        if not watch:
+            break
+        time.sleep(1.0)
+    if data["unhealthy"]:
+        if not as_json:
+            click.echo(f"unhealthy: {', '.join(data['unhealthy'])}", err=True)
+        sys.exit(int(ExitCode.UNHEALTHY))
+
+
+@click.command("stop")
+@endpoint_option
+@run_dir_option
+@timeout_option
+def stop_cmd(endpoint, run_dir, timeout_s) -> None:
+    """Stop a run: every daemon gets SIGTERM (SIGKILL after the grace), learners checkpoint."""
+    reply = ask(find_endpoint(endpoint, run_dir), "stop", {"by": "tandem stop"}, timeout_s)
+    click.echo(reply.message)
+
+
+@click.command("restart")
+@click.argument("name")
+@endpoint_option
+@run_dir_option
+@timeout_option
+def restart_cmd(name, endpoint, run_dir, timeout_s) -> None:
+    """Restart one process by NAME (e.g. actor-3); also brings a FATAL one back."""
+    reply = ask(find_endpoint(endpoint, run_dir), "restart", {"name": name}, timeout_s)
+    click.echo(reply.message)

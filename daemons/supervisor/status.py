@@ -1,0 +1,63 @@
+"""What `tandem status` shows: a row per process and a line per policy, built from the supervisor's table."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any
+
+from daemons.supervisor import states
+from daemons.supervisor.states import State
+
+
+def process_row(sup: Any, name: str, now: float) -> dict[str, Any]:
+    rec = sup.records[name]
+    beat = sup.beats.get(name)
+    counters = dict(beat.counters) if beat else {}
+    beat_age = now - sup.beat_times[name] if name in sup.beat_times else None
+    hung = (states.is_alive(rec) and beat_age is not None
+            and beat_age > sup.heartbeat_policy.liveness_timeout_s)
+    rate_key = "updates" if rec.role == "learner" else "env_steps"
+    return {
+        "name": name, "role": rec.role, "host": beat.host if beat else socket.gethostname(), "pid": rec.pid,
+        "state": rec.state.value, "hung": hung,
+        "stage": rec.stage if states.is_alive(rec) else rec.last_stage,
+        "stage_s": round(now - rec.stage_since, 1) if states.is_alive(rec) and rec.stage else None,
+        "uptime_s": round(now - rec.started_at, 1) if rec.started_at is not None and states.is_alive(rec) else None,
+        "restarts": rec.restarts, "heartbeat_age_s": round(beat_age, 2) if beat_age is not None else None,
+        "rss_mb": round(beat.rss_bytes / 2**20, 1) if beat else None,
+        "cpu_percent": round(beat.cpu_percent, 1) if beat else None,
+        "rate_per_s": rate_from(sup, name, rate_key), "rate_of": rate_key,
+        "version": counters.get("version"), "lag": counters.get("lag_mean"),
+        "dropped": counters.get("batches_dropped", counters.get("batches_over_ratio")),
+        "exit_code": rec.last_exit_code, "last_error": rec.last_error,
+        "counters": counters,
+    }
+
+
+def rate_from(sup: Any, name: str, key: str) -> float | None:
+    meter = getattr(sup, "rates", {}).get((name, key))
+    return round(meter.rate(), 1) if meter else None
+
+
+def policy_lines(sup: Any, now: float) -> list[dict[str, Any]]:
+    lines = []
+    for name, rec in sup.records.items():
+        if rec.role != "learner":
+            continue
+        c = dict(sup.beats[name].counters) if name in sup.beats else {}
+        lines.append({"policy": name.removeprefix("learner-"), "learner": name, "state": rec.state.value,
+                      "version": c.get("version"), "updates": c.get("updates"),
+                      "updates_per_s": rate_from(sup, name, "updates"), "replay_fill": c.get("replay_fill"),
+                      "lag": c.get("lag_mean"), "last_checkpoint_age_s": c.get("checkpoint_age_s")})
+    return lines
+
+
+def status_data(sup: Any, now: float) -> dict[str, Any]:
+    rows = [process_row(sup, name, now) for name in sup.records]
+    return {
+        "run": sup.config.run.name, "supervisor_pid": os.getpid(), "time": time.time(),
+        "stopping": sup.stopping, "processes": rows, "policies": policy_lines(sup, now),
+        "unhealthy": [r["name"] for r in rows if r["state"] == State.FATAL.value or r["hung"]],
+    }

@@ -1,0 +1,212 @@
+"""The supervisor: starts daemons, feeds their heartbeats to the state machine, and acts on what it says is due."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from daemons.children import Child
+from daemons.config.schema import RunConfig
+from daemons.rate_meter import RateMeter
+from daemons.supervisor import states
+from daemons.supervisor.states import Action, HeartbeatPolicy, ProcessRecord, RestartPolicy, State
+from daemons.supervisor.tokens import StartTokens
+from protocol import ControlReply, ControlRequest, Heartbeat
+
+log = logging.getLogger(__name__)
+BUILD_STAGES = ("start", "wait_start_token", "build_env")
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    """What to run: `tandem ROLE CONFIG ARGS... --control ENDPOINT`."""
+
+    name: str
+    role: str
+    args: tuple[str, ...] = ()
+
+
+def policies(config: RunConfig) -> tuple[RestartPolicy, HeartbeatPolicy]:
+    s = config.supervisor
+    restart = RestartPolicy(backoff_initial_s=s.backoff_initial_s, backoff_max_s=s.backoff_max_s,
+                            start_retries=s.start_retries, crash_loop_max=s.crash_loop_max,
+                            crash_loop_window_s=s.crash_loop_window_s)
+    heartbeat = HeartbeatPolicy(liveness_timeout_s=s.liveness_timeout_s, stop_grace_s=s.stop_grace_s,
+                                first_heartbeat_s=s.first_heartbeat_s,
+                                stage_deadlines_s={"build_env": s.build_env_deadline_s, "connect": s.connect_deadline_s,
+                                                   "wait_weights": s.wait_weights_deadline_s})
+    return restart, heartbeat
+
+
+class Supervisor:
+    """Owns the process table of one run. Call `step(now)` often and `handle()` for each control message."""
+
+    def __init__(self, config: RunConfig, config_path: Path, control_endpoint: str, logs: Path, specs: list[ChildSpec]):
+        self.config, self.config_path, self.control_endpoint, self.logs = config, config_path, control_endpoint, logs
+        self.restart_policy, self.heartbeat_policy = policies(config)
+        self.specs = {spec.name: spec for spec in specs}
+        self.records = {spec.name: ProcessRecord(spec.name, spec.role) for spec in specs}
+        self.children: dict[str, Child | None] = {spec.name: None for spec in specs}
+        self.beats: dict[str, Heartbeat] = {}
+        self.beat_times: dict[str, float] = {}
+        self.rates: dict[tuple[str, str], RateMeter] = {}
+        self.tokens = StartTokens(config.supervisor.max_concurrent_starts)
+        self.stopping = False
+        self.stop_requested_by: str | None = None
+        s = config.supervisor
+        self.rss_limits = {"actor": s.actor_rss_limit_mb << 20, "learner": s.learner_rss_limit_mb << 20,
+                           "evaluator": s.evaluator_rss_limit_mb << 20}
+
+    # ------------------------------------------------------------------ processes
+
+    def start_all(self, now: float) -> None:
+        for name in self.records:
+            self._start(name, now)
+
+    def _start(self, name: str, now: float) -> None:
+        spec = self.specs[name]
+        args = [spec.role, str(self.config_path), *spec.args, "--control", self.control_endpoint, "--die-with-parent"]
+        child = Child(name, spec.role, args, self.logs / f"{name}.log")
+        child.start()
+        self.children[name] = child
+        self.beats.pop(name, None)
+        for key in ("env_steps", "updates"):
+            self.rates.pop((name, key), None)
+        states.started(self.records[name], child.pid, now)
+        log.info("started %s (pid %s)", name, child.pid)
+
+    def _signal(self, name: str, sig: int) -> None:
+        child = self.children.get(name)
+        if child is not None:
+            child.signal(sig)
+
+    def step(self, now: float) -> None:
+        """Reap exits, then start, terminate or kill whatever the state machine says is due."""
+        for name, rec in self.records.items():
+            child = self.children.get(name)
+            if child is not None and (code := child.poll()) is not None:
+                self.children[name] = None
+                self.tokens.release(name)
+                error = "" if rec.kill_reason or rec.state == State.STOPPING else last_error_line(child, code)
+                states.exited(rec, code, now, self.restart_policy, error=error)
+                log.log(logging.WARNING if rec.state != State.STOPPED else logging.INFO,
+                        "%s exited with code %s -> %s %s", name, code, rec.state.value, rec.last_error)
+            self._check_memory(name, rec, now)
+            action, reason = states.due(rec, now, self.heartbeat_policy)
+            if action == Action.START and not self.stopping:
+                self._start(name, now)
+            elif action == Action.TERMINATE:
+                if rec.state != State.STOPPING:
+                    states.terminate(rec, reason, now)
+                    log.warning("terminating %s: %s", name, reason)
+                else:
+                    rec.terminate_sent_at = now
+                self._signal(name, signal.SIGTERM)
+            elif action == Action.KILL:
+                log.warning("killing %s after %.1f s of grace", name, self.heartbeat_policy.stop_grace_s)
+                self._signal(name, signal.SIGKILL)
+                states.killed(rec, now)
+
+    def _check_memory(self, name: str, rec: ProcessRecord, now: float) -> None:
+        limit = self.rss_limits.get(rec.role, 0)
+        beat = self.beats.get(name)
+        if limit and beat and states.is_alive(rec) and rec.terminate_sent_at is None and beat.rss_bytes > limit:
+            states.terminate(rec, f"rss {beat.rss_bytes >> 20} MiB over its limit of {limit >> 20} MiB", now)
+            log.warning("restarting %s: %s", name, rec.kill_reason)
+            self._signal(name, signal.SIGTERM)  # a learner checkpoints on SIGTERM before it exits
+
+    def stop(self, now: float, by: str = "") -> None:
+        """Stop every daemon (SIGTERM now, SIGKILL after the grace, through `step`)."""
+        self.stopping = True
+        self.stop_requested_by = self.stop_requested_by or by
+        for name, rec in self.records.items():
+            was_alive = states.is_alive(rec)
+            states.stop_requested(rec, now)
+            if was_alive:
+                self._signal(name, signal.SIGTERM)
+
+    def all_down(self) -> bool:
+        return not any(states.is_alive(rec) for rec in self.records.values())
+
+    def shutdown(self, timeout_s: float) -> None:
+        """Stop everything and wait, at most `timeout_s` beyond the grace, until no child is left."""
+        self.stop(time.monotonic())
+        deadline = time.monotonic() + self.heartbeat_policy.stop_grace_s + timeout_s
+        while not self.all_down() and time.monotonic() < deadline:
+            self.step(time.monotonic())
+            time.sleep(0.02)
+        for child in self.children.values():
+            if child is not None:
+                child.signal(signal.SIGKILL)
+                child.wait(5.0)
+
+    def fatal_reason(self) -> str | None:
+        """Why the run cannot go on: its learner is FATAL, or every actor is."""
+        recs = self.records.values()
+        for rec in recs:
+            if rec.role == "learner" and rec.state == State.FATAL:
+                return f"{rec.name} is FATAL: {rec.last_error}"
+        actors = [r for r in recs if r.role == "actor"]
+        if actors and all(r.state == State.FATAL for r in actors):
+            return f"every actor is FATAL; {actors[0].name}: {actors[0].last_error}"
+        return None
+
+    # ------------------------------------------------------------------ control messages
+
+    def heartbeat(self, beat: Heartbeat, now: float) -> None:
+        rec = self.records.get(beat.name)
+        if rec is None or beat.pid != rec.pid:
+            return  # a daemon we did not start, or a killed incarnation's last words
+        self.beats[beat.name] = beat
+        self.beat_times[beat.name] = now
+        states.heartbeat(rec, beat.stage, beat.stage_elapsed_s, now)
+        for key in ("env_steps", "updates"):
+            if key in beat.counters:
+                self.rates.setdefault((beat.name, key), RateMeter()).add(now, beat.counters[key])
+        if not beat.stage.startswith(BUILD_STAGES):
+            self.tokens.release(beat.name)
+
+    def handle(self, request: ControlRequest, now: float,
+               extra: Mapping[str, Callable[[Mapping[str, Any]], dict]] | None = None) -> ControlReply:
+        """Answer one control request; `extra` adds commands of the caller (e.g. `tandem up`'s episode reports)."""
+        rid, args = request.request_id, request.args
+        if request.command == "status":
+            from daemons.supervisor.status import status_data
+
+            return ControlReply(rid, True, data=status_data(self, now))
+        if request.command == "stop":
+            self.stop(now, by=str(args.get("by", "tandem stop")))
+            return ControlReply(rid, True, message="stopping every daemon")
+        if request.command == "restart":
+            name = args.get("name")
+            if name not in self.records:
+                return ControlReply(rid, False, "unknown_process", f"no process named {name!r}; known: {', '.join(self.records)}")
+            rec = self.records[name]
+            was_alive = states.is_alive(rec)
+            states.restart_requested(rec, now)
+            if was_alive:
+                self._signal(name, signal.SIGTERM)
+            return ControlReply(rid, True, message=f"restarting {name}")
+        if request.command == "start_token":
+            name = str(args.get("name", ""))
+            granted = self.tokens.acquire(name)
+            return ControlReply(rid, True, data={"granted": granted, "holders": sorted(self.tokens.holders)})
+        if extra and request.command in extra:
+            return ControlReply(rid, True, data=extra[request.command](args))
+        known = ["status", "stop", "restart", "start_token", *(extra or {})]
+        return ControlReply(rid, False, "unknown_command", f"unknown command {request.command!r}; known: {', '.join(known)}")
+
+
+def last_error_line(child: Child, code: int) -> str:
+    """The daemon's own last word (its `error: ...` line) or the exit code / signal."""
+    for line in reversed(child.log_tail(20).splitlines()):
+        if "error" in line.lower() or "Error" in line:
+            return line.strip()[-300:]
+    if code < 0:
+        return f"killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"

@@ -1,0 +1,57 @@
+"""Environments that misbehave on purpose, for supervisor tests (imported by daemons as `module:callable`).
+
+Each misbehaves only inside one actor (read from the daemon's command line), so the learner, which builds
+one env to learn the spaces, and the other actors are unaffected.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import gymnasium as gym
+
+
+def actor_index() -> int | None:
+    argv = sys.argv
+    if "actor" in argv and "--index" in argv:
+        return int(argv[argv.index("--index") + 1])
+    return None
+
+
+def hang_once_in_actor(marker: str, index: int = 0) -> gym.Env:
+    """The first env actor `index` builds never returns (like a native emulator stuck in init); later builds work."""
+    if actor_index() == index:
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return gym.make("CartPole-v1")
+        while True:
+            time.sleep(1)
+    return gym.make("CartPole-v1")
+
+
+def raise_in_actor(index: int = 0) -> gym.Env:
+    """Actor `index` always fails to build its env; everyone else gets CartPole."""
+    if actor_index() == index:
+        raise RuntimeError("the emulator's ROM is missing (test env)")
+    return gym.make("CartPole-v1")
+
+
+class Hog(gym.Wrapper):
+    """Keeps another 256 KiB alive (really touched) at every step, stepping at most 1000/s: a steady leak."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.kept: list[bytes] = []
+
+    def step(self, action):
+        self.kept.append(b"x" * (256 << 10))
+        time.sleep(0.001)
+        return self.env.step(action)
+
+
+def leak_in_actor(index: int = 0) -> gym.Env:
+    env = gym.make("CartPole-v1")
+    return Hog(env) if actor_index() == index else env

@@ -1,0 +1,187 @@
+"""The supervisor inside `tandem up`, with real daemons: restarts, hangs, start-up deadlines, memory, leaks."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from daemons.control_channel import ControlChannel
+from protocol import sockets
+from tests.system.harness import ROOT
+
+QUICK = ["supervisor.heartbeat_interval_s=0.2", "supervisor.liveness_timeout_s=3.0", "supervisor.stop_grace_s=2.0",
+         "supervisor.backoff_initial_s=0.2", "supervisor.backoff_max_s=1.0", "stop.seconds=600", "eval.enabled=false"]
+
+
+class Run:
+    """A `tandem up` process and a control channel to its supervisor."""
+
+    def __init__(self, tmp_path: Path, overrides: list[str]):
+        args = [sys.executable, "-m", "client", "up", str(ROOT / "examples" / "cartpole.toml"), "--json",
+                "--set", f"run.dir='{tmp_path}/run'"]
+        for item in QUICK + overrides:
+            args += ["--set", item]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.out = (tmp_path / "up.out").open("w")
+        self.proc = subprocess.Popen(args, stdout=self.out, stderr=subprocess.STDOUT, cwd=tmp_path, env=env,
+                                     start_new_session=True)
+        endpoint_file = tmp_path / "run" / "endpoint"
+        deadline = time.monotonic() + 30
+        while not endpoint_file.exists():
+            assert self.proc.poll() is None and time.monotonic() < deadline, (tmp_path / "up.out").read_text()
+            time.sleep(0.05)
+        self.endpoint = endpoint_file.read_text().strip()
+        self.ctx = sockets.new_context()
+        self.channel = ControlChannel(self.ctx, self.endpoint)
+        self.tmp_path = tmp_path
+
+    def status(self) -> dict:
+        return self.channel.request("status", timeout_s=5).data
+
+    def row(self, name: str) -> dict:
+        return next(r for r in self.status()["processes"] if r["name"] == name)
+
+    def wait(self, predicate, timeout_s: float, what: str):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"tandem up exited: {(self.tmp_path / 'up.out').read_text()[-2000:]}"
+            data = self.status()
+            if predicate(data):
+                return data
+            time.sleep(0.2)
+        raise AssertionError(f"timed out after {timeout_s} s waiting for {what}: "
+                             f"{[(r['name'], r['state'], r['stage'], r['last_error']) for r in data['processes']]}")
+
+    def close(self) -> None:
+        self.channel.close()
+        sockets.close_context(self.ctx, 0)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        self.out.close()
+
+
+@pytest.fixture
+def run_up(tmp_path):
+    runs = []
+
+    def start(*overrides: str) -> Run:
+        runs.append(Run(tmp_path, list(overrides)))
+        return runs[-1]
+
+    yield start
+    for run in runs:
+        run.close()
+
+
+def rows(data) -> dict:
+    return {r["name"]: r for r in data["processes"]}
+
+
+def running(name):
+    return lambda d: rows(d)[name]["state"] == "RUNNING"
+
+
+def test_sigkilled_actor_comes_back_ten_times_and_learner_keeps_updating(run_up):
+    run = run_up("actors.count=2", "supervisor.crash_loop_max=50")
+    run.wait(lambda d: all(r["state"] == "RUNNING" for r in d["processes"]), 60, "everything running")
+    learner_pid = run.row("learner-default")["pid"]
+    for i in range(10):
+        pid = run.row("actor-0")["pid"]
+        os.kill(pid, signal.SIGKILL)
+        data = run.wait(lambda d: rows(d)["actor-0"]["state"] == "RUNNING" and rows(d)["actor-0"]["pid"] != pid, 30,
+                        f"actor-0 back after kill {i + 1}")
+    actor = rows(data)["actor-0"]
+    assert actor["restarts"] == 10 and "SIGKILL" in actor["last_error"]
+    updates = run.row("learner-default")["counters"]["updates"]
+    run.wait(lambda d: rows(d)["learner-default"]["counters"]["updates"] > updates, 20, "the learner still updating")
+    assert run.row("learner-default")["pid"] == learner_pid and run.row("actor-1")["restarts"] == 0
+
+
+def test_sigstopped_actor_is_detected_and_replaced(run_up):
+    run = run_up("actors.count=1")
+    run.wait(running("actor-0"), 60, "actor running")
+    pid = run.row("actor-0")["pid"]
+    os.kill(pid, signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    data = run.wait(lambda d: rows(d)["actor-0"]["pid"] != pid and rows(d)["actor-0"]["state"] == "RUNNING", 30,
+                    "the frozen actor replaced")
+    took = time.monotonic() - stopped_at
+    print(f"frozen actor replaced after {took:.1f} s (liveness timeout 3 s, grace 2 s)")
+    assert "hung" in rows(data)["actor-0"]["last_error"]
+    assert took < 3 + 2 + 10
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_env_constructor_that_hangs_is_killed_at_its_deadline_and_rebuilt(run_up, tmp_path):
+    marker = tmp_path / "hung-once"
+    run = run_up("actors.count=2", "env.id=tests.system.envs:hang_once_in_actor", f"env.kwargs.marker='{marker}'",
+                 "supervisor.build_env_deadline_s=3.0")
+    data = run.wait(lambda d: all(r["state"] == "RUNNING" for r in d["processes"]) and rows(d)["actor-0"]["restarts"] >= 1,
+                    60, "actor-0 rebuilt after its hung constructor")
+    assert marker.exists()
+    assert "build_env 1/8" in rows(data)["actor-0"]["last_error"] and "deadline" in rows(data)["actor-0"]["last_error"]
+    assert rows(data)["actor-1"]["restarts"] == 0
+
+
+def test_env_that_always_raises_goes_fatal_with_its_error_in_status_json(run_up, tmp_path):
+    run = run_up("actors.count=2", "env.id=tests.system.envs:raise_in_actor", "env.kwargs.index=1",
+                 "supervisor.start_retries=3")
+    data = run.wait(lambda d: rows(d)["actor-1"]["state"] == "FATAL", 60, "actor-1 FATAL")
+    actor = rows(data)["actor-1"]
+    assert "ROM is missing" in actor["last_error"] and actor["restarts"] == 2
+    assert actor["stage"].startswith("build_env")
+    result = subprocess.run([sys.executable, "-m", "client", "status", "--endpoint", run.endpoint, "--json"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 5, result.stderr  # ExitCode.UNHEALTHY
+    assert "ROM is missing" in result.stdout
+    assert rows(data)["actor-0"]["state"] == "RUNNING"
+
+
+def test_actor_over_its_rss_limit_is_restarted_and_nothing_else(run_up):
+    run = run_up("actors.count=2", "env.id=tests.system.envs:leak_in_actor", "supervisor.actor_rss_limit_mb=600",
+                 "supervisor.crash_loop_max=50")
+    run.wait(lambda d: all(r["state"] == "RUNNING" for r in d["processes"]), 60, "everything running")
+    learner_pid = run.row("learner-default")["pid"]
+    data = run.wait(lambda d: rows(d)["actor-0"]["restarts"] >= 1, 60, "actor-0 restarted at its memory limit")
+    assert "over its limit of 600 MiB" in rows(data)["actor-0"]["last_error"]
+    assert rows(data)["actor-1"]["restarts"] == 0 and rows(data)["learner-default"]["pid"] == learner_pid
+
+
+def test_fifty_actor_restarts_leave_supervisor_and_learner_flat(run_up):
+    run = run_up("actors.count=1", "env.num_envs=2")
+    run.wait(lambda d: all(r["state"] == "RUNNING" for r in d["processes"]), 60, "everything running")
+    supervisor = psutil.Process(run.proc.pid)
+    learner = psutil.Process(run.row("learner-default")["pid"])
+
+    def usage():
+        return {p: (proc.memory_info().rss, proc.num_threads(), proc.num_fds())
+                for p, proc in (("supervisor", supervisor), ("learner", learner))}
+
+    for _ in range(3):  # warm-up restarts: first-time allocations are not leaks
+        pid = run.row("actor-0")["pid"]
+        run.channel.request("restart", {"name": "actor-0"})
+        run.wait(lambda d: rows(d)["actor-0"]["state"] == "RUNNING" and rows(d)["actor-0"]["pid"] != pid, 30, "restart")
+    before = usage()
+    for i in range(50):
+        pid = run.row("actor-0")["pid"]
+        assert run.channel.request("restart", {"name": "actor-0"}).ok
+        run.wait(lambda d: rows(d)["actor-0"]["state"] == "RUNNING" and rows(d)["actor-0"]["pid"] != pid, 30,
+                 f"restart {i + 1}")
+    after = usage()
+    for name in before:
+        rss = (after[name][0] - before[name][0]) / 2**20
+        threads, fds = after[name][1] - before[name][1], after[name][2] - before[name][2]
+        print(f"{name}: after 50 actor restarts RSS {rss:+.1f} MiB, threads {threads:+d}, open files {fds:+d}")
+        assert rss < 20 and threads <= 0 and fds <= 2, (name, rss, threads, fds)
