@@ -50,7 +50,9 @@ class Collector:
             elif isinstance(message, ControlRequest):
                 if message.command == "episodes":
                     self.episode_returns.extend(message.args.get("returns", []))
-                sockets.send_message(self.router, ControlReply(message.request_id, True), identity=bytes(frames[0]))
+                data = {"granted": True} if message.command == "start_token" else {}
+                sockets.send_message(self.router, ControlReply(message.request_id, True, data=data),
+                                     identity=bytes(frames[0]))
 
     def counter(self, name: str, key: str, default=-1):
         beat = self.beats.get(name)

@@ -93,6 +93,11 @@ def running(name):
     return lambda d: rows(d)[name]["state"] == "RUNNING"
 
 
+def replaced(name: str, old_pid: int):
+    """True once `name` runs again under a pid other than `old_pid`."""
+    return lambda d: rows(d)[name]["state"] == "RUNNING" and rows(d)[name]["pid"] != old_pid
+
+
 def test_sigkilled_actor_comes_back_ten_times_and_learner_keeps_updating(run_up):
     run = run_up("actors.count=2", "supervisor.crash_loop_max=50")
     run.wait(lambda d: all(r["state"] == "RUNNING" for r in d["processes"]), 60, "everything running")
@@ -100,8 +105,7 @@ def test_sigkilled_actor_comes_back_ten_times_and_learner_keeps_updating(run_up)
     for i in range(10):
         pid = run.row("actor-0")["pid"]
         os.kill(pid, signal.SIGKILL)
-        data = run.wait(lambda d: rows(d)["actor-0"]["state"] == "RUNNING" and rows(d)["actor-0"]["pid"] != pid, 30,
-                        f"actor-0 back after kill {i + 1}")
+        data = run.wait(replaced("actor-0", pid), 30, f"actor-0 back after kill {i + 1}")
     actor = rows(data)["actor-0"]
     assert actor["restarts"] == 10 and "SIGKILL" in actor["last_error"]
     updates = run.row("learner-default")["counters"]["updates"]
@@ -115,8 +119,7 @@ def test_sigstopped_actor_is_detected_and_replaced(run_up):
     pid = run.row("actor-0")["pid"]
     os.kill(pid, signal.SIGSTOP)
     stopped_at = time.monotonic()
-    data = run.wait(lambda d: rows(d)["actor-0"]["pid"] != pid and rows(d)["actor-0"]["state"] == "RUNNING", 30,
-                    "the frozen actor replaced")
+    data = run.wait(replaced("actor-0", pid), 30, "the frozen actor replaced")
     took = time.monotonic() - stopped_at
     print(f"frozen actor replaced after {took:.1f} s (liveness timeout 3 s, grace 2 s)")
     assert "hung" in rows(data)["actor-0"]["last_error"]
@@ -172,13 +175,12 @@ def test_fifty_actor_restarts_leave_supervisor_and_learner_flat(run_up):
     for _ in range(3):  # warm-up restarts: first-time allocations are not leaks
         pid = run.row("actor-0")["pid"]
         run.channel.request("restart", {"name": "actor-0"})
-        run.wait(lambda d: rows(d)["actor-0"]["state"] == "RUNNING" and rows(d)["actor-0"]["pid"] != pid, 30, "restart")
+        run.wait(replaced("actor-0", pid), 30, "restart")
     before = usage()
     for i in range(50):
         pid = run.row("actor-0")["pid"]
         assert run.channel.request("restart", {"name": "actor-0"}).ok
-        run.wait(lambda d: rows(d)["actor-0"]["state"] == "RUNNING" and rows(d)["actor-0"]["pid"] != pid, 30,
-                 f"restart {i + 1}")
+        run.wait(replaced("actor-0", pid), 30, f"restart {i + 1}")
     after = usage()
     for name in before:
         rss = (after[name][0] - before[name][0]) / 2**20
