@@ -54,15 +54,20 @@ def actor_cmd(config_file, index, control, die_with_parent, overrides):
 @click.option("--policy", default="default", show_default=True, help="The policy this learner trains.")
 @click.option("--device", default=None, help="Torch device, overriding learner.device (e.g. cuda:0).")
 @control_option
+@click.option("--join", default=None, metavar="ENDPOINT",
+              help="Join the supervisor at ENDPOINT (tcp://HEAD:PORT): register there so its actors find this learner.")
+@click.option("--bind", "bind", default=None, metavar="tcp://ADDR:PORT",
+              help="Bind the transitions, weights and snapshot sockets on PORT, PORT+1, PORT+2 of ADDR (or ADDR:* for free ports).")
+@click.option("--insecure", is_flag=True, help="Allow a bind beyond loopback without authentication (status says so).")
 @parent_option
 @set_option
-def learner_cmd(config_file, policy, device, control, die_with_parent, overrides):
+def learner_cmd(config_file, policy, device, control, join, bind, insecure, die_with_parent, overrides):
     """Run the learner of POLICY: replay, training, weight publishing, checkpoints."""
     from daemons.learner import Learner
 
     config = load_or_exit(config_file, overrides)
     run_daemon(f"learner-{policy}", config.run.log_level, die_with_parent,
-               lambda stop: Learner(config, policy, stop, control, device))
+               lambda stop: Learner(config, policy, stop, join or control, device, bind=bind, insecure=insecure))
 
 
 @click.command("evaluator")

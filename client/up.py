@@ -49,7 +49,7 @@ def fix_ports(config: RunConfig) -> RunConfig:
 
 def plan_children(config: RunConfig) -> list[ChildSpec]:
     """The learner, the actors and the evaluator of a one-machine run: the supervisor's process table."""
-    specs = [ChildSpec("learner-default", "learner", ("--policy", "default"))]
+    specs = [] if config.learner.remote else [ChildSpec("learner-default", "learner", ("--policy", "default"))]
     specs += [ChildSpec(f"actor-{i}", "actor", ("--index", str(i))) for i in range(config.actors.count)]
     if config.eval.enabled:
         specs.append(ChildSpec("evaluator", "evaluator"))

@@ -11,7 +11,7 @@ from daemons.algorithms import make_policy
 from daemons.backlog import Backlog
 from daemons.config.schema import RunConfig
 from daemons.control_channel import ControlChannel, ControlTimeout
-from daemons.endpoints import learner_endpoints, socket_options
+from daemons.endpoints import learner_endpoints, lookup_endpoints, socket_options
 from daemons.envs import EnvGroup, make_env
 from daemons.runtime import Reporter, StopFlag
 from daemons.torch_threads import set_torch_threads
@@ -114,6 +114,9 @@ class Actor:
         envs = self.build_envs()
         policy = make_policy(cfg, envs.observation_space, envs.action_space, seed=cfg.run.seed + self.index)
         endpoints = learner_endpoints(cfg)
+        if self.channel is not None:
+            self.reporter.set_stage("connect")
+            endpoints = lookup_endpoints(self.channel, POLICY_ID, endpoints, self.stop, self.reporter.tick)
         opts = socket_options(cfg)
         self.reporter.set_stage("connect")
         push = sockets.transitions_push(self.ctx, endpoints.transitions, opts)

@@ -35,3 +35,48 @@ def socket_options(config: RunConfig):
         max_message_bytes=t.max_message_mb << 20, heartbeat_ivl_ms=t.heartbeat_ivl_ms,
         heartbeat_timeout_ms=t.heartbeat_timeout_ms,
     )
+
+
+def is_loopback(endpoint: str) -> bool:
+    """ipc://, or tcp:// on 127.x / localhost / ::1."""
+    if endpoint.startswith("ipc://"):
+        return True
+    host = endpoint.removeprefix("tcp://").rsplit(":", 1)[0].strip("[]")
+    return host.startswith("127.") or host in ("localhost", "::1")
+
+
+def bind_endpoints(base: str) -> LearnerEndpoints:
+    """`--bind tcp://ADDR:PORT` -> PORT, PORT+1, PORT+2 on ADDR (or three free ports for `tcp://ADDR:*`)."""
+    if not base.startswith("tcp://") or ":" not in base.removeprefix("tcp://"):
+        raise ValueError(f"--bind {base!r}: expected tcp://ADDRESS:PORT or tcp://ADDRESS:*")
+    host, _, port = base.removeprefix("tcp://").rpartition(":")
+    if port == "*":
+        return LearnerEndpoints(*(f"tcp://{host}:*" for _ in range(3)))
+    if not port.isdigit() or not 0 < int(port) <= 65533:
+        raise ValueError(f"--bind {base!r}: the port must be a number from 1 to 65533, or *")
+    return LearnerEndpoints(*(f"tcp://{host}:{int(port) + i}" for i in range(3)))
+
+
+def lookup_endpoints(channel, policy: str, fallback: LearnerEndpoints, stop, tick) -> LearnerEndpoints:
+    """Where `policy`'s learner is, as registered with the supervisor; waits (ticking heartbeats) until it is.
+
+    A control endpoint that does not know the `lookup` command (an old or minimal one) means: use the
+    config's addresses.
+    """
+    import time
+
+    from daemons.control_channel import ControlTimeout
+
+    while not stop:
+        tick()
+        try:
+            reply = channel.request("lookup", {"policy": policy}, timeout_s=2.0)
+        except ControlTimeout:
+            continue
+        if reply.ok:
+            e = reply.data["endpoints"]
+            return LearnerEndpoints(e["transitions"], e["weights"], e["snapshot"])
+        if reply.code == "unknown_command":
+            return fallback
+        time.sleep(0.2)  # not registered yet: the learner is still starting
+    return fallback

@@ -11,7 +11,7 @@ from daemons.actor import POLICY_ID
 from daemons.algorithms import make_policy
 from daemons.config.schema import RunConfig
 from daemons.control_channel import ControlChannel
-from daemons.endpoints import learner_endpoints, socket_options
+from daemons.endpoints import learner_endpoints, lookup_endpoints, socket_options
 from daemons.envs import make_env
 from daemons.runtime import Reporter, StopFlag
 from daemons.torch_threads import set_torch_threads
@@ -49,6 +49,9 @@ class Evaluator:
             envs.append(make_env(cfg.env))
         policy = make_policy(cfg, envs[0].observation_space, envs[0].action_space, seed=cfg.run.seed + 999)
         endpoints = learner_endpoints(cfg)
+        if self.channel is not None:
+            self.reporter.set_stage("connect")
+            endpoints = lookup_endpoints(self.channel, POLICY_ID, endpoints, self.stop, self.reporter.tick)
         weights = WeightsClient(self.ctx, POLICY_ID, endpoints.weights, endpoints.snapshot, "evaluator",
                                 cfg.actors.weights_refresh_s, socket_options(cfg))
         self.reporter.set_stage("wait_weights")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 import numpy as np
@@ -12,7 +13,7 @@ from daemons.algorithms import make_algorithm
 from daemons.checkpoint import load_latest_checkpoint, save_checkpoint
 from daemons.config.schema import RunConfig
 from daemons.control_channel import ControlChannel
-from daemons.endpoints import learner_endpoints, socket_options
+from daemons.endpoints import bind_endpoints, is_loopback, learner_endpoints, socket_options
 from daemons.envs import make_env
 from daemons.metrics_log import MetricsLog
 from daemons.paths import run_dir
@@ -31,8 +32,11 @@ IDLE_POLL_MS = 5
 class Learner:
     """One learner process for one policy; see `run()` for the loop."""
 
-    def __init__(self, config: RunConfig, policy_id: str, stop: StopFlag, control_endpoint: str | None, device: str | None = None):
+    def __init__(self, config: RunConfig, policy_id: str, stop: StopFlag, control_endpoint: str | None,
+                 device: str | None = None, bind: str | None = None, insecure: bool = False):
         self.config, self.policy_id, self.stop = config, policy_id, stop
+        self.bind_base, self.insecure = bind, insecure
+        self.next_register = 0.0
         self.device = device or config.learner.device
         self.name = f"learner-{policy_id}"
         self.dir = run_dir(config) / self.name
@@ -84,14 +88,28 @@ class Learner:
 
     def bind(self) -> None:
         self.reporter.set_stage("bind")
-        endpoints, opts = learner_endpoints(self.config), socket_options(self.config)
+        endpoints = bind_endpoints(self.bind_base) if self.bind_base else learner_endpoints(self.config)
+        opts = socket_options(self.config)
+        exposed = [e for e in (endpoints.transitions, endpoints.weights, endpoints.snapshot) if not is_loopback(e)]
+        if exposed and not self.insecure:
+            raise ValueError(f"binding {exposed[0]} exposes the learner beyond this machine; authentication "
+                             "(CurveZMQ) is not built yet, so such a bind needs --insecure")
         self.transitions_pull = sockets.transitions_pull(self.ctx, endpoints.transitions, opts)
         self.weights_pub = sockets.weights_pub(self.ctx, endpoints.weights, opts)
         self.snapshot_router = sockets.snapshot_router(self.ctx, endpoints.snapshot, opts)
         self.endpoints = {"transitions": sockets.bound_endpoint(self.transitions_pull),
                           "weights": sockets.bound_endpoint(self.weights_pub),
                           "snapshot": sockets.bound_endpoint(self.snapshot_router)}
-        log.info("bound %s", self.endpoints)
+        log.info("bound %s%s", self.endpoints, " (INSECURE: no authentication)" if exposed else "")
+        self.register()
+
+    def register(self) -> None:
+        """Tell the supervisor where this learner is, so actors can find it (repeated: supervisors restart too)."""
+        self.next_register = time.monotonic() + 5.0
+        if self.channel is not None:
+            self.channel.send("register", {"name": self.name, "role": "learner", "policy": self.policy_id,
+                                           "endpoints": self.endpoints, "insecure": self.insecure,
+                                           "host": self.reporter.host, "pid": os.getpid()})
 
     # ------------------------------------------------------------------ the loop
 
@@ -108,6 +126,8 @@ class Learner:
                 trained = self.train_step()
                 self.serve_snapshots()
                 now = time.monotonic()
+                if now >= self.next_register:
+                    self.register()
                 if now >= next_checkpoint:
                     self.checkpoint()
                     next_checkpoint = now + self.config.learner.checkpoint_interval_s

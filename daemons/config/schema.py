@@ -80,6 +80,7 @@ class LearnerSection:
     """[learner]: replay, training pace, publishing and checkpoints of the policy's learner."""
 
     device: str = option("cpu", "Torch device: 'cpu', 'cuda', 'cuda:0', ...")
+    remote: bool = option(False, "The learner runs elsewhere (`tandem learner --join`); the supervisor starts none and waits for it to register.")
     replay_capacity: int = option(100_000, "Transitions the replay ring holds (preallocated).", min=1)
     replay_min_size: int = option(1_000, "Transitions needed before the first update.", min=1)
     samples_per_insert: float = option(4.0, "Target ratio of sampled to inserted transitions (Reverb-style rate limit).", above=0.0)

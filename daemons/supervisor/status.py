@@ -36,6 +36,24 @@ def process_row(sup: Any, name: str, now: float) -> dict[str, Any]:
     }
 
 
+def remote_row(sup: Any, name: str, now: float) -> dict[str, Any]:
+    """A daemon that joined from another machine: watched through its heartbeats, not started or restarted here."""
+    entry, beat = sup.remote[name], sup.beats.get(name)
+    age = now - sup.beat_times[name] if name in sup.beat_times else None
+    lost = age is None or age > sup.heartbeat_policy.liveness_timeout_s
+    counters = dict(beat.counters) if beat else {}
+    return {"name": name, "role": entry["role"], "host": entry["host"], "pid": entry["pid"],
+            "state": "REMOTE-LOST" if lost else "REMOTE", "hung": False, "stage": beat.stage if beat else "",
+            "stage_s": round(beat.stage_elapsed_s, 1) if beat else None, "uptime_s": None, "restarts": 0,
+            "heartbeat_age_s": round(age, 2) if age is not None else None,
+            "rss_mb": round(beat.rss_bytes / 2**20, 1) if beat else None,
+            "cpu_percent": round(beat.cpu_percent, 1) if beat else None, "rate_per_s": None, "rate_of": "updates",
+            "version": counters.get("version"), "lag": counters.get("lag_mean"),
+            "dropped": counters.get("batches_over_ratio"), "exit_code": None,
+            "last_error": "INSECURE: unauthenticated bind" if entry["insecure"] else "", "counters": counters,
+            "insecure": entry["insecure"]}
+
+
 def rate_from(sup: Any, name: str, key: str) -> float | None:
     meter = getattr(sup, "rates", {}).get((name, key))
     return round(meter.rate(), 1) if meter else None
@@ -43,11 +61,13 @@ def rate_from(sup: Any, name: str, key: str) -> float | None:
 
 def policy_lines(sup: Any, now: float) -> list[dict[str, Any]]:
     lines = []
-    for name, rec in sup.records.items():
-        if rec.role != "learner":
+    for name, rec in [*sup.records.items(), *((n, None) for n in sup.remote)]:
+        if rec is not None and rec.role != "learner":
             continue
         c = dict(sup.beats[name].counters) if name in sup.beats else {}
-        lines.append({"policy": name.removeprefix("learner-"), "learner": name, "state": rec.state.value,
+        entry = next((e for e in sup.registry.values() if e["name"] == name), {})
+        lines.append({"policy": name.removeprefix("learner-"), "learner": name,
+                      "state": rec.state.value if rec is not None else "REMOTE", "insecure": entry.get("insecure", False),
                       "version": c.get("version"), "updates": c.get("updates"),
                       "updates_per_s": rate_from(sup, name, "updates"), "replay_fill": c.get("replay_fill"),
                       "lag": c.get("lag_mean"), "last_checkpoint_age_s": c.get("checkpoint_age_s")})
@@ -56,6 +76,7 @@ def policy_lines(sup: Any, now: float) -> list[dict[str, Any]]:
 
 def status_data(sup: Any, now: float) -> dict[str, Any]:
     rows = [process_row(sup, name, now) for name in sup.records]
+    rows += [remote_row(sup, name, now) for name in sup.remote]
     return {
         "run": sup.config.run.name, "supervisor_pid": os.getpid(), "time": time.time(),
         "stopping": sup.stopping, "processes": rows, "policies": policy_lines(sup, now),

@@ -56,6 +56,8 @@ class Supervisor:
         self.beat_times: dict[str, float] = {}
         self.rates: dict[tuple[str, str], RateMeter] = {}
         self.tokens = StartTokens(config.supervisor.max_concurrent_starts)
+        self.registry: dict[str, dict[str, Any]] = {}  # policy -> what its learner registered
+        self.remote: dict[str, dict[str, Any]] = {}  # daemons that joined by themselves (e.g. a GPU learner)
         self.stopping = False
         self.stop_requested_by: str | None = None
         s = config.supervisor
@@ -160,6 +162,10 @@ class Supervisor:
 
     def heartbeat(self, beat: Heartbeat, now: float) -> None:
         rec = self.records.get(beat.name)
+        if rec is None and beat.name in self.remote:
+            self.beats[beat.name] = beat  # a daemon that joined from elsewhere: watched, not managed
+            self.beat_times[beat.name] = now
+            return
         if rec is None or beat.pid != rec.pid:
             return  # a daemon we did not start, or a killed incarnation's last words
         self.beats[beat.name] = beat
@@ -170,6 +176,22 @@ class Supervisor:
                 self.rates.setdefault((beat.name, key), RateMeter()).add(now, beat.counters[key])
         if not beat.stage.startswith(BUILD_STAGES):
             self.tokens.release(beat.name)
+
+    def _register(self, request: ControlRequest, now: float) -> ControlReply:
+        args = request.args
+        endpoints = args.get("endpoints")
+        if not isinstance(endpoints, dict) or not all(isinstance(endpoints.get(k), str) for k in ("transitions", "weights", "snapshot")):
+            return ControlReply(request.request_id, False, "bad_args", "register needs endpoints.transitions, .weights and .snapshot")
+        entry = {"name": str(args.get("name", "")), "endpoints": dict(endpoints), "host": str(args.get("host", "")),
+                 "pid": args.get("pid"), "insecure": bool(args.get("insecure", False)), "role": str(args.get("role", ""))}
+        previous = self.registry.get(str(args.get("policy", "")))
+        self.registry[str(args.get("policy", ""))] = entry
+        if entry["name"] not in self.records:
+            self.remote[entry["name"]] = entry
+        if previous is None or previous["endpoints"] != entry["endpoints"]:
+            log.info("%s registered policy %r at %s%s", entry["name"], args.get("policy"), entry["endpoints"],
+                     " (INSECURE)" if entry["insecure"] else "")
+        return ControlReply(request.request_id, True)
 
     def handle(self, request: ControlRequest, now: float,
                extra: Mapping[str, Callable[[Mapping[str, Any]], dict]] | None = None) -> ControlReply:
@@ -192,13 +214,20 @@ class Supervisor:
             if was_alive:
                 self._signal(name, signal.SIGTERM)
             return ControlReply(rid, True, message=f"restarting {name}")
+        if request.command == "register":
+            return self._register(request, now)
+        if request.command == "lookup":
+            entry = self.registry.get(str(args.get("policy", "")))
+            if entry is None:
+                return ControlReply(rid, False, "not_registered", f"no learner registered for policy {args.get('policy')!r} yet")
+            return ControlReply(rid, True, data={"endpoints": entry["endpoints"], "learner": entry["name"]})
         if request.command == "start_token":
             name = str(args.get("name", ""))
             granted = self.tokens.acquire(name)
             return ControlReply(rid, True, data={"granted": granted, "holders": sorted(self.tokens.holders)})
         if extra and request.command in extra:
             return ControlReply(rid, True, data=extra[request.command](args))
-        known = ["status", "stop", "restart", "start_token", *(extra or {})]
+        known = ["status", "stop", "restart", "register", "lookup", "start_token", *(extra or {})]
         return ControlReply(rid, False, "unknown_command", f"unknown command {request.command!r}; known: {', '.join(known)}")
 
 

@@ -50,9 +50,11 @@ class Collector:
             elif isinstance(message, ControlRequest):
                 if message.command == "episodes":
                     self.episode_returns.extend(message.args.get("returns", []))
-                data = {"granted": True} if message.command == "start_token" else {}
-                sockets.send_message(self.router, ControlReply(message.request_id, True, data=data),
-                                     identity=bytes(frames[0]))
+                if message.command in ("episodes", "register", "start_token"):
+                    reply = ControlReply(message.request_id, True, data={"granted": True})
+                else:  # like a control endpoint without a registry: daemons fall back to the config's addresses
+                    reply = ControlReply(message.request_id, False, "unknown_command", message.command)
+                sockets.send_message(self.router, reply, identity=bytes(frames[0]))
 
     def counter(self, name: str, key: str, default=-1):
         beat = self.beats.get(name)
