@@ -16,6 +16,7 @@ from client.exit_codes import ExitCode
 from client.progress import RunView, format_line
 from daemons.supervisor.supervisor import ChildSpec, Supervisor
 from daemons.config import RunConfig, render_toml
+from daemons.endpoints import is_loopback
 from daemons.paths import run_dir
 from daemons.runtime import StopFlag, log_dropped
 from protocol import ControlReply, ControlRequest, Heartbeat, ProtocolError, TransportError, decode, sockets
@@ -47,13 +48,18 @@ def fix_ports(config: RunConfig) -> RunConfig:
     return replace(config, transport=replace(t, **chosen))
 
 
-def plan_children(config: RunConfig) -> list[ChildSpec]:
+def plan_children(config: RunConfig, insecure: bool = False) -> list[ChildSpec]:
     """The learner, the actors and the evaluator of a one-machine run: the supervisor's process table."""
-    specs = [] if config.learner.remote else [ChildSpec("learner-default", "learner", ("--policy", "default"))]
+    learner_args = ("--policy", "default", *(("--insecure",) if insecure else ()))
+    specs = [] if config.learner.remote else [ChildSpec("learner-default", "learner", learner_args)]
     specs += [ChildSpec(f"actor-{i}", "actor", ("--index", str(i))) for i in range(config.actors.count)]
     if config.eval.enabled:
         specs.append(ChildSpec("evaluator", "evaluator"))
     return specs
+
+
+insecure_option = click.option("--insecure", is_flag=True,
+                               help="Allow binding a non-loopback transport.host without authentication.")
 
 
 class Display:
@@ -111,9 +117,14 @@ def handle_control(router, sup: Supervisor, view: RunView, now: float) -> None:
             sockets.send_message(router, sup.handle(message, now, extra), identity=identity)
 
 
-def supervise(config_file: str, overrides: tuple[str, ...], display: Display | None, honour_stop: bool) -> None:
+def supervise(config_file: str, overrides: tuple[str, ...], display: Display | None, honour_stop: bool,
+              insecure: bool = False) -> None:
     """Start and keep the run's daemons alive until a stop condition, `tandem stop`, a FATAL, or a signal."""
     config = fix_ports(load_or_exit(config_file, overrides))
+    if not insecure and not is_loopback(f"tcp://{config.transport.host}:0"):
+        click.echo(f"error: transport.host {config.transport.host!r} is not loopback: authentication (CurveZMQ) is not "
+                   "built yet, so binding there needs --insecure", err=True)
+        sys.exit(int(ExitCode.USAGE))
     directory = run_dir(config)
     directory.mkdir(parents=True, exist_ok=True)
     resolved = directory / "config.toml"
@@ -129,7 +140,7 @@ def supervise(config_file: str, overrides: tuple[str, ...], display: Display | N
     control = sockets.bound_endpoint(router)
     endpoint_file = directory / "endpoint"
     endpoint_file.write_text(control + "\n")
-    sup = Supervisor(config, resolved, control, directory / "logs", plan_children(config))
+    sup = Supervisor(config, resolved, control, directory / "logs", plan_children(config, insecure))
     view = RunView(config.stop, started)
     stop = StopFlag().install()
     code, reason = ExitCode.OK, ""
@@ -174,21 +185,23 @@ def supervise(config_file: str, overrides: tuple[str, ...], display: Display | N
 @set_option
 @click.option("--quiet", is_flag=True, help="No progress output, only the final summary.")
 @click.option("--json", "as_json", is_flag=True, help="Progress and summary as JSON lines.")
-def up_cmd(config_file: str, overrides: tuple[str, ...], quiet: bool, as_json: bool) -> None:
+@insecure_option
+def up_cmd(config_file: str, overrides: tuple[str, ...], quiet: bool, as_json: bool, insecure: bool) -> None:
     """Train CONFIG_FILE on this machine until a stop condition, `tandem stop`, Ctrl-C or SIGTERM.
 
     Daemons that crash or hang are restarted with backoff; `tandem status` shows every process.
     """
-    supervise(config_file, overrides, Display(quiet, as_json), honour_stop=True)
+    supervise(config_file, overrides, Display(quiet, as_json), honour_stop=True, insecure=insecure)
 
 
 @click.command("supervise")
 @click.argument("config_file", type=click.Path(dir_okay=False))
 @set_option
-def supervise_cmd(config_file: str, overrides: tuple[str, ...]) -> None:
+@insecure_option
+def supervise_cmd(config_file: str, overrides: tuple[str, ...], insecure: bool) -> None:
     """Run the supervisor of CONFIG_FILE without progress output (for a head machine or systemd).
 
     It ignores [stop] conditions: it runs until `tandem stop`, SIGTERM or a FATAL learner.
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s supervisor %(levelname)s: %(message)s")
-    supervise(config_file, overrides, None, honour_stop=False)
+    supervise(config_file, overrides, None, honour_stop=False, insecure=insecure)
