@@ -42,8 +42,12 @@ def run_seed(config: Path, seed: int, limit_s: float, extra: tuple[str, ...]) ->
 @click.option("--target-s", default=10.0, show_default=True, help="Target for the median time to solve.")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides for every run.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
-def e2e_cmd(config: Path, seeds: int, limit_s: float, target_s: float, overrides: tuple[str, ...], as_json: bool) -> None:
+@click.option("--quick", is_flag=True, help="One seed, at most 30 s (a smoke run, not a figure to quote).")
+def e2e_cmd(config: Path, seeds: int, limit_s: float, target_s: float, overrides: tuple[str, ...], as_json: bool,
+            quick: bool) -> None:
     """Median time from `tandem up` to a greedy evaluation mean >= stop.eval_return (start-up included)."""
+    if quick:
+        seeds, limit_s = 1, min(limit_s, 30.0)
     runs = []
     for seed in range(seeds):
         runs.append(run_seed(config, seed, limit_s, overrides))
@@ -54,7 +58,7 @@ def e2e_cmd(config: Path, seeds: int, limit_s: float, target_s: float, overrides
     # An unsolved seed counts as the time limit, so the median never hides a failure.
     times = [r["wall_s"] if r["solved"] else limit_s for r in runs]
     median = statistics.median(times)
-    record = {"benchmark": "e2e", "config": str(config), "runs": runs, "median_s": median, "target_s": target_s,
+    record = {"benchmark": "e2e", "quick": quick, "config": str(config), "runs": runs, "median_s": median, "target_s": target_s,
               "met": median <= target_s and all(r["solved"] for r in runs), "solved": sum(r["solved"] for r in runs)}
     if as_json:
         click.echo(json.dumps(record))
