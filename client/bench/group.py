@@ -3,6 +3,7 @@
 import click
 
 from client.bench.e2e import e2e_cmd
+from client.bench.replay import replay_cmd
 
 
 @click.group("bench")
@@ -10,4 +11,5 @@ def bench_group() -> None:
     """Benchmarks: figures for people, or one JSON record with --json."""
 
 
-bench_group.add_command(e2e_cmd)
+for command in (e2e_cmd, replay_cmd):
+    bench_group.add_command(command)

@@ -1,0 +1,35 @@
+"""`tandem bench NAME --quick --json` runs and prints a complete record (targets are reported, not asserted)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from client.cli import cli
+
+
+def record(*args) -> dict:
+    result = CliRunner().invoke(cli, ["bench", *args, "--quick", "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output.strip().splitlines()[-1])
+
+
+def test_replay_record_is_complete():
+    data = record("replay")
+    assert data["benchmark"] == "replay" and data["quick"] is True
+    got = {(r["kind"], r["capacity"]) for r in data["results"]}
+    assert got == {(k, c) for k in ("uniform", "prioritized") for c in (10_000, 100_000, 1_000_000)}
+    assert all(r["median_us"] > 0 for r in data["results"])
+    assert set(data["ratios"]) == {"uniform", "prioritized"} and set(data["met"]) == {"uniform", "prioritized"}
+    assert data["target"]["ratio_1m_to_10k_max"] == 1.5
+
+
+@pytest.mark.timeout(120)
+def test_e2e_record_is_complete():
+    data = record("e2e")
+    assert data["benchmark"] == "e2e" and len(data["runs"]) == 1
+    run = data["runs"][0]
+    assert {"seed", "wall_s", "solved", "reason", "updates", "env_steps"} <= set(run)
+    assert run["env_steps"] > 0 and data["median_s"] > 0 and isinstance(data["met"], bool)
