@@ -4,6 +4,7 @@ import click
 
 from client.bench.e2e import e2e_cmd
 from client.bench.replay import replay_cmd
+from client.bench.transport import transport_cmd
 
 
 @click.group("bench")
@@ -11,5 +12,5 @@ def bench_group() -> None:
     """Benchmarks: figures for people, or one JSON record with --json."""
 
 
-for command in (e2e_cmd, replay_cmd):
+for command in (e2e_cmd, replay_cmd, transport_cmd):
     bench_group.add_command(command)

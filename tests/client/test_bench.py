@@ -33,3 +33,16 @@ def test_e2e_record_is_complete():
     run = data["runs"][0]
     assert {"seed", "wall_s", "solved", "reason", "updates", "env_steps"} <= set(run)
     assert run["env_steps"] > 0 and data["median_s"] > 0 and isinstance(data["met"], bool)
+
+
+@pytest.mark.timeout(180)
+def test_transport_record_is_complete():
+    data = record("transport")
+    assert data["benchmark"] == "transport"
+    keys = {(r["path"], r["transport"], r["payload"]) for r in data["results"]}
+    for payload in ("cartpole", "atari"):
+        for transport in ("ipc", "tcp"):
+            assert ("tandem", transport, payload) in keys and ("raw-pyzmq", transport, payload) in keys
+        assert ("mp.Queue", "mp.Queue", payload) in keys
+    assert all(r["batches_per_s"] > 0 for r in data["results"])
+    assert set(data["met"]) and set(data["targets"])

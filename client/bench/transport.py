@@ -1,0 +1,344 @@
+"""`tandem bench transport`: batches/s actor -> learner over ipc and tcp, Tandem's path against raw pyzmq and mp.Queue."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import multiprocessing as mp
+import os
+import platform
+import queue
+import shutil
+import statistics
+import tempfile
+import time
+
+import click
+import numpy as np
+import zmq
+
+from protocol import sockets
+from protocol.transitions import TransitionBatch
+
+# name -> (T, K, obs shape, obs dtype): 256 small transitions, or 32 of stacked 84x84 frames (~1 MB a batch)
+PAYLOADS = {"cartpole": (32, 8, (4,), np.float32), "atari": (8, 4, (4, 84, 84), np.uint8)}
+PATHS = (("tandem", "ipc"), ("tandem", "tcp"), ("raw-pyzmq", "ipc"), ("raw-pyzmq", "tcp"), ("mp.Queue", "mp.Queue"))
+CAPACITY = 100_000
+# Atari-like transitions hold two 28 KiB observations: 20k of them is 1.1 GiB already (100k would be 5.6).
+CAPACITIES = {"cartpole": CAPACITY, "atari": 20_000}
+N_STEP, GAMMA = 3, 0.99
+TARGETS = {"atari_tandem_over_raw_min": 0.8, "cartpole_tandem_over_raw_min": 0.6, "atari_tandem_over_mp_queue_min": 5.0}
+WAIT_MS = 100  # every send and receive waits at most this long before looking at the clock or the stop flag
+START_TIMEOUT_S = 60.0  # a child that has not started (imports, buffer prefill) within this is a failure
+
+
+def make_batch(payload: str, seq: int = 0) -> TransitionBatch:
+    """A deterministic unroll with a few terminated and truncated steps (so final_obs is not empty)."""
+    steps, envs, obs_shape, dtype = PAYLOADS[payload]
+    rng = np.random.default_rng(0)
+    if dtype == np.uint8:
+        obs = rng.integers(0, 256, (steps + 1, envs, *obs_shape), dtype=np.uint8)
+    else:
+        obs = rng.standard_normal((steps + 1, envs, *obs_shape), dtype=np.float32)
+    terminated = np.zeros((steps, envs), bool)
+    truncated = np.zeros((steps, envs), bool)
+    terminated[steps // 2, 0] = True
+    truncated[steps - 1, envs - 1] = True
+    return TransitionBatch(policy_id="bench", actor_id="actor-0", incarnation=0, seq=seq, policy_version=0,
+                           env_steps=seq * steps * envs, obs=obs, actions=rng.integers(0, 2, (steps, envs), dtype=np.int64),
+                           rewards=np.ones((steps, envs), np.float32), terminated=terminated, truncated=truncated,
+                           final_obs=obs[:1, 0].copy(), extras={})
+
+
+def payload_bytes(batch: TransitionBatch) -> int:
+    return sum(getattr(batch, n).nbytes for n in ("obs", "actions", "rewards", "terminated", "truncated", "final_obs"))
+
+
+def as_dict(batch: TransitionBatch, seq: int) -> dict:
+    """What a pickling queue would carry: the header fields and the same numpy arrays."""
+    fields = ("policy_id", "actor_id", "incarnation", "policy_version", "env_steps",
+              "obs", "actions", "rewards", "terminated", "truncated", "final_obs")
+    return {"seq": seq, **{n: getattr(batch, n) for n in fields}}
+
+
+def filled_replay(payload: str):
+    """A full buffer, so that inserts cost what they do in steady state (no first-touch page faults)."""
+    from daemons.replay import NStepTransitions, ReplayBuffer
+
+    _, _, obs_shape, dtype = PAYLOADS[payload]
+    capacity = CAPACITIES[payload]
+    buf = ReplayBuffer(capacity, obs_shape, dtype, (), np.int64)
+    chunk = 5_000
+    zeros = NStepTransitions(obs=np.zeros((chunk, *obs_shape), dtype), actions=np.zeros(chunk, np.int64),
+                             returns=np.zeros(chunk, np.float32), next_obs=np.zeros((chunk, *obs_shape), dtype),
+                             discounts=np.zeros(chunk, np.float32), versions=np.zeros(chunk, np.int64))
+    for _ in range(capacity // chunk):
+        buf.add(zeros)
+    return buf
+
+
+# ------------------------------------------------------------------------------------------- receivers
+
+
+def tandem_session(ctx: zmq.Context, endpoint: str, replay):
+    # Imported here: daemons.replay imports torch, which only the Tandem receiver should pay for.
+    from daemons.replay import NStepAccumulator
+
+    sock, nstep = sockets.transitions_pull(ctx, endpoint), NStepAccumulator(N_STEP, GAMMA)
+
+    def recv_one() -> bool:
+        frames = sockets.recv_frames(sock, WAIT_MS)
+        if frames is None:
+            return False
+        replay.add(nstep.add(TransitionBatch.from_frames(frames)))
+        return True
+    return sockets.bound_endpoint(sock), recv_one, sock.close
+
+
+def raw_session(ctx: zmq.Context, endpoint: str):
+    sock = ctx.socket(zmq.PULL)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.bind(endpoint)
+
+    def recv_one() -> bool:
+        if not sock.poll(WAIT_MS, zmq.POLLIN):
+            return False
+        sock.recv_multipart(copy=False)
+        return True
+    return sock.getsockopt_string(zmq.LAST_ENDPOINT), recv_one, sock.close
+
+
+def queue_session(q):
+    def recv_one() -> bool:
+        try:
+            q.get(timeout=WAIT_MS / 1000)
+        except queue.Empty:
+            return False
+        return True
+    return None, recv_one, lambda: None
+
+
+def run_receiver(path: str, payload: str, warmup_s: float, duration_s: float, conn, q) -> None:
+    """Child: for each address the parent sends (None ends it), open it, tell the parent, warm up, count batches.
+
+    One receiver serves every session of its (path, payload), so the Tandem one fills its replay buffer once.
+    """
+    ctx = zmq.Context()
+    try:
+        replay = filled_replay(payload) if path == "tandem" else None
+        while conn.poll(START_TIMEOUT_S):
+            where = conn.recv()
+            if where is None:
+                break
+            if path == "tandem":
+                endpoint, recv_one, close = tandem_session(ctx, where, replay)
+            elif path == "raw-pyzmq":
+                endpoint, recv_one, close = raw_session(ctx, where)
+            else:
+                endpoint, recv_one, close = queue_session(q)
+            conn.send({"endpoint": endpoint})
+            conn.send(count_batches(recv_one, warmup_s, duration_s))
+            close()
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the measurement
+        conn.send({"error": f"{type(exc).__name__}: {exc}"})
+    finally:
+        ctx.destroy(linger=0)
+
+
+def count_batches(recv_one, warmup_s: float, duration_s: float) -> dict:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not recv_one():
+        if time.monotonic() > deadline:
+            return {"error": "no batch arrived"}
+    end_warmup = time.monotonic() + warmup_s
+    while time.monotonic() < end_warmup:
+        recv_one()
+    count, start = 0, time.monotonic()
+    now = start
+    while now - start < duration_s:
+        if recv_one():
+            count += 1
+        now = time.monotonic()
+    return {"batches": count, "elapsed_s": now - start}
+
+
+# --------------------------------------------------------------------------------------------- senders
+
+
+def run_sender(path: str, where, payload: str, stop) -> None:
+    """Child: send batches as fast as the receiver takes them until `stop` is set."""
+    batch = make_batch(payload)
+    if path == "mp.Queue":
+        where.cancel_join_thread()  # never wait at exit to flush a queue nobody reads any more
+        seq = 0
+        while not stop.is_set():
+            try:
+                where.put(as_dict(batch, seq), timeout=WAIT_MS / 1000)
+                seq += 1
+            except queue.Full:
+                pass
+        return
+    ctx = zmq.Context()
+    try:
+        if path == "tandem":
+            tandem_send_loop(ctx, where, batch, stop)
+        else:
+            raw_send_loop(ctx, where, batch.to_frames(), stop)
+    finally:
+        ctx.destroy(linger=0)
+
+
+def tandem_send_loop(ctx: zmq.Context, endpoint: str, batch: TransitionBatch, stop) -> None:
+    sock = sockets.transitions_push(ctx, endpoint)
+    seq = 0
+    while not stop.is_set():
+        # A new batch each time (seq goes up so the learner's n-step windows continue); encoding is measured.
+        frames = dataclasses.replace(batch, seq=seq).to_frames()
+        while not sockets.send_frames(sock, frames, timeout_ms=WAIT_MS):
+            if stop.is_set():
+                return
+        seq += 1
+
+
+def raw_send_loop(ctx: zmq.Context, endpoint: str, frames: list, stop) -> None:
+    sock = ctx.socket(zmq.PUSH)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(endpoint)
+    while not stop.is_set():
+        if sock.poll(WAIT_MS, zmq.POLLOUT):
+            sock.send_multipart(frames, copy=False)
+
+
+# ---------------------------------------------------------------------------------------------- parent
+
+
+def wait_message(conn, timeout_s: float) -> dict:
+    if not conn.poll(timeout_s):
+        return {"error": f"no answer from the receiver within {timeout_s:.0f} s"}
+    return conn.recv()
+
+
+def end_process(proc) -> None:
+    proc.join(5.0)
+    if proc.is_alive():
+        proc.terminate()
+        proc.join(2.0)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(2.0)
+
+
+def session(ctx, conn, path: str, payload: str, q, budget_s: float) -> float:
+    """Batches/s of one session: the receiver has been sent its address; a fresh sender feeds it."""
+    ready = wait_message(conn, START_TIMEOUT_S)
+    if "error" in ready:
+        raise RuntimeError(f"{path}/{payload}: {ready['error']}")
+    stop = ctx.Event()
+    target = q if path == "mp.Queue" else ready["endpoint"]
+    sender = ctx.Process(target=run_sender, args=(path, target, payload, stop), daemon=True)
+    sender.start()
+    try:
+        result = wait_message(conn, START_TIMEOUT_S + budget_s)
+    finally:
+        stop.set()
+        end_process(sender)
+    if "error" in result:
+        raise RuntimeError(f"{path}/{payload}: {result['error']}")
+    return result["batches"] / result["elapsed_s"]
+
+
+def measure_group(path: str, payload: str, transports: list[str], warmup_s: float, duration_s: float) -> list[float]:
+    """Batches/s of each session in `transports`, all received by one process, each sent by a fresh one."""
+    ctx = mp.get_context("spawn")
+    tmp = tempfile.mkdtemp(prefix="tb-", dir="/tmp")  # short: ipc paths are limited to ~100 characters
+    q = ctx.Queue(maxsize=64) if path == "mp.Queue" else None
+    conn, child_conn = ctx.Pipe()
+    receiver = ctx.Process(target=run_receiver, args=(path, payload, warmup_s, duration_s, child_conn, q), daemon=True)
+    receiver.start()
+    try:
+        rates = []
+        for i, transport in enumerate(transports):
+            conn.send({"ipc": f"ipc://{tmp}/{i}", "tcp": "tcp://127.0.0.1:*"}.get(transport, transport))
+            rates.append(session(ctx, conn, path, payload, q, warmup_s + duration_s + 10))
+        conn.send(None)
+        return rates
+    finally:
+        end_process(receiver)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def measure_payload(payload: str, repeats: int, warmup_s: float, duration_s: float) -> list[dict]:
+    """Every (path, transport) for one payload; ipc and tcp sessions alternate, mp.Queue gets a fresh queue each time."""
+    runs: dict[tuple[str, str], list[float]] = {}
+    for path in ("tandem", "raw-pyzmq"):
+        transports = ["ipc", "tcp"] * repeats
+        for transport, rate in zip(transports, measure_group(path, payload, transports, warmup_s, duration_s)):
+            runs.setdefault((path, transport), []).append(rate)
+    # A killed queue writer can leave a half-written message behind: never reuse a queue across senders.
+    runs[("mp.Queue", "mp.Queue")] = [measure_group("mp.Queue", payload, ["mp.Queue"], warmup_s, duration_s)[0]
+                                      for _ in range(repeats)]
+    return [summary(path, transport, payload, runs[(path, transport)]) for path, transport in PATHS]
+
+
+def summary(path: str, transport: str, payload: str, runs: list[float]) -> dict:
+    batch = make_batch(payload)
+    rate = statistics.median(runs)
+    return {"path": path, "transport": transport, "payload": payload, "batches_per_s": round(rate, 1),
+            "transitions_per_s": round(rate * batch.num_transitions),
+            "mb_per_s": round(rate * payload_bytes(batch) / 1e6, 1),
+            "runs_batches_per_s": [round(r, 1) for r in runs]}
+
+
+def ratios(results: list[dict]) -> dict[str, float]:
+    rate = {(r["path"], r["transport"], r["payload"]): r["batches_per_s"] for r in results}
+    out = {}
+    for payload in PAYLOADS:
+        for transport in ("ipc", "tcp"):
+            tandem = rate[("tandem", transport, payload)]
+            out[f"{payload}/{transport}/tandem_over_raw"] = round(tandem / max(rate[("raw-pyzmq", transport, payload)], 1e-9), 3)
+            queue_rate = rate[("mp.Queue", "mp.Queue", payload)]
+            out[f"{payload}/{transport}/tandem_over_mp_queue"] = round(tandem / max(queue_rate, 1e-9), 3)
+    return out
+
+
+def met_flags(rat: dict[str, float]) -> dict[str, bool]:
+    met = {}
+    for transport in ("ipc", "tcp"):
+        for payload in PAYLOADS:
+            key = f"{payload}/{transport}/tandem_over_raw"
+            met[key] = rat[key] >= TARGETS[f"{payload}_tandem_over_raw_min"]
+        key = f"atari/{transport}/tandem_over_mp_queue"
+        met[key] = rat[key] >= TARGETS["atari_tandem_over_mp_queue_min"]
+    return met
+
+
+def machine() -> dict:
+    return {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+            "numpy": np.__version__, "pyzmq": zmq.__version__, "libzmq": zmq.zmq_version()}
+
+
+@click.command("transport")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
+@click.option("--quick", is_flag=True, help="1 repeat of 0.5 s each (a smoke run, not a figure to quote).")
+@click.option("--repeats", default=3, show_default=True, help="Timed runs per (path, transport, payload); medians reported.")
+def transport_cmd(as_json: bool, quick: bool, repeats: int) -> None:
+    """Actor -> learner batches/s in separate processes: Tandem (decode + n-step + replay insert) vs raw pyzmq and mp.Queue."""
+    repeats, warmup_s, duration_s = (1, 0.2, 0.5) if quick else (max(1, repeats), 0.5, 2.0)
+    results = []
+    for payload in PAYLOADS:
+        results += measure_payload(payload, repeats, warmup_s, duration_s)
+        if not as_json:
+            for r in results[-len(PATHS):]:
+                click.echo(f"{payload:9s} {r['path']:10s} {r['transport']:9s} {r['batches_per_s']:10.1f} batches/s "
+                           f"{r['transitions_per_s']:>11,d} transitions/s {r['mb_per_s']:8.1f} MB/s")
+    rat = ratios(results)
+    met = met_flags(rat)
+    record = {"benchmark": "transport", "quick": quick, "machine": machine(), "repeats": repeats,
+              "duration_s": duration_s, "replay_capacity": CAPACITIES, "n_step": N_STEP,
+              "results": results, "ratios": rat, "targets": TARGETS, "met": met}
+    if as_json:
+        click.echo(json.dumps(record))
+        return
+    for key, value in rat.items():
+        flag = f"  ({'met' if met[key] else 'NOT met'})" if key in met else ""
+        click.echo(f"{key:36s} {value:7.2f}x{flag}")
