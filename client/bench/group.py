@@ -3,6 +3,7 @@
 import click
 
 from client.bench.e2e import e2e_cmd
+from client.bench.isolation import isolation_cmd
 from client.bench.replay import replay_cmd
 from client.bench.transport import transport_cmd
 
@@ -12,5 +13,5 @@ def bench_group() -> None:
     """Benchmarks: figures for people, or one JSON record with --json."""
 
 
-for command in (e2e_cmd, replay_cmd, transport_cmd):
+for command in (e2e_cmd, replay_cmd, transport_cmd, isolation_cmd):
     bench_group.add_command(command)

@@ -46,3 +46,11 @@ def test_transport_record_is_complete():
         assert ("mp.Queue", "mp.Queue", payload) in keys
     assert all(r["batches_per_s"] > 0 for r in data["results"])
     assert set(data["met"]) and set(data["targets"])
+
+
+@pytest.mark.timeout(120)
+def test_isolation_record_is_complete():
+    data = record("isolation")
+    assert data["benchmark"] == "isolation"
+    assert data["idle_steps_per_s"] > 0 and data["training_steps_per_s"] > 0 and data["learner_updates_per_s"] > 0
+    assert data["ratio"] > 0 and data["target"]["ratio_min"] == 0.9 and isinstance(data["met"], bool)
