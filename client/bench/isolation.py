@@ -14,16 +14,9 @@ from pathlib import Path
 
 import click
 
+from client.heartbeat_collector import HeartbeatCollector
 from client.up import fix_ports
 from daemons.config import load_config, render_toml
-from protocol import (
-    ControlReply,
-    ControlRequest,
-    Heartbeat,
-    ProtocolError,
-    decode,
-    sockets,
-)
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ["actors.count=1", "eval.enabled=false", "supervisor.heartbeat_interval_s=0.25", "stop.seconds=3600.0"]
@@ -33,50 +26,7 @@ IDLE = ["learner.replay_capacity=2000000", "learner.replay_min_size=2000000"]
 TRAINING = ["learner.samples_per_insert=64.0"]
 
 
-class Beats:
-    """A control ROUTER like the supervisor's: keeps (arrival time, heartbeat) per daemon, grants what is asked."""
-
-    def __init__(self):
-        self.ctx = sockets.new_context()
-        self.router = sockets.control_router(self.ctx, "tcp://127.0.0.1:*")
-        self.endpoint = sockets.bound_endpoint(self.router)
-        self.history: dict[str, list[tuple[float, Heartbeat]]] = {}
-
-    def pump(self, timeout_ms: int = 50) -> None:
-        if not sockets.poll([self.router], timeout_ms):
-            return
-        while (frames := sockets.recv_frames(self.router, 0)) is not None:
-            try:
-                message = decode(frames[1:])
-            except ProtocolError:
-                continue
-            if isinstance(message, Heartbeat):
-                self.history.setdefault(message.name, []).append((time.monotonic(), message))
-            elif isinstance(message, ControlRequest):
-                ok = message.command in ("episodes", "register", "start_token")
-                reply = ControlReply(message.request_id, True, data={"granted": True}) if ok else \
-                    ControlReply(message.request_id, False, "unknown_command", message.command)
-                sockets.send_message(self.router, reply, identity=bytes(frames[0]))
-
-    def last(self, name: str) -> Heartbeat | None:
-        return self.history[name][-1][1] if self.history.get(name) else None
-
-    def counter(self, name: str, key: str) -> float:
-        beat = self.last(name)
-        return beat.counters.get(key, 0) if beat else 0
-
-    def rate(self, name: str, key: str, since: float) -> float:
-        """Counter growth per second between the first and the last heartbeat that arrived after `since`."""
-        window = [(t, b.counters.get(key, 0)) for t, b in self.history.get(name, []) if t >= since]
-        if len(window) < 2 or window[-1][0] <= window[0][0]:
-            return 0.0
-        return (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
-
-    def close(self) -> None:
-        sockets.close_context(self.ctx, linger_ms=0)
-
-
-def wait_until(beats: Beats, procs: dict[str, subprocess.Popen], predicate, timeout_s: float, what: str) -> None:
+def wait_until(beats: HeartbeatCollector, procs: dict[str, subprocess.Popen], predicate, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         beats.pump()
@@ -107,7 +57,7 @@ def run_phase(training: bool, seconds: float) -> dict:
         overrides = [f"run.dir='{tmp}/run'", *BASE, *(TRAINING if training else IDLE)]
         path = Path(tmp) / "config.toml"
         path.write_text(render_toml(fix_ports(load_config(ROOT / "examples" / "cartpole.toml", overrides))))
-        beats, procs = Beats(), {}
+        beats, procs = HeartbeatCollector(), {}
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         try:
             for name, args in (("learner", ("learner", str(path))), ("actor", ("actor", str(path), "--index", "0"))):

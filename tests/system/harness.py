@@ -10,9 +10,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from client.heartbeat_collector import HeartbeatCollector
 from client.up import fix_ports
 from daemons.config import RunConfig, load_config, render_toml
-from protocol import ControlReply, ControlRequest, Heartbeat, ProtocolError, decode, sockets
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,40 +25,11 @@ def write_config(tmp_path: Path, overrides: list[str], base: str = "examples/car
     return config, path
 
 
-class Collector:
-    """Binds a control ROUTER like the supervisor's and keeps the latest heartbeat of every daemon."""
-
-    def __init__(self):
-        self.ctx = sockets.new_context()
-        self.router = sockets.control_router(self.ctx, "tcp://127.0.0.1:*")
-        self.endpoint = sockets.bound_endpoint(self.router)
-        self.beats: dict[str, Heartbeat] = {}
-        self.history: dict[str, list[Heartbeat]] = {}
-        self.episode_returns: list[float] = []
-
-    def pump(self, timeout_ms: int = 50) -> None:
-        if not sockets.poll([self.router], timeout_ms):
-            return
-        while (frames := sockets.recv_frames(self.router, 0)) is not None:
-            try:
-                message = decode(frames[1:])
-            except ProtocolError:
-                continue
-            if isinstance(message, Heartbeat):
-                self.beats[message.name] = message
-                self.history.setdefault(message.name, []).append(message)
-            elif isinstance(message, ControlRequest):
-                if message.command == "episodes":
-                    self.episode_returns.extend(message.args.get("returns", []))
-                if message.command in ("episodes", "register", "start_token"):
-                    reply = ControlReply(message.request_id, True, data={"granted": True})
-                else:  # like a control endpoint without a registry: daemons fall back to the config's addresses
-                    reply = ControlReply(message.request_id, False, "unknown_command", message.command)
-                sockets.send_message(self.router, reply, identity=bytes(frames[0]))
+class Collector(HeartbeatCollector):
+    """The shared heartbeat collector, with waits that report the last heartbeats and dead daemons."""
 
     def counter(self, name: str, key: str, default=-1):
-        beat = self.beats.get(name)
-        return beat.counters.get(key, default) if beat else default
+        return super().counter(name, key, default)
 
     def wait_for(self, predicate: Callable[[], bool], timeout_s: float, what: str, procs: Procs | None = None) -> None:
         deadline = time.monotonic() + timeout_s
@@ -70,9 +41,6 @@ class Collector:
                 procs.check_alive()
         raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}; last heartbeats: "
                              f"{ {n: (b.stage, dict(b.counters)) for n, b in self.beats.items()} }")
-
-    def close(self) -> None:
-        sockets.close_context(self.ctx, linger_ms=0)
 
 
 class Procs:

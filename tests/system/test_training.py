@@ -68,7 +68,7 @@ def test_learner_and_two_actors_learn_cartpole(tmp_path, procs, collector):
     last_version = collector.counter("learner-default", "version")
     assert last_version > first_version + 50, (first_version, last_version)
     for name in names:
-        versions = [b.counters["version"] for b in collector.history[name] if b.stage == "running"]
+        versions = [b.counters["version"] for _, b in collector.history[name] if b.stage == "running"]
         assert versions and min(versions) > -1 and max(versions) > 0
         assert versions == sorted(versions), f"{name} went back to an older version"
     blob = latest_weights(config)
