@@ -42,11 +42,11 @@ def run_daemon(name: str, level: str, with_parent: bool, make) -> None:
 @set_option
 def actor_cmd(config_file, index, control, die_with_parent, overrides):
     """Run actor number INDEX of CONFIG_FILE: step envs, push transitions, follow the learner's weights."""
-    from daemons.actor import Actor
+    from daemons.actor import make_actor
 
     config = load_or_exit(config_file, overrides)
     run_daemon(f"actor-{index}", config.run.log_level, die_with_parent,
-               lambda stop: Actor(config, index, stop, control))
+               lambda stop: make_actor(config, index, stop, control))
 
 
 @click.command("learner")
@@ -77,7 +77,7 @@ def learner_cmd(config_file, policy, device, control, join, bind, insecure, die_
 @set_option
 def evaluator_cmd(config_file, control, die_with_parent, overrides):
     """Run the greedy evaluator: rounds of episodes with the newest weights, mean return reported."""
-    from daemons.evaluator import Evaluator
+    from daemons.evaluator import make_evaluator
 
     config = load_or_exit(config_file, overrides)
-    run_daemon("evaluator", config.run.log_level, die_with_parent, lambda stop: Evaluator(config, stop, control))
+    run_daemon("evaluator", config.run.log_level, die_with_parent, lambda stop: make_evaluator(config, stop, control))

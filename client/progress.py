@@ -8,6 +8,9 @@ from daemons.config.schema import StopSection
 from daemons.rate_meter import RateMeter
 from protocol import Heartbeat
 
+MAX_AGENTS_SHOWN = 64  # a peer naming endless agents cannot grow the view without bound
+
+
 class RunView:
     """The latest heartbeat of each daemon, the last 100 episodes, and the stop conditions."""
 
@@ -16,6 +19,7 @@ class RunView:
         self.started = started
         self.beats: dict[str, Heartbeat] = {}
         self.returns: deque[float] = deque(maxlen=100)
+        self.agent_returns: dict[str, deque[float]] = {}  # multi-agent runs: each agent's last 100 episodes
         self.episodes = 0
         self.carried_steps: dict[str, int] = {}
         self.malformed = 0  # control messages dropped as malformed
@@ -31,7 +35,13 @@ class RunView:
         self.env_steps_rate.add(now, self.env_steps())
         self.updates_rate.add(now, self.learner_counter("updates"))
 
-    def episodes_report(self, returns: list, now: float) -> None:
+    def episodes_report(self, returns: list, now: float, agents: list | None = None) -> None:
+        """Episode returns an actor reported; with `agents` (multi-agent runs), one agent's episode each."""
+        if agents is not None and len(agents) == len(returns):
+            for agent, value in zip(agents, returns):
+                if isinstance(value, (int, float)) and isinstance(agent, str) and (
+                        agent in self.agent_returns or len(self.agent_returns) < MAX_AGENTS_SHOWN):
+                    self.agent_returns.setdefault(agent, deque(maxlen=100)).append(float(value))
         values = [float(r) for r in returns if isinstance(r, (int, float))]
         self.returns.extend(values)
         self.episodes += len(values)
@@ -52,8 +62,27 @@ class RunView:
     def mean_return(self) -> float | None:
         return sum(self.returns) / len(self.returns) if self.returns else None
 
-    def figures(self, now: float) -> dict[str, float | int | None]:
+    def policy_figures(self) -> dict[str, dict[str, float | int | None]]:
+        """Per policy (runs with several learners): its version, updates and evaluation return."""
+        learners = {n: b for n, b in self.beats.items() if b.role == "learner"}
+        if len(learners) < 2:
+            return {}
+        evaluator = self.beats.get("evaluator")
+        out = {}
+        for name, beat in sorted(learners.items()):
+            policy = name.removeprefix("learner-")
+            out[policy] = {"version": beat.counters.get("version"), "updates": beat.counters.get("updates"),
+                           "eval_return": evaluator.counters.get(f"eval_return.{policy}") if evaluator else None}
+        return out
+
+    def figures(self, now: float) -> dict:
         actor_versions = [b.counters.get("version", -1) for b in self.beats.values() if b.role == "actor"]
+        learner_versions = [b.counters.get("version", -1) for b in self.beats.values() if b.role == "learner"]
+        extra: dict = {}
+        if (policies := self.policy_figures()):
+            extra["policies"] = policies
+        if self.agent_returns:
+            extra["agent_returns_100"] = {a: round(sum(v) / len(v), 2) for a, v in sorted(self.agent_returns.items())}
         return {
             "elapsed_s": round(now - self.started, 1),
             "env_steps": self.env_steps(),
@@ -64,10 +93,11 @@ class RunView:
             "mean_return_100": self.mean_return(),
             "eval_return": self.eval_counter("eval_return"),
             "eval_version": self.eval_counter("eval_version"),
-            "version": int(self.learner_counter("version")) if self.beats else None,
+            "version": int(min(learner_versions)) if learner_versions else None,
             "actor_version_min": min(actor_versions) if actor_versions else None,
             "lag_mean": round(self.learner_counter("lag_mean"), 2),
             "batches_dropped": int(self._sum("actor", "batches_dropped")),
+            **extra,
         }
 
     def stop_reason(self, now: float) -> str | None:
@@ -95,4 +125,8 @@ def format_line(fig: dict) -> str:
     return (f"{fig['elapsed_s']:6.1f}s  steps {fig['env_steps']} ({fig['env_steps_per_s']:.0f}/s)  "
             f"updates {fig['updates']} ({fig['updates_per_s']:.0f}/s)  episodes {fig['episodes']}  "
             f"return100 {num(fig['mean_return_100'])}  eval {num(fig['eval_return'])}  "
-            f"version {num(fig['version'], '{}')}  lag {fig['lag_mean']:.1f}  dropped {fig['batches_dropped']}")
+            f"version {num(fig['version'], '{}')}  lag {fig['lag_mean']:.1f}  dropped {fig['batches_dropped']}"
+            + "".join(f"  | {p} v{num(f['version'], '{}')} eval {num(f['eval_return'])}"
+                      for p, f in fig.get("policies", {}).items())
+            + ("  | agents " + " ".join(f"{a} {r:.1f}" for a, r in fig["agent_returns_100"].items())
+               if fig.get("agent_returns_100") else ""))

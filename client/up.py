@@ -16,6 +16,7 @@ from client.exit_codes import ExitCode
 from client.progress import RunView, format_line
 from daemons.supervisor.supervisor import ChildSpec, Supervisor
 from daemons.config import RunConfig, render_toml
+from daemons.config.policies import PORT_KEYS, policy_config, policy_names, port_table
 from daemons.endpoints import is_loopback
 from daemons.paths import run_dir
 from daemons.runtime import StopFlag, log_dropped
@@ -36,22 +37,32 @@ def free_port(host: str) -> int:
 def fix_ports(config: RunConfig) -> RunConfig:
     """Replace every port of 0 with a free one, so restarted learners bind the same addresses."""
     t = config.transport
-    taken = {t.transitions_port, t.weights_port, t.snapshot_port, t.control_port}
-    chosen = {}
-    for key in ("transitions_port", "weights_port", "snapshot_port", "control_port"):
-        if getattr(t, key) == 0:
-            port = free_port(t.host)
-            while port in taken:
+    taken = set(port_table(config).values())
+
+    def fixed(section, keys):
+        chosen = {}
+        for key in keys:
+            if getattr(section, key) == 0:
                 port = free_port(t.host)
-            taken.add(port)
-            chosen[key] = port
-    return replace(config, transport=replace(t, **chosen))
+                while port in taken:
+                    port = free_port(t.host)
+                taken.add(port)
+                chosen[key] = port
+        return replace(section, **chosen)
+
+    if not config.policies:
+        return replace(config, transport=fixed(t, ("transitions_port", "weights_port", "snapshot_port", "control_port")))
+    policies = {name: fixed(section, PORT_KEYS) for name, section in config.policies.items()}
+    return replace(config, transport=fixed(t, ("control_port",)), policies=policies)
 
 
 def plan_children(config: RunConfig, insecure: bool = False) -> list[ChildSpec]:
-    """The learner, the actors and the evaluator of a one-machine run: the supervisor's process table."""
-    learner_args = ("--policy", "default", *(("--insecure",) if insecure else ()))
-    specs = [] if config.learner.remote else [ChildSpec("learner-default", "learner", learner_args)]
+    """The learners (one per policy), the actors and the evaluator of a one-machine run: the process table."""
+    specs = []
+    for policy in policy_names(config):
+        if not policy_config(config, policy).learner.remote:
+            args = ("--policy", policy, *(("--insecure",) if insecure else ()))
+            specs.append(ChildSpec(f"learner-{policy}", "learner", args))
     specs += [ChildSpec(f"actor-{i}", "actor", ("--index", str(i))) for i in range(config.actors.count)]
     if config.eval.enabled:
         specs.append(ChildSpec("evaluator", "evaluator"))
@@ -98,7 +109,12 @@ class Display:
 
 def handle_control(router, sup: Supervisor, view: RunView, now: float) -> None:
     """Heartbeats and requests from daemons and the CLI; every request gets a reply, bad messages are dropped."""
-    extra = {"episodes": lambda args: view.episodes_report(list(args.get("returns", [])), now) or {},
+    def episodes(args) -> dict:
+        agents = args.get("agents")
+        view.episodes_report(list(args.get("returns", [])), now, list(agents) if isinstance(agents, list) else None)
+        return {}
+
+    extra = {"episodes": episodes,
              "progress": lambda args: {"figures": view.figures(now)}}
     while (frames := sockets.recv_frames(router, 0)) is not None:
         identity, body = bytes(frames[0]), frames[1:]

@@ -198,3 +198,15 @@ class Actor:
         if force:
             self.reporter.next_beat = 0.0
         self.reporter.tick(now)
+
+
+def make_actor(config: RunConfig, index: int, stop: StopFlag, control_endpoint: str | None) -> Actor:
+    """The actor for the config's env: this one for gymnasium envs, MultiAgentActor for PettingZoo ones."""
+    from daemons.multiagent.worlds import MULTI_AGENT_APIS, env_api
+
+    api = env_api(config.env)
+    if api in MULTI_AGENT_APIS:
+        from daemons.multiagent.actor import MultiAgentActor
+
+        return MultiAgentActor(config, index, stop, control_endpoint, api)
+    return Actor(config, index, stop, control_endpoint)

@@ -110,3 +110,15 @@ class Evaluator:
                 obs[k] = np.asarray(ob)
             self.reporter.tick()
         return returns
+
+
+def make_evaluator(config: RunConfig, stop: StopFlag, control_endpoint: str | None) -> Evaluator:
+    """This evaluator for gymnasium envs, MultiAgentEvaluator for PettingZoo ones."""
+    from daemons.multiagent.worlds import MULTI_AGENT_APIS, env_api
+
+    api = env_api(config.env)
+    if api in MULTI_AGENT_APIS:
+        from daemons.multiagent.evaluator import MultiAgentEvaluator
+
+        return MultiAgentEvaluator(config, stop, control_endpoint, api)
+    return Evaluator(config, stop, control_endpoint)

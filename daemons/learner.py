@@ -14,6 +14,7 @@ from daemons.checkpoint import load_latest_checkpoint, save_checkpoint
 from daemons.config.schema import RunConfig
 from daemons.control_channel import ControlChannel
 from daemons.endpoints import bind_endpoints, is_loopback, learner_endpoints, socket_options
+from daemons.config.policies import policy_config
 from daemons.envs import make_env
 from daemons.metrics_log import MetricsLog
 from daemons.paths import run_dir
@@ -29,12 +30,34 @@ MAX_BATCHES_PER_POLL = 16  # receive at most this many batches between two train
 IDLE_POLL_MS = 5
 
 
+def learner_spaces(config: RunConfig, policy: str):
+    """(observation space, action space, action-mask size) of `policy`, from one env built only for this."""
+    from daemons.multiagent.worlds import MULTI_AGENT_APIS, env_api, make_world
+
+    api = env_api(config.env)
+    if api in MULTI_AGENT_APIS:
+        from daemons.multiagent.spaces import policy_spaces
+
+        world = make_world(config.env, api)
+        try:
+            spaces = policy_spaces(config, world)[policy]
+        finally:
+            world.close()
+        return spaces.observation_space, spaces.action_space, spaces.mask_size
+    env = make_env(config.env)
+    try:
+        return env.observation_space, env.action_space, 0
+    finally:
+        env.close()
+
+
 class Learner:
     """One learner process for one policy; see `run()` for the loop."""
 
     def __init__(self, config: RunConfig, policy_id: str, stop: StopFlag, control_endpoint: str | None,
                  device: str | None = None, bind: str | None = None, insecure: bool = False):
-        self.config, self.policy_id, self.stop = config, policy_id, stop
+        # This policy's view of the run: its own algorithm, model and learner overrides, and its own ports.
+        self.config, self.policy_id, self.stop = policy_config(config, policy_id), policy_id, stop
         self.bind_base, self.insecure = bind, insecure
         self.next_register = 0.0
         self.device = device or config.learner.device
@@ -60,10 +83,8 @@ class Learner:
         cfg = self.config
         set_torch_threads(cfg.learner.torch_threads)
         self.reporter.set_stage("build")
-        env = make_env(cfg.env)  # only to learn the spaces
-        obs_space, action_space = env.observation_space, env.action_space
-        env.close()
-        self.algorithm = make_algorithm(cfg, obs_space, action_space, self.device)
+        obs_space, action_space, mask_size = learner_spaces(cfg, self.policy_id)
+        self.algorithm = make_algorithm(cfg, obs_space, action_space, self.device, mask_size=mask_size)
         self.replay = ReplayBuffer(
             cfg.learner.replay_capacity, obs_space.shape, np.dtype(obs_space.dtype), action_space.shape or (),
             np.dtype(action_space.dtype or np.int64), prioritized=cfg.algorithm.prioritized,

@@ -22,13 +22,18 @@ def check_supported(config: RunConfig, action_space: gym.Space) -> None:
         raise ValueError(f"algorithm.name {ALGORITHM_NAME!r} cannot be used with this env: {exc}") from exc
 
 
-def make_algorithm(config: RunConfig, obs_space: gym.Space, action_space: gym.Space, device: str) -> Algorithm:
-    """The learner-side algorithm of `config`, on `device`, with initial weights seeded by run.seed."""
+def make_algorithm(config: RunConfig, obs_space: gym.Space, action_space: gym.Space, device: str,
+                   mask_size: int = 0) -> Algorithm:
+    """The learner-side algorithm of `config`, on `device`, with initial weights seeded by run.seed.
+
+    `mask_size` > 0: observations end with that many action-mask entries (illegal actions are never chosen)."""
     check_supported(config, action_space)
-    return DoubleDQN(config.model, config.algorithm, obs_space, action_space, device=device, seed=config.run.seed)
+    return DoubleDQN(config.model, config.algorithm, obs_space, action_space, device=device, seed=config.run.seed,
+                     mask_size=mask_size)
 
 
-def make_policy(config: RunConfig, obs_space: gym.Space, action_space: gym.Space, seed: int | None) -> Policy:
+def make_policy(config: RunConfig, obs_space: gym.Space, action_space: gym.Space, seed: int | None,
+                mask_size: int = 0) -> Policy:
     """The actor-side policy of `config` on the CPU; `seed` drives its exploration and its initial weights."""
     check_supported(config, action_space)
-    return DQNPolicy(config.model, obs_space, action_space, seed=seed)
+    return DQNPolicy(config.model, obs_space, action_space, seed=seed, mask_size=mask_size)

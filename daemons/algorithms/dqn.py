@@ -54,6 +54,15 @@ def seeded_network(model_cfg: ModelSection, obs_space: gym.Space, num_actions: i
         return build_q_network(model_cfg, obs_space, num_actions)
 
 
+def masked_q(q: torch.Tensor, obs: torch.Tensor, mask_size: int) -> torch.Tensor:
+    """Q-values with illegal actions pushed far below every legal one; the mask is the observation's last
+    `mask_size` entries (see multiagent.spaces.ObsAdapter). Finite, so a state with no legal action stays NaN-free."""
+    if not mask_size:
+        return q
+    legal = obs.reshape(obs.shape[0], -1)[:, -mask_size:] > 0.5
+    return q.masked_fill(~legal, -1e9)
+
+
 def wire_dtype(tensor: torch.Tensor) -> np.dtype:
     """The numpy dtype a tensor travels as: float32 for floating tensors, its own dtype otherwise."""
     if tensor.is_floating_point():
@@ -93,12 +102,19 @@ def check_tensors(expected: Mapping[str, torch.Tensor], given: Mapping[str, Any]
             raise ValueError(f"tensor {name!r} has shape {tuple(value.shape)}, expected {tuple(ref.shape)}")
 
 
+def check_mask(mask_size: int, num_actions: int) -> int:
+    if mask_size not in (0, num_actions):
+        raise ValueError(f"an action mask of {mask_size} entries does not fit {num_actions} actions")
+    return mask_size
+
+
 class DoubleDQN:
     """Online and target Q-networks trained with Adam on a Huber loss of n-step double-DQN targets."""
 
     def __init__(self, model_cfg: ModelSection, algo_cfg: AlgorithmSection, obs_space: gym.Space,
-                 action_space: gym.Space, device: str = "cpu", seed: int | None = None) -> None:
+                 action_space: gym.Space, device: str = "cpu", seed: int | None = None, mask_size: int = 0) -> None:
         self.num_actions, self.action_start = discrete_actions(action_space)
+        self.mask_size = check_mask(mask_size, self.num_actions)
         self.device = torch_device(device)
         self.learning_rate = float(algo_cfg.learning_rate)
         self.huber_delta = float(algo_cfg.huber_delta)
@@ -147,7 +163,7 @@ class DoubleDQN:
 
         q_taken = self.online(obs).gather(1, actions[:, None]).squeeze(1)
         with torch.no_grad():
-            best_next = self.online(next_obs).argmax(dim=1, keepdim=True)
+            best_next = masked_q(self.online(next_obs), next_obs, self.mask_size).argmax(dim=1, keepdim=True)
             bootstrap = self.target(next_obs).gather(1, best_next).squeeze(1)
             targets = returns + discounts * bootstrap
         td = targets - q_taken.detach()
@@ -211,8 +227,9 @@ class DQNPolicy:
     """Epsilon-greedy over a Q-network, one forward pass for all K envs, weights swapped in all or nothing."""
 
     def __init__(self, model_cfg: ModelSection, obs_space: gym.Space, action_space: gym.Space,
-                 seed: int | None = None, device: str = "cpu") -> None:
+                 seed: int | None = None, device: str = "cpu", mask_size: int = 0) -> None:
         self.num_actions, self.action_start = discrete_actions(action_space)
+        self.mask_size = check_mask(mask_size, self.num_actions)
         self.device = torch_device(device)
         self.rng = np.random.default_rng(seed)
         self._net = seeded_network(model_cfg, obs_space, self.num_actions, seed).to(self.device).eval()
@@ -228,11 +245,16 @@ class DQNPolicy:
             raise ValueError(f"need observations [K, ...] and epsilons [K], got shapes {obs.shape} and {eps.shape}")
         count = obs.shape[0]
         explore = self.rng.random(count) < eps
-        actions = self.rng.integers(self.num_actions, size=count, dtype=np.int64)
+        if self.mask_size:  # a uniform legal action: the largest of random keys over the legal ones
+            legal = obs.reshape(count, -1)[:, -self.mask_size:] > 0.5
+            actions = np.argmax(np.where(legal, self.rng.random((count, self.num_actions)), -1.0), axis=1)
+        else:
+            actions = self.rng.integers(self.num_actions, size=count, dtype=np.int64)
         if not explore.all():
             net = self._net  # read once: a concurrent load_weights swaps the reference, never the tensors in use
             with torch.inference_mode():
-                greedy = net(to_tensor(obs, self.device)).argmax(dim=1).cpu().numpy()
+                x = to_tensor(obs, self.device)
+                greedy = masked_q(net(x), x, self.mask_size).argmax(dim=1).cpu().numpy()
             actions = np.where(explore, actions, greedy.astype(np.int64))
         return actions + self.action_start
 

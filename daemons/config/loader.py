@@ -127,6 +127,8 @@ def coerce(hint: Any, value: Any, key: str) -> Any:
         if not isinstance(value, dict):
             raise ConfigError(key, f"must be a table, got {type_name(value)} {value!r}")
         _, item = typing.get_args(hint)
+        if dataclasses.is_dataclass(item):  # a table of tables, e.g. [policies.NAME]
+            return {k: build(item, v, f"{key}.{k}") for k, v in value.items()}
         return {k: coerce(item, v, f"{key}.{k}") for k, v in value.items()}
     raise ConfigError(key, f"unsupported type {hint!r}")  # a schema bug, not a user error
 
@@ -150,11 +152,17 @@ def check_bounds(meta: typing.Mapping[str, Any], value: Any, key: str) -> None:
 
 def check_relations(config: RunConfig) -> None:
     """Values that are each fine alone but impossible together."""
-    if config.learner.replay_min_size > config.learner.replay_capacity:
-        raise ConfigError("learner.replay_min_size", f"{config.learner.replay_min_size} is more than "
-                          f"learner.replay_capacity ({config.learner.replay_capacity}): training would never start")
-    if config.algorithm.batch_size > config.learner.replay_capacity:
-        raise ConfigError("algorithm.batch_size", "is larger than learner.replay_capacity")
+    from daemons.config.policies import check_policies, policy_config, policy_names, port_table
+
+    check_policies(config)
+    for policy in policy_names(config):
+        where = f"policies.{policy}." if config.policies else ""
+        c = policy_config(config, policy)
+        if c.learner.replay_min_size > c.learner.replay_capacity:
+            raise ConfigError(f"{where}learner.replay_min_size", f"{c.learner.replay_min_size} is more than "
+                              f"learner.replay_capacity ({c.learner.replay_capacity}): training would never start")
+        if c.algorithm.batch_size > c.learner.replay_capacity:
+            raise ConfigError(f"{where}algorithm.batch_size", "is larger than learner.replay_capacity")
     if config.supervisor.liveness_timeout_s <= config.supervisor.heartbeat_interval_s:
         raise ConfigError("supervisor.liveness_timeout_s", "must be longer than supervisor.heartbeat_interval_s")
     if config.model.kind not in ("auto", "mlp", "nature_cnn") and ":" not in config.model.kind:
@@ -163,7 +171,7 @@ def check_relations(config: RunConfig) -> None:
         raise ConfigError("env.id", "must name a gymnasium id or 'module:callable'")
     if not config.run.name or any(c in config.run.name for c in "/\\ "):
         raise ConfigError("run.name", f"{config.run.name!r} must be non-empty, without '/', '\\' or spaces")
-    ports = {k: getattr(config.transport, k) for k in ("transitions_port", "weights_port", "snapshot_port", "control_port")}
+    ports = port_table(config)
     chosen = [p for p in ports.values() if p]
     if len(chosen) != len(set(chosen)):
         raise ConfigError("transport", f"two sockets are given the same port: {ports}")

@@ -25,21 +25,29 @@ def render_toml(config: Any, with_docs: bool = True) -> str:
     """Every section and key; keys left unset (None) appear as comments so the file stays loadable."""
     lines: list[str] = []
     for section in dataclasses.fields(config):
-        table = getattr(config, section.name)
-        if lines:
-            lines.append("")
-        if with_docs and table.__doc__:
-            lines.append(f"# {table.__doc__.strip()}")
-        lines.append(f"[{section.name}]")
-        for f in dataclasses.fields(table):
-            value = getattr(table, f.name)
-            if with_docs and f.metadata.get("doc"):
-                lines.append(f"# {f.metadata['doc']}")
-            if value is None:
-                lines.append(f"# {f.name} = (unset)")
-            else:
-                lines.append(f"{f.name} = {toml_value(value)}")
+        value = getattr(config, section.name)
+        if isinstance(value, dict):  # a table of tables: [policies.NAME]
+            for name, table in value.items():
+                render_table(lines, f"{section.name}.{name}", table, with_docs)
+        else:
+            render_table(lines, section.name, value, with_docs)
     return "\n".join(lines) + "\n"
+
+
+def render_table(lines: list[str], header: str, table: Any, with_docs: bool) -> None:
+    if lines:
+        lines.append("")
+    if with_docs and table.__doc__:
+        lines.append(f"# {table.__doc__.strip()}")
+    lines.append(f"[{header}]")
+    for f in dataclasses.fields(table):
+        value = getattr(table, f.name)
+        if with_docs and f.metadata.get("doc"):
+            lines.append(f"# {f.metadata['doc']}")
+        if value is None:
+            lines.append(f"# {f.name} = (unset)")
+        else:
+            lines.append(f"{f.name} = {toml_value(value)}")
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:

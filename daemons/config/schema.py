@@ -33,6 +33,8 @@ class EnvSection:
     kwargs: dict[str, Any] = option({}, "Keyword arguments passed to gymnasium.make or the callable.")
     num_envs: int = option(8, "Environments per actor (K); one batched inference steps all of them.", min=1, max=4096)
     max_episode_steps: int = option(0, "Truncate episodes after this many steps; 0 keeps the env's own limit.", min=0)
+    api: str = option("auto", "'gymnasium', PettingZoo 'aec' or 'parallel'; 'auto' tells them apart by what env.id builds.",
+                      choices=("auto", "gymnasium", "aec", "parallel"))
 
 
 @dataclass
@@ -154,6 +156,19 @@ class TransportSection:
 
 
 @dataclass
+class PolicySection:
+    """[policies.NAME]: which agents of a multi-agent env this policy plays, and how its learner differs."""
+
+    agents: list[str] = option(["*"], "Agent names or shell patterns ('pursuer_*'); an agent plays the first policy that matches it.")
+    algorithm: dict[str, Any] = option({}, "Keys of [algorithm] that differ for this policy.")
+    model: dict[str, Any] = option({}, "Keys of [model] that differ for this policy.")
+    learner: dict[str, Any] = option({}, "Keys of [learner] that differ for this policy (device, replay_capacity, ...).")
+    transitions_port: int = option(0, "This policy's learner's transitions port; 0 picks a free one.", min=0, max=65535)
+    weights_port: int = option(0, "This policy's learner's weights port; 0 picks a free one.", min=0, max=65535)
+    snapshot_port: int = option(0, "This policy's learner's snapshot port; 0 picks a free one.", min=0, max=65535)
+
+
+@dataclass
 class RunConfig:
     """A whole run, as one TOML file describes it."""
 
@@ -167,3 +182,5 @@ class RunConfig:
     stop: StopSection = field(default_factory=StopSection)
     supervisor: SupervisorSection = field(default_factory=SupervisorSection)
     transport: TransportSection = field(default_factory=TransportSection)
+    # Empty: one policy, "default", plays every agent and uses [transport]'s learner ports.
+    policies: dict[str, PolicySection] = field(default_factory=dict)

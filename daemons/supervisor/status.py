@@ -59,18 +59,39 @@ def rate_from(sup: Any, name: str, key: str) -> float | None:
     return round(meter.rate(), 1) if meter else None
 
 
+def actor_sum(sup: Any, key: str, policy: str, single: bool) -> int | None:
+    """A per-policy actor counter (`key.POLICY`; plain `key` in a one-policy run) summed over live actors."""
+    values = [b.counters.get(f"{key}.{policy}", b.counters.get(key) if single else None)
+              for b in sup.beats.values() if b.role == "actor"]
+    values = [v for v in values if v is not None]
+    return int(sum(values)) if values else None
+
+
+def policy_return(sup: Any, policy: str, single: bool) -> float | None:
+    """The evaluator's return for the policy, else None."""
+    beat = sup.beats.get("evaluator")
+    if beat is None:
+        return None
+    return beat.counters.get(f"eval_return.{policy}", beat.counters.get("eval_return") if single else None)
+
+
 def policy_lines(sup: Any, now: float) -> list[dict[str, Any]]:
     lines = []
-    for name, rec in [*sup.records.items(), *((n, None) for n in sup.remote)]:
-        if rec is not None and rec.role != "learner":
-            continue
+    learners = [(n, r) for n, r in sup.records.items() if r.role == "learner"] + [(n, None) for n in sup.remote]
+    single = len(learners) <= 1
+    for name, rec in learners:
         c = dict(sup.beats[name].counters) if name in sup.beats else {}
         entry = next((e for e in sup.registry.values() if e["name"] == name), {})
-        lines.append({"policy": name.removeprefix("learner-"), "learner": name,
+        policy = name.removeprefix("learner-")
+        learner_dropped = [c.get(k) for k in ("batches_over_ratio", "batches_stale", "batches_malformed")]
+        lines.append({"policy": policy, "learner": name,
                       "state": rec.state.value if rec is not None else "REMOTE", "insecure": entry.get("insecure", False),
                       "version": c.get("version"), "updates": c.get("updates"),
                       "updates_per_s": rate_from(sup, name, "updates"), "replay_fill": c.get("replay_fill"),
-                      "lag": c.get("lag_mean"), "last_checkpoint_age_s": c.get("checkpoint_age_s")})
+                      "lag": c.get("lag_mean"), "last_checkpoint_age_s": c.get("checkpoint_age_s"),
+                      "dropped_by_learner": int(sum(v for v in learner_dropped if v is not None)) if c else None,
+                      "dropped_by_actors": actor_sum(sup, "batches_dropped", policy, single),
+                      "eval_return": policy_return(sup, policy, single)})
     return lines
 
 

@@ -1,0 +1,1 @@
+"""Multi-agent worlds: PettingZoo AEC and parallel environments, one learner per policy."""

@@ -1,0 +1,192 @@
+"""K copies of a PettingZoo world stepped together: each tick, one batched action choice per policy."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from daemons.multiagent.spaces import ObsAdapter, PolicySpaces
+from daemons.multiagent.streams import AgentStream
+from protocol import TransitionBatch
+
+# choose(policy, obs [B, ...], worlds [B]) -> actions [B]
+Chooser = Callable[[str, np.ndarray, np.ndarray], np.ndarray]
+
+
+class WorldStepError(RuntimeError):
+    """The env broke the PettingZoo contract (for instance it never hands the turn to a live agent)."""
+
+
+class MultiAgentRollout:
+    """Steps K worlds of one PettingZoo API ('aec': agents act in turn; 'parallel': all live agents at once).
+
+    An AEC tick gives one turn in every world, a parallel tick one joint step; either way every policy's
+    actions come from one batched call. With `record`, each (world, agent) is an AgentStream whose full
+    unrolls wait in `outbox` as TransitionBatches for the actor to send to their policy's learner.
+    """
+
+    def __init__(self, worlds: list[Any], api: str, spaces: dict[str, PolicySpaces], unroll_length: int,
+                 stream_prefix: str, seed: int, record: bool = True, incarnation: int = 0, return_window: int = 100):
+        self.worlds, self.api, self.spaces, self.record = worlds, api, spaces, record
+        self.incarnation = incarnation
+        self.policy_of = {agent: policy for policy, s in spaces.items() for agent in s.agents}
+        self.adapters = {agent: ObsAdapter(worlds[0].observation_space(agent), f"agent {agent!r}")
+                         for agent in self.policy_of}
+        self.streams: dict[tuple[int, str], AgentStream] = {}
+        for k in range(len(worlds)):
+            for agent, policy in self.policy_of.items():
+                dtype = np.dtype(spaces[policy].action_space.dtype or np.int64)
+                self.streams[(k, agent)] = AgentStream(f"{stream_prefix}/{k}/{agent}", unroll_length, dtype)
+        self.outbox: list[TransitionBatch] = []
+        self.running_return: dict[tuple[int, str], float] = {key: 0.0 for key in self.streams}
+        self.running_length: dict[tuple[int, str], int] = {key: 0 for key in self.streams}
+        self.finished: deque[tuple[str, float, int]] = deque(maxlen=return_window)  # (agent, return, length)
+        self.new_episodes: list[tuple[str, float, int]] = []  # since the caller last took them
+        self.env_steps = 0  # actions taken, over every agent of every world
+        self.episodes = 0  # world episodes ended
+        self.current: list[dict[str, np.ndarray]] = [{} for _ in worlds]  # parallel: adapted obs of live agents
+        self.max_skips = 4 * len(self.policy_of) + 8
+        for k in range(len(worlds)):
+            self._reset(k, seed + k)
+
+    # ------------------------------------------------------------------ shared bookkeeping
+
+    def _reset(self, k: int, seed: int | None = None) -> None:
+        result = self.worlds[k].reset(seed=seed)
+        if self.api == "parallel":
+            observations = result[0] if isinstance(result, tuple) else result
+            self.current[k] = {}
+            for agent in self.worlds[k].agents:
+                self._observe(k, agent, observations[agent])
+
+    def _check_agent(self, agent: str) -> str:
+        policy = self.policy_of.get(agent)
+        if policy is None:
+            raise WorldStepError(f"the env has an agent {agent!r} that is not in its possible_agents")
+        return policy
+
+    def _observe(self, k: int, agent: str, raw_obs: Any) -> np.ndarray:
+        self._check_agent(agent)
+        obs = self.adapters[agent](raw_obs)
+        if self.api == "parallel":
+            self.current[k][agent] = obs
+        stream = self.streams[(k, agent)]
+        if self.record:
+            stream.observe(obs)
+            if stream.ready():
+                self.outbox.append(stream.take(self.policy_of[agent], self.incarnation, self.env_steps))
+        return obs
+
+    def _settle(self, k: int, agent: str, reward: float, terminated: bool, truncated: bool, raw_obs: Any) -> None:
+        """The outcome of the agent's last action (rewards since then), and the end of its episode if so."""
+        key = (k, agent)
+        self.running_return[key] += float(reward)
+        stream = self.streams[key]
+        if self.record and stream.awaiting_outcome:
+            final = self.adapters[agent](raw_obs) if truncated else None
+            stream.outcome(reward, terminated, truncated, final)
+        if terminated or truncated:
+            episode = (agent, self.running_return[key], self.running_length[key])
+            self.finished.append(episode)
+            self.new_episodes.append(episode)
+            self.running_return[key], self.running_length[key] = 0.0, 0
+
+    def _act(self, turns: list[tuple[int, str, np.ndarray]], choose: Chooser, versions: dict[str, int]) -> list:
+        """One batched choice per policy for `turns`; the actions in turn order."""
+        actions: list = [None] * len(turns)
+        by_policy: dict[str, list[int]] = {}
+        for i, (_, agent, _) in enumerate(turns):
+            by_policy.setdefault(self.policy_of[agent], []).append(i)
+        for policy, idx in by_policy.items():
+            chosen = choose(policy, np.stack([turns[i][2] for i in idx]), np.array([turns[i][0] for i in idx]))
+            for i, action in zip(idx, chosen):
+                k, agent, _ = turns[i]
+                actions[i] = action.item() if np.ndim(action) == 0 else action
+                if self.record:
+                    self.streams[(k, agent)].acted(action, versions.get(policy, -1))
+                self.running_length[(k, agent)] += 1
+        self.env_steps += len(turns)
+        return actions
+
+    def restart(self, seed: int) -> None:
+        """Reset every world now (an evaluation round starts all its episodes with the same weights)."""
+        if self.record:
+            raise RuntimeError("restart would cut the recorded streams; only an evaluating rollout restarts")
+        for key in self.running_return:
+            self.running_return[key], self.running_length[key] = 0.0, 0
+        self.new_episodes.clear()
+        for k in range(len(self.worlds)):
+            self._reset(k, seed + k)
+
+    def recent_returns(self) -> dict[str, float]:
+        """Mean return of each agent's recent episodes."""
+        sums: dict[str, list[float]] = {}
+        for agent, ret, _ in self.finished:
+            sums.setdefault(agent, []).append(ret)
+        return {agent: float(np.mean(values)) for agent, values in sums.items()}
+
+    # ------------------------------------------------------------------ ticks
+
+    def tick(self, choose: Chooser, versions: dict[str, int]) -> None:
+        if self.api == "aec":
+            self._tick_aec(choose, versions)
+        else:
+            self._tick_parallel(choose, versions)
+
+    def _next_turn(self, k: int) -> tuple[int, str, np.ndarray]:
+        """Settle finished agents (they step None) and resets until a live agent of world k is to act."""
+        env = self.worlds[k]
+        for _ in range(self.max_skips):
+            if not env.agents:
+                self.episodes += 1
+                self._reset(k)
+                continue
+            agent = env.agent_selection
+            self._check_agent(agent)
+            raw_obs, reward, terminated, truncated, _ = env.last()
+            self._settle(k, agent, reward, terminated, truncated, raw_obs)
+            if terminated or truncated:
+                env.step(None)  # how AEC removes a finished agent
+                continue
+            return k, agent, self._observe(k, agent, raw_obs)
+        raise WorldStepError(f"world {k} gave no live agent a turn in {self.max_skips} steps")
+
+    def _tick_aec(self, choose: Chooser, versions: dict[str, int]) -> None:
+        turns = [self._next_turn(k) for k in range(len(self.worlds))]
+        for (k, _, _), action in zip(turns, self._act(turns, choose, versions)):
+            self.worlds[k].step(action)
+
+    def _tick_parallel(self, choose: Chooser, versions: dict[str, int]) -> None:
+        turns = []
+        for k, env in enumerate(self.worlds):
+            for agent in env.agents:
+                if agent not in self.current[k]:
+                    raise WorldStepError(f"world {k}: live agent {agent!r} got no observation")
+                turns.append((k, agent, self.current[k][agent]))
+        actions = self._act(turns, choose, versions)
+        joint: list[dict[str, Any]] = [{} for _ in self.worlds]
+        for (k, agent, _), action in zip(turns, actions):
+            joint[k][agent] = action
+        for k, env in enumerate(self.worlds):
+            if not joint[k]:
+                continue
+            observations, rewards, terms, truncs, _ = env.step(joint[k])
+            for agent in joint[k]:
+                terminated, truncated = bool(terms.get(agent, False)), bool(truncs.get(agent, False))
+                self._settle(k, agent, rewards.get(agent, 0.0), terminated, truncated, observations.get(agent))
+                self.current[k].pop(agent, None)
+                if not (terminated or truncated) and agent in observations:
+                    self._observe(k, agent, observations[agent])
+            if not env.agents:
+                self.episodes += 1
+                self._reset(k)
+
+    def close(self) -> None:
+        for world in self.worlds:
+            try:
+                world.close()
+            except Exception:  # closing must not hide the reason we are stopping
+                pass
