@@ -15,8 +15,8 @@ from client.exit_codes import ExitCode
 from tests.system.harness import ROOT
 
 
-def up(tmp_path, *overrides: str) -> subprocess.Popen:
-    args = [sys.executable, "-m", "client", "up", str(ROOT / "examples" / "cartpole.toml"), "--json",
+def up(tmp_path, *overrides: str, example: str = "cartpole.toml") -> subprocess.Popen:
+    args = [sys.executable, "-m", "client", "up", str(ROOT / "examples" / example), "--json",
             "--set", f"run.dir='{tmp_path}/run'", "--set", "supervisor.heartbeat_interval_s=0.2"]
     for item in overrides:
         args += ["--set", item]

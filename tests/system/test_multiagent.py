@@ -1,0 +1,141 @@
+"""A PettingZoo world with 3 agents and 2 policies, as real processes: one learner per policy, one actor."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from daemons.checkpoint import load_latest_checkpoint
+from tests.multiagent_envs import INDEX
+from tests.system.harness import write_config
+
+MULTI = ["env.id='tests.multiagent_envs:turn_aec'", "env.num_envs=4", "policies.alpha.agents=['a_*']",
+         "policies.beta.agents=['b_*']", "eval.enabled=false", "actors.count=1", "actors.unroll_length=4",
+         "learner.replay_min_size=200", "learner.checkpoint_replay=true", "learner.checkpoint_interval_s=1.0",
+         "algorithm.batch_size=32", "supervisor.heartbeat_interval_s=0.2", "actors.weights_refresh_s=0.5"]
+OWN_AGENTS = {"alpha": {INDEX["a_0"], INDEX["a_1"]}, "beta": {INDEX["b_0"]}}
+
+
+def start_learner(procs, collector, path, policy):
+    procs.start(f"learner-{policy}", "learner", str(path), "--policy", policy, "--control", collector.endpoint)
+
+
+def test_two_policies_train_apart_and_a_dead_learner_stalls_nobody(tmp_path, procs, collector):
+    config, path = write_config(tmp_path, MULTI)
+    for policy in ("alpha", "beta"):
+        start_learner(procs, collector, path, policy)
+    procs.start("actor-0", "actor", str(path), "--index", "0", "--control", collector.endpoint)
+    learners = ("learner-alpha", "learner-beta")
+    collector.wait_for(lambda: all(collector.counter(n, "updates", 0) > 50 for n in learners), 90,
+                       "both learners training", procs)
+    for name in learners:
+        assert collector.counter(name, "batches_foreign", 0) == 0
+        assert collector.counter(name, "batches_malformed", 0) == 0
+        assert collector.counter(name, "batches_stale", 0) == 0
+
+    # Kill alpha's learner: beta keeps training at its rate, and the actor keeps stepping.
+    window = 5.0
+    before_start = time.monotonic()
+    collector.wait_for(lambda: time.monotonic() - before_start >= window, window + 5, "a measuring window", procs)
+    beta_before = collector.rate("learner-beta", "updates", before_start)
+    steps_at_kill = collector.counter("actor-0", "env_steps")
+    dropped_beta = collector.counter("actor-0", "batches_dropped.beta", 0)
+    procs.kill("learner-alpha")
+    killed_at = time.monotonic()
+    collector.wait_for(lambda: time.monotonic() - killed_at >= 1.0, 5, "heartbeats sent after the kill", procs)
+    alpha_version = collector.counter("actor-0", "version.alpha")
+    collector.wait_for(lambda: time.monotonic() - killed_at >= window, window + 5, "a window without alpha", procs)
+    beta_after = collector.rate("learner-beta", "updates", killed_at + 0.5)
+    print(f"beta updates/s with alpha alive {beta_before:.0f}, with alpha dead {beta_after:.0f}")
+    assert beta_after >= 0.5 * beta_before > 0, (beta_before, beta_after)
+    assert collector.counter("actor-0", "env_steps") > steps_at_kill + 1000, "the actor stopped stepping"
+    assert collector.counter("actor-0", "batches_dropped.alpha", 0) > 0, "nothing queued up for the dead learner"
+    assert collector.counter("actor-0", "batches_dropped.beta", 0) == dropped_beta, "beta's batches were dropped"
+    assert collector.counter("actor-0", "version.alpha") == alpha_version, "alpha's version changed with its learner dead"
+
+    start_learner(procs, collector, path, "alpha")
+    collector.wait_for(lambda: collector.counter("actor-0", "version.alpha") > alpha_version, 60,
+                       "the actor following alpha's restarted learner", procs)
+    codes = procs.stop_all()
+    assert all(code == 0 for code in codes.values() if code is not None), codes
+
+    # Each learner's replay holds only its own agents' observations.
+    for policy, own in OWN_AGENTS.items():
+        state = load_latest_checkpoint(tmp_path / "run" / f"learner-{policy}")
+        assert state is not None, f"learner-{policy} wrote no checkpoint"
+        obs = state["replay"]["obs"].numpy()
+        assert len(obs) > 100
+        assert set(np.unique(obs[:, 0]).astype(int)) <= own, (policy, np.unique(obs[:, 0]))
+
+
+def random_returns(config, episodes: int = 200) -> dict[str, float]:
+    """Each agent's mean return under uniformly random actions, stepped the way the actors step."""
+    from daemons.multiagent.rollout import MultiAgentRollout
+    from daemons.multiagent.spaces import policy_spaces
+    from daemons.multiagent.worlds import env_api, make_world
+
+    api = env_api(config.env)
+    worlds = [make_world(config.env, api) for _ in range(4)]
+    spaces = policy_spaces(config, worlds[0])
+    rollout = MultiAgentRollout(worlds, api, spaces, 1, "random", seed=4242, record=False)
+    rng = np.random.default_rng(0)
+    returns: dict[str, list[float]] = {}
+    while rollout.episodes < episodes:
+        rollout.tick(lambda p, obs, w: rng.integers(0, spaces[p].action_space.n, size=len(obs)), {})
+        for agent, ret, _ in rollout.new_episodes:
+            returns.setdefault(agent, []).append(ret)
+        rollout.new_episodes.clear()
+    rollout.close()
+    return {agent: float(np.mean(values)) for agent, values in returns.items()}
+
+
+def test_the_speaker_listener_example_learns_above_random(tmp_path):
+    import json
+
+    from client.exit_codes import ExitCode
+    from daemons.config import load_config
+    from tests.system.harness import ROOT
+    from tests.system.test_up import finish, up
+
+    budget = 150_000  # env steps (agent turns) over the run; about 20 s of acting on a 2-core machine
+    proc = up(tmp_path, f"stop.env_steps={budget}", "stop.seconds=600", "run.seed=1", example="speaker_listener.toml")
+    out, err = finish(proc, 300)
+    assert proc.returncode == ExitCode.OK, err[-3000:]
+    summary = json.loads(out.strip().splitlines()[-1])
+    random = random_returns(load_config(ROOT / "examples" / "speaker_listener.toml"))
+    learned = {policy: figures["eval_return"] for policy, figures in summary["policies"].items()}
+    print(f"after {summary['env_steps']} env steps: evaluation {learned}, random {random}")
+    assert set(learned) == {"speaker", "listener"}
+    for policy, agent in (("speaker", "speaker_0"), ("listener", "listener_0")):
+        assert learned[policy] is not None, f"no evaluation of {policy} yet"
+        # Random play scores about -43 per agent; a margin of 10 is well clear of evaluation noise (~3).
+        assert learned[policy] > random[agent] + 10, (policy, learned[policy], random[agent])
+    assert set(summary["agent_returns_100"]) == {"speaker_0", "listener_0"}
+
+
+def test_status_has_a_line_per_policy(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from client.cli import cli
+    from tests.system.test_supervisor import Run
+
+    run = Run(tmp_path, [m for m in MULTI if not m.startswith(("learner.checkpoint", "supervisor."))]
+              + ["eval.enabled=true", "eval.window_episodes=4", "supervisor.liveness_timeout_s=20"])
+    try:
+        run.wait(lambda d: len(d["processes"]) == 4 and all(r["state"] == "RUNNING" for r in d["processes"])
+                 and all((p["updates"] or 0) > 0 and p["eval_return"] is not None for p in d["policies"]),
+                 90, "both learners training and evaluated")
+        data = json.loads(CliRunner().invoke(cli, ["status", "--endpoint", run.endpoint, "--json", "--timeout", "20"]).output)
+        lines = {p["policy"]: p for p in data["policies"]}
+        assert set(lines) == {"alpha", "beta"}
+        for line in lines.values():
+            assert line["version"] >= 0 and line["replay_fill"] > 0 and line["dropped_by_actors"] is not None, data
+        actor = next(r for r in data["processes"] if r["name"] == "actor-0")
+        assert {"return.a_0", "return.a_1", "return.b_0", "version.alpha", "version.beta"} <= set(actor["counters"])
+        table = CliRunner().invoke(cli, ["status", "--endpoint", run.endpoint, "--timeout", "20"]).output
+        assert "learner-alpha" in table and "learner-beta" in table and "alpha" in table.split("learner-beta")[-1]
+    finally:
+        run.close()
