@@ -23,6 +23,7 @@ from daemons.weights_client import WeightsClient
 from protocol import TransitionBatch, sockets
 
 log = logging.getLogger(__name__)
+RETURNS_LOG_INTERVAL_S = 30.0  # how often the actor's log gets a line of per-agent returns
 
 
 class PolicyLink:
@@ -66,6 +67,7 @@ class MultiAgentActor(Actor):
         self.api = api
         self.links: dict[str, PolicyLink] = {}
         self.new_agent_episodes: list[tuple[str, float, int]] = []
+        self.next_returns_log = time.monotonic() + RETURNS_LOG_INTERVAL_S
 
     def build_worlds(self) -> list[Any]:
         cfg = self.config
@@ -160,6 +162,10 @@ class MultiAgentActor(Actor):
         returns = rollout.recent_returns()
         if returns:
             counters["return_mean"] = float(np.mean(list(returns.values())))
+            if now >= self.next_returns_log:
+                self.next_returns_log = now + RETURNS_LOG_INTERVAL_S
+                log.info("mean return of recent episodes per agent: %s",
+                         ", ".join(f"{agent} {value:.2f}" for agent, value in sorted(returns.items())))
         counters.update({f"return.{agent}": value for agent, value in returns.items()})
         for policy, link in self.links.items():
             counters.update({f"version.{policy}": link.version, f"batches_sent.{policy}": link.backlog.sent,
