@@ -139,3 +139,23 @@ def test_status_has_a_line_per_policy(tmp_path):
         assert "learner-alpha" in table and "learner-beta" in table and "alpha" in table.split("learner-beta")[-1]
     finally:
         run.close()
+
+
+def test_one_policy_learner_joins_from_elsewhere(tmp_path, procs):
+    from tests.system.test_supervisor import Run, rows
+
+    run = Run(tmp_path, [m for m in MULTI if not m.startswith(("learner.checkpoint", "supervisor."))]
+              + ["policies.beta.learner.remote=true", "supervisor.liveness_timeout_s=20"])
+    try:
+        data = run.wait(lambda d: rows(d)["actor-0"]["stage"] == "connect", 60, "the actor waiting for beta's learner")
+        assert "learner-alpha" in rows(data) and "learner-beta" not in rows(data)
+        procs.start("learner-beta", "learner", str(tmp_path / "run" / "config.toml"), "--policy", "beta",
+                    "--join", run.endpoint, "--bind", "tcp://127.0.0.1:*")
+        data = run.wait(lambda d: rows(d).get("learner-beta", {}).get("state") == "REMOTE"
+                        and rows(d)["actor-0"]["state"] == "RUNNING"
+                        and (rows(d)["learner-beta"]["counters"].get("transitions_inserted") or 0) > 0,
+                        60, "beta's joined learner receiving its agents' transitions")
+        states = {p["policy"]: p["state"] for p in data["policies"]}
+        assert states == {"alpha": "RUNNING", "beta": "REMOTE"}
+    finally:
+        run.close()
