@@ -16,7 +16,7 @@ from protocol import TransitionBatch
 Chooser = Callable[[str, np.ndarray, np.ndarray], np.ndarray]
 
 
-class WorldStepError(RuntimeError):
+class WorldStepError(ValueError):
     """The env broke the PettingZoo contract (for instance it never hands the turn to a live agent)."""
 
 
