@@ -37,6 +37,16 @@ def has_attribute(spec: str) -> bool:
     return hasattr(module, attr.split(".")[0])
 
 
+def pettingzoo_hint(env: object) -> str:
+    """A hint to set env.api when a factory returned a PettingZoo env that env_api could not foresee."""
+    kinds = [c.__name__ for c in type(env).__mro__]
+    if "AECEnv" in kinds:
+        return "; it is a PettingZoo AEC env: set env.api = 'aec' (or annotate the factory's return type)"
+    if "ParallelEnv" in kinds:
+        return "; it is a PettingZoo parallel env: set env.api = 'parallel' (or annotate the factory's return type)"
+    return ""
+
+
 def make_env(cfg: EnvSection) -> gym.Env:
     """One env from `env.id` (a gymnasium id, or 'module:callable') and `env.kwargs`."""
     try:
@@ -49,7 +59,7 @@ def make_env(cfg: EnvSection) -> gym.Env:
     except Exception as exc:  # a user's env may raise anything while being built
         raise EnvBuildError(f"building env {cfg.id!r} failed: {type(exc).__name__}: {exc}") from exc
     if not isinstance(env, gym.Env):
-        raise EnvBuildError(f"{cfg.id!r} returned {type(env).__name__}, not a gymnasium.Env")
+        raise EnvBuildError(f"{cfg.id!r} returned {type(env).__name__}, not a gymnasium.Env{pettingzoo_hint(env)}")
     if cfg.max_episode_steps:
         env = gym.wrappers.TimeLimit(env, max_episode_steps=cfg.max_episode_steps)
     return env

@@ -106,9 +106,13 @@ class TurnParallel(ParallelEnv):
         return obs, rewards, terms, truncs, {a: {} for a in actions}
 
 
-def turn_aec(**kwargs):
+def turn_aec(**kwargs) -> TurnAEC:
     return TurnAEC(**kwargs)
 
 
-def turn_parallel(**kwargs):
+def turn_parallel(**kwargs) -> TurnParallel:
     return TurnParallel(**kwargs)
+
+
+def unannotated_aec(**kwargs):
+    return TurnAEC(**kwargs)

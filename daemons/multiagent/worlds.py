@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import typing
 from typing import Any
 
 from daemons.config.schema import EnvSection
@@ -44,19 +45,40 @@ def api_of(env: Any) -> str:
 
 
 def env_api(cfg: EnvSection) -> str:
-    """Which API `env.id` speaks: `env.api` when set, else found from the id (building one env if need be)."""
+    """Which API `env.id` speaks: `env.api` when set, else found from the id without building an env.
+
+    Nothing is built here: a daemon calls this before it reports a build stage, so a constructor that hangs
+    or raises must not run yet. A 'module:callable' counts as PettingZoo when it is an AECEnv or ParallelEnv
+    class, or a function annotated to return one; any other callable is taken for a gymnasium factory, and
+    `make_env` names `env.api` if it returns a PettingZoo env after all."""
     if cfg.api != "auto":
         return cfg.api
     module = pettingzoo_module(cfg.id)
     if module is not None:
         return "aec" if hasattr(module, "env") else "parallel"
     if ":" in cfg.id and has_attribute(cfg.id):
-        env = build(cfg.id, cfg.kwargs)
-        try:
-            return api_of(env)
-        finally:
-            env.close()
+        return declared_api(resolve_callable(cfg.id))
     return "gymnasium"
+
+
+def declared_api(factory: Any) -> str:
+    """'aec', 'parallel' or 'gymnasium', from what a class is or what a function says it returns."""
+    from pettingzoo.utils.env import AECEnv, ParallelEnv
+
+    made = factory if isinstance(factory, type) else return_type(factory)
+    if isinstance(made, type) and issubclass(made, AECEnv):
+        return "aec"
+    if isinstance(made, type) and issubclass(made, ParallelEnv):
+        return "parallel"
+    return "gymnasium"
+
+
+def return_type(function: Any) -> Any:
+    """The return annotation of `function`, resolved; None when it has none or it cannot be resolved."""
+    try:
+        return typing.get_type_hints(function).get("return")
+    except Exception:  # annotations naming what cannot be imported: treat as unannotated
+        return None
 
 
 def build(env_id: str, kwargs: dict[str, Any]) -> Any:

@@ -122,3 +122,19 @@ def test_masked_policy_explores_and_exploits_only_legal_actions():
         actions = policy.act(obs, np.full(200, eps))
         assert set(actions.tolist()) <= {1, 3}
     assert set(policy.act(obs, np.ones(200)).tolist()) == {1, 3}
+
+
+def test_the_api_is_found_without_building_an_env_and_an_unforeseen_one_names_env_api():
+    from daemons.envs import EnvBuildError, make_env
+
+    def api(env_id: str, **extra) -> str:
+        return env_api(config_from_dict({"env": {"id": env_id, **extra}, "policies": POLICIES}).env)
+
+    assert api("tests.multiagent_envs:TurnAEC") == "aec"  # a class
+    assert api("tests.multiagent_envs:turn_parallel") == "parallel"  # an annotated factory
+    assert api("CartPole-v1") == "gymnasium"
+    # A factory that says nothing is taken for gymnasium; building it then names the setting to use.
+    assert api("tests.multiagent_envs:unannotated_aec") == "gymnasium"
+    assert api("tests.multiagent_envs:unannotated_aec", api="aec") == "aec"
+    with pytest.raises(EnvBuildError, match="set env.api = 'aec'"):
+        make_env(config_from_dict({"env": {"id": "tests.multiagent_envs:unannotated_aec"}}).env)
