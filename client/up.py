@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
 import sys
 import time
@@ -20,11 +21,13 @@ from daemons.config.policies import PORT_KEYS, policy_config, policy_names, port
 from daemons.endpoints import is_loopback
 from daemons.paths import run_dir
 from daemons.runtime import StopFlag, log_dropped
+from daemons.sd_notify import Notifier
 from protocol import ControlReply, ControlRequest, Heartbeat, ProtocolError, TransportError, decode, sockets
 
 log = logging.getLogger(__name__)
 DISPLAY_INTERVAL_S = 0.5
 PLAIN_INTERVAL_S = 5.0
+NOTIFY_ENV = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")  # systemd's, for the supervisor alone
 
 
 def free_port(host: str) -> int:
@@ -133,9 +136,28 @@ def handle_control(router, sup: Supervisor, view: RunView, now: float) -> None:
             sockets.send_message(router, sup.handle(message, now, extra), identity=identity)
 
 
+def supervisor_status(sup: Supervisor, now: float) -> str:
+    """One line for systemd's STATUS=: how many processes are in each state."""
+    counts: dict[str, int] = {}
+    for rec in sup.records.values():
+        counts[rec.state.value] = counts.get(rec.state.value, 0) + 1
+    for name in sup.remote:
+        lost = now - sup.beat_times.get(name, -1e9) > sup.heartbeat_policy.liveness_timeout_s
+        key = "REMOTE-LOST" if lost else "REMOTE"
+        counts[key] = counts.get(key, 0) + 1
+    return "supervising: " + (", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "no daemons yet")
+
+
 def supervise(config_file: str, overrides: tuple[str, ...], display: Display | None, honour_stop: bool,
-              insecure: bool = False) -> None:
-    """Start and keep the run's daemons alive until a stop condition, `tandem stop`, a FATAL, or a signal."""
+              insecure: bool = False, no_children: bool = False) -> None:
+    """Start and keep the run's daemons alive until a stop condition, `tandem stop`, a FATAL, or a signal.
+
+    With `no_children` it starts nothing: daemons started elsewhere (systemd units, tmux windows) connect
+    with --control, and it hands out start tokens, keeps the learner registry and watches heartbeats.
+    """
+    notifier = Notifier()
+    for key in NOTIFY_ENV:  # as sd_notify(unset_environment=1): children must not speak for this unit
+        os.environ.pop(key, None)
     config = fix_ports(load_or_exit(config_file, overrides))
     if not insecure and not is_loopback(f"tcp://{config.transport.host}:0"):
         click.echo(f"error: transport.host {config.transport.host!r} is not loopback: authentication (CurveZMQ) is not "
@@ -156,17 +178,21 @@ def supervise(config_file: str, overrides: tuple[str, ...], display: Display | N
     control = sockets.bound_endpoint(router)
     endpoint_file = directory / "endpoint"
     endpoint_file.write_text(control + "\n")
-    sup = Supervisor(config, resolved, control, directory / "logs", plan_children(config, insecure))
+    specs = [] if no_children else plan_children(config, insecure)
+    sup = Supervisor(config, resolved, control, directory / "logs", specs, adopt=no_children)
     view = RunView(config.stop, started)
     stop = StopFlag().install()
     code, reason = ExitCode.OK, ""
     try:
         sup.start_all(started)
+        notifier.ready(supervisor_status(sup, started))
         next_display = 0.0
         while True:
             now = time.monotonic()
             handle_control(router, sup, view, now)
             sup.step(now)
+            if now >= notifier.next_due:  # from this loop only: a hung supervisor stops feeding the watchdog
+                notifier.tick(now, supervisor_status(sup, now))
             if stop:
                 code, reason = ExitCode.INTERRUPTED, f"stopped by {stop.signal_name}"
                 break
@@ -184,6 +210,7 @@ def supervise(config_file: str, overrides: tuple[str, ...], display: Display | N
                 next_display = now + DISPLAY_INTERVAL_S
             sockets.poll([router], 50)
     finally:
+        notifier.stopping(f"stopping: {reason or 'on error'}")
         if display is not None:
             display.close()
         sup.shutdown(timeout_s=5.0)
@@ -214,10 +241,14 @@ def up_cmd(config_file: str, overrides: tuple[str, ...], quiet: bool, as_json: b
 @click.argument("config_file", type=click.Path(dir_okay=False))
 @set_option
 @insecure_option
-def supervise_cmd(config_file: str, overrides: tuple[str, ...], insecure: bool) -> None:
+@click.option("--no-children", is_flag=True,
+              help="Start no daemons: watch those started elsewhere (systemd, tmux) that connect with --control.")
+def supervise_cmd(config_file: str, overrides: tuple[str, ...], insecure: bool, no_children: bool) -> None:
     """Run the supervisor of CONFIG_FILE without progress output (for a head machine or systemd).
 
-    It ignores [stop] conditions: it runs until `tandem stop`, SIGTERM or a FATAL learner.
+    It ignores [stop] conditions: it runs until `tandem stop`, SIGTERM or a FATAL learner. With
+    --no-children it keeps the control endpoint, start tokens, learner registry and heartbeat watch, and a
+    daemon that goes silent shows as REMOTE-LOST: whatever started it (systemd) restarts it.
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s supervisor %(levelname)s: %(message)s")
-    supervise(config_file, overrides, None, honour_stop=False, insecure=insecure)
+    supervise(config_file, overrides, None, honour_stop=False, insecure=insecure, no_children=no_children)

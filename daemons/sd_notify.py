@@ -9,7 +9,6 @@ import socket
 from collections.abc import Mapping
 
 log = logging.getLogger(__name__)
-SEND_TIMEOUT_S = 0.1  # a notify socket that does not take a datagram at once is not worth stalling a main loop
 STATUS_INTERVAL_S = 5.0  # how often STATUS= is refreshed: `systemctl status` is read by people, not scrapers
 
 
@@ -75,8 +74,8 @@ class Notifier:
             return False
         try:
             if self.sock is None:
-                self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
-                self.sock.settimeout(SEND_TIMEOUT_S)
+                # Non-blocking: a notify socket that cannot take a datagram now must not stall a main loop.
+                self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK)
             self.sock.sendto(message.encode(), self.address)
         except OSError as exc:
             self.failures += 1

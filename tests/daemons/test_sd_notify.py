@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import uuid
 
 import pytest
@@ -110,3 +111,13 @@ def test_reporter_notifies_without_a_control_channel(listener):
 def test_status_line_is_one_line_with_rates():
     line = status_line("build_env 1/2\nx", {"updates": 120, "version": 4, "return_mean": 21.5}, {"updates": 310.4})
     assert line == "build_env 1/2 x: updates 120 (310/s), version 4, return_mean 21.5"
+
+
+def test_a_full_notify_socket_neither_blocks_nor_raises(listener):
+    path, _ = listener  # nobody reads it: its queue fills
+    notifier = Notifier(env={"NOTIFY_SOCKET": path})
+    started = time.monotonic()
+    for _ in range(5000):
+        if not notifier.send("WATCHDOG=1"):
+            break
+    assert notifier.failures == 1 and time.monotonic() - started < 2.0
