@@ -1,0 +1,97 @@
+"""deploy/tmux/tandem-tmux starts a short CartPole run in a private tmux server, and stop leaves no process behind."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from daemons.control_channel import ControlChannel, ControlTimeout
+from protocol import sockets
+from tests.system.harness import ROOT, write_config
+
+LAUNCHER = ROOT / "deploy" / "tmux" / "tandem-tmux"
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed on this machine")
+
+
+def tandem_command() -> str:
+    tandem = Path(sys.executable).parent / "tandem"
+    return str(tandem) if tandem.exists() else f"{sys.executable} -m client"
+
+
+def ours(tmp_path: Path) -> list[psutil.Process]:
+    """Every process whose command line names this test's directory (config, tmux socket)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if any(str(tmp_path) in part for part in proc.info["cmdline"] or []):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def wait_running(endpoint: str, names: list[str], timeout_s: float) -> dict:
+    ctx = sockets.new_context()
+    channel = ControlChannel(ctx, endpoint)
+    deadline, rows = time.monotonic() + timeout_s, {}
+    try:
+        while time.monotonic() < deadline:
+            try:
+                rows = {r["name"]: r for r in channel.request("status", timeout_s=5).data["processes"]}
+            except ControlTimeout:
+                continue
+            if all(rows.get(n, {}).get("stage") == "running" for n in names):
+                return rows
+            time.sleep(0.3)
+    finally:
+        channel.close()
+        sockets.close_context(ctx, 0)
+    raise AssertionError(f"timed out waiting for {names} to run: {rows}")
+
+
+def test_tmux_launcher_starts_and_stops_a_run(tmp_path):
+    config_obj, config = write_config(tmp_path, ["actors.count=1", "env.num_envs=2", "eval.enabled=false",
+                                                 "supervisor.heartbeat_interval_s=0.2"])
+    sock = tmp_path / "tmux.sock"
+    base = [sys.executable, str(LAUNCHER), "-S", str(sock), "--tandem", tandem_command()]
+    session = "tandem-test"
+    try:
+        started = subprocess.run([*base, "start", str(config), session], capture_output=True, text=True, timeout=120,
+                                 cwd=tmp_path)
+        assert started.returncode == 0, started.stderr
+        windows = subprocess.run(["tmux", "-S", str(sock), "list-panes", "-s", "-t", session, "-F",
+                                  "#{window_name} #{pane_pid}"], capture_output=True, text=True, timeout=10).stdout
+        pids = dict(line.split() for line in windows.splitlines())
+        assert set(pids) == {"supervisor", "learner-default", "actor-0", "status"}, windows
+        server = int(subprocess.run(["tmux", "-S", str(sock), "display-message", "-p", "#{pid}"],
+                                    capture_output=True, text=True, timeout=10).stdout)
+
+        endpoint = (tmp_path / "run" / "endpoint").read_text().strip()
+        rows = wait_running(endpoint, ["learner-default", "actor-0"], 90)
+        assert rows["actor-0"]["pid"] == int(pids["actor-0"])  # the window runs the daemon itself (exec)
+        status = subprocess.run([*tandem_command().split(), "status", "--json", "--endpoint", endpoint],
+                                capture_output=True, text=True, timeout=60)
+        assert {r["name"]: r["stage"] for r in json.loads(status.stdout)["processes"]} == \
+            {"learner-default": "running", "actor-0": "running"}
+
+        debug = "".join(subprocess.run(["tmux", "-S", str(sock), "capture-pane", "-p", "-t", f"{session}:{w}"],
+                                       capture_output=True, text=True, timeout=10).stdout for w in ("learner-default", "actor-0"))
+        stopped = subprocess.run([*base, "stop", session, "--timeout", "20"], capture_output=True, text=True, timeout=90)
+        assert stopped.returncode == 0 and "SIGKILL" not in stopped.stdout, stopped.stdout + stopped.stderr + debug
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and (ours(tmp_path) or psutil.pid_exists(server)):
+            time.sleep(0.1)
+        assert not ours(tmp_path) and not psutil.pid_exists(server)
+        assert list((tmp_path / "run" / "learner-default").glob("ckpt-*.pt")), "the learner checkpoints on stop"
+        assert not (tmp_path / "run" / "endpoint").exists()
+    finally:
+        subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True, timeout=10)
+        for proc in ours(tmp_path):
+            proc.kill()
