@@ -158,7 +158,12 @@ def supervise(config_file: str, overrides: tuple[str, ...], display: Display | N
     notifier = Notifier()
     for key in NOTIFY_ENV:  # as sd_notify(unset_environment=1): children must not speak for this unit
         os.environ.pop(key, None)
-    config = fix_ports(load_or_exit(config_file, overrides))
+    config = load_or_exit(config_file, overrides)
+    if no_children:  # learners started elsewhere bind what their own config says and register it here
+        t = config.transport
+        config = replace(config, transport=replace(t, control_port=t.control_port or free_port(t.host)))
+    else:
+        config = fix_ports(config)
     if not insecure and not is_loopback(f"tcp://{config.transport.host}:0"):
         click.echo(f"error: transport.host {config.transport.host!r} is not loopback: authentication (CurveZMQ) is not "
                    "built yet, so binding there needs --insecure", err=True)

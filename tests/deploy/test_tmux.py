@@ -14,7 +14,8 @@ import pytest
 
 from daemons.control_channel import ControlChannel, ControlTimeout
 from protocol import sockets
-from tests.system.harness import ROOT, write_config
+from daemons.config import load_config, render_toml
+from tests.system.harness import ROOT
 
 LAUNCHER = ROOT / "deploy" / "tmux" / "tandem-tmux"
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed on this machine")
@@ -57,8 +58,12 @@ def wait_running(endpoint: str, names: list[str], timeout_s: float) -> dict:
 
 
 def test_tmux_launcher_starts_and_stops_a_run(tmp_path):
-    config_obj, config = write_config(tmp_path, ["actors.count=1", "env.num_envs=2", "eval.enabled=false",
-                                                 "supervisor.heartbeat_interval_s=0.2"])
+    # Every port 0, as a user's config has them: the supervisor picks its control port and writes it to
+    # RUN_DIR/endpoint, the learner binds free ports and registers them, the actor looks them up.
+    config = tmp_path / "config.toml"
+    config.write_text(render_toml(load_config(ROOT / "examples" / "cartpole.toml", [
+        f"run.dir='{tmp_path}/run'", "actors.count=1", "env.num_envs=2", "eval.enabled=false",
+        "supervisor.heartbeat_interval_s=0.2"])))
     sock = tmp_path / "tmux.sock"
     base = [sys.executable, str(LAUNCHER), "-S", str(sock), "--tandem", tandem_command()]
     session = "tandem-test"
