@@ -21,7 +21,7 @@ from daemons.config.policies import PORT_KEYS, policy_config, policy_names, port
 from daemons.endpoints import is_loopback
 from daemons.paths import run_dir
 from daemons.runtime import StopFlag, log_dropped
-from daemons.sd_notify import Notifier
+from daemons.sd_notify import shared
 from protocol import ControlReply, ControlRequest, Heartbeat, ProtocolError, TransportError, decode, sockets
 
 log = logging.getLogger(__name__)
@@ -155,7 +155,7 @@ def supervise(config_file: str, overrides: tuple[str, ...], display: Display | N
     With `no_children` it starts nothing: daemons started elsewhere (systemd units, tmux windows) connect
     with --control, and it hands out start tokens, keeps the learner registry and watches heartbeats.
     """
-    notifier = Notifier()
+    notifier = shared()  # made now, before its variables leave the environment
     for key in NOTIFY_ENV:  # as sd_notify(unset_environment=1): children must not speak for this unit
         os.environ.pop(key, None)
     config = load_or_exit(config_file, overrides)

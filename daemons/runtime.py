@@ -16,7 +16,7 @@ import psutil
 
 from daemons.control_channel import ControlChannel
 from daemons.rate_meter import RateMeter
-from daemons.sd_notify import Notifier
+from daemons.sd_notify import Notifier, shared
 from protocol import Heartbeat
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,8 @@ class StopFlag:
     def _handle(self, signum: int, _frame: Any) -> None:
         self.requested = True
         self.signal_name = signal.Signals(signum).name
+        # At once, whatever stage the loop is in (an env build may take a while to notice the flag).
+        shared().stopping(f"stopping on {self.signal_name}")
 
     def __bool__(self) -> bool:
         return self.requested
@@ -85,7 +87,7 @@ class Reporter:
     def __init__(self, role: str, name: str, interval_s: float, channel: ControlChannel | None,
                  notifier: Notifier | None = None):
         self.role, self.name, self.interval_s, self.channel = role, name, interval_s, channel
-        self.notifier = Notifier() if notifier is None else notifier
+        self.notifier = shared() if notifier is None else notifier
         self.incarnation = new_incarnation()
         self.process = psutil.Process()
         self.process.cpu_percent(None)  # the first call only starts the measurement

@@ -115,3 +115,14 @@ class Notifier:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
+
+
+_shared: Notifier | None = None
+
+
+def shared() -> Notifier:
+    """This process's notifier, made from the environment on first use: one socket, one READY and one STOPPING."""
+    global _shared
+    if _shared is None:
+        _shared = Notifier()
+    return _shared

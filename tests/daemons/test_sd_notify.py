@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
 from daemons.runtime import Reporter, status_line
 from daemons.sd_notify import Notifier, notify_address, watchdog_interval_s
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -121,3 +126,18 @@ def test_a_full_notify_socket_neither_blocks_nor_raises(listener):
         if not notifier.send("WATCHDOG=1"):
             break
     assert notifier.failures == 1 and time.monotonic() - started < 2.0
+
+
+def test_sigterm_sends_stopping_at_once_from_any_stage(listener):
+    """A process blocked outside its main loop (here: sleeping) still tells systemd it is stopping."""
+    path, sock = listener
+    code = ("import os, signal, time\n"
+            "from daemons.runtime import StopFlag\n"
+            "stop = StopFlag().install()\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n"
+            "time.sleep(0.05)\n"
+            "assert stop\n")
+    env = {**os.environ, "NOTIFY_SOCKET": path}
+    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert received(sock) == ["STOPPING=1\nSTATUS=stopping on SIGTERM"]
