@@ -15,6 +15,7 @@ import click
 from client.config_cmd import load_or_exit, set_option
 from client.exit_codes import ExitCode
 from client.progress import RunView, format_line
+from daemons.supervisor.status import state_summary
 from daemons.supervisor.supervisor import ChildSpec, Supervisor
 from daemons.config import RunConfig, render_toml
 from daemons.config.policies import PORT_KEYS, policy_config, policy_names, port_table
@@ -136,18 +137,6 @@ def handle_control(router, sup: Supervisor, view: RunView, now: float) -> None:
             sockets.send_message(router, sup.handle(message, now, extra), identity=identity)
 
 
-def supervisor_status(sup: Supervisor, now: float) -> str:
-    """One line for systemd's STATUS=: how many processes are in each state."""
-    counts: dict[str, int] = {}
-    for rec in sup.records.values():
-        counts[rec.state.value] = counts.get(rec.state.value, 0) + 1
-    for name in sup.remote:
-        lost = now - sup.beat_times.get(name, -1e9) > sup.heartbeat_policy.liveness_timeout_s
-        key = "REMOTE-LOST" if lost else "REMOTE"
-        counts[key] = counts.get(key, 0) + 1
-    return "supervising: " + (", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "no daemons yet")
-
-
 def supervise(config_file: str, overrides: tuple[str, ...], display: Display | None, honour_stop: bool,
               insecure: bool = False, no_children: bool = False) -> None:
     """Start and keep the run's daemons alive until a stop condition, `tandem stop`, a FATAL, or a signal.
@@ -190,14 +179,14 @@ def supervise(config_file: str, overrides: tuple[str, ...], display: Display | N
     code, reason = ExitCode.OK, ""
     try:
         sup.start_all(started)
-        notifier.ready(supervisor_status(sup, started))
+        notifier.ready(state_summary(sup, started))
         next_display = 0.0
         while True:
             now = time.monotonic()
             handle_control(router, sup, view, now)
             sup.step(now)
             if now >= notifier.next_due:  # from this loop only: a hung supervisor stops feeding the watchdog
-                notifier.tick(now, supervisor_status(sup, now))
+                notifier.tick(now, state_summary(sup, now))
             if stop:
                 code, reason = ExitCode.INTERRUPTED, f"stopped by {stop.signal_name}"
                 break

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import socket
 import sys
-import math
 import time
 from collections.abc import Mapping
 from typing import Any

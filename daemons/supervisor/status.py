@@ -36,15 +36,30 @@ def process_row(sup: Any, name: str, now: float) -> dict[str, Any]:
     }
 
 
+def remote_state(sup: Any, name: str, now: float) -> str:
+    """REMOTE while a daemon started elsewhere heartbeats, REMOTE-LOST once silent for the liveness timeout."""
+    age = now - sup.beat_times[name] if name in sup.beat_times else None
+    return "REMOTE-LOST" if age is None or age > sup.heartbeat_policy.liveness_timeout_s else "REMOTE"
+
+
+def state_summary(sup: Any, now: float) -> str:
+    """`supervising: 2 REMOTE, 1 REMOTE-LOST`: how many processes are in each state (systemd's STATUS=)."""
+    counts: dict[str, int] = {}
+    states_now = [rec.state.value for rec in sup.records.values()] + [remote_state(sup, n, now) for n in sup.remote]
+    for state in states_now:
+        counts[state] = counts.get(state, 0) + 1
+    return "supervising: " + (", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "no daemons yet")
+
+
 def remote_row(sup: Any, name: str, now: float) -> dict[str, Any]:
-    """A daemon that joined from another machine: watched through its heartbeats, not started or restarted here."""
+    """A daemon started elsewhere (another machine, systemd, tmux): watched through its heartbeats, not managed."""
     entry, beat = sup.remote[name], sup.beats.get(name)
     age = now - sup.beat_times[name] if name in sup.beat_times else None
-    lost = age is None or age > sup.heartbeat_policy.liveness_timeout_s
+    state = remote_state(sup, name, now)
     counters = dict(beat.counters) if beat else {}
     rate_key = "updates" if entry["role"] == "learner" else "env_steps"
     return {"name": name, "role": entry["role"], "host": entry["host"], "pid": entry["pid"],
-            "state": "REMOTE-LOST" if lost else "REMOTE", "hung": False, "stage": beat.stage if beat else "",
+            "state": state, "hung": False, "stage": beat.stage if beat else "",
             "stage_s": round(beat.stage_elapsed_s, 1) if beat else None, "uptime_s": None, "restarts": 0,
             "heartbeat_age_s": round(age, 2) if age is not None else None,
             "rss_mb": round(beat.rss_bytes / 2**20, 1) if beat else None,

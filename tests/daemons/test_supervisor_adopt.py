@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from daemons.config import load_config
-from daemons.supervisor.status import status_data
+from daemons.supervisor.status import state_summary, status_data
 from daemons.supervisor.supervisor import Supervisor
 from protocol import ControlRequest, Heartbeat
 
@@ -60,3 +60,11 @@ def test_restart_and_stop_say_the_daemons_are_not_ours(tmp_path):
     assert not reply.ok and reply.code == "not_managed" and "systemctl" in reply.message
     reply = sup.handle(ControlRequest(2, "stop", {}), 0.0)
     assert reply.ok and "keep running" in reply.message and sup.stopping
+
+
+def test_state_summary_for_systemd_status(tmp_path):
+    sup = make(tmp_path)
+    assert state_summary(sup, 0.0) == "supervising: no daemons yet"
+    sup.heartbeat(beat("actor-0", "running"), now=0.0)
+    sup.heartbeat(beat("actor-1", "running"), now=2.0)
+    assert state_summary(sup, 4.0) == "supervising: 1 REMOTE, 1 REMOTE-LOST"
