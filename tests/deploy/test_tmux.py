@@ -100,3 +100,11 @@ def test_tmux_launcher_starts_and_stops_a_run(tmp_path):
         subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True, timeout=10)
         for proc in ours(tmp_path):
             proc.kill()
+
+
+def test_tmux_launcher_reports_a_bad_config_in_one_line(tmp_path):
+    sock = tmp_path / "tmux.sock"
+    result = subprocess.run([sys.executable, str(LAUNCHER), "-S", str(sock), "--tandem", tandem_command(), "start",
+                             str(tmp_path / "missing.toml")], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 1 and result.stderr.startswith("error:") and "Traceback" not in result.stderr
+    assert not sock.exists()  # no tmux server was started
