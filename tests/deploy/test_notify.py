@@ -35,13 +35,13 @@ def test_learner_and_actor_notify_systemd_without_a_supervisor(tmp_path, procs, 
     learner_sock, actor_sock = notify_socket("l"), notify_socket("a")
     learner = procs.start("learner", "learner", str(config), env=notify_env(learner_sock))
     ready = learner_sock.wait_for("READY=1", 60, procs)
-    learner_sock.pump(2.5)  # its main loop, idle: no actor yet
+    learner_sock.pump(2.0)  # its main loop, idle: no actor yet
     check_watchdog_cadence(learner_sock, ready)
     assert any(m.startswith("STATUS=running") and "version" in m for _, m in learner_sock.messages), learner_sock.messages
 
     actor = procs.start("actor", "actor", str(config), "--index", "0", env=notify_env(actor_sock))
     actor_ready = actor_sock.wait_for("READY=1", 60, procs)
-    actor_sock.pump(2.5)
+    actor_sock.pump(2.0)
     check_watchdog_cadence(actor_sock, actor_ready)
     actor_sock.wait_for("env_steps", 10)  # its STATUS= line carries its counters
     # Training: the learner's first update blocks its loop for seconds (torch's lazy set-up; why the units'
