@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -100,6 +101,7 @@ def test_ready_stopping_once_and_watchdog_cadence(listener):
 
 def test_reporter_notifies_without_a_control_channel(listener):
     path, sock = listener
+    threads = threading.active_count()
     reporter = Reporter("learner", "learner-default", 1.0, None,
                         notifier=Notifier(env={"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "1000000"}, pid=os.getpid()))
     reporter.set_stage("running")
@@ -109,6 +111,7 @@ def test_reporter_notifies_without_a_control_channel(listener):
     assert reporter.tick(5.0) is False  # no heartbeat without a channel
     assert received(sock) == ["WATCHDOG=1", "STATUS=running: updates 10, version 3"]
     assert reporter.next_beat == 5.5
+    assert threading.active_count() == threads  # no helper thread: only the loop that calls tick() feeds the watchdog
     reporter.set_stage("checkpoint")
     assert received(sock)[0].startswith("STOPPING=1")
 
