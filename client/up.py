@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
 import sys
 import time
@@ -14,17 +15,20 @@ import click
 from client.config_cmd import load_or_exit, set_option
 from client.exit_codes import ExitCode
 from client.progress import RunView, format_line
+from daemons.supervisor.status import state_summary
 from daemons.supervisor.supervisor import ChildSpec, Supervisor
 from daemons.config import RunConfig, render_toml
 from daemons.config.policies import PORT_KEYS, policy_config, policy_names, port_table
 from daemons.endpoints import is_loopback
 from daemons.paths import run_dir
 from daemons.runtime import StopFlag, log_dropped
+from daemons.sd_notify import shared
 from protocol import ControlReply, ControlRequest, Heartbeat, ProtocolError, TransportError, decode, sockets
 
 log = logging.getLogger(__name__)
 DISPLAY_INTERVAL_S = 0.5
 PLAIN_INTERVAL_S = 5.0
+NOTIFY_ENV = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")  # systemd's, for the supervisor alone
 
 
 def free_port(host: str) -> int:
@@ -134,9 +138,21 @@ def handle_control(router, sup: Supervisor, view: RunView, now: float) -> None:
 
 
 def supervise(config_file: str, overrides: tuple[str, ...], display: Display | None, honour_stop: bool,
-              insecure: bool = False) -> None:
-    """Start and keep the run's daemons alive until a stop condition, `tandem stop`, a FATAL, or a signal."""
-    config = fix_ports(load_or_exit(config_file, overrides))
+              insecure: bool = False, no_children: bool = False) -> None:
+    """Start and keep the run's daemons alive until a stop condition, `tandem stop`, a FATAL, or a signal.
+
+    With `no_children` it starts nothing: daemons started elsewhere (systemd units, tmux windows) connect
+    with --control, and it hands out start tokens, keeps the learner registry and watches heartbeats.
+    """
+    notifier = shared()  # made now, before its variables leave the environment
+    for key in NOTIFY_ENV:  # as sd_notify(unset_environment=1): children must not speak for this unit
+        os.environ.pop(key, None)
+    config = load_or_exit(config_file, overrides)
+    if no_children:  # learners started elsewhere bind what their own config says and register it here
+        t = config.transport
+        config = replace(config, transport=replace(t, control_port=t.control_port or free_port(t.host)))
+    else:
+        config = fix_ports(config)
     if not insecure and not is_loopback(f"tcp://{config.transport.host}:0"):
         click.echo(f"error: transport.host {config.transport.host!r} is not loopback: authentication (CurveZMQ) is not "
                    "built yet, so binding there needs --insecure", err=True)
@@ -156,17 +172,21 @@ def supervise(config_file: str, overrides: tuple[str, ...], display: Display | N
     control = sockets.bound_endpoint(router)
     endpoint_file = directory / "endpoint"
     endpoint_file.write_text(control + "\n")
-    sup = Supervisor(config, resolved, control, directory / "logs", plan_children(config, insecure))
+    specs = [] if no_children else plan_children(config, insecure)
+    sup = Supervisor(config, resolved, control, directory / "logs", specs, adopt=no_children)
     view = RunView(config.stop, started)
     stop = StopFlag().install()
     code, reason = ExitCode.OK, ""
     try:
         sup.start_all(started)
+        notifier.ready(state_summary(sup, started))
         next_display = 0.0
         while True:
             now = time.monotonic()
             handle_control(router, sup, view, now)
             sup.step(now)
+            if now >= notifier.next_due:  # from this loop only: a hung supervisor stops feeding the watchdog
+                notifier.tick(now, state_summary(sup, now))
             if stop:
                 code, reason = ExitCode.INTERRUPTED, f"stopped by {stop.signal_name}"
                 break
@@ -184,6 +204,7 @@ def supervise(config_file: str, overrides: tuple[str, ...], display: Display | N
                 next_display = now + DISPLAY_INTERVAL_S
             sockets.poll([router], 50)
     finally:
+        notifier.stopping(f"stopping: {reason or 'on error'}")
         if display is not None:
             display.close()
         sup.shutdown(timeout_s=5.0)
@@ -214,10 +235,14 @@ def up_cmd(config_file: str, overrides: tuple[str, ...], quiet: bool, as_json: b
 @click.argument("config_file", type=click.Path(dir_okay=False))
 @set_option
 @insecure_option
-def supervise_cmd(config_file: str, overrides: tuple[str, ...], insecure: bool) -> None:
+@click.option("--no-children", is_flag=True,
+              help="Start no daemons: watch those started elsewhere (systemd, tmux) that connect with --control.")
+def supervise_cmd(config_file: str, overrides: tuple[str, ...], insecure: bool, no_children: bool) -> None:
     """Run the supervisor of CONFIG_FILE without progress output (for a head machine or systemd).
 
-    It ignores [stop] conditions: it runs until `tandem stop`, SIGTERM or a FATAL learner.
+    It ignores [stop] conditions: it runs until `tandem stop`, SIGTERM or a FATAL learner. With
+    --no-children it keeps the control endpoint, start tokens, learner registry and heartbeat watch, and a
+    daemon that goes silent shows as REMOTE-LOST: whatever started it (systemd) restarts it.
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s supervisor %(levelname)s: %(message)s")
-    supervise(config_file, overrides, None, honour_stop=False, insecure=insecure)
+    supervise(config_file, overrides, None, honour_stop=False, insecure=insecure, no_children=no_children)

@@ -80,6 +80,8 @@ class Evaluator:
                     time.sleep(0.01)
                     self.reporter.tick()
         finally:
+            self.reporter.set_stage("stopping")
+            self.reporter.tick()
             weights.close()
             for env in envs:
                 env.close()

@@ -1,8 +1,9 @@
-"""What every daemon shares: logging, a stop flag set by SIGTERM/SIGINT, and a heartbeat reporter."""
+"""What every daemon shares: logging, a stop flag set by SIGTERM/SIGINT, and a heartbeat (and systemd) reporter."""
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import socket
@@ -14,6 +15,8 @@ from typing import Any
 import psutil
 
 from daemons.control_channel import ControlChannel
+from daemons.rate_meter import RateMeter
+from daemons.sd_notify import Notifier, shared
 from protocol import Heartbeat
 
 log = logging.getLogger(__name__)
@@ -46,16 +49,45 @@ class StopFlag:
     def _handle(self, signum: int, _frame: Any) -> None:
         self.requested = True
         self.signal_name = signal.Signals(signum).name
+        # At once, whatever stage the loop is in (an env build may take a while to notice the flag).
+        shared().stopping(f"stopping on {self.signal_name}")
 
     def __bool__(self) -> bool:
         return self.requested
 
 
-class Reporter:
-    """Keeps a daemon's stage and counters and sends a Heartbeat each interval, from the caller's loop only."""
+# Counters worth a place in systemd's one-line STATUS=, in this order; rates are shown for the first two.
+STATUS_COUNTERS = ("updates", "env_steps", "version", "episodes", "return_mean", "eval_return", "batches_dropped")
+STOP_STAGES = ("checkpoint", "stopping")  # a learner checkpoints first when told to stop
 
-    def __init__(self, role: str, name: str, interval_s: float, channel: ControlChannel | None):
+
+def status_line(stage: str, counters: Mapping[str, int | float], rates: Mapping[str, float]) -> str:
+    """`running: version 7, updates 1200 (310/s), ...`: what `systemctl status` shows as Status."""
+    parts = []
+    for key in STATUS_COUNTERS:
+        value = counters.get(key)
+        if value is None:
+            continue
+        text = f"{key} {value:.1f}" if isinstance(value, float) and not float(value).is_integer() else f"{key} {int(value)}"
+        if key in rates:
+            text += f" ({rates[key]:.0f}/s)"
+        parts.append(text)
+    line = f"{stage}: {', '.join(parts)}" if parts else stage
+    return " ".join(line.split())  # one line, whatever a stage or counter holds
+
+
+class Reporter:
+    """Keeps a daemon's stage and counters and sends a Heartbeat each interval, from the caller's loop only.
+
+    It also speaks to systemd when $NOTIFY_SOCKET is set, with or without a supervisor: READY=1 on entering
+    "running", WATCHDOG=1 and STATUS= from `tick` (so only a live main loop feeds the watchdog) and
+    STOPPING=1 on entering a stop stage.
+    """
+
+    def __init__(self, role: str, name: str, interval_s: float, channel: ControlChannel | None,
+                 notifier: Notifier | None = None):
         self.role, self.name, self.interval_s, self.channel = role, name, interval_s, channel
+        self.notifier = shared() if notifier is None else notifier
         self.incarnation = new_incarnation()
         self.process = psutil.Process()
         self.process.cpu_percent(None)  # the first call only starts the measurement
@@ -63,18 +95,37 @@ class Reporter:
         self.stage = "start"
         self.stage_since = time.monotonic()
         self.counters: dict[str, int | float] = {}
+        self.rates = {key: RateMeter() for key in STATUS_COUNTERS[:2]}
         self.error = ""
         self.seq = 0
-        self.next_beat = 0.0
+        self.next_heartbeat = 0.0 if channel is not None else math.inf
+
+    @property
+    def next_beat(self) -> float:
+        """When `tick` next has work: a heartbeat, or a systemd message. Loops skip building counters before."""
+        return min(self.next_heartbeat, self.notifier.next_due)
+
+    @next_beat.setter
+    def next_beat(self, value: float) -> None:
+        """Setting it to 0 makes the next `tick` send a heartbeat at once."""
+        if self.channel is not None:
+            self.next_heartbeat = value
 
     def set_stage(self, stage: str) -> None:
         if stage != self.stage:
             log.info("stage %s -> %s", self.stage, stage)
             self.stage, self.stage_since = stage, time.monotonic()
             self.next_beat = 0.0  # tell the supervisor at once
+        if stage == "running":
+            self.notifier.ready(self.status())
+        elif stage in STOP_STAGES:
+            self.notifier.stopping(self.status())
 
     def update(self, counters: Mapping[str, int | float]) -> None:
         self.counters.update({k: v for k, v in counters.items() if v is not None})
+
+    def status(self) -> str:
+        return status_line(self.stage, self.counters, {k: m.rate() for k, m in self.rates.items() if len(m.samples) > 1})
 
     def heartbeat(self) -> Heartbeat:
         now = time.monotonic()
@@ -86,11 +137,19 @@ class Reporter:
         )
 
     def tick(self, now: float | None = None) -> bool:
-        """Send a heartbeat if one is due; returns whether it did. Call it from the main loop."""
+        """Send a heartbeat if one is due (and systemd's WATCHDOG/STATUS); returns whether a heartbeat went.
+
+        Call it from the main loop, never from another thread: a loop that hangs must go silent.
+        """
         now = time.monotonic() if now is None else now
-        if self.channel is None or now < self.next_beat:
+        if self.notifier.enabled and now >= self.notifier.next_due:
+            for key, meter in self.rates.items():
+                if key in self.counters:
+                    meter.add(now, self.counters[key])
+            self.notifier.tick(now, self.status())
+        if self.channel is None or now < self.next_heartbeat:
             return False
-        self.next_beat = now + self.interval_s
+        self.next_heartbeat = now + self.interval_s
         self.channel.send_message(self.heartbeat())
         self.seq += 1
         self.channel.drain()

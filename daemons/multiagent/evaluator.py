@@ -82,6 +82,8 @@ class MultiAgentEvaluator(Evaluator):
                     time.sleep(0.01)
                     self.reporter.tick()
         finally:
+            self.reporter.set_stage("stopping")
+            self.reporter.tick()
             for client in clients.values():
                 client.close()
             rollout.close()

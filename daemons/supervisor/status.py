@@ -36,20 +36,37 @@ def process_row(sup: Any, name: str, now: float) -> dict[str, Any]:
     }
 
 
+def remote_state(sup: Any, name: str, now: float) -> str:
+    """REMOTE while a daemon started elsewhere heartbeats, REMOTE-LOST once silent for the liveness timeout."""
+    age = now - sup.beat_times[name] if name in sup.beat_times else None
+    return "REMOTE-LOST" if age is None or age > sup.heartbeat_policy.liveness_timeout_s else "REMOTE"
+
+
+def state_summary(sup: Any, now: float) -> str:
+    """`supervising: 2 REMOTE, 1 REMOTE-LOST`: how many processes are in each state (systemd's STATUS=)."""
+    counts: dict[str, int] = {}
+    states_now = [rec.state.value for rec in sup.records.values()] + [remote_state(sup, n, now) for n in sup.remote]
+    for state in states_now:
+        counts[state] = counts.get(state, 0) + 1
+    return "supervising: " + (", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "no daemons yet")
+
+
 def remote_row(sup: Any, name: str, now: float) -> dict[str, Any]:
-    """A daemon that joined from another machine: watched through its heartbeats, not started or restarted here."""
+    """A daemon started elsewhere (another machine, systemd, tmux): watched through its heartbeats, not managed."""
     entry, beat = sup.remote[name], sup.beats.get(name)
     age = now - sup.beat_times[name] if name in sup.beat_times else None
-    lost = age is None or age > sup.heartbeat_policy.liveness_timeout_s
+    state = remote_state(sup, name, now)
     counters = dict(beat.counters) if beat else {}
+    rate_key = "updates" if entry["role"] == "learner" else "env_steps"
     return {"name": name, "role": entry["role"], "host": entry["host"], "pid": entry["pid"],
-            "state": "REMOTE-LOST" if lost else "REMOTE", "hung": False, "stage": beat.stage if beat else "",
+            "state": state, "hung": False, "stage": beat.stage if beat else "",
             "stage_s": round(beat.stage_elapsed_s, 1) if beat else None, "uptime_s": None, "restarts": 0,
             "heartbeat_age_s": round(age, 2) if age is not None else None,
             "rss_mb": round(beat.rss_bytes / 2**20, 1) if beat else None,
-            "cpu_percent": round(beat.cpu_percent, 1) if beat else None, "rate_per_s": None, "rate_of": "updates",
+            "cpu_percent": round(beat.cpu_percent, 1) if beat else None,
+            "rate_per_s": rate_from(sup, name, rate_key), "rate_of": rate_key,
             "version": counters.get("version"), "lag": counters.get("lag_mean"),
-            "dropped": counters.get("batches_over_ratio"), "exit_code": None,
+            "dropped": counters.get("batches_dropped", counters.get("batches_over_ratio")), "exit_code": None,
             "last_error": "INSECURE: unauthenticated bind" if entry["insecure"] else "", "counters": counters,
             "insecure": entry["insecure"]}
 
@@ -77,7 +94,8 @@ def policy_return(sup: Any, policy: str, single: bool) -> float | None:
 
 def policy_lines(sup: Any, now: float) -> list[dict[str, Any]]:
     lines = []
-    learners = [(n, r) for n, r in sup.records.items() if r.role == "learner"] + [(n, None) for n in sup.remote]
+    learners = [(n, r) for n, r in sup.records.items() if r.role == "learner"]
+    learners += [(n, None) for n, e in sup.remote.items() if e.get("role") == "learner"]
     single = len(learners) <= 1
     for name, rec in learners:
         c = dict(sup.beats[name].counters) if name in sup.beats else {}
@@ -101,5 +119,7 @@ def status_data(sup: Any, now: float) -> dict[str, Any]:
     return {
         "run": sup.config.run.name, "supervisor_pid": os.getpid(), "time": time.time(),
         "stopping": sup.stopping, "processes": rows, "policies": policy_lines(sup, now),
-        "unhealthy": [r["name"] for r in rows if r["state"] == State.FATAL.value or r["hung"]],
+        # a daemon started elsewhere that has gone silent counts too (one never heard from may still be starting)
+        "unhealthy": [r["name"] for r in rows if r["state"] == State.FATAL.value or r["hung"]
+                      or (r["state"] == "REMOTE-LOST" and r["heartbeat_age_s"] is not None)],
     }

@@ -46,8 +46,11 @@ def policies(config: RunConfig) -> tuple[RestartPolicy, HeartbeatPolicy]:
 class Supervisor:
     """Owns the process table of one run. Call `step(now)` often and `handle()` for each control message."""
 
-    def __init__(self, config: RunConfig, config_path: Path, control_endpoint: str, logs: Path, specs: list[ChildSpec]):
+    def __init__(self, config: RunConfig, config_path: Path, control_endpoint: str, logs: Path, specs: list[ChildSpec],
+                 adopt: bool = False):
         self.config, self.config_path, self.control_endpoint, self.logs = config, config_path, control_endpoint, logs
+        # adopt: watch any daemon that heartbeats here (started by systemd or tmux), as joined learners are watched
+        self.adopt = adopt
         self.restart_policy, self.heartbeat_policy = policies(config)
         self.specs = {spec.name: spec for spec in specs}
         self.records = {spec.name: ProcessRecord(spec.name, spec.role) for spec in specs}
@@ -89,6 +92,7 @@ class Supervisor:
 
     def step(self, now: float) -> None:
         """Reap exits, then start, terminate or kill whatever the state machine says is due."""
+        self._release_lost_tokens(now)
         for name, rec in self.records.items():
             child = self.children.get(name)
             if child is not None and (code := child.poll()) is not None:
@@ -113,6 +117,13 @@ class Supervisor:
                 log.warning("killing %s after %.1f s of grace", name, self.heartbeat_policy.stop_grace_s)
                 self._signal(name, signal.SIGKILL)
                 states.killed(rec, now)
+
+    def _release_lost_tokens(self, now: float) -> None:
+        """A daemon we did not start that went silent while building gives its start token back."""
+        timeout = self.heartbeat_policy.liveness_timeout_s
+        for name in list(self.tokens.holders):
+            if name not in self.records and now - self.beat_times.get(name, now) > timeout:
+                self.tokens.release(name)
 
     def _check_memory(self, name: str, rec: ProcessRecord, now: float) -> None:
         limit = self.rss_limits.get(rec.role, 0)
@@ -162,15 +173,30 @@ class Supervisor:
 
     def heartbeat(self, beat: Heartbeat, now: float) -> None:
         rec = self.records.get(beat.name)
-        if rec is None and beat.name in self.remote:
-            self.beats[beat.name] = beat  # a daemon that joined from elsewhere: watched, not managed
-            self.beat_times[beat.name] = now
+        if rec is None and (beat.name in self.remote or self.adopt):
+            self._remote_heartbeat(beat, now)  # a daemon started elsewhere: watched, not managed
             return
         if rec is None or beat.pid != rec.pid:
             return  # a daemon we did not start, or a killed incarnation's last words
         self.beats[beat.name] = beat
         self.beat_times[beat.name] = now
         states.heartbeat(rec, beat.stage, beat.stage_elapsed_s, now)
+        self._count(beat, now)
+
+    def _remote_heartbeat(self, beat: Heartbeat, now: float) -> None:
+        entry = self.remote.setdefault(beat.name, {"name": beat.name, "role": beat.role, "insecure": False})
+        previous = self.beats.get(beat.name)
+        if previous is None or previous.incarnation != beat.incarnation:
+            for key in ("env_steps", "updates"):  # a restarted daemon counts from 0 again
+                self.rates.pop((beat.name, key), None)
+            if previous is None:
+                log.info("%s joined from %s (pid %s)", beat.name, beat.host, beat.pid)
+        entry.update(host=beat.host, pid=beat.pid)
+        self.beats[beat.name] = beat
+        self.beat_times[beat.name] = now
+        self._count(beat, now)
+
+    def _count(self, beat: Heartbeat, now: float) -> None:
         for key in ("env_steps", "updates"):
             if key in beat.counters:
                 self.rates.setdefault((beat.name, key), RateMeter()).add(now, beat.counters[key])
@@ -203,9 +229,15 @@ class Supervisor:
             return ControlReply(rid, True, data=status_data(self, now))
         if request.command == "stop":
             self.stop(now, by=str(args.get("by", "tandem stop")))
+            if self.remote and not self.records:
+                return ControlReply(rid, True, message="stopping the supervisor; the daemons it did not start keep "
+                                    "running: stop them where they run (systemctl stop, tandem-tmux stop)")
             return ControlReply(rid, True, message="stopping every daemon")
         if request.command == "restart":
             name = args.get("name")
+            if name in self.remote:
+                return ControlReply(rid, False, "not_managed", f"{name} was not started by this supervisor; restart it "
+                                    "where it runs (e.g. systemctl restart tandem-actor@N)")
             if name not in self.records:
                 return ControlReply(rid, False, "unknown_process", f"no process named {name!r}; known: {', '.join(self.records)}")
             rec = self.records[name]

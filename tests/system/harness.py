@@ -51,10 +51,12 @@ class Procs:
         self.procs: dict[str, subprocess.Popen] = {}
         self.expected_dead: set[str] = set()
 
-    def start(self, name: str, *args: str) -> subprocess.Popen:
+    def start(self, name: str, *args: str, env: dict[str, str | None] | None = None) -> subprocess.Popen:
+        """`tandem ARGS...` as process `name`; `env` adds to (or, with None values, removes from) the environment."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = (self.log_dir / f"{name}.log").open("ab")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        extra = env or {}
+        env = {k: v for k, v in {**os.environ, "PYTHONUNBUFFERED": "1", **extra}.items() if v is not None}
         proc = subprocess.Popen([sys.executable, "-m", "client", *args], stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=ROOT, env=env)
         log.close()
