@@ -2,6 +2,7 @@
 
 import click
 
+from client.bench.all import all_cmd
 from client.bench.e2e import e2e_cmd
 from client.bench.isolation import isolation_cmd
 from client.bench.replay import replay_cmd
@@ -13,5 +14,7 @@ def bench_group() -> None:
     """Benchmarks: figures for people, or one JSON record with --json."""
 
 
-for command in (e2e_cmd, replay_cmd, transport_cmd, isolation_cmd):
+BENCHMARKS = (e2e_cmd, replay_cmd, transport_cmd, isolation_cmd)
+
+for command in (*BENCHMARKS, all_cmd):
     bench_group.add_command(command)

@@ -54,3 +54,12 @@ def test_isolation_record_is_complete():
     assert data["benchmark"] == "isolation"
     assert data["idle_steps_per_s"] > 0 and data["training_steps_per_s"] > 0 and data["learner_updates_per_s"] > 0
     assert data["ratio"] > 0 and data["target"]["ratio_min"] == 0.9 and isinstance(data["met"], bool)
+
+
+def test_all_runs_each_benchmark_and_combines_records(monkeypatch):
+    """`bench all` collects one record per benchmark (replay only here, to keep the test short)."""
+    from client.bench import group
+    monkeypatch.setattr(group, "BENCHMARKS", (group.replay_cmd,))
+    data = record("all")
+    assert data["benchmark"] == "all" and data["quick"] is True
+    assert set(data["records"]) == {"replay"} and data["records"]["replay"]["benchmark"] == "replay"
