@@ -2,6 +2,8 @@
 
 import click
 
+from client.bench.all import all_cmd
+from client.bench.broadcast import broadcast_cmd
 from client.bench.e2e import e2e_cmd
 from client.bench.isolation import isolation_cmd
 from client.bench.replay import replay_cmd
@@ -13,5 +15,7 @@ def bench_group() -> None:
     """Benchmarks: figures for people, or one JSON record with --json."""
 
 
-for command in (e2e_cmd, replay_cmd, transport_cmd, isolation_cmd):
+BENCHMARKS = (broadcast_cmd, e2e_cmd, replay_cmd, transport_cmd, isolation_cmd)
+
+for command in (*BENCHMARKS, all_cmd):
     bench_group.add_command(command)

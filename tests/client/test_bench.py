@@ -54,3 +54,24 @@ def test_isolation_record_is_complete():
     assert data["benchmark"] == "isolation"
     assert data["idle_steps_per_s"] > 0 and data["training_steps_per_s"] > 0 and data["learner_updates_per_s"] > 0
     assert data["ratio"] > 0 and data["target"]["ratio_min"] == 0.9 and isinstance(data["met"], bool)
+
+
+def test_all_runs_each_benchmark_and_combines_records(monkeypatch):
+    """`bench all` collects one record per benchmark (replay only here, to keep the test short)."""
+    from client.bench import group
+    monkeypatch.setattr(group, "BENCHMARKS", (group.replay_cmd,))
+    data = record("all")
+    assert data["benchmark"] == "all" and data["quick"] is True
+    assert set(data["records"]) == {"replay"} and data["records"]["replay"]["benchmark"] == "replay"
+
+
+@pytest.mark.timeout(90)
+def test_broadcast_record_is_complete():
+    data = record("broadcast")
+    assert data["benchmark"] == "broadcast" and data["quick"] is True
+    got = {(r["size"], r["actors"]) for r in data["results"]}
+    assert got == {(s, a) for s in ("100KiB", "10MiB") for a in (1, 4)}
+    for r in data["results"]:
+        assert r["raw_median_ms"] > 0 and r["tandem_median_ms"] > 0
+        assert r["ratio"] == pytest.approx(r["tandem_median_ms"] / r["raw_median_ms"], rel=0.01)
+    assert data["target"]["ratio_10MiB_max_actors_max"] == 1.5 and isinstance(data["met"], bool)
