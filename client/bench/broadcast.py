@@ -6,12 +6,14 @@ import json
 import multiprocessing as mp
 import os
 import shutil
+import signal
 import statistics
 import tempfile
 import time
 
 import click
 import numpy as np
+import psutil
 import zmq
 
 from protocol import WeightBlob, sockets
@@ -21,6 +23,7 @@ TARGET_RATIO = 1.5  # Tandem / raw at 10 MiB to 16 actors
 ACK_TIMEOUT_S = 1.0  # a version not acked by all within this is re-sent (PUB may drop at its HWM)
 ATTEMPTS = 3
 START_TIMEOUT_S = 60.0
+STALLED_RSS_MAX_BLOBS = 4.0  # publisher RSS growth while one subscriber is SIGSTOPped, in blobs
 
 
 def blob_of(nbytes: int, version: int) -> WeightBlob:
@@ -59,6 +62,38 @@ def subscriber(path: str, weights_ep: str, snapshot_ep: str, ack_ep: str, index:
         ctx.destroy(linger=0)
 
 
+def start_subscribers(path: str, tmp: str, acks: zmq.Socket, actors: int, procs: list) -> None:
+    """Start `actors` subscriber processes (into `procs`, which the caller ends) and wait until each said hello."""
+    spawn = mp.get_context("spawn")
+    for i in range(actors):
+        p = spawn.Process(target=subscriber, args=(path, f"ipc://{tmp}/w", f"ipc://{tmp}/s", f"ipc://{tmp}/a", i),
+                          daemon=True)
+        p.start()
+        procs.append(p)
+    hello = 0
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while hello < actors:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{actors - hello} subscribers did not start")
+        if acks.poll(1000):
+            hello += "hello" in acks.recv_json()
+
+
+def end_all(procs: list) -> None:
+    for p in procs:
+        if p.pid is not None:
+            try:
+                os.kill(p.pid, signal.SIGCONT)  # a stopped child cannot act on SIGTERM
+            except ProcessLookupError:
+                pass
+        p.terminate()
+    for p in procs:
+        p.join(5)
+        if p.is_alive():
+            p.kill()
+            p.join(5)
+
+
 def run_path(path: str, nbytes: int, actors: int, versions: int) -> tuple[list[float], int]:
     """Publish `versions` versions to `actors` subscriber processes; seconds until all acked each one."""
     tmp = tempfile.mkdtemp(prefix="tandem-bcast-")
@@ -72,20 +107,7 @@ def run_path(path: str, nbytes: int, actors: int, versions: int) -> tuple[list[f
         acks = ctx.socket(zmq.PULL)
         acks.setsockopt(zmq.LINGER, 0)
         acks.bind(f"ipc://{tmp}/a")
-        spawn = mp.get_context("spawn")
-        for i in range(actors):
-            p = spawn.Process(target=subscriber, args=(path, f"ipc://{tmp}/w", f"ipc://{tmp}/s", f"ipc://{tmp}/a", i),
-                              daemon=True)
-            p.start()
-            procs.append(p)
-        hello = 0
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while hello < actors:
-            if time.monotonic() > deadline or not acks.poll(1000):
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{actors - hello} subscribers did not start")
-                continue
-            hello += "hello" in acks.recv_json()
+        start_subscribers(path, tmp, acks, actors, procs)
         base = blob_of(nbytes, 0)
         times, resends = [], 0
         for version in range(1, versions + 2):  # version 1 is the warm-up (connections, first allocation)
@@ -113,13 +135,53 @@ def run_path(path: str, nbytes: int, actors: int, versions: int) -> tuple[list[f
                 times.append(time.perf_counter() - t0)
         return times, resends
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            p.join(5)
-            if p.is_alive():
-                p.kill()
-                p.join(5)
+        end_all(procs)
+        ctx.destroy(linger=0)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def stalled_subscriber_rss(nbytes: int, actors: int, versions: int) -> dict:
+    """Publisher RSS growth, in blobs, over `versions` fresh versions while one of `actors` subscribers is stopped.
+
+    Each version is a new array, as a learner's are, so a queue that kept old versions would show here."""
+    tmp = tempfile.mkdtemp(prefix="tandem-bcast-stall-")
+    ctx = zmq.Context()
+    procs: list = []
+    me = psutil.Process()
+    try:
+        pub = sockets.weights_pub(ctx, f"ipc://{tmp}/w")
+        snap = ctx.socket(zmq.ROUTER)
+        snap.setsockopt(zmq.LINGER, 0)
+        snap.bind(f"ipc://{tmp}/s")
+        acks = ctx.socket(zmq.PULL)
+        acks.setsockopt(zmq.LINGER, 0)
+        acks.bind(f"ipc://{tmp}/a")
+        start_subscribers("tandem", tmp, acks, actors, procs)
+        os.kill(procs[0].pid, signal.SIGSTOP)
+        rng = np.random.default_rng(1)
+        rss_before, rss_peak = 0, 0
+        for version in range(1, versions + 2):  # version 1 settles allocations before the baseline
+            weights = rng.standard_normal(nbytes // 4, dtype=np.float32)
+            sockets.send_frames(pub, WeightBlob.build("bench", version, version, {"w": weights}).to_frames())
+            del weights
+            seen: set[int] = set()
+            deadline = time.monotonic() + 10.0
+            while len(seen) < actors - 1 and time.monotonic() < deadline:  # the running ones ack; the stopped one cannot
+                if acks.poll(100):
+                    msg = acks.recv_json()
+                    if msg.get("version") == version:
+                        seen.add(msg["index"])
+            rss = me.memory_info().rss
+            if version == 1:
+                rss_before = rss
+            rss_peak = max(rss_peak, rss)
+        growth = (rss_peak - rss_before) / nbytes
+        return {"blob_bytes": nbytes, "actors": actors, "stopped": 1, "versions": versions,
+                "rss_before_mb": round(rss_before / 2**20, 1), "rss_peak_mb": round(rss_peak / 2**20, 1),
+                "growth_blobs": round(growth, 2), "target": {"growth_blobs_max": STALLED_RSS_MAX_BLOBS},
+                "met": growth <= STALLED_RSS_MAX_BLOBS}
+    finally:
+        end_all(procs)
         ctx.destroy(linger=0)
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -153,8 +215,13 @@ def broadcast_cmd(as_json: bool, quick: bool, versions: int) -> None:
     record = {"benchmark": "broadcast", "quick": quick, "versions_per_run": versions,
               "machine": {"cpu_count": os.cpu_count(), "affinity": len(os.sched_getaffinity(0))},
               "cut": ["100MiB x 16 actors"] if not quick else [], "results": results,
-              "target": {"ratio_10MiB_max_actors_max": TARGET_RATIO, "actors": max(counts)}, "met": met}
+              "target": {"ratio_10MiB_max_actors_max": TARGET_RATIO, "actors": max(counts)}, "met": met,
+              "stalled_subscriber": stalled_subscriber_rss(SIZES["10MiB"], 3, 10 if quick else 50)}
     if as_json:
         click.echo(json.dumps(record))
         return
     click.echo(f"target: 10MiB x {max(counts)} ratio <= {TARGET_RATIO:g}: {'met' if met else 'NOT met'}")
+    st = record["stalled_subscriber"]
+    click.echo(f"publisher RSS with 1 of {st['actors']} subscribers SIGSTOPped over {st['versions']} versions of 10 MiB: "
+               f"{st['rss_before_mb']} -> {st['rss_peak_mb']} MB peak, {st['growth_blobs']:.2f} blobs "
+               f"(target <= {STALLED_RSS_MAX_BLOBS:g}): {'met' if st['met'] else 'NOT met'}")

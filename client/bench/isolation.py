@@ -51,27 +51,32 @@ def stop(procs: dict[str, subprocess.Popen], timeout_s: float = 10.0) -> None:
             proc.wait(timeout=5)
 
 
-def run_phase(training: bool, seconds: float) -> dict:
-    """Start a learner and one actor, wait until both work, then measure over `seconds`."""
+def run_phase(training: bool, seconds: float, actors: int = 1) -> dict:
+    """Start a learner and `actors` actors, wait until all work, then measure over `seconds`.
+
+    `steps_per_s` is the actors' total."""
     with tempfile.TemporaryDirectory(prefix="tandem-isolation-") as tmp:
-        overrides = [f"run.dir='{tmp}/run'", *BASE, *(TRAINING if training else IDLE)]
+        overrides = [f"run.dir='{tmp}/run'", *BASE, *(TRAINING if training else IDLE), f"actors.count={actors}"]
         path = Path(tmp) / "config.toml"
         path.write_text(render_toml(fix_ports(load_config(ROOT / "examples" / "cartpole.toml", overrides))))
         beats, procs = HeartbeatCollector(), {}
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         try:
-            for name, args in (("learner", ("learner", str(path))), ("actor", ("actor", str(path), "--index", "0"))):
+            daemons = [("learner", ("learner", str(path)))]
+            daemons += [(f"actor-{i}", ("actor", str(path), "--index", str(i))) for i in range(actors)]
+            for name, args in daemons:
                 with (Path(tmp) / f"{name}.log").open("ab") as log:
                     procs[name] = subprocess.Popen([sys.executable, "-m", "client", *args, "--control", beats.endpoint],
                                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                                    cwd=ROOT, env=env)
             running = lambda n: (b := beats.last(n)) is not None and b.stage == "running"
-            wait_until(beats, procs, lambda: running("actor-0") and running("learner-default"), 120, "both running")
+            names = ["learner-default", *(f"actor-{i}" for i in range(actors))]
+            wait_until(beats, procs, lambda: all(running(n) for n in names), 120, "every daemon running")
             if training:
                 wait_until(beats, procs, lambda: beats.counter("learner-default", "updates") > 0, 120, "learner updates")
             start = time.monotonic()
             wait_until(beats, procs, lambda: time.monotonic() - start >= seconds, seconds + 5, "the window")
-            return {"steps_per_s": beats.rate("actor-0", "env_steps", start),
+            return {"steps_per_s": sum(beats.rate(f"actor-{i}", "env_steps", start) for i in range(actors)),
                     "updates_per_s": beats.rate("learner-default", "updates", start),
                     "updates": beats.counter("learner-default", "updates")}
         finally:

@@ -75,3 +75,19 @@ def test_broadcast_record_is_complete():
         assert r["raw_median_ms"] > 0 and r["tandem_median_ms"] > 0
         assert r["ratio"] == pytest.approx(r["tandem_median_ms"] / r["raw_median_ms"], rel=0.01)
     assert data["target"]["ratio_10MiB_max_actors_max"] == 1.5 and isinstance(data["met"], bool)
+    stalled = data["stalled_subscriber"]
+    assert stalled["stopped"] == 1 and stalled["versions"] == 10 and stalled["rss_peak_mb"] >= stalled["rss_before_mb"] > 0
+    growth = (stalled["rss_peak_mb"] - stalled["rss_before_mb"]) * 2**20 / stalled["blob_bytes"]
+    assert stalled["growth_blobs"] == pytest.approx(growth, abs=0.05)
+    assert stalled["target"]["growth_blobs_max"] == 4.0 and isinstance(stalled["met"], bool)
+
+
+@pytest.mark.timeout(120)
+def test_scale_record_is_complete():
+    data = record("scale")
+    assert data["benchmark"] == "scale" and data["machine"]["usable_cores"] >= 1
+    rows = data["rows"]
+    assert [r["actors"] for r in rows] == [1, 2] and all(r["steps_per_s"] > 0 for r in rows)
+    assert rows[0]["speedup"] == 1.0
+    assert abs(rows[1]["speedup"] - rows[1]["steps_per_s"] / rows[0]["steps_per_s"]) < 0.01
+    assert rows[1]["efficiency"] == pytest.approx(rows[1]["speedup"] / min(2, data["machine"]["usable_cores"]), abs=0.01)
