@@ -23,8 +23,8 @@ QUICK = ["supervisor.heartbeat_interval_s=0.2", "supervisor.liveness_timeout_s=3
 class Run:
     """A `tandem up` process and a control channel to its supervisor."""
 
-    def __init__(self, tmp_path: Path, overrides: list[str]):
-        args = [sys.executable, "-m", "client", "up", str(ROOT / "examples" / "cartpole.toml"), "--json",
+    def __init__(self, tmp_path: Path, overrides: list[str], flags: tuple[str, ...] = ()):
+        args = [sys.executable, "-m", "client", "up", str(ROOT / "examples" / "cartpole.toml"), "--json", *flags,
                 "--set", f"run.dir='{tmp_path}/run'"]
         for item in QUICK + overrides:
             args += ["--set", item]
