@@ -1,4 +1,4 @@
-"""The `tandem` command: a click group whose subcommands live in small modules beside this one."""
+"""The `tandem` command: a click group whose subcommands live in small modules beside this one, imported on use."""
 
 from __future__ import annotations
 
@@ -8,12 +8,28 @@ from importlib.metadata import PackageNotFoundError, version
 
 import click
 
-from client.bench.group import bench_group
-from client.config_cmd import config_group
-from client.control_cmds import restart_cmd, status_cmd, stop_cmd
-from client.daemon_cmds import actor_cmd, evaluator_cmd, learner_cmd
-from client.up import supervise_cmd, up_cmd
-from client.exit_codes import ExitCode
+from client.lazy import LazyGroup
+from daemons.runtime.exit_codes import ExitCode
+
+# name -> (where the command is, its one-line help): `tandem --help` lists these without importing them.
+COMMANDS = {
+    "up": ("client.up:up_cmd", 'Train CONFIG_FILE on this machine until a stop condition, `tandem stop`,...'),
+    "supervise": ("client.up:supervise_cmd",
+                  'Run the supervisor of CONFIG_FILE without progress output (for a head machine...'),
+    "status": ("client.control_cmds:status_cmd", 'What every process of a run is doing.'),
+    "stop": ("client.control_cmds:stop_cmd",
+             'Stop a run: every daemon gets SIGTERM (SIGKILL after the grace), learners...'),
+    "restart": ("client.control_cmds:restart_cmd",
+                'Restart one process by NAME (e.g. actor-3); also brings a FATAL one back.'),
+    "config": ("client.config_cmd:config_group", 'Inspect and validate run configs (TOML).'),
+    "bench": ("client.bench.group:bench_group", 'Benchmarks: figures for people, or one JSON record with --json.'),
+    "actor": ("client.daemon_cmds:actor_cmd",
+              'Run actor number INDEX of CONFIG_FILE: step envs, push transitions, follow...'),
+    "learner": ("client.daemon_cmds:learner_cmd",
+                'Run the learner of POLICY: replay, training, weight publishing, checkpoints.'),
+    "evaluator": ("client.daemon_cmds:evaluator_cmd",
+                  'Run the greedy evaluator: rounds of episodes with the newest weights, mean...'),
+}
 
 
 def tandem_version() -> str:
@@ -35,17 +51,13 @@ class CliContext:
         sys.exit(int(code))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(tandem_version(), "--version", prog_name="tandem")
 @click.option("-v", "--verbose", is_flag=True, help="More detail in messages.")
 @click.pass_context
 def cli(ctx: click.Context, verbose: bool) -> None:
     """Tandem: actors and learners over ZeroMQ, kept alive by a supervisor."""
     ctx.obj = CliContext(verbose=verbose)
-
-
-for command in (config_group, bench_group, up_cmd, supervise_cmd, status_cmd, stop_cmd, restart_cmd, actor_cmd, learner_cmd, evaluator_cmd):
-    cli.add_command(command)
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from client.exit_codes import ExitCode
+from daemons.runtime.exit_codes import ExitCode
 from daemons.config import ConfigError, RunConfig, config_to_dict, load_config, render_toml
 
 set_option = click.option(

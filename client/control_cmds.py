@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from client.exit_codes import ExitCode
-from daemons.control_channel import ControlChannel, ControlTimeout
+from daemons.runtime.exit_codes import ExitCode
+from daemons.runtime.control_channel import ControlChannel, ControlTimeout
 from protocol import TransportError, sockets
 
 

@@ -1,37 +1,26 @@
-"""`tandem actor`, `tandem learner` and `tandem evaluator`: run one daemon in the foreground (for up, systemd, tmux)."""
+"""`tandem actor`, `tandem learner` and `tandem evaluator`: run one daemon in the foreground (systemd, tmux, Slurm).
+
+Each command only describes the daemon; `daemons.main.run` runs it, as it does for `tandem up`'s children.
+"""
 
 from __future__ import annotations
 
-import logging
 import sys
 
 import click
 
-from client.config_cmd import load_or_exit, set_option
-from client.exit_codes import ExitCode
-from daemons.envs import EnvBuildError
-from daemons.runtime import StopFlag, die_with_parent, setup_logging
-from protocol import TransportError
+from client.config_cmd import set_option
 
 control_option = click.option("--control", metavar="ENDPOINT", default=None,
                               help="Supervisor control endpoint to send heartbeats to (set by `tandem up`).")
 parent_option = click.option("--die-with-parent", is_flag=True, hidden=True,
-                             help="Exit when the launching process dies (used by `tandem up`).")
+                             help="Exit when the launching process dies.")
 
 
-def run_daemon(name: str, level: str, with_parent: bool, make) -> None:
-    """Common wrapper: logging, signals, and a clear one-line error instead of a traceback."""
-    setup_logging(level, name)
-    if with_parent:
-        die_with_parent()
-    stop = StopFlag().install()
-    try:
-        code = make(stop).run()
-    except (EnvBuildError, TransportError, ValueError) as exc:
-        logging.getLogger(name).error("%s", exc)
-        click.echo(f"error: {name}: {exc}", err=True)
-        sys.exit(int(ExitCode.FAILURE))
-    sys.exit(code)
+def run_daemon(**fields) -> None:
+    from daemons.main import DaemonSpec, run
+
+    sys.exit(run(DaemonSpec(**fields)))
 
 
 @click.command("actor")
@@ -42,11 +31,8 @@ def run_daemon(name: str, level: str, with_parent: bool, make) -> None:
 @set_option
 def actor_cmd(config_file, index, control, die_with_parent, overrides):
     """Run actor number INDEX of CONFIG_FILE: step envs, push transitions, follow the learner's weights."""
-    from daemons.actor import make_actor
-
-    config = load_or_exit(config_file, overrides)
-    run_daemon(f"actor-{index}", config.run.log_level, die_with_parent,
-               lambda stop: make_actor(config, index, stop, control))
+    run_daemon(role="actor", config_file=config_file, overrides=overrides, control=control, index=index,
+               die_with_parent=die_with_parent)
 
 
 @click.command("learner")
@@ -63,11 +49,8 @@ def actor_cmd(config_file, index, control, die_with_parent, overrides):
 @set_option
 def learner_cmd(config_file, policy, device, control, join, bind, insecure, die_with_parent, overrides):
     """Run the learner of POLICY: replay, training, weight publishing, checkpoints."""
-    from daemons.learner import Learner
-
-    config = load_or_exit(config_file, overrides)
-    run_daemon(f"learner-{policy}", config.run.log_level, die_with_parent,
-               lambda stop: Learner(config, policy, stop, join or control, device, bind=bind, insecure=insecure))
+    run_daemon(role="learner", config_file=config_file, overrides=overrides, control=join or control, policy=policy,
+               device=device, bind=bind, insecure=insecure, die_with_parent=die_with_parent)
 
 
 @click.command("evaluator")
@@ -77,7 +60,5 @@ def learner_cmd(config_file, policy, device, control, join, bind, insecure, die_
 @set_option
 def evaluator_cmd(config_file, control, die_with_parent, overrides):
     """Run the greedy evaluator: rounds of episodes with the newest weights, mean return reported."""
-    from daemons.evaluator import make_evaluator
-
-    config = load_or_exit(config_file, overrides)
-    run_daemon("evaluator", config.run.log_level, die_with_parent, lambda stop: make_evaluator(config, stop, control))
+    run_daemon(role="evaluator", config_file=config_file, overrides=overrides, control=control,
+               die_with_parent=die_with_parent)

@@ -1,22 +1,27 @@
-"""The `tandem bench` command group."""
+"""The `tandem bench` command group; each benchmark's module is imported only when it runs."""
 
 import click
 
-from client.bench.all import all_cmd
-from client.bench.broadcast import broadcast_cmd
-from client.bench.e2e import e2e_cmd
-from client.bench.isolation import isolation_cmd
-from client.bench.replay import replay_cmd
-from client.bench.scale import scale_cmd
-from client.bench.transport import transport_cmd
+from client.lazy import LazyGroup
+
+# Benchmarks that `tandem bench all` runs, in order: name -> (command, one-line help).
+BENCHMARKS = {
+    "broadcast": ("client.bench.broadcast:broadcast_cmd",
+                  'Median ms from publish until every actor has the new version; target: Tandem...'),
+    "e2e": ("client.bench.e2e:e2e_cmd",
+            'Median time from `tandem up` to a greedy evaluation mean >= stop.eval_return...'),
+    "replay": ("client.bench.replay:replay_cmd",
+               'Median microseconds per ReplayBuffer.sample(256) on full buffers; target: 1M...'),
+    "transport": ("client.bench.transport:transport_cmd",
+                  'Actor -> learner batches/s in separate processes: Tandem (decode + n-step +...'),
+    "isolation": ("client.bench.isolation:isolation_cmd",
+                  "One actor's env steps/s with its learner training flat out, as a fraction of..."),
+    "scale": ("client.bench.scale:scale_cmd",
+              'Total env steps/s of 1, 2, 4 and 8 real actor daemons (beside a learner that...'),
+}
+COMMANDS = {**BENCHMARKS, "all": ("client.bench.all:all_cmd", "Run every benchmark; print each one's targets and whether they were met.")}
 
 
-@click.group("bench")
+@click.group("bench", cls=LazyGroup, lazy=COMMANDS)
 def bench_group() -> None:
     """Benchmarks: figures for people, or one JSON record with --json."""
-
-
-BENCHMARKS = (broadcast_cmd, e2e_cmd, replay_cmd, transport_cmd, isolation_cmd, scale_cmd)
-
-for command in (*BENCHMARKS, all_cmd):
-    bench_group.add_command(command)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import click
 
-from client.heartbeat_collector import HeartbeatCollector
-from client.up import fix_ports
+from daemons.supervisor.collector import HeartbeatCollector
+from daemons.supervisor.ports import fix_ports
 from daemons.config import load_config, render_toml
 
 ROOT = Path(__file__).resolve().parents[2]

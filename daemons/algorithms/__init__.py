@@ -1,19 +1,19 @@
-"""Learning rules: `make_algorithm` for a learner and `make_policy` for an actor, both from the run config."""
+"""Learning rules: `make_algorithm` for a learner and `make_policy` for an actor, both from the run config.
+
+Importing this package costs no torch: the algorithm modules are imported when one is made.
+"""
 
 from __future__ import annotations
 
-import gymnasium as gym
+from typing import Any
 
-from daemons.algorithms.base import Algorithm, Policy, SampledBatch, UpdateResult
-from daemons.algorithms.dqn import ALGORITHM_NAME, DoubleDQN, DQNPolicy, discrete_actions
 from daemons.config.schema import RunConfig
 
-__all__ = ["Algorithm", "Policy", "SampledBatch", "UpdateResult", "DoubleDQN", "DQNPolicy",
-           "make_algorithm", "make_policy"]
 
-
-def check_supported(config: RunConfig, action_space: gym.Space) -> None:
+def check_supported(config: RunConfig, action_space: Any) -> None:
     """ValueError unless the configured algorithm exists and can act in `action_space`."""
+    from daemons.algorithms.dqn import ALGORITHM_NAME, discrete_actions
+
     if config.algorithm.name != ALGORITHM_NAME:
         raise ValueError(f"algorithm.name {config.algorithm.name!r} is not supported (supported: {ALGORITHM_NAME!r})")
     try:
@@ -22,18 +22,20 @@ def check_supported(config: RunConfig, action_space: gym.Space) -> None:
         raise ValueError(f"algorithm.name {ALGORITHM_NAME!r} cannot be used with this env: {exc}") from exc
 
 
-def make_algorithm(config: RunConfig, obs_space: gym.Space, action_space: gym.Space, device: str,
-                   mask_size: int = 0) -> Algorithm:
+def make_algorithm(config: RunConfig, obs_space: Any, action_space: Any, device: str, mask_size: int = 0) -> Any:
     """The learner-side algorithm of `config`, on `device`, with initial weights seeded by run.seed.
 
     `mask_size` > 0: observations end with that many action-mask entries (illegal actions are never chosen)."""
+    from daemons.algorithms.dqn import DoubleDQN
+
     check_supported(config, action_space)
     return DoubleDQN(config.model, config.algorithm, obs_space, action_space, device=device, seed=config.run.seed,
                      mask_size=mask_size)
 
 
-def make_policy(config: RunConfig, obs_space: gym.Space, action_space: gym.Space, seed: int | None,
-                mask_size: int = 0) -> Policy:
+def make_policy(config: RunConfig, obs_space: Any, action_space: Any, seed: int | None, mask_size: int = 0) -> Any:
     """The actor-side policy of `config` on the CPU; `seed` drives its exploration and its initial weights."""
+    from daemons.algorithms.dqn import DQNPolicy
+
     check_supported(config, action_space)
     return DQNPolicy(config.model, obs_space, action_space, seed=seed, mask_size=mask_size)

@@ -12,9 +12,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from daemons.algorithms.base import SampledBatch, UpdateResult
+from daemons.algorithms.base import UpdateResult
+from daemons.replay.batch import SampledBatch
 from daemons.config.schema import AlgorithmSection, ModelSection
-from daemons.models import build_q_network
+from daemons.algorithms.models import build_q_network
 
 ALGORITHM_NAME = "double_dqn"
 

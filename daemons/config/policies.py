@@ -6,7 +6,7 @@ import dataclasses
 import fnmatch
 from dataclasses import replace
 
-from daemons.config.loader import ConfigError, build
+from daemons.config.fields import ConfigError, build
 from daemons.config.schema import AlgorithmSection, LearnerSection, ModelSection, PolicySection, RunConfig
 
 DEFAULT_POLICY = "default"

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from daemons.algorithms.base import SampledBatch
+from daemons.replay.batch import SampledBatch
 from daemons.replay.nstep import NStepTransitions
 from daemons.replay.sumtree import SumTree
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 import logging
 import signal
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from daemons.children import Child
+from daemons.main import DaemonSpec
+from daemons.supervisor import commands
+from daemons.supervisor.children import Child
+from daemons.supervisor.progress import RunView
 from daemons.config.schema import RunConfig
-from daemons.rate_meter import RateMeter
+from daemons.runtime.rate_meter import RateMeter
 from daemons.supervisor import states
 from daemons.supervisor.states import Action, HeartbeatPolicy, ProcessRecord, RestartPolicy, State
 from daemons.supervisor.tokens import StartTokens
@@ -20,15 +22,6 @@ from protocol import ControlReply, ControlRequest, Heartbeat
 
 log = logging.getLogger(__name__)
 BUILD_STAGES = ("start", "wait_start_token", "build_env")
-
-
-@dataclass(frozen=True)
-class ChildSpec:
-    """What to run: `tandem ROLE CONFIG ARGS... --control ENDPOINT`."""
-
-    name: str
-    role: str
-    args: tuple[str, ...] = ()
 
 
 def policies(config: RunConfig) -> tuple[RestartPolicy, HeartbeatPolicy]:
@@ -46,13 +39,15 @@ def policies(config: RunConfig) -> tuple[RestartPolicy, HeartbeatPolicy]:
 class Supervisor:
     """Owns the process table of one run. Call `step(now)` often and `handle()` for each control message."""
 
-    def __init__(self, config: RunConfig, config_path: Path, control_endpoint: str, logs: Path, specs: list[ChildSpec],
-                 adopt: bool = False):
+    def __init__(self, config: RunConfig, config_path: Path, control_endpoint: str, logs: Path, specs: list[DaemonSpec],
+                 adopt: bool = False, started: float | None = None):
         self.config, self.config_path, self.control_endpoint, self.logs = config, config_path, control_endpoint, logs
         # adopt: watch any daemon that heartbeats here (started by systemd or tmux), as joined learners are watched
         self.adopt = adopt
         self.restart_policy, self.heartbeat_policy = policies(config)
-        self.specs = {spec.name: spec for spec in specs}
+        self.specs = {spec.name: replace(spec, config_file=str(config_path), control=control_endpoint,
+                                         die_with_parent=True) for spec in specs}
+        self.view = RunView(config.stop, time.monotonic() if started is None else started)
         self.records = {spec.name: ProcessRecord(spec.name, spec.role) for spec in specs}
         self.children: dict[str, Child | None] = {spec.name: None for spec in specs}
         self.beats: dict[str, Heartbeat] = {}
@@ -74,9 +69,7 @@ class Supervisor:
             self._start(name, now)
 
     def _start(self, name: str, now: float) -> None:
-        spec = self.specs[name]
-        args = [spec.role, str(self.config_path), *spec.args, "--control", self.control_endpoint, "--die-with-parent"]
-        child = Child(name, spec.role, args, self.logs / f"{name}.log")
+        child = Child(name, self.specs[name], self.logs / f"{name}.log")
         child.start()
         self.children[name] = child
         self.beats.pop(name, None)
@@ -85,7 +78,7 @@ class Supervisor:
         states.started(self.records[name], child.pid, now)
         log.info("started %s (pid %s)", name, child.pid)
 
-    def _signal(self, name: str, sig: int) -> None:
+    def signal(self, name: str, sig: int) -> None:
         child = self.children.get(name)
         if child is not None:
             child.signal(sig)
@@ -98,7 +91,7 @@ class Supervisor:
             if child is not None and (code := child.poll()) is not None:
                 self.children[name] = None
                 self.tokens.release(name)
-                error = "" if rec.kill_reason or rec.state == State.STOPPING else last_error_line(child, code)
+                error = "" if rec.kill_reason or rec.state == State.STOPPING else self.last_error(name, child, code)
                 states.exited(rec, code, now, self.restart_policy, error=error)
                 log.log(logging.WARNING if rec.state != State.STOPPED else logging.INFO,
                         "%s exited with code %s -> %s %s", name, code, rec.state.value, rec.last_error)
@@ -112,10 +105,10 @@ class Supervisor:
                     log.warning("terminating %s: %s", name, reason)
                 else:
                     rec.terminate_sent_at = now
-                self._signal(name, signal.SIGTERM)
+                self.signal(name, signal.SIGTERM)
             elif action == Action.KILL:
                 log.warning("killing %s after %.1f s of grace", name, self.heartbeat_policy.stop_grace_s)
-                self._signal(name, signal.SIGKILL)
+                self.signal(name, signal.SIGKILL)
                 states.killed(rec, now)
 
     def _release_lost_tokens(self, now: float) -> None:
@@ -131,7 +124,7 @@ class Supervisor:
         if limit and beat and states.is_alive(rec) and rec.terminate_sent_at is None and beat.rss_bytes > limit:
             states.terminate(rec, f"rss {beat.rss_bytes >> 20} MiB over its limit of {limit >> 20} MiB", now)
             log.warning("restarting %s: %s", name, rec.kill_reason)
-            self._signal(name, signal.SIGTERM)  # a learner checkpoints on SIGTERM before it exits
+            self.signal(name, signal.SIGTERM)  # a learner checkpoints on SIGTERM before it exits
 
     def stop(self, now: float, by: str = "") -> None:
         """Stop every daemon (SIGTERM now, SIGKILL after the grace, through `step`)."""
@@ -141,7 +134,7 @@ class Supervisor:
             was_alive = states.is_alive(rec)
             states.stop_requested(rec, now)
             if was_alive:
-                self._signal(name, signal.SIGTERM)
+                self.signal(name, signal.SIGTERM)
 
     def all_down(self) -> bool:
         return not any(states.is_alive(rec) for rec in self.records.values())
@@ -182,6 +175,7 @@ class Supervisor:
         self.beat_times[beat.name] = now
         states.heartbeat(rec, beat.stage, beat.stage_elapsed_s, now)
         self._count(beat, now)
+        self.view.heartbeat(beat, now)
 
     def _remote_heartbeat(self, beat: Heartbeat, now: float) -> None:
         entry = self.remote.setdefault(beat.name, {"name": beat.name, "role": beat.role, "insecure": False})
@@ -195,6 +189,7 @@ class Supervisor:
         self.beats[beat.name] = beat
         self.beat_times[beat.name] = now
         self._count(beat, now)
+        self.view.heartbeat(beat, now)
 
     def _count(self, beat: Heartbeat, now: float) -> None:
         for key in ("env_steps", "updates"):
@@ -203,7 +198,7 @@ class Supervisor:
         if not beat.stage.startswith(BUILD_STAGES):
             self.tokens.release(beat.name)
 
-    def _register(self, request: ControlRequest, now: float) -> ControlReply:
+    def register(self, request: ControlRequest, now: float) -> ControlReply:
         args = request.args
         endpoints = args.get("endpoints")
         if not isinstance(endpoints, dict) or not all(isinstance(endpoints.get(k), str) for k in ("transitions", "weights", "snapshot")):
@@ -219,52 +214,20 @@ class Supervisor:
                      " (INSECURE)" if entry["insecure"] else "")
         return ControlReply(request.request_id, True)
 
-    def handle(self, request: ControlRequest, now: float,
-               extra: Mapping[str, Callable[[Mapping[str, Any]], dict]] | None = None) -> ControlReply:
-        """Answer one control request; `extra` adds commands of the caller (e.g. `tandem up`'s episode reports)."""
-        rid, args = request.request_id, request.args
-        if request.command == "status":
-            from daemons.supervisor.status import status_data
+    def handle(self, request: ControlRequest, now: float) -> ControlReply:
+        """Answer one control request (the table of commands is in `commands.py`)."""
+        return commands.handle(self, request, now)
 
-            return ControlReply(rid, True, data=status_data(self, now))
-        if request.command == "stop":
-            self.stop(now, by=str(args.get("by", "tandem stop")))
-            if self.remote and not self.records:
-                return ControlReply(rid, True, message="stopping the supervisor; the daemons it did not start keep "
-                                    "running: stop them where they run (systemctl stop, tandem-tmux stop)")
-            return ControlReply(rid, True, message="stopping every daemon")
-        if request.command == "restart":
-            name = args.get("name")
-            if name in self.remote:
-                return ControlReply(rid, False, "not_managed", f"{name} was not started by this supervisor; restart it "
-                                    "where it runs (e.g. systemctl restart tandem-actor@N)")
-            if name not in self.records:
-                return ControlReply(rid, False, "unknown_process", f"no process named {name!r}; known: {', '.join(self.records)}")
-            rec = self.records[name]
-            was_alive = states.is_alive(rec)
-            states.restart_requested(rec, now)
-            if was_alive:
-                self._signal(name, signal.SIGTERM)
-            return ControlReply(rid, True, message=f"restarting {name}")
-        if request.command == "register":
-            return self._register(request, now)
-        if request.command == "lookup":
-            entry = self.registry.get(str(args.get("policy", "")))
-            if entry is None:
-                return ControlReply(rid, False, "not_registered", f"no learner registered for policy {args.get('policy')!r} yet")
-            return ControlReply(rid, True, data={"endpoints": entry["endpoints"], "learner": entry["name"]})
-        if request.command == "start_token":
-            name = str(args.get("name", ""))
-            granted = self.tokens.acquire(name)
-            return ControlReply(rid, True, data={"granted": granted, "holders": sorted(self.tokens.holders)})
-        if extra and request.command in extra:
-            return ControlReply(rid, True, data=extra[request.command](args))
-        known = ["status", "stop", "restart", "register", "lookup", "start_token", *(extra or {})]
-        return ControlReply(rid, False, "unknown_command", f"unknown command {request.command!r}; known: {', '.join(known)}")
+    def last_error(self, name: str, child: Child, code: int) -> str:
+        """Why a child ended: the error its last heartbeat carried, else its log's last error line or exit code."""
+        beat = self.beats.get(name)
+        if beat is not None and beat.pid == child.pid and beat.error:
+            return beat.error
+        return last_error_line(child, code)
 
 
 def last_error_line(child: Child, code: int) -> str:
-    """The daemon's own last word (its `error: ...` line) or the exit code / signal."""
+    """For a daemon that died without saying why (a crash, a signal): its log's last error line, or the code."""
     for line in reversed(child.log_tail(20).splitlines()):
         if "error" in line.lower() or "Error" in line:
             return line.strip()[-300:]

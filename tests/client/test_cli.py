@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from client.cli import cli
-from client.exit_codes import ExitCode
+from daemons.runtime.exit_codes import ExitCode
 
 CARTPOLE = str(Path(__file__).resolve().parents[2] / "examples" / "cartpole.toml")
 

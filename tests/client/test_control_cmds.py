@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from client.cli import cli
-from client.exit_codes import ExitCode
+from daemons.runtime.exit_codes import ExitCode
 from tests.system.test_supervisor import Run, rows
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from client.progress import RunView, format_line
+from daemons.supervisor.progress import RunView
+from client.display import format_line
 from daemons.config.schema import StopSection
 from protocol import Heartbeat
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from daemons.actor import UnrollBuilder, actor_epsilons, decayed
-from daemons.backlog import Backlog
+from daemons.actor.exploration import actor_epsilons, decayed
+from daemons.actor.unroll import UnrollBuilder
+from daemons.actor.backlog import Backlog
 from daemons.config.schema import EnvSection
-from daemons.envs import EnvGroup, make_env
-from daemons.evaluator import episode_quotas
+from daemons.envs.gym_envs import EnvGroup, make_env
+from daemons.evaluator.rounds import episode_quotas
 from protocol import TransitionBatch
 
 

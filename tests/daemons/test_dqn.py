@@ -10,7 +10,9 @@ import pytest
 import torch
 from torch import nn
 
-from daemons.algorithms import DoubleDQN, DQNPolicy, SampledBatch, make_algorithm, make_policy
+from daemons.algorithms import make_algorithm, make_policy
+from daemons.algorithms.dqn import DoubleDQN, DQNPolicy
+from daemons.replay import SampledBatch
 from daemons.config.schema import AlgorithmSection, ModelSection, RunConfig
 from protocol.weights import WeightBlob
 

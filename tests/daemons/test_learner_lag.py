@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from daemons.config import load_config
-from daemons.learner import Learner
-from daemons.runtime import StopFlag
+from daemons.learner.daemon import Learner
+from daemons.runtime.signals import StopFlag
 from protocol import sockets
 from tests.protocol import samples
 from tests.system.harness import ROOT

@@ -7,9 +7,9 @@ import pytest
 
 from daemons.config import ConfigError, config_from_dict
 from daemons.config.policies import assign_agents, policy_config
-from daemons.multiagent.rollout import MultiAgentRollout
-from daemons.multiagent.spaces import ObsAdapter, policy_spaces
-from daemons.multiagent.worlds import env_api, make_world
+from daemons.envs.rollout import MultiAgentRollout
+from daemons.envs.spaces import ObsAdapter, policy_spaces
+from daemons.envs.worlds import env_api, make_world
 from tests.multiagent_envs import AGENTS, INDEX
 
 POLICIES = {"alpha": {"agents": ["a_*"]}, "beta": {"agents": ["b_0"], "algorithm": {"learning_rate": 5e-4}}}
@@ -125,7 +125,7 @@ def test_masked_policy_explores_and_exploits_only_legal_actions():
 
 
 def test_the_api_is_found_without_building_an_env_and_an_unforeseen_one_names_env_api():
-    from daemons.envs import EnvBuildError, make_env
+    from daemons.envs.gym_envs import EnvBuildError, make_env
 
     def api(env_id: str, **extra) -> str:
         return env_api(config_from_dict({"env": {"id": env_id, **extra}, "policies": POLICIES}).env)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from daemons.control_channel import ControlChannel, ControlTimeout
+from daemons.runtime.control_channel import ControlChannel, ControlTimeout
 from protocol import sockets
 from tests.system.harness import ROOT, write_config
 

@@ -1,23 +1,20 @@
 """Environments that misbehave on purpose, for supervisor tests (imported by daemons as `module:callable`).
 
-Each misbehaves only inside one actor (read from the daemon's command line), so the learner, which builds
+Each misbehaves only inside one actor (told by $TANDEM_DAEMON), so the learner, which builds
 one env to learn the spaces, and the other actors are unaffected.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 import gymnasium as gym
 
 
 def actor_index() -> int | None:
-    argv = sys.argv
-    if "actor" in argv and "--index" in argv:
-        return int(argv[argv.index("--index") + 1])
-    return None
+    name = os.environ.get("TANDEM_DAEMON", "")
+    return int(name.removeprefix("actor-")) if name.startswith("actor-") else None
 
 
 def hang_once_in_actor(marker: str, index: int = 0) -> gym.Env:

@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from client.heartbeat_collector import HeartbeatCollector
-from client.up import fix_ports
+from daemons.supervisor.collector import HeartbeatCollector
+from daemons.supervisor.ports import fix_ports
 from daemons.config import RunConfig, load_config, render_toml
 
 ROOT = Path(__file__).resolve().parents[2]

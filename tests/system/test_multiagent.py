@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from daemons.checkpoint import load_latest_checkpoint
+from daemons.learner.checkpoint import load_latest_checkpoint
 from tests.multiagent_envs import INDEX
 from tests.system.harness import write_config
 
@@ -75,9 +75,9 @@ def test_two_policies_train_apart_and_a_dead_learner_stalls_nobody(tmp_path, pro
 
 def random_returns(config, episodes: int = 200) -> dict[str, float]:
     """Each agent's mean return under uniformly random actions, stepped the way the actors step."""
-    from daemons.multiagent.rollout import MultiAgentRollout
-    from daemons.multiagent.spaces import policy_spaces
-    from daemons.multiagent.worlds import env_api, make_world
+    from daemons.envs.rollout import MultiAgentRollout
+    from daemons.envs.spaces import policy_spaces
+    from daemons.envs.worlds import env_api, make_world
 
     api = env_api(config.env)
     worlds = [make_world(config.env, api) for _ in range(4)]
@@ -97,7 +97,7 @@ def random_returns(config, episodes: int = 200) -> dict[str, float]:
 def test_the_speaker_listener_example_learns_above_random(tmp_path):
     import json
 
-    from client.exit_codes import ExitCode
+    from daemons.runtime.exit_codes import ExitCode
     from daemons.config import load_config
     from tests.system.harness import ROOT
     from tests.system.test_up import finish, up

@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from daemons.control_channel import ControlChannel, ControlTimeout
+from daemons.runtime.control_channel import ControlChannel, ControlTimeout
 from protocol import sockets
 from tests.system.harness import ROOT
 

@@ -8,9 +8,9 @@ import numpy as np
 import psutil
 
 from daemons.algorithms import make_policy
-from daemons.endpoints import learner_endpoints
-from daemons.envs import make_env
-from daemons.weights_client import WeightsClient
+from daemons.runtime.endpoints import learner_endpoints
+from daemons.envs.gym_envs import make_env
+from daemons.actor.weights_client import WeightsClient
 from protocol import sockets
 from tests.system.harness import write_config
 

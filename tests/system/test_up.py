@@ -11,7 +11,7 @@ import time
 
 import psutil
 
-from client.exit_codes import ExitCode
+from daemons.runtime.exit_codes import ExitCode
 from tests.system.harness import ROOT
 
 

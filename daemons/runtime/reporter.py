@@ -1,32 +1,22 @@
-"""What every daemon shares: logging, a stop flag set by SIGTERM/SIGINT, and a heartbeat (and systemd) reporter."""
+"""A daemon's heartbeat (and systemd) reporter: its stage, counters, RSS and CPU, sent from its main loop."""
 
 from __future__ import annotations
 
 import logging
 import math
 import os
-import signal
 import socket
-import sys
 import time
 from collections.abc import Mapping
-from typing import Any
 
 import psutil
 
-from daemons.control_channel import ControlChannel
-from daemons.rate_meter import RateMeter
-from daemons.sd_notify import Notifier, shared
+from daemons.runtime.control_channel import ControlChannel
+from daemons.runtime.rate_meter import RateMeter
+from daemons.runtime.sd_notify import Notifier, shared
 from protocol import Heartbeat
 
 log = logging.getLogger(__name__)
-
-
-def setup_logging(level: str, name: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level, logging.INFO), stream=sys.stderr,
-        format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s",
-    )
 
 
 def new_incarnation() -> int:
@@ -34,29 +24,6 @@ def new_incarnation() -> int:
     return int(time.time() * 1000) & ((1 << 48) - 1)
 
 
-class StopFlag:
-    """Set by SIGTERM or SIGINT; main loops check it between steps instead of dying mid-write."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self.signal_name = ""
-
-    def install(self) -> StopFlag:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum: int, _frame: Any) -> None:
-        self.requested = True
-        self.signal_name = signal.Signals(signum).name
-        # At once, whatever stage the loop is in (an env build may take a while to notice the flag).
-        shared().stopping(f"stopping on {self.signal_name}")
-
-    def __bool__(self) -> bool:
-        return self.requested
-
-
-# Counters worth a place in systemd's one-line STATUS=, in this order; rates are shown for the first two.
 STATUS_COUNTERS = ("updates", "env_steps", "version", "episodes", "return_mean", "eval_return", "batches_dropped")
 STOP_STAGES = ("checkpoint", "stopping")  # a learner checkpoints first when told to stop
 
@@ -74,6 +41,16 @@ def status_line(stage: str, counters: Mapping[str, int | float], rates: Mapping[
         parts.append(text)
     line = f"{stage}: {', '.join(parts)}" if parts else stage
     return " ".join(line.split())  # one line, whatever a stage or counter holds
+
+
+FAREWELL_LINGER_MS = 200  # long enough for a last heartbeat to leave, short enough not to slow a stop
+EXPECTED_ERRORS = (ValueError, OSError, RuntimeError)  # said in their own words; others get their type's name too
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line, at most 500 characters, naming what went wrong."""
+    text = str(exc) if isinstance(exc, EXPECTED_ERRORS) and str(exc) else f"{type(exc).__name__}: {exc}"
+    return " ".join(text.split())[:500]
 
 
 class Reporter:
@@ -112,6 +89,10 @@ class Reporter:
             self.next_heartbeat = value
 
     def set_stage(self, stage: str) -> None:
+        """Enter `stage`; after a failure the stage it failed in is kept, so status shows where it broke."""
+        if self.error and stage in STOP_STAGES:
+            self.notifier.stopping(self.status())
+            return
         if stage != self.stage:
             log.info("stage %s -> %s", self.stage, stage)
             self.stage, self.stage_since = stage, time.monotonic()
@@ -120,6 +101,19 @@ class Reporter:
             self.notifier.ready(self.status())
         elif stage in STOP_STAGES:
             self.notifier.stopping(self.status())
+
+    def close(self) -> None:
+        """Send a last heartbeat now (carrying the error, if any) and close the control channel."""
+        if self.channel is None:
+            return
+        self.next_beat = 0.0
+        self.tick()
+        self.channel.close(linger_ms=FAREWELL_LINGER_MS)
+
+    def failed(self, exc: BaseException) -> None:
+        """Record why the daemon is ending, for its last heartbeat (the supervisor shows it as the last error)."""
+        self.error = describe_error(exc)
+        self.next_beat = 0.0
 
     def update(self, counters: Mapping[str, int | float]) -> None:
         self.counters.update({k: v for k, v in counters.items() if v is not None})
@@ -156,21 +150,3 @@ class Reporter:
         return True
 
 
-def die_with_parent() -> None:
-    """Ask Linux to SIGTERM this process when its parent dies, so a killed `tandem up` leaves no orphans."""
-    import ctypes
-
-    parent = os.getppid()
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return  # not Linux: the supervisor's own stop path still ends its children
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
-def log_dropped(logger: logging.Logger, what: str, count: int, reason: object) -> None:
-    """Log a dropped message at counts 1, 2, 4, 8, ... so a flood of bad input cannot flood the log."""
-    if count & (count - 1) == 0:
-        logger.warning("dropped %s (%d so far): %s", what, count, reason)

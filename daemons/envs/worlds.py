@@ -8,7 +8,7 @@ import typing
 from typing import Any
 
 from daemons.config.schema import EnvSection
-from daemons.envs import EnvBuildError, has_attribute, resolve_callable
+from daemons.envs.gym_envs import EnvBuildError, has_attribute, resolve_callable
 
 MULTI_AGENT_APIS = ("aec", "parallel")
 

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from daemons.config.schema import ModelSection
-from daemons.plugins import import_callable
+from daemons.runtime.plugins import import_callable
 
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU}
 BUILTIN_KINDS = ("auto", "mlp", "nature_cnn")

@@ -62,5 +62,6 @@ class ControlChannel:
                 return reply
         raise ControlTimeout(f"no reply to {command!r} from {self.endpoint} within {timeout_s:g} s")
 
-    def close(self) -> None:
-        sockets.close(self.socket, linger_ms=0)
+    def close(self, linger_ms: int = 0) -> None:
+        """Close; a daemon's last words (a final heartbeat) need a short `linger_ms` to leave the process."""
+        sockets.close(self.socket, linger_ms=linger_ms)

@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 
 from daemons.config.schema import EnvSection
-from daemons.plugins import import_callable
+from daemons.runtime.plugins import import_callable
 
 
 class EnvBuildError(RuntimeError):

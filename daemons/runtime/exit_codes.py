@@ -1,4 +1,4 @@
-"""The `tandem` CLI's exit codes, one meaning each."""
+"""The exit codes of `tandem` and of every daemon process, one meaning each."""
 
 from enum import IntEnum
 

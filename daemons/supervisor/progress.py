@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 
 from daemons.config.schema import StopSection
-from daemons.rate_meter import RateMeter
+from daemons.runtime.rate_meter import RateMeter
 from protocol import Heartbeat
 
 MAX_AGENTS_SHOWN = 64  # a peer naming endless agents cannot grow the view without bound
@@ -114,19 +114,3 @@ class RunView:
         if s.seconds is not None and now - self.started >= s.seconds:
             return f"{now - self.started:.0f} s >= {s.seconds:g} s"
         return None
-
-
-def format_line(fig: dict) -> str:
-    """One progress line for a terminal or a log."""
-
-    def num(value, fmt="{:.1f}"):
-        return "-" if value is None else fmt.format(value)
-
-    return (f"{fig['elapsed_s']:6.1f}s  steps {fig['env_steps']} ({fig['env_steps_per_s']:.0f}/s)  "
-            f"updates {fig['updates']} ({fig['updates_per_s']:.0f}/s)  episodes {fig['episodes']}  "
-            f"return100 {num(fig['mean_return_100'])}  eval {num(fig['eval_return'])}  "
-            f"version {num(fig['version'], '{}')}  lag {fig['lag_mean']:.1f}  dropped {fig['batches_dropped']}"
-            + "".join(f"  | {p} v{num(f['version'], '{}')} eval {num(f['eval_return'])}"
-                      for p, f in fig.get("policies", {}).items())
-            + ("  | agents " + " ".join(f"{a} {r:.1f}" for a, r in fig["agent_returns_100"].items())
-               if fig.get("agent_returns_100") else ""))

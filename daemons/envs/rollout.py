@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from daemons.multiagent.spaces import ObsAdapter, PolicySpaces
-from daemons.multiagent.streams import AgentStream
+from daemons.envs.spaces import ObsAdapter, PolicySpaces
+from daemons.envs.streams import AgentStream
 from protocol import TransitionBatch
 
 # choose(policy, obs [B, ...], worlds [B]) -> actions [B]

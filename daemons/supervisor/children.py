@@ -2,8 +2,8 @@
 
 Importing torch takes seconds of CPU; paid by every actor on a 2-core machine it dominated a run's start.
 A multiprocessing forkserver imports the daemon modules once and forks each child from that warm state.
-The child runs the same click command `tandem actor|learner|evaluator ...` would, with its stdout and
-stderr sent to its log file; `exec_child=True` runs a fresh `python -m client ...` instead.
+The child calls `daemons.main.run(spec)`, as `tandem actor|learner|evaluator ...` does, with its stdout
+and stderr sent to its log file.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -19,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-PRELOAD = ["client.cli", "daemons.actor", "daemons.learner", "daemons.evaluator"]
+from daemons.main import DaemonSpec, run
+
+PRELOAD = ["daemons.main", "daemons.actor.daemon", "daemons.learner.daemon", "daemons.evaluator.daemon"]
 _forkserver: Any = None
 
 
@@ -31,52 +32,35 @@ def forkserver_context() -> Any:
     return _forkserver
 
 
-def set_process_name(name: str) -> None:
-    """Shown by ps -o comm and top (Linux keeps 15 characters)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)  # 15 = PR_SET_NAME
-    except (OSError, AttributeError):
-        pass
-
-
-def run_tandem(args: list[str], log_path: str, name: str) -> None:
-    """Entry point of a forked child: log to a file, then run `tandem ARGS...` in this process."""
+def run_child(spec: DaemonSpec, log_path: str) -> None:
+    """Entry point of a forked child: log to a file, then run the daemon in this process and exit with its code."""
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
     sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 - lives as long as the process
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
-    set_process_name(f"tandem-{name}")
-    sys.argv = ["tandem", *args]  # what the daemon would see had it been exec'd
-    from client.cli import cli
-
-    cli.main(args=args, prog_name="tandem", standalone_mode=True)  # exits through SystemExit with the code
+    sys.exit(run(spec))
 
 
 @dataclass
 class Child:
-    """One daemon process, `tandem ARGS...`; its stdout and stderr go to `log_path`."""
+    """One daemon process running `spec`; its stdout and stderr go to `log_path`."""
 
     name: str
-    role: str
-    args: list[str]
+    spec: DaemonSpec
     log_path: Path
-    exec_child: bool = False
     process: Any = field(default=None, repr=False)
+
+    @property
+    def role(self) -> str:
+        return self.spec.role
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        if self.exec_child:
-            with self.log_path.open("ab") as log:
-                self.process = subprocess.Popen([sys.executable, "-m", "client", *self.args], stdout=log,
-                                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, close_fds=True)
-        else:
-            self.process = forkserver_context().Process(
-                target=run_tandem, args=(self.args, str(self.log_path), self.name), name=self.name, daemon=False)
-            self.process.start()
+        self.process = forkserver_context().Process(
+            target=run_child, args=(self.spec, str(self.log_path)), name=self.name, daemon=False)
+        self.process.start()
 
     @property
     def pid(self) -> int | None:
@@ -84,20 +68,11 @@ class Child:
 
     def poll(self) -> int | None:
         """Exit code once the process has ended (negative: killed by that signal), else None."""
-        if self.process is None:
-            return None
-        if self.exec_child:
-            return self.process.poll()
-        return self.process.exitcode
+        return self.process.exitcode if self.process is not None else None
 
     def wait(self, timeout_s: float) -> int | None:
         if self.process is None:
             return None
-        if self.exec_child:
-            try:
-                return self.process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                return None
         self.process.join(timeout_s)
         return self.process.exitcode
 

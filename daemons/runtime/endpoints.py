@@ -57,6 +57,17 @@ def bind_endpoints(base: str) -> LearnerEndpoints:
     return LearnerEndpoints(*(f"tcp://{host}:{int(port) + i}" for i in range(3)))
 
 
+def find_learner(channel, config: RunConfig, policy: str, stop, tick) -> LearnerEndpoints:
+    """Where `policy`'s learner is: asked of the supervisor when there is one, else the config's addresses.
+
+    `config` is the policy's view of the run (`policy_config`), whose [transport] holds its learner's ports.
+    """
+    fallback = learner_endpoints(config)
+    if channel is None:
+        return fallback
+    return lookup_endpoints(channel, policy, fallback, stop, tick)
+
+
 def lookup_endpoints(channel, policy: str, fallback: LearnerEndpoints, stop, tick) -> LearnerEndpoints:
     """Where `policy`'s learner is, as registered with the supervisor; waits (ticking heartbeats) until it is.
 
@@ -65,7 +76,7 @@ def lookup_endpoints(channel, policy: str, fallback: LearnerEndpoints, stop, tic
     """
     import time
 
-    from daemons.control_channel import ControlTimeout
+    from daemons.runtime.control_channel import ControlTimeout
 
     while not stop:
         tick()

@@ -10,45 +10,26 @@ import numpy as np
 import torch
 
 from daemons.algorithms import make_algorithm
-from daemons.checkpoint import load_latest_checkpoint, save_checkpoint
+from daemons.learner.checkpoint import load_latest_checkpoint, save_checkpoint
 from daemons.config.schema import RunConfig
-from daemons.control_channel import ControlChannel
-from daemons.endpoints import bind_endpoints, is_loopback, learner_endpoints, socket_options
+from daemons.runtime.control_channel import ControlChannel
+from daemons.runtime.endpoints import bind_endpoints, is_loopback, learner_endpoints, socket_options
 from daemons.config.policies import policy_config
-from daemons.envs import make_env
-from daemons.metrics_log import MetricsLog
-from daemons.paths import run_dir
-from daemons.rate_limiter import RateLimiter
+from daemons.envs.probe import probe_policy_spaces
+from daemons.learner.metrics_log import MetricsLog
+from daemons.runtime.paths import run_dir
+from daemons.learner.rate_limiter import RateLimiter
 from daemons.replay import NStepAccumulator, ReplayBuffer
-from daemons.runtime import Reporter, StopFlag, log_dropped
-from daemons.torch_threads import set_torch_threads
-from daemons.version_floor import read_floor, write_floor
+from daemons.runtime.reporter import Reporter
+from daemons.runtime.signals import StopFlag
+from daemons.runtime.logs import log_dropped
+from daemons.runtime.torch_threads import set_torch_threads
+from daemons.learner.version_floor import read_floor, write_floor
 from protocol import ControlReply, ProtocolError, TransitionBatch, WeightBlob, WeightRequest, decode, sockets
 
 log = logging.getLogger(__name__)
 MAX_BATCHES_PER_POLL = 16  # receive at most this many batches between two training steps
 IDLE_POLL_MS = 5
-
-
-def learner_spaces(config: RunConfig, policy: str):
-    """(observation space, action space, action-mask size) of `policy`, from one env built only for this."""
-    from daemons.multiagent.worlds import MULTI_AGENT_APIS, env_api, make_world
-
-    api = env_api(config.env)
-    if api in MULTI_AGENT_APIS:
-        from daemons.multiagent.spaces import policy_spaces
-
-        world = make_world(config.env, api)
-        try:
-            spaces = policy_spaces(config, world)[policy]
-        finally:
-            world.close()
-        return spaces.observation_space, spaces.action_space, spaces.mask_size
-    env = make_env(config.env)
-    try:
-        return env.observation_space, env.action_space, 0
-    finally:
-        env.close()
 
 
 class Learner:
@@ -76,6 +57,7 @@ class Learner:
         self.lag_mean = 0.0
         self.last_metrics: dict[str, float] = {}
         self.last_checkpoint: float | None = None
+        self.metrics: MetricsLog | None = None
 
     # ------------------------------------------------------------------ set-up
 
@@ -83,7 +65,8 @@ class Learner:
         cfg = self.config
         set_torch_threads(cfg.learner.torch_threads)
         self.reporter.set_stage("build")
-        obs_space, action_space, mask_size = learner_spaces(cfg, self.policy_id)
+        spaces = probe_policy_spaces(cfg, self.policy_id)
+        obs_space, action_space, mask_size = spaces.observation_space, spaces.action_space, spaces.mask_size
         self.algorithm = make_algorithm(cfg, obs_space, action_space, self.device, mask_size=mask_size)
         self.replay = ReplayBuffer(
             cfg.learner.replay_capacity, obs_space.shape, np.dtype(obs_space.dtype), action_space.shape or (),
@@ -135,43 +118,53 @@ class Learner:
     # ------------------------------------------------------------------ the loop
 
     def run(self) -> int:
-        self.build()
-        self.bind()
-        self.publish()  # the first version (initial or restored weights) so actors can start at once
-        self.reporter.set_stage("running")
-        next_checkpoint = time.monotonic() + self.config.learner.checkpoint_interval_s
-        next_metrics = 0.0
+        started = False
         try:
-            while not self.stop:
-                received = self.receive()
-                trained = self.train_step()
-                self.serve_snapshots()
-                now = time.monotonic()
-                if now >= self.next_register:
-                    self.register()
-                if now >= next_checkpoint:
-                    self.checkpoint()
-                    next_checkpoint = now + self.config.learner.checkpoint_interval_s
-                if now >= next_metrics:
-                    if self.lag_window[1]:
-                        self.lag_mean = self.lag_window[0] / self.lag_window[1]
-                        self.lag_window = [0.0, 0]
-                    self.metrics.write(self.counts["updates"], {**self.counters(), **self.last_metrics})
-                    next_metrics = now + 1.0
-                self.reporter.update(self.counters())
-                self.reporter.tick(now)
-                if not received and not trained:
-                    sockets.poll([self.transitions_pull, self.snapshot_router], IDLE_POLL_MS)
+            self.build()
+            self.bind()
+            self.publish()  # the first version (initial or restored weights) so actors can start at once
+            self.reporter.set_stage("running")
+            started = True
+            self.loop()
+        except Exception as exc:
+            self.reporter.failed(exc)
+            raise
         finally:
-            self.reporter.set_stage("checkpoint")
-            self.checkpoint()
+            if started:
+                self.reporter.set_stage("checkpoint")
+                self.checkpoint()
             self.reporter.set_stage("stopping")
             self.reporter.tick()
-            self.metrics.close()
-            if self.channel:
-                self.channel.close()
+            if self.metrics is not None:
+                self.metrics.close()
+            self.reporter.close()
             sockets.close_context(self.ctx, linger_ms=0)
         return 0
+
+    def loop(self) -> None:
+        """Receive, train, serve snapshots, register, checkpoint, record metrics and report, until stopped."""
+        next_checkpoint = time.monotonic() + self.config.learner.checkpoint_interval_s
+        next_metrics = 0.0
+        while not self.stop:
+            received = self.receive()
+            trained = self.train_step()
+            self.serve_snapshots()
+            now = time.monotonic()
+            if now >= self.next_register:
+                self.register()
+            if now >= next_checkpoint:
+                self.checkpoint()
+                next_checkpoint = now + self.config.learner.checkpoint_interval_s
+            if now >= next_metrics:
+                if self.lag_window[1]:
+                    self.lag_mean = self.lag_window[0] / self.lag_window[1]
+                    self.lag_window = [0.0, 0]
+                self.metrics.write(self.counts["updates"], {**self.counters(), **self.last_metrics})
+                next_metrics = now + 1.0
+            self.reporter.update(self.counters())
+            self.reporter.tick(now)
+            if not received and not trained:
+                sockets.poll([self.transitions_pull, self.snapshot_router], IDLE_POLL_MS)
 
     def receive(self) -> int:
         """Read up to MAX_BATCHES_PER_POLL batches; insert those the rate limiter allows, drop (and count) the rest.

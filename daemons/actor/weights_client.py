@@ -6,7 +6,7 @@ import logging
 import time
 from typing import Any
 
-from daemons.runtime import log_dropped
+from daemons.runtime.logs import log_dropped
 from protocol import ProtocolError, WeightBlob, WeightRequest, decode, sockets
 
 log = logging.getLogger(__name__)

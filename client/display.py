@@ -1,0 +1,60 @@
+"""What `tandem up` prints while a run goes: a live table on a terminal, else a line (or JSON) every few seconds."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+PLAIN_INTERVAL_S = 5.0
+
+
+def format_line(fig: dict) -> str:
+    """One progress line for a terminal or a log."""
+
+    def num(value, fmt="{:.1f}"):
+        return "-" if value is None else fmt.format(value)
+
+    return (f"{fig['elapsed_s']:6.1f}s  steps {fig['env_steps']} ({fig['env_steps_per_s']:.0f}/s)  "
+            f"updates {fig['updates']} ({fig['updates_per_s']:.0f}/s)  episodes {fig['episodes']}  "
+            f"return100 {num(fig['mean_return_100'])}  eval {num(fig['eval_return'])}  "
+            f"version {num(fig['version'], '{}')}  lag {fig['lag_mean']:.1f}  dropped {fig['batches_dropped']}"
+            + "".join(f"  | {p} v{num(f['version'], '{}')} eval {num(f['eval_return'])}"
+                      for p, f in fig.get("policies", {}).items())
+            + ("  | agents " + " ".join(f"{a} {r:.1f}" for a, r in fig["agent_returns_100"].items())
+               if fig.get("agent_returns_100") else ""))
+
+
+class Display:
+    """A live table on a terminal; a plain line every few seconds otherwise (CI, pipes, log files)."""
+
+    def __init__(self, quiet: bool, as_json: bool):
+        self.quiet, self.as_json = quiet, as_json
+        self.tty = sys.stdout.isatty() and not as_json
+        self.next_plain = 0.0
+        self.live = None
+        if self.tty and not quiet:
+            from rich.live import Live
+
+            self.live = Live(auto_refresh=False, transient=False)
+            self.live.start()
+
+    def show(self, figures: dict, now: float, force: bool = False) -> None:
+        if self.quiet:
+            return
+        if self.live is not None:
+            from rich.table import Table
+
+            table = Table(show_header=True, header_style="bold", box=None)
+            for key in figures:
+                table.add_column(key.replace("_", " "))
+            table.add_row(*("-" if v is None else str(v) for v in figures.values()))
+            self.live.update(table, refresh=True)
+        elif force or now >= self.next_plain:
+            self.next_plain = now + PLAIN_INTERVAL_S
+            click.echo(json.dumps(figures) if self.as_json else format_line(figures))
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()

@@ -1,0 +1,191 @@
+"""The actor daemon: steps K envs (or worlds) with one batched inference per policy and step, pushes unrolls."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+
+from daemons.actor.exploration import actor_epsilons, decayed
+from daemons.actor.link import PolicyLink
+from daemons.actor.stepping import env_builder, make_stepping
+from daemons.config.policies import policy_config
+from daemons.config.schema import RunConfig
+from daemons.runtime.control_channel import ControlChannel, ControlTimeout
+from daemons.runtime.endpoints import find_learner
+from daemons.runtime.reporter import Reporter
+from daemons.runtime.signals import StopFlag
+from daemons.runtime.torch_threads import set_torch_threads
+from protocol import sockets
+
+log = logging.getLogger(__name__)
+RETURNS_LOG_INTERVAL_S = 30.0  # how often a multi-agent actor's log gets a line of per-agent returns
+
+
+class Actor:
+    """One actor process: build envs, wait for every policy's weights, then act, push and report until stopped."""
+
+    def __init__(self, config: RunConfig, index: int, stop: StopFlag, control_endpoint: str | None):
+        self.config, self.index, self.stop = config, index, stop
+        self.name = f"actor-{index}"
+        self.ctx = sockets.new_context()
+        self.channel = ControlChannel(self.ctx, control_endpoint) if control_endpoint else None
+        self.reporter = Reporter("actor", self.name, config.supervisor.heartbeat_interval_s, self.channel)
+        self.links: dict[str, PolicyLink] = {}
+        self.stepping: Any = None
+        self.next_returns_log = time.monotonic() + RETURNS_LOG_INTERVAL_S
+
+    def wait_start_token(self) -> None:
+        """Ask the supervisor for one of its start tokens so at most N actors build envs at once."""
+        if self.channel is None:
+            return
+        self.reporter.set_stage("wait_start_token")
+        while not self.stop:
+            self.reporter.tick()
+            try:
+                reply = self.channel.request("start_token", {"name": self.name}, timeout_s=2.0)
+                if reply.data.get("granted") or (not reply.ok and reply.code == "unknown_command"):
+                    return  # granted, or a control endpoint that hands out no tokens
+            except ControlTimeout:
+                log.warning("no answer from the supervisor about a start token; asking again")
+            time.sleep(0.1)
+
+    def build_envs(self) -> tuple[str, list[Any]]:
+        """Build `env.num_envs` envs, one reported stage each (a stage with a deadline: constructors may hang)."""
+        api, build_one = env_builder(self.config)
+        self.wait_start_token()
+        count = self.config.env.num_envs
+        envs: list[Any] = []
+        try:
+            for k in range(count):
+                self.reporter.set_stage(f"build_env {k + 1}/{count}")
+                self.reporter.tick()
+                envs.append(build_one())
+        except BaseException:
+            close_all(envs)
+            raise
+        return api, envs
+
+    def connect(self) -> None:
+        self.reporter.set_stage("connect")
+        for n, (policy, spaces) in enumerate(self.stepping.spaces.items()):
+            pconf = policy_config(self.config, policy)
+            endpoints = find_learner(self.channel, pconf, policy, self.stop, self.reporter.tick)
+            seed = self.config.run.seed + self.index + 7919 * n
+            self.links[policy] = PolicyLink(self.ctx, pconf, policy, spaces, endpoints, self.name, seed)
+
+    def run(self) -> int:
+        cfg = self.config
+        try:
+            set_torch_threads(cfg.actors.torch_threads)
+            api, envs = self.build_envs()
+            try:
+                self.stepping = make_stepping(envs, api, cfg, self.name, seed=cfg.run.seed + 1000 * (self.index + 1),
+                                              incarnation=self.reporter.incarnation)
+            except BaseException:
+                close_all(envs)
+                raise
+            self.connect()
+            self.wait_weights()
+            self.reporter.set_stage("running")
+            self.act()
+        except Exception as exc:
+            self.reporter.failed(exc)
+            raise
+        finally:
+            self.reporter.set_stage("stopping")
+            self.report(force=True)
+            if self.stepping is not None:
+                self.stepping.close()
+            for link in self.links.values():
+                link.close()
+            self.reporter.close()
+            sockets.close_context(self.ctx, linger_ms=0)
+        return 0
+
+    def wait_weights(self) -> None:
+        self.reporter.set_stage("wait_weights")
+        while not self.stop and any(link.version < 0 for link in self.links.values()):
+            for link in self.links.values():
+                link.poll_weights()
+            self.report()
+            time.sleep(0.01)
+
+    def act(self) -> None:
+        cfg, stepping = self.config, self.stepping
+        base_eps = actor_epsilons(cfg.actors.epsilon, cfg.actors.epsilon_alpha, self.index, cfg.actors.count,
+                                  len(stepping))
+        epsilons = base_eps
+
+        def choose(policy: str, obs: np.ndarray, env_index: np.ndarray) -> np.ndarray:
+            return self.links[policy].net.act(obs, epsilons[env_index])
+
+        while not self.stop:
+            if stepping.at_boundary():
+                # New weights are swapped in only here, so every batch carries the version that acted.
+                for link in self.links.values():
+                    link.poll_weights()
+                epsilons = decayed(base_eps, stepping.env_steps, cfg.actors.epsilon_decay_steps)
+            stepping.tick(choose, {p: link.version for p, link in self.links.items()})
+            for batch in stepping.outbox:
+                self.links[batch.policy_id].push(batch)
+            stepping.outbox.clear()
+            for link in self.links.values():
+                link.flush()
+            self.report()
+
+    def counters(self, now: float) -> dict[str, float]:
+        stepping, links = self.stepping, self.links.values()
+        counters: dict[str, Any] = {
+            "env_steps": stepping.env_steps, "episodes": stepping.episodes,
+            "version": min((link.version for link in links), default=-1),
+            "batches_sent": sum(link.backlog.sent for link in links),
+            "batches_dropped": sum(link.backlog.dropped for link in links),
+            "backlog": sum(len(link.backlog) for link in links),
+            "return_mean": stepping.recent_return_mean(),
+        }
+        for link in links:
+            for key, value in link.followed.weights.counters.items():
+                counters[key] = counters.get(key, 0) + value
+            counters.update({f"version.{link.policy_id}": link.version,
+                             f"batches_sent.{link.policy_id}": link.backlog.sent,
+                             f"batches_dropped.{link.policy_id}": link.backlog.dropped})
+        returns = stepping.agent_returns()
+        counters.update({f"return.{agent}": value for agent, value in returns.items()})
+        if returns and now >= self.next_returns_log:
+            self.next_returns_log = now + RETURNS_LOG_INTERVAL_S
+            log.info("mean return of recent episodes per agent: %s",
+                     ", ".join(f"{agent} {value:.2f}" for agent, value in sorted(returns.items())))
+        return counters
+
+    def report(self, force: bool = False) -> None:
+        """Counters into the next heartbeat; finished episodes to the supervisor; never blocks."""
+        now = time.monotonic()
+        if self.stepping is None or (not force and now < self.reporter.next_beat):
+            if force:
+                self.reporter.next_beat = 0.0
+                self.reporter.tick(now)
+            return
+        counters = self.counters(now)
+        self.reporter.update(counters)
+        episodes = self.stepping.new_episodes
+        if self.channel and episodes:
+            report = {"returns": [r for _, r, _ in episodes], "lengths": [n for _, _, n in episodes],
+                      "version": counters["version"]}
+            if self.stepping.multi_agent:
+                report["agents"] = [a for a, _, _ in episodes]
+            self.channel.send("episodes", report)
+            episodes.clear()
+        if force:
+            self.reporter.next_beat = 0.0
+        self.reporter.tick(now)
+
+
+def close_all(envs: list[Any]) -> None:
+    for env in envs:
+        try:
+            env.close()
+        except Exception:  # closing must not hide the reason we are stopping
+            pass

@@ -1,0 +1,78 @@
+"""What an actor or evaluator holds for one policy: its network and the weights it follows; actors add a push socket."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from daemons.actor.backlog import Backlog
+from daemons.actor.weights_client import WeightsClient
+from daemons.algorithms import make_policy
+from daemons.config.schema import RunConfig
+from daemons.envs.spaces import PolicySpaces
+from daemons.runtime.endpoints import LearnerEndpoints, socket_options
+from protocol import TransitionBatch, sockets
+
+
+class FollowedPolicy:
+    """A policy's network kept at the newest verified weight version its learner published.
+
+    `poll()` never blocks; it swaps a whole new version in or leaves the network as it was, so callers
+    poll only where a version may change (between unrolls for actors, between rounds for evaluators).
+    """
+
+    def __init__(self, ctx: Any, config: RunConfig, policy: str, spaces: PolicySpaces, endpoints: LearnerEndpoints,
+                 requester: str, seed: int | None):
+        self.policy_id = policy
+        self.net = make_policy(config, spaces.observation_space, spaces.action_space, seed=seed,
+                               mask_size=spaces.mask_size)
+        self.weights = WeightsClient(ctx, policy, endpoints.weights, endpoints.snapshot, requester,
+                                     config.actors.weights_refresh_s, socket_options(config))
+        self.version = -1
+
+    def poll(self) -> bool:
+        """Load a newer version if one arrived; True when one did."""
+        blob = self.weights.poll()
+        if blob is None:
+            return False
+        self.net.load_weights(blob.tensors)
+        self.version = blob.version
+        return True
+
+    def close(self) -> None:
+        self.weights.close()
+
+
+class PolicyLink:
+    """An actor's link to one policy's learner: the followed network, a PUSH socket and a bounded backlog.
+
+    Links never wait on each other: a policy whose learner is slow or gone keeps acting with the last
+    version it got, and its batches queue in its own backlog (oldest dropped and counted)."""
+
+    def __init__(self, ctx: Any, config: RunConfig, policy: str, spaces: PolicySpaces, endpoints: LearnerEndpoints,
+                 name: str, seed: int):
+        self.policy_id = policy
+        self.followed = FollowedPolicy(ctx, config, policy, spaces, endpoints, name, seed)
+        self.push_socket = sockets.transitions_push(ctx, endpoints.transitions, socket_options(config))
+        self.backlog = Backlog(config.actors.backlog_batches)
+
+    @property
+    def version(self) -> int:
+        return self.followed.version
+
+    @property
+    def net(self) -> Any:
+        return self.followed.net
+
+    def poll_weights(self) -> bool:
+        return self.followed.poll()
+
+    def push(self, batch: TransitionBatch) -> None:
+        self.backlog.push(batch.to_frames())
+
+    def flush(self) -> None:
+        """Send what the socket takes now, oldest first; never blocks."""
+        self.backlog.flush(lambda frames: bool(sockets.send_frames(self.push_socket, frames)))
+
+    def close(self) -> None:
+        self.followed.close()
+        sockets.close(self.push_socket, linger_ms=0)

@@ -1,0 +1,158 @@
+"""How an actor steps its envs: K gymnasium envs in lock-step, or K PettingZoo worlds; both yield TransitionBatches.
+
+The actor daemon is the same for both; what differs is the stepping and the batch shape. Each tick asks
+`choose(policy, obs[B], env_index[B]) -> actions[B]` once per policy, steps every env, and leaves full
+unrolls in `outbox`. New weights may only be swapped in where `at_boundary()` is true, so each batch's
+version is the version that chose its actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from daemons.actor.unroll import UnrollBuilder
+from daemons.config.policies import DEFAULT_POLICY
+from daemons.config.schema import RunConfig
+from daemons.envs.gym_envs import EnvBuildError, EnvGroup, make_env
+from daemons.envs.rollout import Chooser, MultiAgentRollout
+from daemons.envs.spaces import PolicySpaces, policy_spaces
+from daemons.envs.worlds import MULTI_AGENT_APIS, env_api, make_world
+from protocol import TransitionBatch
+
+MAX_UNREPORTED_EPISODES = 1000
+Episode = tuple[str | None, float, int]  # (agent, or None for a gymnasium env; return; length)
+
+
+class GymStepping:
+    """K gymnasium envs stepped together; one policy ('default') plays them; a batch is T steps of all K."""
+
+    multi_agent = False
+
+    def __init__(self, envs: list[Any], config: RunConfig, stream_id: str, seed: int, incarnation: int):
+        self.group = EnvGroup(envs, seed=seed)
+        self.stream_id, self.incarnation = stream_id, incarnation
+        self.unroll_length = config.actors.unroll_length
+        self.spaces = {DEFAULT_POLICY: PolicySpaces((), self.group.observation_space, self.group.action_space, 0)}
+        self.action_shape = self.group.action_space.shape or ()
+        self.action_dtype = np.dtype(self.group.action_space.dtype or np.int64)
+        self.unroll: UnrollBuilder | None = None
+        self.version = -1
+        self.seq = 0
+        self.outbox: list[TransitionBatch] = []
+        self.new_episodes: list[Episode] = []
+
+    def __len__(self) -> int:
+        return len(self.group)
+
+    @property
+    def env_steps(self) -> int:
+        return self.group.env_steps
+
+    @property
+    def episodes(self) -> int:
+        return self.group.episodes
+
+    def at_boundary(self) -> bool:
+        return self.unroll is None
+
+    def tick(self, choose: Chooser, versions: dict[str, int]) -> None:
+        group = self.group
+        if self.unroll is None:
+            self.unroll = UnrollBuilder(self.unroll_length, group.obs, self.action_shape, self.action_dtype)
+            self.version = versions.get(DEFAULT_POLICY, -1)
+        actions = choose(DEFAULT_POLICY, group.obs, np.arange(len(group)))
+        result = group.step(actions)
+        ended = int(np.count_nonzero(result.terminated | result.truncated))
+        if ended:
+            self.new_episodes.extend((None, r, n) for r, n in list(group.finished)[-ended:])
+            del self.new_episodes[:-MAX_UNREPORTED_EPISODES]
+        if self.unroll.add(actions, result):
+            u = self.unroll
+            self.outbox.append(TransitionBatch(
+                policy_id=DEFAULT_POLICY, actor_id=self.stream_id, incarnation=self.incarnation, seq=self.seq,
+                policy_version=self.version, env_steps=group.env_steps, obs=u.obs, actions=u.actions,
+                rewards=u.rewards, terminated=u.terminated, truncated=u.truncated, final_obs=u.final_obs()))
+            self.seq += 1
+            self.unroll = None
+
+    def recent_return_mean(self) -> float | None:
+        return self.group.recent_mean_return()
+
+    def agent_returns(self) -> dict[str, float]:
+        return {}
+
+    def close(self) -> None:
+        self.group.close()
+
+
+class WorldStepping:
+    """K PettingZoo worlds; each (world, agent) is its own stream, so every tick is a boundary."""
+
+    multi_agent = True
+
+    def __init__(self, worlds: list[Any], api: str, config: RunConfig, stream_id: str, seed: int, incarnation: int,
+                 record: bool = True):
+        self.worlds = worlds
+        self.spaces = policy_spaces(config, worlds[0])
+        unroll = config.actors.unroll_length if record else 1
+        self.rollout = MultiAgentRollout(worlds, api, self.spaces, unroll, stream_id, seed=seed, record=record,
+                                         incarnation=incarnation)
+        self.outbox = self.rollout.outbox
+        self.new_episodes: list[Episode] = []
+
+    def __len__(self) -> int:
+        return len(self.worlds)
+
+    @property
+    def env_steps(self) -> int:
+        return self.rollout.env_steps
+
+    @property
+    def episodes(self) -> int:
+        return self.rollout.episodes
+
+    def at_boundary(self) -> bool:
+        return True
+
+    def tick(self, choose: Chooser, versions: dict[str, int]) -> None:
+        self.rollout.tick(choose, versions)
+        self.new_episodes.extend(self.rollout.new_episodes)
+        self.rollout.new_episodes.clear()
+        del self.new_episodes[:-MAX_UNREPORTED_EPISODES]
+
+    def restart(self, seed: int) -> None:
+        """Reset every world now (an evaluation round starts all its episodes with the same weights)."""
+        self.rollout.restart(seed)
+        self.new_episodes.clear()
+
+    def recent_return_mean(self) -> float | None:
+        returns = self.rollout.recent_returns()
+        return float(np.mean(list(returns.values()))) if returns else None
+
+    def agent_returns(self) -> dict[str, float]:
+        return self.rollout.recent_returns()
+
+    def close(self) -> None:
+        self.rollout.close()
+
+
+def env_builder(config: RunConfig) -> tuple[str, Callable[[], Any]]:
+    """(api, build one env) for the config's env; nothing is built here (a constructor may hang)."""
+    api = env_api(config.env)
+    if api in MULTI_AGENT_APIS:
+        if config.env.max_episode_steps:
+            raise EnvBuildError("env.max_episode_steps is for gymnasium envs; give a PettingZoo env its own "
+                                "limit in env.kwargs (for instance max_cycles)")
+        return api, lambda: make_world(config.env, api)
+    return api, lambda: make_env(config.env)
+
+
+def make_stepping(envs: list[Any], api: str, config: RunConfig, stream_id: str, seed: int, incarnation: int,
+                  record: bool = True) -> GymStepping | WorldStepping:
+    """The stepping for `envs` already built by `env_builder`'s function."""
+    if api in MULTI_AGENT_APIS:
+        return WorldStepping(envs, api, config, stream_id, seed, incarnation, record=record)
+    return GymStepping(envs, config, stream_id, seed, incarnation)

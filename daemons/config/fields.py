@@ -1,0 +1,100 @@
+"""Builds a config dataclass from a TOML table: every key known, every value of its type and within its bounds."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A config problem; `key` is the dotted path of what was wrong (e.g. 'actors.count')."""
+
+    def __init__(self, key: str, message: str):
+        self.key = key
+        super().__init__(f"{key}: {message}" if key else message)
+
+
+def valid_keys_message(cls: type, key: str, name: str) -> str:
+    names = [f.name for f in dataclasses.fields(cls)]
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    where = f"[{key}]" if key else "the top level"
+    return f"unknown key {name!r}{hint} Valid keys in {where}: {', '.join(names)}"
+
+
+def build(cls: type, data: Any, key: str) -> Any:
+    """Instantiate dataclass `cls` from a TOML table, checking keys, types and bounds."""
+    if not isinstance(data, dict):
+        raise ConfigError(key, f"must be a table, got {type_name(data)}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for name in data:
+        if name not in fields:
+            path = f"{key}.{name}" if key else name
+            raise ConfigError(path, valid_keys_message(cls, key, name))
+    values = {}
+    for name, value in data.items():
+        path = f"{key}.{name}" if key else name
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            values[name] = build(hint, value, path)
+        else:
+            values[name] = coerce(hint, value, path)
+            check_bounds(fields[name].metadata, values[name], path)
+    return cls(**values)
+
+
+def type_name(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
+            dict: "a table"}.get(type(value), type(value).__name__)
+
+
+def coerce(hint: Any, value: Any, key: str) -> Any:
+    """Check `value` against a type hint (int, float, bool, str, list[...], dict[str, Any], X | None)."""
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        options = [h for h in typing.get_args(hint) if h is not type(None)]
+        return coerce(options[0], value, key)
+    if hint is Any:
+        return value
+    if hint is float:
+        if type(value) in (int, float):
+            return float(value)
+        raise ConfigError(key, f"must be a number, got {type_name(value)} {value!r}")
+    if hint in (int, bool, str):
+        if type(value) is hint:
+            return value
+        raise ConfigError(key, f"must be {type_name(hint())}, got {type_name(value)} {value!r}")
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(key, f"must be a list, got {type_name(value)} {value!r}")
+        (item,) = typing.get_args(hint)
+        return [coerce(item, v, f"{key}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(key, f"must be a table, got {type_name(value)} {value!r}")
+        _, item = typing.get_args(hint)
+        if dataclasses.is_dataclass(item):  # a table of tables, e.g. [policies.NAME]
+            return {k: build(item, v, f"{key}.{k}") for k, v in value.items()}
+        return {k: coerce(item, v, f"{key}.{k}") for k, v in value.items()}
+    raise ConfigError(key, f"unsupported type {hint!r}")  # a schema bug, not a user error
+
+
+def check_bounds(meta: typing.Mapping[str, Any], value: Any, key: str) -> None:
+    if value is None:
+        return
+    if meta.get("choices") and value not in meta["choices"]:
+        raise ConfigError(key, f"{value!r} is not one of: {', '.join(map(str, meta['choices']))}")
+    items = value if isinstance(value, list) else [value]
+    for item in items:
+        if not isinstance(item, (int, float)) or isinstance(item, bool):
+            continue
+        if meta.get("min") is not None and item < meta["min"]:
+            raise ConfigError(key, f"must be >= {meta['min']}, got {item}")
+        if meta.get("max") is not None and item > meta["max"]:
+            raise ConfigError(key, f"must be <= {meta['max']}, got {item}")
+        if meta.get("above") is not None and item <= meta["above"]:
+            raise ConfigError(key, f"must be > {meta['above']}, got {item}")

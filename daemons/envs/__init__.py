@@ -1,0 +1,1 @@
+"""Environments: gymnasium envs and PettingZoo worlds, built from config and stepped in batches."""

@@ -1,0 +1,111 @@
+"""The evaluator daemon: rounds of episodes with every policy's newest weights, greedily, and their mean return."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+
+from daemons.actor.daemon import close_all
+from daemons.actor.link import FollowedPolicy
+from daemons.actor.stepping import env_builder
+from daemons.config.policies import policy_config
+from daemons.config.schema import RunConfig
+from daemons.evaluator.rounds import make_rounds, round_counters
+from daemons.runtime.control_channel import ControlChannel
+from daemons.runtime.endpoints import find_learner
+from daemons.runtime.reporter import Reporter
+from daemons.runtime.signals import StopFlag
+from daemons.runtime.torch_threads import set_torch_threads
+from protocol import sockets
+
+log = logging.getLogger(__name__)
+
+
+class Evaluator:
+    """Each round: take each policy's newest version, play `eval.window_episodes` episodes, report the mean return."""
+
+    def __init__(self, config: RunConfig, stop: StopFlag, control_endpoint: str | None):
+        self.config, self.stop = config, stop
+        self.ctx = sockets.new_context()
+        self.channel = ControlChannel(self.ctx, control_endpoint) if control_endpoint else None
+        self.reporter = Reporter("evaluator", "evaluator", config.supervisor.heartbeat_interval_s, self.channel)
+        self.policies: dict[str, FollowedPolicy] = {}
+        self.rounds = 0
+
+    def build(self) -> Any:
+        cfg = self.config
+        api, build_one = env_builder(cfg)
+        count = min(cfg.eval.num_envs, cfg.eval.window_episodes)
+        envs: list[Any] = []
+        try:
+            for k in range(count):
+                self.reporter.set_stage(f"build_env {k + 1}/{count}")
+                self.reporter.tick()
+                envs.append(build_one())
+            return make_rounds(envs, api, cfg)
+        except BaseException:
+            close_all(envs)
+            raise
+
+    def run(self) -> int:
+        cfg = self.config
+        rounds = None
+        try:
+            set_torch_threads(1)
+            rounds = self.build()
+            self.reporter.set_stage("connect")
+            for n, (policy, spaces) in enumerate(rounds.spaces.items()):
+                pconf = policy_config(cfg, policy)
+                endpoints = find_learner(self.channel, pconf, policy, self.stop, self.reporter.tick)
+                self.policies[policy] = FollowedPolicy(self.ctx, pconf, policy, spaces, endpoints, "evaluator",
+                                                       seed=cfg.run.seed + 999 + n)
+            self.reporter.set_stage("wait_weights")
+            while not self.stop:
+                for followed in self.policies.values():
+                    followed.poll()
+                if min(f.version for f in self.policies.values()) < 0:
+                    self.reporter.tick()
+                    time.sleep(0.01)
+                    continue
+                self.reporter.set_stage("running")
+                if not self.play(rounds):
+                    break
+        except Exception as exc:
+            self.reporter.failed(exc)
+            raise
+        finally:
+            self.reporter.set_stage("stopping")
+            self.reporter.tick()
+            for followed in self.policies.values():
+                followed.close()
+            if rounds is not None:
+                rounds.close()
+            self.reporter.close()
+            sockets.close_context(self.ctx, linger_ms=0)
+        return 0
+
+    def play(self, rounds: Any) -> bool:
+        """One round with the versions loaded now, reported at once; False if stopped midway."""
+        cfg = self.config
+        started = time.monotonic()
+        epsilon = cfg.eval.epsilon
+
+        def choose(policy: str, obs: np.ndarray, env_index: np.ndarray) -> np.ndarray:
+            return self.policies[policy].net.act(obs, np.full(len(obs), epsilon))
+
+        versions = {p: f.version for p, f in self.policies.items()}
+        seed = cfg.run.seed + 77_000 + self.rounds * min(cfg.eval.num_envs, cfg.eval.window_episodes)
+        returns = rounds.play_round(choose, seed, lambda: bool(self.stop), self.reporter.tick)
+        if returns is None:
+            return False
+        self.rounds += 1
+        self.reporter.update({**round_counters(returns, rounds.spaces, versions), "eval_rounds": self.rounds})
+        self.reporter.next_beat = 0.0  # report each finished round at once
+        self.reporter.tick()
+        while not self.stop and time.monotonic() < started + cfg.eval.interval_s:
+            time.sleep(0.01)
+            self.reporter.tick()
+        return True

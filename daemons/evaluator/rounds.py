@@ -1,0 +1,115 @@
+"""One evaluation round: every env plays a fixed number of episodes with the current weights, greedily.
+
+A round player exposes `spaces` and `play_round(choose, seed, stopped, tick) -> {agent: [returns]}` (agent
+None for a gymnasium env), or None when stopped midway; the evaluator daemon is the same for both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from daemons.actor.stepping import WorldStepping
+from daemons.config.policies import DEFAULT_POLICY
+from daemons.config.schema import RunConfig
+from daemons.envs.rollout import Chooser
+from daemons.envs.spaces import PolicySpaces
+from daemons.envs.worlds import MULTI_AGENT_APIS
+
+Returns = dict[str | None, list[float]]
+
+
+def episode_quotas(episodes: int, num_envs: int) -> np.ndarray:
+    """Episodes each env plays in a round; fixed up front so short episodes are not over-counted."""
+    quotas = np.full(num_envs, episodes // num_envs)
+    quotas[: episodes % num_envs] += 1
+    return quotas
+
+
+class GymRounds:
+    """K gymnasium envs; each plays its quota of the round's episodes from a seeded reset."""
+
+    def __init__(self, envs: list[Any], window_episodes: int):
+        self.envs, self.window_episodes = envs, window_episodes
+        self.spaces = {DEFAULT_POLICY: PolicySpaces((), envs[0].observation_space, envs[0].action_space, 0)}
+
+    def play_round(self, choose: Chooser, seed: int, stopped: Callable[[], bool], tick: Callable[[], Any]) -> Returns | None:
+        envs = self.envs
+        quotas = episode_quotas(self.window_episodes, len(envs))
+        obs = [np.asarray(env.reset(seed=seed + k)[0]) for k, env in enumerate(envs)]
+        running = np.zeros(len(envs))
+        returns: list[float] = []
+        while (active := np.flatnonzero(quotas > 0)).size:
+            if stopped():
+                return None
+            actions = choose(DEFAULT_POLICY, np.stack([obs[k] for k in active]), active)
+            for action, k in zip(actions, active):
+                ob, reward, terminated, truncated, _ = envs[k].step(action.item() if np.ndim(action) == 0 else action)
+                running[k] += reward
+                if terminated or truncated:
+                    returns.append(float(running[k]))
+                    running[k] = 0.0
+                    quotas[k] -= 1
+                    ob, _ = envs[k].reset()
+                obs[k] = np.asarray(ob)
+            tick()
+        return {None: returns}
+
+    def close(self) -> None:
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception:  # closing must not hide the reason we are stopping
+                pass
+
+
+class WorldRounds:
+    """K PettingZoo worlds, all reset at the round's start; the round is `window_episodes` world episodes."""
+
+    def __init__(self, worlds: list[Any], api: str, config: RunConfig, seed: int):
+        self.window_episodes = config.eval.window_episodes
+        self.stepping = WorldStepping(worlds, api, config, "evaluator", seed, incarnation=0, record=False)
+        self.spaces = self.stepping.spaces
+
+    def play_round(self, choose: Chooser, seed: int, stopped: Callable[[], bool], tick: Callable[[], Any]) -> Returns | None:
+        stepping = self.stepping
+        stepping.restart(seed)
+        target = stepping.episodes + self.window_episodes
+        returns: Returns = {}
+        while stepping.episodes < target:
+            if stopped():
+                return None
+            stepping.tick(choose, {})
+            for agent, ret, _ in stepping.new_episodes:
+                returns.setdefault(agent, []).append(ret)
+            stepping.new_episodes.clear()
+            tick()
+        return returns
+
+    def close(self) -> None:
+        self.stepping.close()
+
+
+def make_rounds(envs: list[Any], api: str, config: RunConfig) -> GymRounds | WorldRounds:
+    if api in MULTI_AGENT_APIS:
+        return WorldRounds(envs, api, config, seed=config.run.seed + 77_000)
+    return GymRounds(envs, config.eval.window_episodes)
+
+
+def round_counters(returns: Returns, spaces: dict[str, PolicySpaces], versions: dict[str, int]) -> dict[str, float]:
+    """What a finished round reports: the mean return (of each agent's mean), per agent and per policy."""
+    agent_means = {agent: float(np.mean(values)) for agent, values in returns.items() if values}
+    everything = [r for values in returns.values() for r in values]
+    counters = {"eval_return": float(np.mean(list(agent_means.values()))), "eval_version": min(versions.values()),
+                "eval_return_min": float(np.min(everything))}
+    named = {agent: value for agent, value in agent_means.items() if agent is not None}
+    if named:
+        counters.update({f"eval_return.{agent}": value for agent, value in named.items()})
+        for policy, s in spaces.items():
+            mine = [named[a] for a in s.agents if a in named]
+            if mine:
+                counters[f"eval_return.{policy}"] = float(np.mean(mine))
+            counters[f"eval_version.{policy}"] = versions[policy]
+    return counters

@@ -1,0 +1,1 @@
+"""The learner daemon of one policy: intake, replay, training, publishing, checkpoints."""

@@ -1,0 +1,88 @@
+"""The one entry point of every daemon: `tandem actor|learner|evaluator`, forked children, systemd, tmux, Slurm.
+
+Every launcher describes the daemon as a `DaemonSpec` and calls `run(spec)`, which loads the config, sets
+up logging, signals and the process name, runs the daemon and turns what ends it into an exit code and
+one line on stderr (never a traceback for an error a user can fix).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from daemons.config import ConfigError, RunConfig, load_config
+from daemons.runtime.exit_codes import ExitCode
+from daemons.runtime.logs import setup_logging
+from daemons.runtime.process_name import set_process_name
+from daemons.runtime.signals import StopFlag, die_with_parent
+
+ROLES = ("actor", "learner", "evaluator")
+DAEMON_NAME_ENV = "TANDEM_DAEMON"  # set in every daemon (`actor-3`), so a user's env factory can tell where it runs
+
+
+@dataclass(frozen=True)
+class DaemonSpec:
+    """Which daemon to run, with what: what `tandem ROLE CONFIG [options]` says on a command line."""
+
+    role: str  # one of ROLES
+    config_file: str
+    overrides: tuple[str, ...] = ()  # `--set section.key=value`
+    control: str | None = None  # the supervisor's control endpoint (heartbeats, lookups, start tokens)
+    index: int = 0  # actors: which one
+    policy: str = "default"  # learners: the policy trained
+    device: str | None = None  # learners: overrides learner.device
+    bind: str | None = None  # learners: `tcp://ADDR:PORT` for the three sockets
+    insecure: bool = False  # learners: allow a bind beyond loopback without authentication
+    die_with_parent: bool = False  # children of `tandem up`: end when it ends
+
+    @property
+    def name(self) -> str:
+        if self.role == "actor":
+            return f"actor-{self.index}"
+        if self.role == "learner":
+            return f"learner-{self.policy}"
+        return self.role
+
+
+def make_daemon(spec: DaemonSpec, config: RunConfig, stop: StopFlag) -> Any:
+    """The daemon object for `spec`; its module is imported here (torch comes with it)."""
+    if spec.role == "actor":
+        from daemons.actor.daemon import Actor
+
+        return Actor(config, spec.index, stop, spec.control)
+    if spec.role == "learner":
+        from daemons.learner.daemon import Learner
+
+        return Learner(config, spec.policy, stop, spec.control, spec.device, bind=spec.bind, insecure=spec.insecure)
+    if spec.role == "evaluator":
+        from daemons.evaluator.daemon import Evaluator
+
+        return Evaluator(config, stop, spec.control)
+    raise ValueError(f"unknown daemon role {spec.role!r}; roles: {', '.join(ROLES)}")
+
+
+def run(spec: DaemonSpec) -> int:
+    """Run the daemon in this process until it stops; returns its exit code."""
+    from daemons.envs.gym_envs import EnvBuildError
+    from protocol import TransportError
+
+    try:
+        config = load_config(spec.config_file, spec.overrides)
+    except ConfigError as exc:
+        sys.stderr.write(f"error: {spec.config_file}: {exc}\n")
+        return int(ExitCode.CONFIG)
+    os.environ[DAEMON_NAME_ENV] = spec.name
+    setup_logging(config.run.log_level, spec.name)
+    set_process_name(f"tandem-{spec.name}")
+    if spec.die_with_parent:
+        die_with_parent()
+    stop = StopFlag().install()
+    try:
+        return int(make_daemon(spec, config, stop).run())
+    except (EnvBuildError, TransportError, ValueError, OSError) as exc:
+        logging.getLogger(spec.name).error("%s", exc)
+        sys.stderr.write(f"error: {spec.name}: {exc}\n")
+        return int(ExitCode.FAILURE)

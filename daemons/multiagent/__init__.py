@@ -1,1 +1,0 @@
-"""Multi-agent worlds: PettingZoo AEC and parallel environments, one learner per policy."""

@@ -1,0 +1,1 @@
+"""What every daemon process shares: logging, signals, heartbeats, the control channel, systemd notify."""

@@ -1,0 +1,115 @@
+"""The supervisor's control commands: one table of handlers, each with its arguments and reply documented.
+
+A request is `ControlRequest(request_id, command, args)` on the control ROUTER; every request gets one
+`ControlReply` with the same `request_id`: `ok` true with `data`, or `ok` false with a stable `code`
+(`unknown_command`, `bad_args`, `unknown_process`, `not_managed`, `not_registered`) and a message for
+people. `protocol/PROTOCOL.md` lists the same table for implementers in other languages.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from daemons.supervisor import states
+from daemons.supervisor.status import status_data
+from protocol import ControlReply, ControlRequest
+
+
+@dataclass(frozen=True)
+class Command:
+    """A control command: its handler, who sends it, its arguments and what the reply's `data` holds."""
+
+    handler: Callable[[Any, ControlRequest, float], ControlReply]
+    sender: str
+    args: str
+    reply: str
+
+
+def status(sup: Any, request: ControlRequest, now: float) -> ControlReply:
+    return ControlReply(request.request_id, True, data=status_data(sup, now))
+
+
+def stop(sup: Any, request: ControlRequest, now: float) -> ControlReply:
+    sup.stop(now, by=str(request.args.get("by", "tandem stop")))
+    if sup.remote and not sup.records:
+        return ControlReply(request.request_id, True, message="stopping the supervisor; the daemons it did not start "
+                            "keep running: stop them where they run (systemctl stop, tandem-tmux stop)")
+    return ControlReply(request.request_id, True, message="stopping every daemon")
+
+
+def restart(sup: Any, request: ControlRequest, now: float) -> ControlReply:
+    rid, name = request.request_id, request.args.get("name")
+    if name in sup.remote:
+        return ControlReply(rid, False, "not_managed", f"{name} was not started by this supervisor; restart it "
+                            "where it runs (e.g. systemctl restart tandem-actor@N)")
+    if name not in sup.records:
+        return ControlReply(rid, False, "unknown_process", f"no process named {name!r}; known: {', '.join(sup.records)}")
+    rec = sup.records[name]
+    was_alive = states.is_alive(rec)
+    states.restart_requested(rec, now)
+    if was_alive:
+        sup.signal(name, signal.SIGTERM)
+    return ControlReply(rid, True, message=f"restarting {name}")
+
+
+def register(sup: Any, request: ControlRequest, now: float) -> ControlReply:
+    return sup.register(request, now)
+
+
+def lookup(sup: Any, request: ControlRequest, now: float) -> ControlReply:
+    policy = request.args.get("policy", "")
+    entry = sup.registry.get(str(policy))
+    if entry is None:
+        return ControlReply(request.request_id, False, "not_registered", f"no learner registered for policy {policy!r} yet")
+    return ControlReply(request.request_id, True, data={"endpoints": entry["endpoints"], "learner": entry["name"]})
+
+
+def start_token(sup: Any, request: ControlRequest, now: float) -> ControlReply:
+    name = str(request.args.get("name", ""))
+    granted = sup.tokens.acquire(name)
+    return ControlReply(request.request_id, True, data={"granted": granted, "holders": sorted(sup.tokens.holders)})
+
+
+def episodes(sup: Any, request: ControlRequest, now: float) -> ControlReply:
+    args = request.args
+    agents = args.get("agents")
+    returns = args.get("returns", [])
+    sup.view.episodes_report(list(returns) if isinstance(returns, list) else [], now,
+                             list(agents) if isinstance(agents, list) else None)
+    return ControlReply(request.request_id, True, data={})
+
+
+def progress(sup: Any, request: ControlRequest, now: float) -> ControlReply:
+    return ControlReply(request.request_id, True, data={"figures": sup.view.figures(now)})
+
+
+COMMANDS: dict[str, Command] = {
+    "status": Command(status, "tandem status", "none",
+                      "{run, supervisor_pid, time, stopping, processes: [row...], policies: [line...], unhealthy: [name...]}"),
+    "stop": Command(stop, "tandem stop", "by: str (optional, who asked; shown as the run's end reason)",
+                    "none; message says what stops"),
+    "restart": Command(restart, "tandem restart", "name: str (a process the supervisor started)",
+                       "none; message 'restarting NAME'"),
+    "register": Command(register, "learners, every 5 s",
+                        "name, role, policy, host: str; pid: int; insecure: bool; "
+                        "endpoints: {transitions, weights, snapshot: str}", "none"),
+    "lookup": Command(lookup, "actors and the evaluator, before they connect", "policy: str",
+                      "{endpoints: {transitions, weights, snapshot}, learner: str}"),
+    "start_token": Command(start_token, "actors, before they build envs", "name: str (the asking daemon)",
+                           "{granted: bool, holders: [name...]}"),
+    "episodes": Command(episodes, "actors, with their heartbeats",
+                        "returns: [float], lengths: [int], version: int, agents: [str] (multi-agent runs)", "{}"),
+    "progress": Command(progress, "scripts and tests", "none", "{figures: the figures `tandem up` shows}"),
+}
+
+
+def handle(sup: Any, request: ControlRequest, now: float) -> ControlReply:
+    """Answer one control request through the table; an unknown command is answered with the known ones."""
+    command = COMMANDS.get(request.command)
+    if command is None:
+        return ControlReply(request.request_id, False, "unknown_command",
+                            f"unknown command {request.command!r}; known: {', '.join(COMMANDS)}")
+    return command.handler(sup, request, now)

@@ -1,0 +1,145 @@
+"""The supervisor process's main loop: bind the control socket, start the daemons, keep them alive, stop cleanly.
+
+`tandem up` and `tandem supervise` call `supervise()`; what they show on screen is theirs (the `show`
+callback gets the progress figures), what keeps the run alive is here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from daemons.config import RunConfig, render_toml
+from daemons.runtime.endpoints import is_loopback
+from daemons.runtime.exit_codes import ExitCode
+from daemons.runtime.logs import log_dropped
+from daemons.runtime.paths import run_dir
+from daemons.runtime.sd_notify import shared
+from daemons.runtime.signals import StopFlag
+from daemons.supervisor.ports import fix_ports, free_port, plan_children
+from daemons.supervisor.status import state_summary
+from daemons.supervisor.supervisor import Supervisor
+from protocol import ControlReply, ControlRequest, Heartbeat, ProtocolError, TransportError, decode, sockets
+
+log = logging.getLogger(__name__)
+DISPLAY_INTERVAL_S = 0.5
+POLL_MS = 50
+NOTIFY_ENV = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")  # systemd's, for the supervisor alone
+
+
+class SupervisorError(RuntimeError):
+    """The run could not start; `code` is the exit code to end with."""
+
+    def __init__(self, message: str, code: ExitCode = ExitCode.FAILURE):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a supervised run ended."""
+
+    code: ExitCode
+    reason: str
+    run_dir: Path
+    figures: dict
+
+
+def handle_control(router, sup: Supervisor, now: float) -> None:
+    """Heartbeats and requests from daemons and the CLI; every request gets a reply, bad messages are dropped."""
+    while (frames := sockets.recv_frames(router, 0)) is not None:
+        identity, body = bytes(frames[0]), frames[1:]
+        try:
+            message = decode(body)
+        except ProtocolError as exc:
+            sup.view.malformed += 1
+            log_dropped(log, "a malformed control message", sup.view.malformed, exc)
+            sockets.send_message(router, ControlReply(0, False, "bad_message", str(exc)), identity=identity)
+            continue
+        if isinstance(message, Heartbeat):
+            sup.heartbeat(message, now)
+        elif isinstance(message, ControlRequest):
+            sockets.send_message(router, sup.handle(message, now), identity=identity)
+
+
+def prepare(config: RunConfig, insecure: bool, no_children: bool) -> RunConfig:
+    """The config the daemons will run with: free ports fixed, a bind beyond loopback refused without --insecure."""
+    if no_children:  # learners started elsewhere bind what their own config says and register it here
+        t = config.transport
+        config = replace(config, transport=replace(t, control_port=t.control_port or free_port(t.host)))
+    else:
+        config = fix_ports(config)
+    if not insecure and not is_loopback(f"tcp://{config.transport.host}:0"):
+        raise SupervisorError(f"transport.host {config.transport.host!r} is not loopback: authentication (CurveZMQ) "
+                              "is not built yet, so binding there needs --insecure", ExitCode.USAGE)
+    return config
+
+
+def supervise(config: RunConfig, honour_stop: bool, insecure: bool = False, no_children: bool = False,
+              show: Callable[[dict, float], None] | None = None) -> Outcome:
+    """Start and keep the run's daemons alive until a stop condition, `tandem stop`, a FATAL, or a signal.
+
+    With `no_children` it starts nothing: daemons started elsewhere (systemd units, tmux windows) connect
+    with --control, and it hands out start tokens, keeps the learner registry and watches heartbeats.
+    """
+    notifier = shared()  # made now, before its variables leave the environment
+    for key in NOTIFY_ENV:  # as sd_notify(unset_environment=1): children must not speak for this unit
+        os.environ.pop(key, None)
+    config = prepare(config, insecure, no_children)
+    directory = run_dir(config)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        resolved = directory / "config.toml"
+        resolved.write_text(render_toml(config))
+    except OSError as exc:
+        raise SupervisorError(f"cannot write the run directory {directory}: {exc.strerror or exc}") from exc
+    started = time.monotonic()
+    ctx = sockets.new_context()
+    try:
+        router = sockets.control_router(ctx, f"tcp://{config.transport.host}:{config.transport.control_port}")
+    except TransportError as exc:
+        sockets.close_context(ctx, 0)
+        raise SupervisorError(str(exc)) from exc
+    control = sockets.bound_endpoint(router)
+    endpoint_file = directory / "endpoint"
+    endpoint_file.write_text(control + "\n")
+    specs = [] if no_children else plan_children(config, insecure)
+    sup = Supervisor(config, resolved, control, directory / "logs", specs, adopt=no_children, started=started)
+    stop = StopFlag().install()
+    code, reason = ExitCode.OK, ""
+    try:
+        sup.start_all(started)
+        notifier.ready(state_summary(sup, started))
+        next_display = 0.0
+        while True:
+            now = time.monotonic()
+            handle_control(router, sup, now)
+            sup.step(now)
+            if now >= notifier.next_due:  # from this loop only: a hung supervisor stops feeding the watchdog
+                notifier.tick(now, state_summary(sup, now))
+            if stop:
+                code, reason = ExitCode.INTERRUPTED, f"stopped by {stop.signal_name}"
+                break
+            if sup.stopping:
+                code, reason = ExitCode.OK, f"stopped by {sup.stop_requested_by}"
+                break
+            if (why := sup.fatal_reason()) is not None:
+                code, reason = ExitCode.FAILURE, why
+                break
+            if honour_stop and (why := sup.view.stop_reason(now)) is not None:
+                code, reason = ExitCode.OK, why
+                break
+            if show is not None and now >= next_display:
+                show(sup.view.figures(now), now)
+                next_display = now + DISPLAY_INTERVAL_S
+            sockets.poll([router], POLL_MS)
+    finally:
+        notifier.stopping(f"stopping: {reason or 'on error'}")
+        sup.shutdown(timeout_s=5.0)
+        sockets.close_context(ctx, linger_ms=0)
+        endpoint_file.unlink(missing_ok=True)
+    return Outcome(code, reason, directory, sup.view.figures(time.monotonic()))
