@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 
 import click
 
@@ -32,13 +31,6 @@ COMMANDS = {
 }
 
 
-def tandem_version() -> str:
-    try:
-        return version("tandem")
-    except PackageNotFoundError:
-        return "0+unknown"
-
-
 @dataclass
 class CliContext:
     """What every subcommand may need; handed down by click as `ctx.obj`."""
@@ -52,7 +44,7 @@ class CliContext:
 
 
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(tandem_version(), "--version", prog_name="tandem")
+@click.version_option(None, "--version", package_name="tandem", prog_name="tandem")  # looked up only when asked
 @click.option("-v", "--verbose", is_flag=True, help="More detail in messages.")
 @click.pass_context
 def cli(ctx: click.Context, verbose: bool) -> None:

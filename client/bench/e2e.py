@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+# The example in a source checkout; an installed package has no examples/, so --config names the run then.
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "cartpole.toml"
 
 
@@ -35,8 +36,8 @@ def run_seed(config: Path, seed: int, limit_s: float, extra: tuple[str, ...]) ->
 
 
 @click.command("e2e")
-@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_CONFIG,
-              show_default=True, help="The run to time; it must set stop.eval_return.")
+@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The run to time; it must set stop.eval_return.  [default: examples/cartpole.toml of a checkout]")
 @click.option("--seeds", default=3, show_default=True, help="Seeds 0..N-1, one full run each.")
 @click.option("--limit-s", default=120.0, show_default=True, help="Give up on a seed after this long (counted as unsolved).")
 @click.option("--target-s", default=10.0, show_default=True, help="Target for the median time to solve.")
@@ -46,6 +47,11 @@ def run_seed(config: Path, seed: int, limit_s: float, extra: tuple[str, ...]) ->
 def e2e_cmd(config: Path, seeds: int, limit_s: float, target_s: float, overrides: tuple[str, ...], as_json: bool,
             quick: bool) -> None:
     """Median time from `tandem up` to a greedy evaluation mean >= stop.eval_return (start-up included)."""
+    if config is None:
+        if not DEFAULT_CONFIG.is_file():
+            raise click.UsageError("no examples/ beside this installation: pass --config PATH (a run config that sets "
+                                   "stop.eval_return, such as examples/cartpole.toml of the repository)")
+        config = DEFAULT_CONFIG
     if quick:
         seeds, limit_s = 1, min(limit_s, 30.0)
     runs = []

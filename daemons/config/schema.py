@@ -69,8 +69,8 @@ class ActorsSection:
 
     count: int = option(2, "Number of actor processes.", min=0, max=1024)
     unroll_length: int = option(16, "Steps per env in one TransitionBatch (T).", min=1, max=10000)
-    epsilon: float = option(0.4, "Ape-X base epsilon: actor i of N explores with epsilon ** (1 + alpha * i / (N - 1)).", min=0.0, max=1.0)
-    epsilon_alpha: float = option(7.0, "Ape-X alpha spreading the epsilons across actors.", min=0.0)
+    epsilon: float = option(0.4, "Ape-X base epsilon: env g of all G = count * env.num_envs actor envs explores with epsilon ** (1 + alpha * g / (G - 1)).", min=0.0, max=1.0)
+    epsilon_alpha: float = option(7.0, "Ape-X alpha spreading the epsilons across every env of every actor.", min=0.0)
     epsilon_decay_steps: int = option(0, "Env steps over which each actor's epsilon falls from 1.0 to its own; 0 starts there.", min=0)
     backlog_batches: int = option(16, "Batches an actor keeps while its learner is slow or gone; then the oldest is dropped.", min=1)
     weights_refresh_s: float = option(5.0, "Ask the snapshot socket when no new version arrived for this long.", above=0.0)

@@ -91,3 +91,14 @@ def test_scale_record_is_complete():
     assert rows[0]["speedup"] == 1.0
     assert abs(rows[1]["speedup"] - rows[1]["steps_per_s"] / rows[0]["steps_per_s"]) < 0.01
     assert rows[1]["efficiency"] == pytest.approx(rows[1]["speedup"] / min(2, data["machine"]["usable_cores"]), abs=0.01)
+
+
+def test_e2e_outside_a_checkout_asks_for_a_config(monkeypatch, tmp_path):
+    """An installed package has no examples/: the benchmark says what to pass instead of failing on a path."""
+    from click.testing import CliRunner
+
+    from client.bench import e2e
+
+    monkeypatch.setattr(e2e, "DEFAULT_CONFIG", tmp_path / "missing.toml")
+    result = CliRunner().invoke(e2e.e2e_cmd, ["--quick", "--json"])
+    assert result.exit_code == 2 and "--config" in result.output

@@ -1,0 +1,110 @@
+"""The package layout keeps its promises: no import cycle, nothing imports upward, light modules stay light."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("protocol", "daemons", "client")
+LAYER = {"protocol": 0, "daemons": 1, "client": 2}  # a module may import its own layer and those below
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def project_modules() -> dict[str, Path]:
+    return {module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+
+
+def imports_of(path: Path, name: str, known: set[str]) -> set[str]:
+    """Project modules `path` imports anywhere in it (functions included: a lazy import is still an edge)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            # `from pkg import mod` is an edge to pkg.mod; `from pkg import name` one to pkg itself
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    modules = project_modules()
+    known = set(modules)
+    return {name: imports_of(path, name, known) for name, path in modules.items()}
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a list of modules, or None (iterative DFS, colours white/grey/black)."""
+    colour = dict.fromkeys(edges, 0)
+    for start in edges:
+        if colour[start]:
+            continue
+        stack = [(start, iter(sorted(edges[start])))]
+        path = [start]
+        colour[start] = 1
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                colour[node] = 2
+                stack.pop()
+                path.pop()
+            elif colour.get(child) == 1:
+                return path[path.index(child):] + [child]
+            elif colour.get(child) == 0:
+                colour[child] = 1
+                stack.append((child, iter(sorted(edges[child]))))
+                path.append(child)
+    return None
+
+
+def test_the_checker_finds_a_cycle_and_accepts_a_tree():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_no_import_cycle_among_the_project_modules():
+    cycle = find_cycle(graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_protocol_and_daemons_never_import_client():
+    upward = sorted(f"{src} -> {dst}" for src, dsts in graph().items() for dst in dsts
+                    if LAYER[dst.split(".")[0]] > LAYER[src.split(".")[0]])
+    assert not upward, "imports from a lower layer into a higher one: " + ", ".join(upward)
+
+
+def loaded_after(code: str) -> set[str]:
+    """Top-level module names loaded after running `code` in a fresh interpreter."""
+    probe = code + "\nimport sys\nprint(' '.join(sorted({m.split('.')[0] for m in sys.modules})))\n"
+    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return set(result.stdout.split())
+
+
+@pytest.mark.parametrize("module", ["daemons.replay", "daemons.config", "daemons.supervisor.progress",
+                                    "daemons.runtime.control_channel", "daemons.algorithms"])
+def test_light_modules_import_no_torch(module):
+    assert "torch" not in loaded_after(f"import {module}")
