@@ -76,6 +76,11 @@ class Learner:
         self.nstep = NStepAccumulator(cfg.algorithm.n_step, cfg.algorithm.gamma)
         spi, batch = cfg.learner.samples_per_insert, cfg.algorithm.batch_size
         self.limiter = RateLimiter(spi, cfg.learner.replay_min_size, error_buffer=max(4.0 * batch, 2.0 * spi * 256))
+        self.reporter.set_stage("warm_up")
+        self.reporter.tick()
+        # torch's first optimizer step imports torch._dynamo (seconds of CPU): paid here, before `running`,
+        # not inside the loop whose heartbeats the supervisor watches.
+        import torch._dynamo  # noqa: F401
         self.reporter.set_stage("load_checkpoint")
         self.dir.mkdir(parents=True, exist_ok=True)
         state = load_latest_checkpoint(self.dir)

@@ -73,7 +73,8 @@ def test_a_learner_on_another_host_joins_and_trains(tmp_path, two_hosts):
         # Actors were sent to the learner's own host's address: the only way the transitions could arrive.
         found = run.channel.request("lookup", {"policy": "default"}, timeout_s=5).data["endpoints"]
         assert all(found[k].startswith(f"tcp://{gpu}:") for k in ("transitions", "weights", "snapshot")), found
-        assert (rows(data)["actor-0"]["version"] or -1) >= 0
+        version = rows(data)["actor-0"]["version"]
+        assert version is not None and version >= 0
     finally:
         if learner is not None:
             if learner.poll() is None:
