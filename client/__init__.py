@@ -1,1 +1,1 @@
-"""What a user or operator runs: the `tandem` CLI, the status client, the Python API."""
+"""The command-line surface: the `tandem` CLI and its display; light imports, daemons do the work."""

@@ -1,4 +1,4 @@
-"""`python -m client ...` is `tandem ...` (how `tandem up` starts its daemons without relying on PATH)."""
+"""`python -m client ...` is `tandem ...`, without relying on PATH (tests and scripts use it)."""
 
 from client.cli import main
 

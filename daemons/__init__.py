@@ -1,1 +1,1 @@
-"""Tandem's long-running processes: actor, learner, supervisor, watchdog, replay, algorithms, env building."""
+"""The long-running processes (actor, learner, evaluator, supervisor), grouped by process or concern; `main.py` runs any of them."""

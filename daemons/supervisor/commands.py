@@ -2,7 +2,8 @@
 
 A request is `ControlRequest(request_id, command, args)` on the control ROUTER; every request gets one
 `ControlReply` with the same `request_id`: `ok` true with `data`, or `ok` false with a stable `code`
-(`unknown_command`, `bad_args`, `unknown_process`, `not_managed`, `not_registered`) and a message for
+(`unknown_command`, `bad_args`, `unknown_process`, `not_managed`, `not_registered`; `bad_message` from
+the loop for what does not decode) and a message for
 people. `protocol/PROTOCOL.md` lists the same table for implementers in other languages.
 """
 
