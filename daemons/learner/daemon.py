@@ -77,7 +77,6 @@ class Learner:
         spi, batch = cfg.learner.samples_per_insert, cfg.algorithm.batch_size
         self.limiter = RateLimiter(spi, cfg.learner.replay_min_size, error_buffer=max(4.0 * batch, 2.0 * spi * 256))
         self.reporter.set_stage("warm_up")
-        self.reporter.tick()
         # torch's first optimizer step imports torch._dynamo (seconds of CPU): paid here, before `running`,
         # not inside the loop whose heartbeats the supervisor watches.
         import torch._dynamo  # noqa: F401
