@@ -11,6 +11,7 @@ import numpy as np
 from daemons.actor.exploration import actor_epsilons, decayed
 from daemons.actor.link import PolicyLink
 from daemons.actor.stepping import env_builder, make_stepping
+from daemons.envs.gym_envs import build_each, close_all
 from daemons.config.policies import policy_config
 from daemons.config.schema import RunConfig
 from daemons.runtime.control_channel import ControlChannel, ControlTimeout
@@ -56,17 +57,11 @@ class Actor:
         """Build `env.num_envs` envs, one reported stage each (a stage with a deadline: constructors may hang)."""
         api, build_one = env_builder(self.config)
         self.wait_start_token()
-        count = self.config.env.num_envs
-        envs: list[Any] = []
-        try:
-            for k in range(count):
-                self.reporter.set_stage(f"build_env {k + 1}/{count}")
-                self.reporter.tick()
-                envs.append(build_one())
-        except BaseException:
-            close_all(envs)
-            raise
-        return api, envs
+        return api, build_each(self.config.env.num_envs, build_one, self.enter_stage)
+
+    def enter_stage(self, stage: str) -> None:
+        self.reporter.set_stage(stage)
+        self.reporter.tick()
 
     def connect(self) -> None:
         self.reporter.set_stage("connect")
@@ -182,10 +177,3 @@ class Actor:
             self.reporter.next_beat = 0.0
         self.reporter.tick(now)
 
-
-def close_all(envs: list[Any]) -> None:
-    for env in envs:
-        try:
-            env.close()
-        except Exception:  # closing must not hide the reason we are stopping
-            pass

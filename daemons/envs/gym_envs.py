@@ -127,8 +127,27 @@ class EnvGroup:
         return float(np.mean([r for r, _ in self.finished])) if self.finished else None
 
     def close(self) -> None:
-        for env in self.envs:
-            try:
-                env.close()
-            except Exception:  # closing must not hide the reason we are stopping
-                pass
+        close_all(self.envs)
+
+
+def build_each(count: int, build_one: Callable[[], Any], enter_stage: Callable[[str], None]) -> list[Any]:
+    """`count` envs (or worlds), each built in its own stage `build_env k/count` (a constructor may hang);
+    on any failure the ones already built are closed."""
+    envs: list[Any] = []
+    try:
+        for k in range(count):
+            enter_stage(f"build_env {k + 1}/{count}")
+            envs.append(build_one())
+    except BaseException:
+        close_all(envs)
+        raise
+    return envs
+
+
+def close_all(envs: list[Any]) -> None:
+    """Close every env; closing must not hide the reason we are stopping."""
+    for env in envs:
+        try:
+            env.close()
+        except Exception:  # a user's env may raise anything while closing
+            pass

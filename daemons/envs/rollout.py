@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from daemons.envs.gym_envs import close_all
 from daemons.envs.spaces import ObsAdapter, PolicySpaces
 from daemons.envs.streams import AgentStream
 from protocol import TransitionBatch
@@ -185,8 +186,4 @@ class MultiAgentRollout:
                 self._reset(k)
 
     def close(self) -> None:
-        for world in self.worlds:
-            try:
-                world.close()
-            except Exception:  # closing must not hide the reason we are stopping
-                pass
+        close_all(self.worlds)

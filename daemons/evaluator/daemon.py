@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from daemons.actor.daemon import close_all
 from daemons.actor.link import FollowedPolicy
 from daemons.actor.stepping import env_builder
 from daemons.config.policies import policy_config
+from daemons.envs.gym_envs import build_each, close_all
 from daemons.config.schema import RunConfig
 from daemons.evaluator.rounds import make_rounds, round_counters
 from daemons.runtime.control_channel import ControlChannel
@@ -38,17 +38,16 @@ class Evaluator:
     def build(self) -> Any:
         cfg = self.config
         api, build_one = env_builder(cfg)
-        count = min(cfg.eval.num_envs, cfg.eval.window_episodes)
-        envs: list[Any] = []
+        envs = build_each(min(cfg.eval.num_envs, cfg.eval.window_episodes), build_one, self.enter_stage)
         try:
-            for k in range(count):
-                self.reporter.set_stage(f"build_env {k + 1}/{count}")
-                self.reporter.tick()
-                envs.append(build_one())
             return make_rounds(envs, api, cfg)
         except BaseException:
             close_all(envs)
             raise
+
+    def enter_stage(self, stage: str) -> None:
+        self.reporter.set_stage(stage)
+        self.reporter.tick()
 
     def run(self) -> int:
         cfg = self.config

@@ -14,6 +14,7 @@ import numpy as np
 from daemons.actor.stepping import WorldStepping
 from daemons.config.policies import DEFAULT_POLICY
 from daemons.config.schema import RunConfig
+from daemons.envs.gym_envs import close_all
 from daemons.envs.rollout import Chooser
 from daemons.envs.spaces import PolicySpaces
 from daemons.envs.worlds import MULTI_AGENT_APIS
@@ -58,11 +59,7 @@ class GymRounds:
         return {None: returns}
 
     def close(self) -> None:
-        for env in self.envs:
-            try:
-                env.close()
-            except Exception:  # closing must not hide the reason we are stopping
-                pass
+        close_all(self.envs)
 
 
 class WorldRounds:
