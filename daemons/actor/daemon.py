@@ -114,8 +114,8 @@ class Actor:
                                   len(stepping))
         epsilons = base_eps
 
-        def choose(policy: str, obs: np.ndarray, env_index: np.ndarray) -> np.ndarray:
-            return self.links[policy].net.act(obs, epsilons[env_index])
+        def choose(policy: str, obs: np.ndarray, env_index: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+            return self.links[policy].net.explore(obs, epsilons[env_index])
 
         while not self.stop:
             if stepping.at_boundary():

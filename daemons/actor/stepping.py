@@ -1,7 +1,7 @@
 """How an actor steps its envs: K gymnasium envs in lock-step, or K PettingZoo worlds; both yield TransitionBatches.
 
 The actor daemon is the same for both; what differs is the stepping and the batch shape. Each tick asks
-`choose(policy, obs[B], env_index[B]) -> actions[B]` once per policy, steps every env, and leaves full
+`choose(policy, obs[B], env_index[B]) -> (actions[B], extras)` once per policy, steps every env, and leaves full
 unrolls in `outbox`. New weights may only be swapped in where `at_boundary()` is true, so each batch's
 version is the version that chose its actions.
 """
@@ -63,18 +63,19 @@ class GymStepping:
         if self.unroll is None:
             self.unroll = UnrollBuilder(self.unroll_length, group.obs, self.action_shape, self.action_dtype)
             self.version = versions.get(DEFAULT_POLICY, -1)
-        actions = choose(DEFAULT_POLICY, group.obs, np.arange(len(group)))
+        actions, extras = choose(DEFAULT_POLICY, group.obs, np.arange(len(group)))
         result = group.step(actions)
         ended = int(np.count_nonzero(result.terminated | result.truncated))
         if ended:
             self.new_episodes.extend((None, r, n) for r, n in list(group.finished)[-ended:])
             del self.new_episodes[:-MAX_UNREPORTED_EPISODES]
-        if self.unroll.add(actions, result):
+        if self.unroll.add(actions, result, extras):
             u = self.unroll
             self.outbox.append(TransitionBatch(
                 policy_id=DEFAULT_POLICY, actor_id=self.stream_id, incarnation=self.incarnation, seq=self.seq,
                 policy_version=self.version, env_steps=group.env_steps, obs=u.obs, actions=u.actions,
-                rewards=u.rewards, terminated=u.terminated, truncated=u.truncated, final_obs=u.final_obs()))
+                rewards=u.rewards, terminated=u.terminated, truncated=u.truncated, final_obs=u.final_obs(),
+                extras=u.extras))
             self.seq += 1
             self.unroll = None
 

@@ -18,10 +18,16 @@ class UnrollBuilder:
         self.terminated = np.empty((steps, envs), bool)
         self.truncated = np.empty((steps, envs), bool)
         self.finals: list[np.ndarray] = []
+        self.extras: dict[str, np.ndarray] = {}
 
-    def add(self, actions: np.ndarray, result) -> bool:
-        """Record one step; True when the unroll is full."""
+    def add(self, actions: np.ndarray, result, extras: dict[str, np.ndarray] | None = None) -> bool:
+        """Record one step (and the policy's per-step extras, [K, ...] each); True when the unroll is full."""
         t = self.t
+        for name, values in (extras or {}).items():
+            if name not in self.extras:
+                values = np.asarray(values)
+                self.extras[name] = np.empty((self.steps, *values.shape), values.dtype)
+            self.extras[name][t] = values
         self.actions[t], self.rewards[t] = actions, result.rewards
         self.terminated[t], self.truncated[t] = result.terminated, result.truncated
         self.obs[t + 1] = result.obs

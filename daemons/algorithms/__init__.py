@@ -1,41 +1,62 @@
 """Learning rules: `make_algorithm` for a learner and `make_policy` for an actor, both from the run config.
 
-Importing this package costs no torch: the algorithm modules are imported when one is made.
+Each algorithm is one module that provides the same few names (see `base.py`); `ALGORITHMS` maps the
+config's `algorithm.name` to it. Importing this package costs no torch: a module is imported when used.
 """
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
 from typing import Any
 
 from daemons.config.schema import RunConfig
 
+# algorithm.name -> the module that implements it (one module may serve several related names)
+ALGORITHMS = {
+    "double_dqn": "daemons.algorithms.dqn",
+    "appo": "daemons.algorithms.appo",
+    "impala": "daemons.algorithms.appo",
+}
 
-def check_supported(config: RunConfig, action_space: Any) -> None:
-    """ValueError unless the configured algorithm exists and can act in `action_space`."""
-    from daemons.algorithms.dqn import ALGORITHM_NAME, discrete_actions
 
-    if config.algorithm.name != ALGORITHM_NAME:
-        raise ValueError(f"algorithm.name {config.algorithm.name!r} is not supported (supported: {ALGORITHM_NAME!r})")
+def algorithm_module(name: str) -> ModuleType:
+    """The module of algorithm `name`; ValueError listing the known names for any other."""
+    if name not in ALGORITHMS:
+        raise ValueError(f"algorithm.name {name!r} is not one of: {', '.join(ALGORITHMS)}")
+    return importlib.import_module(ALGORITHMS[name])
+
+
+def check_supported(config: RunConfig, action_space: Any) -> ModuleType:
+    """The configured algorithm's module; ValueError unless it can act in `action_space`."""
+    name = config.algorithm.name
+    module = algorithm_module(name)
     try:
-        discrete_actions(action_space)
+        module.check_action_space(name, action_space)
     except ValueError as exc:
-        raise ValueError(f"algorithm.name {ALGORITHM_NAME!r} cannot be used with this env: {exc}") from exc
+        raise ValueError(f"algorithm.name {name!r} cannot be used with this env: {exc}") from exc
+    return module
+
+
+def feed_kind(config: RunConfig) -> str:
+    """'replay' (off-policy: n-step transitions sampled from replay) or 'unrolls' (on-policy: a queue of unrolls)."""
+    return algorithm_module(config.algorithm.name).FEED
+
+
+def required_extras(config: RunConfig, action_space: Any) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """extra.NAME -> (dtype, per-step shape) that each batch for this algorithm must carry."""
+    return algorithm_module(config.algorithm.name).required_extras(config.algorithm.name, action_space)
 
 
 def make_algorithm(config: RunConfig, obs_space: Any, action_space: Any, device: str, mask_size: int = 0) -> Any:
     """The learner-side algorithm of `config`, on `device`, with initial weights seeded by run.seed.
 
     `mask_size` > 0: observations end with that many action-mask entries (illegal actions are never chosen)."""
-    from daemons.algorithms.dqn import DoubleDQN
-
-    check_supported(config, action_space)
-    return DoubleDQN(config.model, config.algorithm, obs_space, action_space, device=device, seed=config.run.seed,
-                     mask_size=mask_size)
+    module = check_supported(config, action_space)
+    return module.make_learner(config.algorithm.name, config, obs_space, action_space, device, mask_size)
 
 
 def make_policy(config: RunConfig, obs_space: Any, action_space: Any, seed: int | None, mask_size: int = 0) -> Any:
     """The actor-side policy of `config` on the CPU; `seed` drives its exploration and its initial weights."""
-    from daemons.algorithms.dqn import DQNPolicy
-
-    check_supported(config, action_space)
-    return DQNPolicy(config.model, obs_space, action_space, seed=seed, mask_size=mask_size)
+    module = check_supported(config, action_space)
+    return module.make_policy(config.algorithm.name, config, obs_space, action_space, seed, mask_size)

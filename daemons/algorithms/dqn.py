@@ -14,8 +14,9 @@ from torch import nn
 
 from daemons.algorithms.base import UpdateResult
 from daemons.replay.batch import SampledBatch
-from daemons.config.schema import AlgorithmSection, ModelSection
-from daemons.algorithms.models import build_q_network
+from daemons.config.schema import AlgorithmSection, ModelSection, RunConfig
+from daemons.algorithms.torch_util import (SwappableNet, check_tensors, cpu_copy, make_adam, module_weights,
+                                          seeded_network, to_tensor, torch_device)
 
 ALGORITHM_NAME = "double_dqn"
 
@@ -27,34 +28,6 @@ def discrete_actions(action_space: gym.Space) -> tuple[int, int]:
     return int(action_space.n), int(action_space.start)
 
 
-def torch_device(device: str) -> torch.device:
-    """Parse a device string, with a clear error when it names CUDA on a machine without it."""
-    try:
-        parsed = torch.device(device)
-    except RuntimeError as exc:
-        raise ValueError(f"device {device!r} is not a torch device ({exc})") from exc
-    if parsed.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r}: CUDA is not available in this torch build or on this machine")
-    return parsed
-
-
-def to_tensor(array: Any, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """A tensor on `device`; read-only arrays (views of received frames) are copied rather than shared."""
-    arr = np.asarray(array)
-    if arr.flags.writeable:
-        return torch.as_tensor(arr, dtype=dtype, device=device)
-    return torch.tensor(arr, dtype=dtype, device=device)
-
-
-def seeded_network(model_cfg: ModelSection, obs_space: gym.Space, num_actions: int, seed: int | None) -> nn.Module:
-    """Build the Q-network; with a seed its initial weights are reproducible and torch's global RNG is untouched."""
-    if seed is None:
-        return build_q_network(model_cfg, obs_space, num_actions)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return build_q_network(model_cfg, obs_space, num_actions)
-
-
 def masked_q(q: torch.Tensor, obs: torch.Tensor, mask_size: int) -> torch.Tensor:
     """Q-values with illegal actions pushed far below every legal one; the mask is the observation's last
     `mask_size` entries (see multiagent.spaces.ObsAdapter). Finite, so a state with no legal action stays NaN-free."""
@@ -62,45 +35,6 @@ def masked_q(q: torch.Tensor, obs: torch.Tensor, mask_size: int) -> torch.Tensor
         return q
     legal = obs.reshape(obs.shape[0], -1)[:, -mask_size:] > 0.5
     return q.masked_fill(~legal, -1e9)
-
-
-def wire_dtype(tensor: torch.Tensor) -> np.dtype:
-    """The numpy dtype a tensor travels as: float32 for floating tensors, its own dtype otherwise."""
-    if tensor.is_floating_point():
-        return np.dtype(np.float32)
-    return torch.empty(0, dtype=tensor.dtype).numpy().dtype
-
-
-def cpu_copy(obj: Any) -> Any:
-    """A deep copy of a (nested) state dict with every tensor detached and copied to the CPU."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to("cpu", copy=True)
-    if isinstance(obj, dict):
-        return {key: cpu_copy(value) for key, value in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(cpu_copy(value) for value in obj)
-    return obj
-
-
-def check_tensors(expected: Mapping[str, torch.Tensor], given: Mapping[str, Any], *, numpy: bool) -> None:
-    """Same names, shapes and dtypes as `expected` (numpy arrays in wire dtype, or tensors); else ValueError."""
-    if not isinstance(given, Mapping):
-        raise ValueError(f"weights must be a mapping of names to arrays, got {type(given).__name__}")
-    missing = [name for name in expected if name not in given]
-    if missing:
-        raise ValueError(f"tensor {missing[0]!r} is missing" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-    unknown = [name for name in given if name not in expected]
-    if unknown:
-        raise ValueError(f"tensor {unknown[0]!r} is not in this model")
-    for name, ref in expected.items():
-        value = given[name]
-        kind, want = (np.ndarray, wire_dtype(ref)) if numpy else (torch.Tensor, ref.dtype)
-        if not isinstance(value, kind):
-            raise ValueError(f"tensor {name!r} is a {type(value).__name__}, expected a {kind.__module__}.{kind.__name__}")
-        if value.dtype != want:
-            raise ValueError(f"tensor {name!r} has dtype {value.dtype}, expected {want}")
-        if tuple(value.shape) != tuple(ref.shape):
-            raise ValueError(f"tensor {name!r} has shape {tuple(value.shape)}, expected {tuple(ref.shape)}")
 
 
 def check_mask(mask_size: int, num_actions: int) -> int:
@@ -132,11 +66,7 @@ class DoubleDQN:
         """Created on first use: torch's first optimizer imports torch._dynamo (about 1.5 s of CPU), and a
         learner publishes its first weights before that so its actors can start acting meanwhile."""
         if self._optimizer is None:
-            params = list(self.online.parameters())
-            try:  # the fused kernel is several times fewer dispatches per step on CPU and CUDA
-                self._optimizer = torch.optim.Adam(params, lr=self.learning_rate, fused=True)
-            except (RuntimeError, TypeError, ValueError):
-                self._optimizer = torch.optim.Adam(params, lr=self.learning_rate)
+            self._optimizer = make_adam(list(self.online.parameters()), self.learning_rate)
         return self._optimizer
 
     def action_indices(self, actions: np.ndarray, batch_size: int) -> np.ndarray:
@@ -151,6 +81,16 @@ class DoubleDQN:
             raise ValueError(f"batch.actions holds values outside the action space "
                              f"[{self.action_start}, {self.action_start + self.num_actions})")
         return idx
+
+    def check_batch(self, batch: Any) -> None:
+        """ValueError unless a received unroll's actions are integers inside the action space."""
+        actions = np.asarray(batch.actions)
+        if actions.ndim != 2 and not (actions.ndim == 3 and actions.shape[2] == 1):
+            raise ValueError(f"actions must be [T, K] for a Discrete action space, got shape {list(actions.shape)}")
+        if actions.dtype.kind not in "iu":
+            raise ValueError(f"actions must be integers, got {actions.dtype}")
+        if actions.size and (actions.min() < self.action_start or actions.max() >= self.action_start + self.num_actions):
+            raise ValueError(f"actions hold values outside [{self.action_start}, {self.action_start + self.num_actions})")
 
     def update(self, batch: SampledBatch) -> UpdateResult:
         """One Adam step on weighted Huber(Q(s, a), R + D * Q_target(s', argmax_a' Q(s', a'))); priorities = |TD|."""
@@ -193,9 +133,7 @@ class DoubleDQN:
 
     def weights(self) -> dict[str, np.ndarray]:
         """CPU copies of the online network's state dict (float32 for floating tensors), safe to send while training."""
-        return {name: tensor.detach().to("cpu", dtype=torch.float32 if tensor.is_floating_point() else tensor.dtype,
-                                         copy=True).numpy()
-                for name, tensor in self.online.state_dict().items()}
+        return module_weights(self.online)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything to resume training, as CPU tensors and plain values (torch.load(weights_only=True) reads it)."""
@@ -233,9 +171,7 @@ class DQNPolicy:
         self.mask_size = check_mask(mask_size, self.num_actions)
         self.device = torch_device(device)
         self.rng = np.random.default_rng(seed)
-        self._net = seeded_network(model_cfg, obs_space, self.num_actions, seed).to(self.device).eval()
-        self._net.requires_grad_(False)
-        self._spare = copy.deepcopy(self._net)
+        self.nets = SwappableNet(seeded_network(model_cfg, obs_space, self.num_actions, seed).to(self.device))
         self.has_weights = False
 
     def act(self, obs: np.ndarray, epsilons: np.ndarray) -> np.ndarray:
@@ -252,22 +188,43 @@ class DQNPolicy:
         else:
             actions = self.rng.integers(self.num_actions, size=count, dtype=np.int64)
         if not explore.all():
-            net = self._net  # read once: a concurrent load_weights swaps the reference, never the tensors in use
+            net = self.nets.current
             with torch.inference_mode():
                 x = to_tensor(obs, self.device)
                 greedy = masked_q(net(x), x, self.mask_size).argmax(dim=1).cpu().numpy()
             actions = np.where(explore, actions, greedy.astype(np.int64))
         return actions + self.action_start
 
+    def explore(self, obs: np.ndarray, epsilons: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """What an actor sends: epsilon-greedy actions; DQN needs no per-step extras."""
+        return self.act(obs, epsilons), {}
+
     def load_weights(self, tensors: Mapping[str, np.ndarray]) -> None:
         """Load into the spare network, then swap; ValueError naming the tensor leaves the current weights in use."""
-        spare_state = self._spare.state_dict()
-        check_tensors(spare_state, tensors, numpy=True)
-        with torch.no_grad():
-            for name, dst in spare_state.items():
-                if dst.device.type == "cpu" and dst.dtype != torch.bfloat16:
-                    np.copyto(dst.numpy(), tensors[name], casting="same_kind")
-                else:
-                    dst.copy_(torch.tensor(np.asarray(tensors[name]), device=dst.device))
-        self._net, self._spare = self._spare, self._net
+        self.nets.load(tensors)
         self.has_weights = True
+
+
+# ---------------------------------------------------------------------- the algorithm module interface
+
+FEED = "replay"  # the learner samples n-step transitions from a replay buffer
+
+
+def check_action_space(name: str, action_space: gym.Space) -> None:
+    discrete_actions(action_space)
+
+
+def required_extras(name: str, action_space: gym.Space) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Per-step arrays an actor must send beside the core columns: none."""
+    return {}
+
+
+def make_learner(name: str, config: RunConfig, obs_space: gym.Space, action_space: gym.Space, device: str,
+                 mask_size: int) -> DoubleDQN:
+    return DoubleDQN(config.model, config.algorithm, obs_space, action_space, device=device, seed=config.run.seed,
+                     mask_size=mask_size)
+
+
+def make_policy(name: str, config: RunConfig, obs_space: gym.Space, action_space: gym.Space, seed: int | None,
+                mask_size: int) -> DQNPolicy:
+    return DQNPolicy(config.model, obs_space, action_space, seed=seed, mask_size=mask_size)

@@ -9,7 +9,7 @@ from typing import Any
 
 from daemons.config.fields import ConfigError, build
 from daemons.config.policies import check_policies, policy_config, policy_names, port_table
-from daemons.config.schema import RunConfig
+from daemons.config.schema import RunConfig, fill_algorithm_defaults
 
 
 def load_config(path: str | Path, overrides: typing.Sequence[str] = ()) -> RunConfig:
@@ -27,7 +27,7 @@ def load_config(path: str | Path, overrides: typing.Sequence[str] = ()) -> RunCo
 
 
 def config_from_dict(data: dict[str, Any]) -> RunConfig:
-    config = build(RunConfig, data, "")
+    config = build(RunConfig, fill_algorithm_defaults(data), "")
     check_relations(config)
     return config
 
@@ -64,10 +64,10 @@ def check_relations(config: RunConfig) -> None:
     for policy in policy_names(config):
         where = f"policies.{policy}." if config.policies else ""
         c = policy_config(config, policy)
-        if c.learner.replay_min_size > c.learner.replay_capacity:
+        if c.algorithm.name == "double_dqn" and c.learner.replay_min_size > c.learner.replay_capacity:
             raise ConfigError(f"{where}learner.replay_min_size", f"{c.learner.replay_min_size} is more than "
                               f"learner.replay_capacity ({c.learner.replay_capacity}): training would never start")
-        if c.algorithm.batch_size > c.learner.replay_capacity:
+        if c.algorithm.name == "double_dqn" and c.algorithm.batch_size > c.learner.replay_capacity:
             raise ConfigError(f"{where}algorithm.batch_size", "is larger than learner.replay_capacity")
     if config.supervisor.liveness_timeout_s <= config.supervisor.heartbeat_interval_s:
         raise ConfigError("supervisor.liveness_timeout_s", "must be longer than supervisor.heartbeat_interval_s")

@@ -7,7 +7,8 @@ import fnmatch
 from dataclasses import replace
 
 from daemons.config.fields import ConfigError, build
-from daemons.config.schema import AlgorithmSection, LearnerSection, ModelSection, PolicySection, RunConfig
+from daemons.config.schema import (AlgorithmSection, LearnerSection, ModelSection, PolicySection, RunConfig,
+                                   algorithm_default_values)
 
 DEFAULT_POLICY = "default"
 PORT_KEYS = ("transitions_port", "weights_port", "snapshot_port")
@@ -31,10 +32,15 @@ def policy_config(config: RunConfig, name: str) -> RunConfig:
     """The config as policy `name`'s learner sees it: its overrides merged in, its own learner ports."""
     section = policy_section(config, name)
     merged = {}
+    algorithm = section.algorithm.get("name", config.algorithm.name)
+    # A policy with an algorithm of its own starts from that algorithm's defaults, not the run's values.
+    switched = algorithm != config.algorithm.name
     for part, cls in OVERRIDABLE.items():
         overrides = getattr(section, part)
-        if overrides:
-            base = dataclasses.asdict(getattr(config, part))
+        if overrides or (switched and part in ("algorithm", "learner")):
+            base = dataclasses.asdict(cls() if part == "algorithm" and switched else getattr(config, part))
+            if switched and part in ("algorithm", "learner"):
+                base.update(algorithm_default_values(algorithm, part))
             merged[part] = build(cls, {**base, **overrides}, f"policies.{name}.{part}")
     if config.policies:
         merged["transport"] = replace(config.transport, **{k: getattr(section, k) for k in PORT_KEYS})

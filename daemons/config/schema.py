@@ -48,19 +48,63 @@ class ModelSection:
 
 @dataclass
 class AlgorithmSection:
-    """[algorithm]: the learning rule and its hyper-parameters."""
+    """[algorithm]: the learning rule and its hyper-parameters (keys marked (dqn) or (on-policy) apply to those only)."""
 
-    name: str = option("double_dqn", "Algorithm the learner runs.", choices=("double_dqn",))
+    name: str = option("double_dqn", "Algorithm the learner runs: 'double_dqn' (replay), 'appo' (V-trace + clipped objective) or 'impala' (V-trace policy gradient).",
+                       choices=("double_dqn", "appo", "impala"))
     gamma: float = option(0.99, "Discount factor.", min=0.0, max=1.0)
-    n_step: int = option(3, "Steps summed into each return before bootstrapping.", min=1, max=100)
     learning_rate: float = option(1e-3, "Adam learning rate.", above=0.0)
-    batch_size: int = option(128, "Transitions per update.", min=1)
-    target_update_interval: int = option(250, "Updates between copies of the online net into the target net.", min=1)
-    huber_delta: float = option(1.0, "Delta of the Huber loss.", above=0.0)
+    batch_size: int = option(128, "Transitions per update (on-policy: whole unrolls are gathered until there are this many).", min=1)
     max_grad_norm: float = option(10.0, "Gradient norm clip; 0 turns clipping off.", min=0.0)
-    prioritized: bool = option(False, "Prioritized replay through a sum-tree instead of uniform sampling.")
-    priority_alpha: float = option(0.6, "How strongly priorities shape sampling (0 is uniform).", min=0.0, max=1.0)
-    priority_beta: float = option(0.4, "Importance-sampling correction exponent.", min=0.0, max=1.0)
+    n_step: int = option(3, "(dqn) Steps summed into each return before bootstrapping.", min=1, max=100)
+    target_update_interval: int = option(250, "(dqn) Updates between copies of the online net into the target net.", min=1)
+    huber_delta: float = option(1.0, "(dqn) Delta of the Huber loss.", above=0.0)
+    prioritized: bool = option(False, "(dqn) Prioritized replay through a sum-tree instead of uniform sampling.")
+    priority_alpha: float = option(0.6, "(dqn) How strongly priorities shape sampling (0 is uniform).", min=0.0, max=1.0)
+    priority_beta: float = option(0.4, "(dqn) Importance-sampling correction exponent.", min=0.0, max=1.0)
+    clip_ratio: float = option(0.2, "(appo) PPO clip range of the ratio target/behaviour policy.", above=0.0)
+    vtrace_rho_clip: float = option(1.0, "(on-policy) V-trace rho-bar: clip of the importance weight in the targets and the policy gradient.", above=0.0)
+    vtrace_c_clip: float = option(1.0, "(on-policy) V-trace c-bar: clip of the trace-cutting weights.", above=0.0)
+    vtrace_lambda: float = option(0.95, "(on-policy) Mixes n-step targets like GAE's lambda (1.0 is IMPALA's V-trace).", min=0.0, max=1.0)
+    value_coef: float = option(0.5, "(on-policy) Weight of the value loss.", min=0.0)
+    entropy_coef: float = option(0.01, "(on-policy) Weight of the entropy bonus.", min=0.0)
+    epochs: int = option(1, "(on-policy) Passes over each batch of unrolls.", min=1, max=100)
+    minibatches: int = option(1, "(on-policy) Minibatches per pass; each holds whole unrolls.", min=1)
+    normalize_advantages: bool = option(True, "(on-policy) Scale each minibatch's advantages to mean 0, std 1.")
+    reward_scale: float = option(1.0, "(on-policy) Rewards are multiplied by this before training (returns reported unscaled).", above=0.0)
+    log_std_init: float = option(0.0, "(on-policy, Box actions) Initial log standard deviation of the Gaussian policy.")
+    state_dependent_std: bool = option(False, "(on-policy, Box actions) The network outputs the log-std per state instead of one learned vector.")
+
+
+# Defaults of an algorithm where they differ from the schema's (which are double_dqn's): they fill
+# every key the config does not set, so `algorithm.name = "appo"` alone is a sensible run.
+ALGORITHM_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
+    "appo": {"algorithm": {"learning_rate": 3e-4, "batch_size": 1024, "max_grad_norm": 0.5},
+             "learner": {"max_lag": 32}},
+    "impala": {"algorithm": {"learning_rate": 3e-4, "batch_size": 1024, "max_grad_norm": 40.0, "vtrace_lambda": 1.0},
+               "learner": {"max_lag": 32}},
+}
+
+
+def algorithm_default_values(name: str, part: str) -> dict[str, Any]:
+    """Section `part`'s values that depend on the algorithm, as algorithm `name` has them."""
+    cls = {"algorithm": AlgorithmSection, "learner": LearnerSection}[part]
+    keys = {key for table in ALGORITHM_DEFAULTS.values() for key in table.get(part, {})}
+    values = {key: field.default for key in keys for field in [cls.__dataclass_fields__[key]]}
+    values.update(ALGORITHM_DEFAULTS.get(name, {}).get(part, {}))
+    return values
+
+
+def fill_algorithm_defaults(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` (a parsed TOML) with the keys it leaves unset that its algorithm has its own defaults for."""
+    algorithm = data.get("algorithm", {})
+    name = algorithm.get("name") if isinstance(algorithm, dict) else None
+    for part, values in ALGORITHM_DEFAULTS.get(name, {}).items():
+        section = data.setdefault(part, {})
+        if isinstance(section, dict):
+            for key, value in values.items():
+                section.setdefault(key, value)
+    return data
 
 
 @dataclass
@@ -83,13 +127,13 @@ class LearnerSection:
 
     device: str = option("cpu", "Torch device: 'cpu', 'cuda', 'cuda:0', ...")
     remote: bool = option(False, "The learner runs elsewhere (`tandem learner --join`); the supervisor starts none and waits for it to register.")
-    replay_capacity: int = option(100_000, "Transitions the replay ring holds (preallocated).", min=1)
-    replay_min_size: int = option(1_000, "Transitions needed before the first update.", min=1)
-    samples_per_insert: float = option(4.0, "Target ratio of sampled to inserted transitions (Reverb-style rate limit).", above=0.0)
-    publish_interval_updates: int = option(10, "Updates between two published weight versions.", min=1)
-    max_lag: int = option(1000, "Samples whose behaviour version is more than this many versions old are dropped.", min=0)
+    replay_capacity: int = option(100_000, "(dqn) Transitions the replay ring holds (preallocated).", min=1)
+    replay_min_size: int = option(1_000, "(dqn) Transitions needed before the first update.", min=1)
+    samples_per_insert: float = option(4.0, "(dqn) Target ratio of sampled to inserted transitions (Reverb-style rate limit).", above=0.0)
+    publish_interval_updates: int = option(10, "(dqn) Updates between two published weight versions; on-policy learners publish after every update.", min=1)
+    max_lag: int = option(1000, "Batches whose behaviour version is more than this many versions old are dropped (on-policy: checked when trained on).", min=0)
     checkpoint_interval_s: float = option(60.0, "Seconds between checkpoints (one is also written on SIGTERM).", above=0.0)
-    checkpoint_replay: bool = option(False, "Also save the replay buffer in checkpoints.")
+    checkpoint_replay: bool = option(False, "(dqn) Also save the replay buffer in checkpoints.")
     torch_threads: int = option(1, "torch.set_num_threads in the learner.", min=1)
 
 

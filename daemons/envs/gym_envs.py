@@ -12,6 +12,7 @@ import gymnasium as gym
 import numpy as np
 
 from daemons.config.schema import EnvSection
+from daemons.envs.spaces import env_actions
 from daemons.runtime.plugins import import_callable
 
 
@@ -104,6 +105,7 @@ class EnvGroup:
         terminated = np.zeros(count, bool)
         truncated = np.zeros(count, bool)
         finals = []
+        actions = env_actions(self.action_space, np.asarray(actions))
         for k, env in enumerate(self.envs):
             obs, reward, term, trunc, _ = env.step(actions[k].item() if actions[k].ndim == 0 else actions[k])
             rewards[k], terminated[k], truncated[k] = reward, term, trunc

@@ -9,12 +9,12 @@ from typing import Any
 import numpy as np
 
 from daemons.envs.gym_envs import close_all
-from daemons.envs.spaces import ObsAdapter, PolicySpaces
+from daemons.envs.spaces import ObsAdapter, PolicySpaces, env_actions
 from daemons.envs.streams import AgentStream
 from protocol import TransitionBatch
 
-# choose(policy, obs [B, ...], worlds [B]) -> actions [B]
-Chooser = Callable[[str, np.ndarray, np.ndarray], np.ndarray]
+# choose(policy, obs [B, ...], worlds [B]) -> (actions [B], {extra name: [B, ...]})
+Chooser = Callable[[str, np.ndarray, np.ndarray], tuple[np.ndarray, dict[str, np.ndarray]]]
 
 
 class WorldStepError(ValueError):
@@ -102,12 +102,14 @@ class MultiAgentRollout:
         for i, (_, agent, _) in enumerate(turns):
             by_policy.setdefault(self.policy_of[agent], []).append(i)
         for policy, idx in by_policy.items():
-            chosen = choose(policy, np.stack([turns[i][2] for i in idx]), np.array([turns[i][0] for i in idx]))
-            for i, action in zip(idx, chosen):
+            chosen, extras = choose(policy, np.stack([turns[i][2] for i in idx]), np.array([turns[i][0] for i in idx]))
+            sent = env_actions(self.spaces[policy].action_space, np.asarray(chosen))
+            for j, (i, action) in enumerate(zip(idx, sent)):
                 k, agent, _ = turns[i]
                 actions[i] = action.item() if np.ndim(action) == 0 else action
                 if self.record:
-                    self.streams[(k, agent)].acted(action, versions.get(policy, -1))
+                    self.streams[(k, agent)].acted(chosen[j], versions.get(policy, -1),
+                                                   {name: values[j] for name, values in extras.items()})
                 self.running_length[(k, agent)] += 1
         self.env_steps += len(turns)
         return actions

@@ -40,6 +40,14 @@ class ObsAdapter:
         return np.asarray(obs, dtype=self.dtype)
 
 
+def env_actions(space: gym.Space, actions: np.ndarray) -> np.ndarray:
+    """Actions as an env takes them: a float Box's clipped to its bounds (a Gaussian policy's sample is not;
+    the unclipped sample is what travels, so its log-probability stays exact), anything else unchanged."""
+    if isinstance(space, gym.spaces.Box) and np.issubdtype(space.dtype, np.floating):
+        return np.clip(actions, space.low, space.high).astype(space.dtype, copy=False)
+    return actions
+
+
 @dataclass(frozen=True)
 class PolicySpaces:
     """What a policy's network sees and does, the same for every agent it plays."""

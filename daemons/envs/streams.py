@@ -31,16 +31,18 @@ class AgentStream:
         self.truncated: list[bool] = []
         self.finals: list[np.ndarray] = []
         self.versions: list[int] = []
+        self.extras: list[dict[str, np.ndarray]] = []
 
     def observe(self, obs: np.ndarray) -> None:
         if len(self.obs) != len(self.actions):
             raise RuntimeError(f"{self.stream_id}: two observations without an action between them")
         self.obs.append(obs)
 
-    def acted(self, action, version: int) -> None:
+    def acted(self, action, version: int, extras: dict[str, np.ndarray] | None = None) -> None:
         if len(self.obs) != len(self.actions) + 1 or self.awaiting_outcome:
             raise RuntimeError(f"{self.stream_id}: an action without an observation")
         self.actions.append(action)
+        self.extras.append(extras or {})
         self.versions.append(version)
         self.awaiting_outcome = True
 
@@ -72,6 +74,8 @@ class AgentStream:
             rewards=np.asarray(self.rewards, np.float32)[:, None],
             terminated=np.asarray(self.terminated)[:, None], truncated=np.asarray(self.truncated)[:, None],
             final_obs=finals,
+            extras={name: np.stack([np.asarray(step[name]) for step in self.extras])[:, None]
+                    for name in self.extras[0]} if self.extras else {},
         )
         self.seq += 1
         last = self.obs[-1]

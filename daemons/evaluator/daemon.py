@@ -92,8 +92,8 @@ class Evaluator:
         started = time.monotonic()
         epsilon = cfg.eval.epsilon
 
-        def choose(policy: str, obs: np.ndarray, env_index: np.ndarray) -> np.ndarray:
-            return self.policies[policy].net.act(obs, np.full(len(obs), epsilon))
+        def choose(policy: str, obs: np.ndarray, env_index: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+            return self.policies[policy].net.act(obs, np.full(len(obs), epsilon)), {}
 
         versions = {p: f.version for p, f in self.policies.items()}
         seed = cfg.run.seed + 77_000 + self.rounds * min(cfg.eval.num_envs, cfg.eval.window_episodes)

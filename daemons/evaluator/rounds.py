@@ -16,7 +16,7 @@ from daemons.config.policies import DEFAULT_POLICY
 from daemons.config.schema import RunConfig
 from daemons.envs.gym_envs import close_all
 from daemons.envs.rollout import Chooser
-from daemons.envs.spaces import PolicySpaces
+from daemons.envs.spaces import PolicySpaces, env_actions
 from daemons.envs.worlds import MULTI_AGENT_APIS
 
 Returns = dict[str | None, list[float]]
@@ -45,7 +45,8 @@ class GymRounds:
         while (active := np.flatnonzero(quotas > 0)).size:
             if stopped():
                 return None
-            actions = choose(DEFAULT_POLICY, np.stack([obs[k] for k in active]), active)
+            actions, _ = choose(DEFAULT_POLICY, np.stack([obs[k] for k in active]), active)
+            actions = env_actions(self.spaces[DEFAULT_POLICY].action_space, np.asarray(actions))
             for action, k in zip(actions, active):
                 ob, reward, terminated, truncated, _ = envs[k].step(action.item() if np.ndim(action) == 0 else action)
                 running[k] += reward

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import torch
 
-from daemons.algorithms import make_algorithm
+from daemons.algorithms import feed_kind, make_algorithm
 from daemons.learner.checkpoint import load_latest_checkpoint, save_checkpoint
 from daemons.config.schema import RunConfig
 from daemons.runtime.control_channel import ControlChannel
@@ -18,8 +18,8 @@ from daemons.config.policies import policy_config
 from daemons.envs.probe import probe_policy_spaces
 from daemons.learner.metrics_log import MetricsLog
 from daemons.runtime.paths import run_dir
-from daemons.learner.rate_limiter import RateLimiter
-from daemons.replay import NStepAccumulator, ReplayBuffer
+from daemons.learner.replay_feed import ReplayFeed
+from daemons.learner.unroll_feed import UnrollFeed
 from daemons.runtime.reporter import Reporter
 from daemons.runtime.signals import StopFlag
 from daemons.runtime.logs import log_dropped
@@ -49,8 +49,7 @@ class Learner:
         self.reporter = Reporter("learner", self.name, config.supervisor.heartbeat_interval_s, self.channel)
         self.counts = {"batches_received": 0, "batches_malformed": 0, "batches_stale": 0, "batches_foreign": 0,
                        "batches_over_ratio": 0,
-                       "transitions_inserted": 0, "updates": 0, "snapshots_served": 0, "checkpoints": 0,
-                       "nstep_discarded": 0}
+                       "transitions_inserted": 0, "updates": 0, "snapshots_served": 0, "checkpoints": 0}
         self.version = -1
         self.latest_frames: list | None = None
         self.lag_window = [0.0, 0]  # sum of lags and transitions since the last metrics record
@@ -67,15 +66,12 @@ class Learner:
         self.reporter.set_stage("build")
         spaces = probe_policy_spaces(cfg, self.policy_id)
         obs_space, action_space, mask_size = spaces.observation_space, spaces.action_space, spaces.mask_size
+        self.obs_shape = tuple(obs_space.shape or ())
         self.algorithm = make_algorithm(cfg, obs_space, action_space, self.device, mask_size=mask_size)
-        self.replay = ReplayBuffer(
-            cfg.learner.replay_capacity, obs_space.shape, np.dtype(obs_space.dtype), action_space.shape or (),
-            np.dtype(action_space.dtype or np.int64), prioritized=cfg.algorithm.prioritized,
-            alpha=cfg.algorithm.priority_alpha, seed=cfg.run.seed,
-        )
-        self.nstep = NStepAccumulator(cfg.algorithm.n_step, cfg.algorithm.gamma)
-        spi, batch = cfg.learner.samples_per_insert, cfg.algorithm.batch_size
-        self.limiter = RateLimiter(spi, cfg.learner.replay_min_size, error_buffer=max(4.0 * batch, 2.0 * spi * 256))
+        if feed_kind(cfg) == "replay":
+            self.feed = ReplayFeed(cfg, obs_space, action_space)
+        else:
+            self.feed = UnrollFeed(cfg.algorithm.batch_size, cfg.learner.max_lag)
         self.reporter.set_stage("warm_up")
         # torch's first optimizer step imports torch._dynamo (seconds of CPU): paid here, before `running`,
         # not inside the loop whose heartbeats the supervisor watches.
@@ -87,8 +83,8 @@ class Learner:
             self.algorithm.load_state_dict(state["algorithm"])
             self.counts["updates"] = int(state.get("updates", 0))
             self.version = int(state.get("version", -1))
-            if "replay" in state:
-                self.replay.load_state_dict({k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in state["replay"].items()})
+            if state.get("replay"):
+                self.feed.load_state_dict({k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in state["replay"].items()})
             log.info("resumed from checkpoint: version %d, %d updates", self.version, self.counts["updates"])
         # Versions only go up, across restarts too: start above anything published before.
         self.version = max(self.version, read_floor(self.dir / "version")) + 1
@@ -182,7 +178,7 @@ class Learner:
             if frames is None:
                 break
             got += 1
-            if self.limiter.can_insert(len(self.replay)):
+            if self.feed.can_accept():
                 self.insert(frames)
             else:
                 self.counts["batches_over_ratio"] += 1
@@ -203,29 +199,33 @@ class Learner:
         if batch.policy_version < 0 or lag > self.config.learner.max_lag:
             self.counts["batches_stale"] += 1
             return
+        try:
+            self.check_content(batch)
+        except ValueError as exc:
+            self.counts["batches_malformed"] += 1
+            log_dropped(log, "a batch this learner cannot train on", self.counts["batches_malformed"], exc)
+            return
         self.lag_window[0] += lag * batch.num_transitions
         self.lag_window[1] += batch.num_transitions
-        before = len(self.replay)
-        transitions = self.nstep.add(batch)
-        added = self.replay.add(transitions)
-        self.counts["nstep_discarded"] = self.nstep.discarded
-        self.counts["transitions_inserted"] += added
-        self.limiter.record_insert(added, before)
+        self.counts["transitions_inserted"] += self.feed.add(batch)
+
+    def check_content(self, batch: TransitionBatch) -> None:
+        """ValueError unless a well-framed batch also fits this policy's spaces and algorithm."""
+        if tuple(batch.obs.shape[2:]) != self.obs_shape:
+            raise ValueError(f"obs are {list(batch.obs.shape[2:])} per step, this policy's observations are "
+                             f"{list(self.obs_shape)}")
+        self.algorithm.check_batch(batch)
 
     def train_step(self) -> bool:
-        size = len(self.replay)
-        batch_size = self.config.algorithm.batch_size
-        if not self.limiter.can_sample(size, batch_size):
+        payload = self.feed.next_batch(self.version)
+        if payload is None:
             return False
-        sample = self.replay.sample(batch_size, beta=self.config.algorithm.priority_beta)
-        result = self.algorithm.update(sample)
-        if result.priorities is not None and self.config.algorithm.prioritized:
-            self.replay.update_priorities(sample.indices, result.priorities)
-        self.limiter.record_sample(batch_size)
+        result = self.algorithm.update(payload)
+        self.feed.after_update(payload, result)
         self.counts["updates"] += 1
         self.last_metrics = {k: float(v) for k, v in result.metrics.items()}
-        self.last_metrics["sample_lag_mean"] = float(np.mean(self.version - sample.versions))
-        if self.counts["updates"] % self.config.learner.publish_interval_updates == 0:
+        self.last_metrics["sample_lag_mean"] = self.feed.lag_of(payload, self.version)
+        if self.counts["updates"] % self.feed.publish_every == 0:
             self.version += 1
             self.publish()
         return True
@@ -258,16 +258,17 @@ class Learner:
 
     def checkpoint(self) -> None:
         state = {"algorithm": self.algorithm.state_dict(), "version": self.version, "updates": self.counts["updates"]}
-        if self.config.learner.checkpoint_replay:
+        saved = self.feed.state_dict()
+        if saved:
             state["replay"] = {k: torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v
-                               for k, v in self.replay.state_dict().items()}
+                               for k, v in saved.items()}
         save_checkpoint(self.dir, state)
         self.counts["checkpoints"] += 1
         self.last_checkpoint = time.monotonic()
 
     def counters(self) -> dict[str, float]:
-        return {**self.counts, "version": self.version, "replay_size": len(self.replay),
-                "replay_fill": len(self.replay) / self.replay.capacity,
+        return {**self.counts, **self.feed.counters(), "version": self.version,
+                "batches_stale": self.counts["batches_stale"] + self.feed.dropped_stale,
                 "lag_mean": self.lag_mean,
                 "loss": self.last_metrics.get("loss", 0.0),
                 "checkpoint_age_s": time.monotonic() - self.last_checkpoint if self.last_checkpoint else -1.0,

@@ -320,7 +320,7 @@ def test_factories_reject_continuous_actions_and_unknown_algorithms():
     with pytest.raises(ValueError, match="needs a Discrete action space"):
         make_policy(config, VECTOR, gym.spaces.Box(-1, 1, (2,)), seed=0)
     config.algorithm.name = "ppo"
-    with pytest.raises(ValueError, match="algorithm.name 'ppo' is not supported"):
+    with pytest.raises(ValueError, match="algorithm.name 'ppo' is not one of: double_dqn, appo, impala"):
         make_algorithm(config, VECTOR, gym.spaces.Discrete(2), "cpu")
 
 

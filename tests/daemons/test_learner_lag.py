@@ -37,8 +37,8 @@ def test_stale_batches_are_dropped_and_counted(tmp_path):
         c = learner.counts
         assert (c["batches_received"], c["batches_stale"], c["batches_foreign"], c["batches_malformed"]) == (3, 2, 1, 1)
         assert learner.lag_window == [2.0 * 32, 32]
-        assert c["transitions_inserted"] == len(learner.replay) > 0
-        sample = learner.replay.sample(16)
+        assert c["transitions_inserted"] == len(learner.feed.replay) > 0
+        sample = learner.feed.replay.sample(16)
         assert np.all(learner.version - sample.versions == 2)
     finally:
         learner.metrics.close()

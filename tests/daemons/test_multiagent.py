@@ -27,10 +27,21 @@ def rollout_batches(api: str, ticks: int, worlds: int = 3, unroll: int = 4, **en
     rng = np.random.default_rng(0)
     batches = []
     for _ in range(ticks):
-        rollout.tick(lambda policy, obs, w: rng.integers(0, 2, size=len(obs)), {"alpha": 5, "beta": 9})
+        rollout.tick(lambda policy, obs, w: (rng.integers(0, 2, size=len(obs)),
+                                             {"logp": -np.arange(len(obs), dtype=np.float32) - 0.5}),
+                     {"alpha": 5, "beta": 9})
         batches += rollout.outbox
         rollout.outbox.clear()
     return rollout, batches
+
+
+def test_per_step_extras_travel_with_each_stream_unroll():
+    _, batches = rollout_batches("parallel", ticks=40)
+    assert batches
+    for b in batches:
+        logp = b.extras["logp"]
+        assert logp.shape == (4, 1) and logp.dtype == np.float32
+        assert np.all(logp <= -0.5) and np.all(logp == np.round(logp - 0.5) + 0.5)
 
 
 def test_policies_map_agents_by_pattern_and_merge_their_overrides():

@@ -1,0 +1,77 @@
+"""The on-policy learner's data: a bounded queue of whole unrolls, trained on in arrival order, lag checked at use."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from protocol import TransitionBatch
+
+QUEUE_BATCHES = 4  # the queue holds this many updates' worth of transitions; past that the oldest unroll goes
+
+
+class UnrollFeed:
+    """Each update takes the oldest unrolls until they hold `batch_size` transitions.
+
+    An unroll more than `max_lag` versions behind the learner when its turn comes is dropped (V-trace
+    corrects lag, but not without bound); when actors produce faster than the learner trains, the oldest
+    queued unroll is dropped so that what is trained on stays fresh. Both are counted.
+    """
+
+    publish_every = 1  # on-policy: every update is a new behaviour policy for the actors
+
+    def __init__(self, batch_size: int, max_lag: int):
+        self.batch_size, self.max_lag = batch_size, max_lag
+        self.capacity = QUEUE_BATCHES * batch_size
+        self.queue: deque[TransitionBatch] = deque()
+        self.queued = 0
+        self.dropped_full = 0
+        self.dropped_stale = 0
+
+    def can_accept(self) -> bool:
+        return True  # reading everything keeps the sockets short; the queue drops its oldest instead
+
+    def add(self, batch: TransitionBatch) -> int:
+        if batch.num_transitions == 0:
+            return 0
+        self.queue.append(batch)
+        self.queued += batch.num_transitions
+        while self.queued - self.queue[0].num_transitions >= self.capacity:
+            self.queued -= self.queue.popleft().num_transitions
+            self.dropped_full += 1
+        return batch.num_transitions
+
+    def next_batch(self, version: int) -> list[TransitionBatch] | None:
+        """The unrolls of one update, or None until enough fresh ones are queued."""
+        while self.queue and version - self.queue[0].policy_version > self.max_lag:
+            self.queued -= self.queue.popleft().num_transitions
+            self.dropped_stale += 1
+        if self.queued < self.batch_size:
+            return None
+        taken, count = [], 0
+        while count < self.batch_size:
+            unroll = self.queue.popleft()
+            taken.append(unroll)
+            count += unroll.num_transitions
+        self.queued -= count
+        return taken
+
+    @staticmethod
+    def lag_of(unrolls: list[TransitionBatch], version: int) -> float:
+        weights = [u.num_transitions for u in unrolls]
+        return float(np.average([version - u.policy_version for u in unrolls], weights=weights))
+
+    def after_update(self, unrolls: list[TransitionBatch], result: Any) -> None:
+        pass
+
+    def counters(self) -> dict[str, float]:
+        return {"replay_size": self.queued, "replay_fill": self.queued / self.capacity,
+                "unrolls_dropped_full": self.dropped_full}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}  # unrolls are seconds old: a restarted learner waits for fresh ones
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
