@@ -10,6 +10,8 @@ BENCHMARKS = {
                   'Median ms from publish until every actor has the new version; target: Tandem...'),
     "e2e": ("client.bench.e2e:e2e_cmd",
             'Median time from `tandem up` to a greedy evaluation mean >= stop.eval_return...'),
+    "lag": ("client.bench.lag:lag_cmd",
+            'Mean policy lag and the share of unrolls dropped (for lag, or a full queue) with 1,...'),
     "replay": ("client.bench.replay:replay_cmd",
                'Median microseconds per ReplayBuffer.sample(256) on full buffers; target: 1M...'),
     "transport": ("client.bench.transport:transport_cmd",

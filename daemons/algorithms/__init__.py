@@ -43,11 +43,6 @@ def feed_kind(config: RunConfig) -> str:
     return algorithm_module(config.algorithm.name).FEED
 
 
-def required_extras(config: RunConfig, action_space: Any) -> dict[str, tuple[str, tuple[int, ...]]]:
-    """extra.NAME -> (dtype, per-step shape) that each batch for this algorithm must carry."""
-    return algorithm_module(config.algorithm.name).required_extras(config.algorithm.name, action_space)
-
-
 def make_algorithm(config: RunConfig, obs_space: Any, action_space: Any, device: str, mask_size: int = 0) -> Any:
     """The learner-side algorithm of `config`, on `device`, with initial weights seeded by run.seed.
 

@@ -283,11 +283,6 @@ def check_action_space(name: str, action_space: gym.Space) -> None:
     ActionHead(action_space)
 
 
-def required_extras(name: str, action_space: gym.Space) -> dict[str, tuple[str, tuple[int, ...]]]:
-    """Per-step arrays an actor must send beside the core columns."""
-    return {BEHAVIOUR_LOGP: ("float32", ())}
-
-
 def make_learner(name: str, config: RunConfig, obs_space: gym.Space, action_space: gym.Space, device: str,
                  mask_size: int) -> APPO:
     return APPO(name, config, obs_space, action_space, device=device, mask_size=mask_size)

@@ -1,4 +1,4 @@
-"""The interfaces between the learner loop, the actor loop and an algorithm, and the batch they pass."""
+"""The interfaces between the learner loop, the actor loop and an algorithm module."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from daemons.replay.batch import SampledBatch
 
 
 @dataclass(frozen=True)
@@ -21,19 +20,21 @@ class UpdateResult:
 
 
 class Algorithm(Protocol):
-    """Learner side. The learner loop calls it like this:
+    """Learner side. The learner loop calls it like this, whatever the algorithm:
 
-        while running:
-            batch = replay.sample(config.batch_size)
-            result = algorithm.update(batch)
-            if result.priorities is not None:
-                replay.update_priorities(batch.indices, result.priorities)
-            if updates % publish_interval == 0:
-                publish(WeightBlob.build(policy, version, updates, algorithm.weights()))
-        checkpoint(algorithm.state_dict())   # and on start: algorithm.load_state_dict(saved)
+        payload = feed.next_batch(version)          # a replay sample, or a list of whole unrolls
+        result = algorithm.update(payload)
+        feed.after_update(payload, result)          # e.g. new priorities into replay
+        publish(WeightBlob.build(policy, version, updates, algorithm.weights()))   # every feed.publish_every
+        checkpoint(algorithm.state_dict())          # and on start: algorithm.load_state_dict(saved)
+
+    Every received batch goes through `check_batch` (ValueError: counted as malformed and dropped) before
+    it reaches the feed, so `update` never sees actions outside the action space or missing extras.
     """
 
-    def update(self, batch: SampledBatch) -> UpdateResult: ...
+    def check_batch(self, batch: Any) -> None: ...
+
+    def update(self, payload: Any) -> UpdateResult: ...
 
     def weights(self) -> dict[str, np.ndarray]: ...
 
@@ -43,14 +44,23 @@ class Algorithm(Protocol):
 
 
 class Policy(Protocol):
-    """Actor side. The actor loop calls it like this:
+    """Actor side. Actors call `explore` (its extras travel as `extra.NAME` arrays of the unroll), the
+    evaluator calls `act` (greedy at epsilon 0); new weights are swapped in between unrolls, all or nothing:
 
-        for step in ...:
-            if new_blob and new_blob.version > policy_version:
-                policy.load_weights(new_blob.tensors)   # all or nothing, between steps
-            actions = policy.act(obs_of_all_K_envs, epsilons_of_all_K_envs)
+        actions, extras = policy.explore(obs_of_all_K_envs, epsilons_of_all_K_envs)
+        actions = policy.act(obs, zeros)
+        policy.load_weights(new_blob.tensors)
     """
+
+    def explore(self, obs: np.ndarray, epsilons: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]: ...
 
     def act(self, obs: np.ndarray, epsilons: np.ndarray) -> np.ndarray: ...
 
     def load_weights(self, tensors: Mapping[str, np.ndarray]) -> None: ...
+
+
+# An algorithm module (listed in `daemons.algorithms.ALGORITHMS`) provides:
+#   FEED                                   'replay' or 'unrolls': which data path its learner gets
+#   check_action_space(name, action_space) ValueError when it cannot act in that space
+#   make_learner(name, config, obs_space, action_space, device, mask_size) -> Algorithm
+#   make_policy(name, config, obs_space, action_space, seed, mask_size)    -> Policy

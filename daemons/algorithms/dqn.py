@@ -214,11 +214,6 @@ def check_action_space(name: str, action_space: gym.Space) -> None:
     discrete_actions(action_space)
 
 
-def required_extras(name: str, action_space: gym.Space) -> dict[str, tuple[str, tuple[int, ...]]]:
-    """Per-step arrays an actor must send beside the core columns: none."""
-    return {}
-
-
 def make_learner(name: str, config: RunConfig, obs_space: gym.Space, action_space: gym.Space, device: str,
                  mask_size: int) -> DoubleDQN:
     return DoubleDQN(config.model, config.algorithm, obs_space, action_space, device=device, seed=config.run.seed,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
+import threading
 import time
 
 import numpy as np
@@ -72,10 +74,12 @@ class Learner:
             self.feed = ReplayFeed(cfg, obs_space, action_space)
         else:
             self.feed = UnrollFeed(cfg.algorithm.batch_size, cfg.learner.max_lag)
-        self.reporter.set_stage("warm_up")
-        # torch's first optimizer step imports torch._dynamo (seconds of CPU): paid here, before `running`,
-        # not inside the loop whose heartbeats the supervisor watches.
-        import torch._dynamo  # noqa: F401
+        # torch's first optimizer imports torch._dynamo (1.5 s of CPU). A thread pays it while the first
+        # weights go out and the first unrolls come in; the loop trains only once it is done, so neither
+        # the actors' start nor the heartbeats wait for it.
+        self.warm_up = threading.Thread(target=importlib.import_module, args=("torch._dynamo",),
+                                        name="warm-up", daemon=True)
+        self.warm_up.start()
         self.reporter.set_stage("load_checkpoint")
         self.dir.mkdir(parents=True, exist_ok=True)
         state = load_latest_checkpoint(self.dir)
@@ -217,6 +221,8 @@ class Learner:
         self.algorithm.check_batch(batch)
 
     def train_step(self) -> bool:
+        if self.warm_up.is_alive():
+            return False
         payload = self.feed.next_batch(self.version)
         if payload is None:
             return False

@@ -9,7 +9,7 @@ import numpy as np
 
 from protocol import TransitionBatch
 
-QUEUE_BATCHES = 4  # the queue holds this many updates' worth of transitions; past that the oldest unroll goes
+QUEUE_BATCHES = 2  # the queue holds this many updates' worth of transitions; past that the oldest unroll goes
 
 
 class UnrollFeed:

@@ -111,6 +111,7 @@ def supervise(config: RunConfig, honour_stop: bool, insecure: bool = False, no_c
     sup = Supervisor(config, resolved, control, directory / "logs", specs, adopt=no_children, started=started)
     stop = StopFlag().install()
     code, reason = ExitCode.OK, ""
+    ended_unix = None
     try:
         sup.start_all(started)
         notifier.ready(state_summary(sup, started))
@@ -132,6 +133,7 @@ def supervise(config: RunConfig, honour_stop: bool, insecure: bool = False, no_c
                 break
             if honour_stop and (why := sup.view.stop_reason(now)) is not None:
                 code, reason = ExitCode.OK, why
+                ended_unix = time.time()  # when the condition was met; shutting the daemons down comes after
                 break
             if show is not None and now >= next_display:
                 show(sup.view.figures(now), now)
@@ -142,4 +144,7 @@ def supervise(config: RunConfig, honour_stop: bool, insecure: bool = False, no_c
         sup.shutdown(timeout_s=5.0)
         sockets.close_context(ctx, linger_ms=0)
         endpoint_file.unlink(missing_ok=True)
-    return Outcome(code, reason, directory, sup.view.figures(time.monotonic()))
+    figures = sup.view.figures(time.monotonic())
+    if ended_unix is not None:
+        figures["condition_met_unix"] = round(ended_unix, 3)
+    return Outcome(code, reason, directory, figures)

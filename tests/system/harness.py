@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
+
 from daemons.supervisor.collector import HeartbeatCollector
 from daemons.supervisor.ports import fix_ports
 from daemons.config import RunConfig, load_config, render_toml
@@ -89,3 +91,30 @@ class Procs:
                 proc.kill()
                 proc.wait(timeout=5)
         return {name: proc.returncode for name, proc in self.procs.items()}
+
+
+# ---------------------------------------------------------------- `tandem up` as a user runs it
+
+def up(tmp_path, *overrides: str, example: str = "cartpole.toml") -> subprocess.Popen:
+    args = [sys.executable, "-m", "client", "up", str(ROOT / "examples" / example), "--json",
+            "--set", f"run.dir='{tmp_path}/run'", "--set", "supervisor.heartbeat_interval_s=0.2"]
+    for item in overrides:
+        args += ["--set", item]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            start_new_session=True)
+
+
+def descendants(proc: subprocess.Popen) -> list[psutil.Process]:
+    try:
+        return psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def finish(proc: subprocess.Popen, timeout_s: float) -> tuple[str, str]:
+    try:
+        return proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=10)
+        raise AssertionError(f"tandem up did not finish in {timeout_s} s:\n{out[-2000:]}\n{err[-2000:]}") from None

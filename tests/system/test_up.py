@@ -3,41 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 
 import psutil
 
 from daemons.runtime.exit_codes import ExitCode
-from tests.system.harness import ROOT
-
-
-def up(tmp_path, *overrides: str, example: str = "cartpole.toml") -> subprocess.Popen:
-    args = [sys.executable, "-m", "client", "up", str(ROOT / "examples" / example), "--json",
-            "--set", f"run.dir='{tmp_path}/run'", "--set", "supervisor.heartbeat_interval_s=0.2"]
-    for item in overrides:
-        args += ["--set", item]
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                            start_new_session=True)
-
-
-def descendants(proc: subprocess.Popen) -> list[psutil.Process]:
-    try:
-        return psutil.Process(proc.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-
-
-def finish(proc: subprocess.Popen, timeout_s: float) -> tuple[str, str]:
-    try:
-        return proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate(timeout=10)
-        raise AssertionError(f"tandem up did not finish in {timeout_s} s:\n{out[-2000:]}\n{err[-2000:]}") from None
+from tests.system.harness import descendants, finish, up
 
 
 def test_up_stops_at_env_steps_with_exit_0(tmp_path):
