@@ -163,3 +163,23 @@ def test_one_policy_learner_joins_from_elsewhere(tmp_path, procs):
         assert states == {"alpha": "RUNNING", "beta": "REMOTE"}
     finally:
         run.close()
+
+
+def test_each_policy_can_train_with_its_own_algorithm(tmp_path, procs, collector):
+    # alpha keeps the run's double_dqn; beta learns with APPO from the same actor's worlds.
+    config, path = write_config(tmp_path, MULTI + ["policies.beta.algorithm={name='appo', batch_size=64}"])
+    for policy in ("alpha", "beta"):
+        start_learner(procs, collector, path, policy)
+    procs.start("actor-0", "actor", str(path), "--index", "0", "--control", collector.endpoint)
+    learners = ("learner-alpha", "learner-beta")
+    collector.wait_for(lambda: all(collector.counter(n, "updates", 0) > 10 for n in learners), 90,
+                       "both learners training", procs)
+    for name in learners:
+        assert collector.counter(name, "batches_malformed", 0) == 0, f"{name} dropped batches as malformed"
+    # APPO publishes after every update; DQN every publish_interval_updates (10).
+    beta = collector.beats["learner-beta"].counters
+    alpha = collector.beats["learner-alpha"].counters
+    assert beta["version"] >= beta["updates"] > 10
+    assert alpha["version"] <= alpha["updates"] // 10 + 2
+    codes = procs.stop_all()
+    assert all(code == 0 for code in codes.values()), codes

@@ -1,0 +1,103 @@
+"""What a learner does with well-framed batches it cannot train on: count, log, drop, and keep training."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+import pytest
+
+from daemons.config import load_config
+from daemons.learner.daemon import Learner
+from daemons.runtime.signals import StopFlag
+from protocol import TransitionBatch, sockets
+from tests.protocol import samples
+from tests.system.harness import ROOT
+
+STEPS, ENVS = 8, 4
+
+
+@pytest.fixture
+def appo_learner(tmp_path):
+    config = load_config(ROOT / "examples" / "cartpole_appo.toml",
+                         [f"run.dir='{tmp_path}'", f"algorithm.batch_size={STEPS * ENVS}"])
+    learner = Learner(config, "default", StopFlag(), control_endpoint=None)
+    learner.build()
+    learner.bind()  # loopback, free ports: each update publishes a version
+    learner.warm_up.join(timeout=60)
+    yield learner
+    learner.metrics.close()
+    sockets.close_context(learner.ctx, 0)
+
+
+def good_batch(seq: int, version: int = 0) -> TransitionBatch:
+    batch = samples.unroll(steps=STEPS, envs=ENVS, seq=seq, ends=[(2, 1, "terminated"), (5, 3, "truncated")])
+    logp = np.full((STEPS, ENVS), np.log(0.5), np.float32)
+    return dataclasses.replace(batch, policy_version=version, obs=batch.obs / 100, final_obs=batch.final_obs / 100,
+                               extras={"behaviour_logp": logp})
+
+
+def with_extras(batch: TransitionBatch, **extras) -> TransitionBatch:
+    return dataclasses.replace(batch, extras=extras)
+
+
+def frames(batch: TransitionBatch) -> list[bytes]:
+    return [bytes(f) for f in batch.to_frames()]
+
+
+BAD_ONES = {
+    "missing log-probs": lambda b: with_extras(b),
+    "float64 log-probs": lambda b: with_extras(b, behaviour_logp=b.extras["behaviour_logp"].astype(np.float64)),
+    "log-probs of another shape": lambda b: with_extras(b, behaviour_logp=np.zeros((STEPS, ENVS, 2), np.float32)),
+    "NaN log-probs": lambda b: with_extras(b, behaviour_logp=np.full((STEPS, ENVS), np.nan, np.float32)),
+    "an action outside Discrete(2)": lambda b: dataclasses.replace(b, actions=np.full((STEPS, ENVS), 2, np.int64)),
+    "float actions": lambda b: dataclasses.replace(b, actions=b.actions.astype(np.float32)),
+    "observations of another shape": lambda b: dataclasses.replace(
+        b, obs=np.zeros((STEPS + 1, ENVS, 3), np.float32), final_obs=np.zeros((1, 3), np.float32)),
+}
+
+
+@pytest.mark.parametrize("what", list(BAD_ONES))
+def test_a_batch_with_bad_on_policy_fields_is_counted_logged_and_dropped(appo_learner, what, caplog):
+    learner = appo_learner
+    with caplog.at_level(logging.WARNING, logger="daemons.learner.daemon"):
+        learner.insert(frames(BAD_ONES[what](good_batch(seq=0))))
+    assert learner.counts["batches_malformed"] == 1
+    assert learner.counts["transitions_inserted"] == 0
+    assert "dropped a batch this learner cannot train on" in caplog.text
+    # The learner goes on: a good batch after the bad one is taken and trained on.
+    learner.insert(frames(good_batch(seq=1)))
+    assert learner.counts["transitions_inserted"] == STEPS * ENVS
+    version = learner.version
+    assert learner.train_step()
+    assert learner.counts["updates"] == 1 and learner.version == version + 1
+    assert np.isfinite(learner.last_metrics["loss"])
+
+
+def test_a_dqn_learner_drops_observations_of_another_shape(tmp_path):
+    """A batch that frames well but does not fit the policy's observation space never reaches replay."""
+    config = load_config(ROOT / "examples" / "cartpole.toml", [f"run.dir='{tmp_path}'"])
+    learner = Learner(config, "default", StopFlag(), control_endpoint=None)
+    learner.build()
+    try:
+        bad = dataclasses.replace(samples.unroll(steps=4, envs=2, obs_shape=(5,)), policy_version=0)
+        learner.insert(frames(bad))
+        assert learner.counts["batches_malformed"] == 1 and len(learner.feed.replay) == 0
+        learner.insert(frames(dataclasses.replace(samples.unroll(steps=4, envs=2), policy_version=0)))
+        assert learner.counts["transitions_inserted"] > 0
+    finally:
+        learner.metrics.close()
+        sockets.close_context(learner.ctx, 0)
+
+
+def test_on_policy_learner_trains_in_arrival_order_and_drops_what_lagged_too_far(appo_learner):
+    learner = appo_learner
+    learner.version = 40
+    learner.insert(frames(good_batch(seq=0, version=39)))
+    learner.insert(frames(good_batch(seq=1, version=40)))
+    learner.version = 39 + learner.config.learner.max_lag + 1  # the first unroll is now one version too old
+    trained_at = learner.version
+    assert learner.train_step()
+    assert learner.counters()["batches_stale"] == 1
+    assert learner.last_metrics["sample_lag_mean"] == trained_at - 40  # the second unroll was trained on
