@@ -113,9 +113,9 @@ class ActorsSection:
 
     count: int = option(2, "Number of actor processes.", min=0, max=1024)
     unroll_length: int = option(16, "Steps per env in one TransitionBatch (T).", min=1, max=10000)
-    epsilon: float = option(0.4, "Ape-X base epsilon: env g of all G = count * env.num_envs actor envs explores with epsilon ** (1 + alpha * g / (G - 1)).", min=0.0, max=1.0)
-    epsilon_alpha: float = option(7.0, "Ape-X alpha spreading the epsilons across every env of every actor.", min=0.0)
-    epsilon_decay_steps: int = option(0, "Env steps over which each actor's epsilon falls from 1.0 to its own; 0 starts there.", min=0)
+    epsilon: float = option(0.4, "(dqn) Ape-X base epsilon: env g of all G = count * env.num_envs actor envs explores with epsilon ** (1 + alpha * g / (G - 1)).", min=0.0, max=1.0)
+    epsilon_alpha: float = option(7.0, "(dqn) Ape-X alpha spreading the epsilons across every env of every actor.", min=0.0)
+    epsilon_decay_steps: int = option(0, "(dqn) Env steps over which each actor's epsilon falls from 1.0 to its own; 0 starts there.", min=0)
     backlog_batches: int = option(16, "Batches an actor keeps while its learner is slow or gone; then the oldest is dropped.", min=1)
     weights_refresh_s: float = option(5.0, "Ask the snapshot socket when no new version arrived for this long.", above=0.0)
     torch_threads: int = option(1, "torch.set_num_threads in each actor.", min=1)
@@ -144,7 +144,7 @@ class EvalSection:
     enabled: bool = option(True, "Run an evaluator process beside the actors.")
     window_episodes: int = option(20, "Episodes averaged into the evaluation return of a version.", min=1)
     num_envs: int = option(4, "Environments the evaluator steps.", min=1)
-    epsilon: float = option(0.0, "Exploration of the evaluator (0 is greedy).", min=0.0, max=1.0)
+    epsilon: float = option(0.0, "Exploration of the evaluator (0 is greedy; on-policy: the chance of a sampled action instead of the most likely).", min=0.0, max=1.0)
     interval_s: float = option(0.5, "Least time from the start of one evaluation round to the next (CPU left to training).", min=0.0)
 
 

@@ -1,0 +1,181 @@
+"""APPO/IMPALA parts: action distributions against torch.distributions, actor and learner agreeing on
+log-probs, updates on real unrolls for every action space, learning a bandit, checkpoints, bad batches."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from daemons.algorithms import make_algorithm, make_policy
+from daemons.algorithms.appo import BEHAVIOUR_LOGP
+from daemons.algorithms.distributions import ActionHead, Categorical, DiagGaussian
+from daemons.config.loader import config_from_dict
+from daemons.envs.spaces import env_actions
+from protocol import TransitionBatch
+
+VECTOR = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+SPACES = {
+    "discrete": gym.spaces.Discrete(3, start=1),
+    "multi_discrete": gym.spaces.MultiDiscrete([2, 4], start=[0, -1]),
+    "box": gym.spaces.Box(-2.0, 2.0, (2,), np.float32),
+}
+
+
+def appo_config(name="appo", **algorithm):
+    return config_from_dict({"algorithm": {"name": name, "batch_size": 32, **algorithm},
+                             "model": {"hidden_sizes": [16]}, "run": {"seed": 3}})
+
+
+def test_gaussian_log_probs_and_entropy_equal_torch_distributions():
+    gen = torch.Generator().manual_seed(0)
+    mean, log_std = torch.randn(6, 3, generator=gen), torch.randn(3, generator=gen) * 0.5
+    dist = DiagGaussian(mean, log_std)
+    actions = dist.sample(gen)
+    reference = torch.distributions.Normal(mean, log_std.exp().expand_as(mean))
+    torch.testing.assert_close(dist.log_prob(actions), reference.log_prob(actions).sum(-1))
+    torch.testing.assert_close(dist.entropy(), reference.entropy().sum(-1))
+
+
+def test_categorical_parts_equal_torch_distributions():
+    gen = torch.Generator().manual_seed(1)
+    logits = torch.randn(5, 2 + 4, generator=gen)
+    dist = Categorical(logits, [2, 4])
+    picks = dist.sample(gen)
+    first, second = (torch.distributions.Categorical(logits=part) for part in torch.split(logits, [2, 4], dim=-1))
+    torch.testing.assert_close(dist.log_prob(picks), first.log_prob(picks[:, 0]) + second.log_prob(picks[:, 1]))
+    torch.testing.assert_close(dist.entropy(), first.entropy() + second.entropy())
+
+
+def test_a_box_action_travels_unclipped_and_reaches_the_env_clipped():
+    head = ActionHead(SPACES["box"], log_std_init=1.5)  # wide: many samples fall outside [-2, 2]
+    with torch.no_grad():
+        dist = head.distribution(torch.zeros(512, 2))
+        wire = head.to_wire(dist.sample(torch.Generator().manual_seed(2)))
+    assert (wire.abs() > 2.0).any(), "the sample should reach past the bounds"
+    sent = env_actions(SPACES["box"], wire.numpy())
+    assert sent.min() >= -2.0 and sent.max() <= 2.0
+    # the log-prob is of the unclipped sample, not of the clipped action
+    with torch.no_grad():
+        torch.testing.assert_close(dist.log_prob(head.from_wire(wire)), dist.log_prob(wire))
+        assert not torch.allclose(dist.log_prob(torch.as_tensor(sent)), dist.log_prob(wire))
+
+
+def test_multi_discrete_actions_keep_their_start_values_on_the_wire():
+    head = ActionHead(SPACES["multi_discrete"])
+    wire = head.to_wire(torch.tensor([[0, 0], [1, 3]]))
+    assert wire.tolist() == [[0, -1], [1, 2]]
+    assert head.from_wire(wire).tolist() == [[0, 0], [1, 3]]
+    head.check_wire(wire.numpy())
+    with pytest.raises(ValueError, match="outside the action space"):
+        head.check_wire(np.array([[0, 3]]))
+
+
+def unroll_from_policy(policy, steps=8, envs=4, seed=0, version=0) -> TransitionBatch:
+    """An unroll whose actions and log-probs come from `policy`, with one terminated and one truncated step."""
+    rng = np.random.default_rng(seed)
+    obs = rng.uniform(-1, 1, (steps + 1, envs, 3)).astype(np.float32)
+    actions, logps = [], []
+    for t in range(steps):
+        a, extras = policy.explore(obs[t], np.zeros(envs))
+        actions.append(a)
+        logps.append(extras[BEHAVIOUR_LOGP])
+    terminated, truncated = np.zeros((steps, envs), bool), np.zeros((steps, envs), bool)
+    terminated[2, 1], truncated[5, 3] = True, True
+    return TransitionBatch("default", "actor-0", 0, seed, version, 0, obs, np.stack(actions),
+                           rng.normal(size=(steps, envs)).astype(np.float32), terminated, truncated,
+                           rng.uniform(-1, 1, (1, 3)).astype(np.float32), {BEHAVIOUR_LOGP: np.stack(logps)})
+
+
+@pytest.mark.parametrize("kind", list(SPACES))
+@pytest.mark.parametrize("name", ["appo", "impala"])
+def test_actor_and_learner_agree_and_an_update_runs(kind, name):
+    config, space = appo_config(name), SPACES[kind]
+    learner = make_algorithm(config, VECTOR, space, "cpu")
+    policy = make_policy(config, VECTOR, space, seed=5)
+    policy.load_weights(learner.weights())
+    batch = unroll_from_policy(policy)
+    assert batch.actions.shape == (8, 4, *(space.shape or ()))
+    learner.check_batch(batch)
+    # The learner's log-prob of what the actor did equals what the actor sent (same weights): rho = 1.
+    with torch.no_grad():
+        flat_obs = torch.as_tensor(batch.obs[:-1].reshape(32, 3))
+        wire = torch.as_tensor(batch.actions.reshape(32, *batch.actions.shape[2:]))
+        logp = learner.net.distribution(flat_obs).log_prob(learner.net.head.from_wire(wire))
+    np.testing.assert_allclose(logp.numpy(), batch.extras[BEHAVIOUR_LOGP].reshape(32), rtol=1e-5, atol=1e-5)
+    before = {k: v.copy() for k, v in learner.weights().items()}
+    result = learner.update([batch, unroll_from_policy(policy, seed=1)])
+    assert all(np.isfinite(v) for v in result.metrics.values())
+    assert result.metrics["rho_mean"] == pytest.approx(1.0, abs=1e-4)  # first pass: behaviour = target
+    assert any(not np.array_equal(before[k], v) for k, v in learner.weights().items())
+    # the evaluator's choice: the mode, in the space
+    greedy = policy.act(batch.obs[0], np.zeros(4))
+    assert np.asarray(env_actions(space, greedy)).shape == (4, *(space.shape or ()))
+
+
+def test_appo_learns_a_two_armed_bandit():
+    """Arm 1 pays 1, arm 0 pays 0, every step ends its episode: the policy must come to prefer arm 1."""
+    config = appo_config(learning_rate=3e-3, epochs=4, entropy_coef=0.0)
+    space = gym.spaces.Discrete(2)
+    learner, policy = make_algorithm(config, VECTOR, space, "cpu"), make_policy(config, VECTOR, space, seed=1)
+    obs = np.zeros((2, 32, 3), np.float32)
+    for update in range(60):
+        policy.load_weights(learner.weights())
+        actions, extras = policy.explore(obs[0], np.zeros(32))
+        batch = TransitionBatch("default", "a", 0, update, update, 0, obs, actions[None], actions[None].astype(np.float32),
+                                np.ones((1, 32), bool), np.zeros((1, 32), bool), np.zeros((0, 3), np.float32),
+                                {BEHAVIOUR_LOGP: extras[BEHAVIOUR_LOGP][None]})
+        learner.update([batch])
+    with torch.no_grad():
+        p_arm_1 = learner.net.distribution(torch.zeros(1, 3)).log_prob(torch.ones(1, 1, dtype=torch.long)).exp().item()
+    assert p_arm_1 > 0.9, p_arm_1
+
+
+def test_bad_batches_are_refused_with_a_reason():
+    config, space = appo_config(), SPACES["discrete"]
+    learner, policy = make_algorithm(config, VECTOR, space, "cpu"), make_policy(config, VECTOR, space, seed=0)
+    good = unroll_from_policy(policy)
+    cases = {
+        "is missing": dataclasses.replace(good, extras={}),
+        "must be float32": dataclasses.replace(good, extras={BEHAVIOUR_LOGP: good.extras[BEHAVIOUR_LOGP].astype(np.float64)}),
+        "NaN": dataclasses.replace(good, extras={BEHAVIOUR_LOGP: np.full((8, 4), np.nan, np.float32)}),
+        "outside the action space": dataclasses.replace(good, actions=np.zeros((8, 4), np.int64)),  # start is 1
+        "must be integers": dataclasses.replace(good, actions=good.actions.astype(np.float32)),
+    }
+    for reason, batch in cases.items():
+        with pytest.raises(ValueError, match=reason):
+            learner.check_batch(batch)
+
+
+def test_state_round_trip_and_foreign_states_are_refused():
+    config, space = appo_config(), SPACES["box"]
+    learner = make_algorithm(config, VECTOR, space, "cpu")
+    learner.update([unroll_from_policy(make_policy(config, VECTOR, space, seed=0))])
+    state = learner.state_dict()
+    other = make_algorithm(appo_config(), VECTOR, space, "cpu")
+    other.load_state_dict(state)
+    for key, value in learner.weights().items():
+        np.testing.assert_array_equal(other.weights()[key], value)
+    assert other.updates == 1
+    with pytest.raises(ValueError, match="not 'appo'"):
+        other.load_state_dict({**state, "algorithm": "double_dqn"})
+    wider = make_algorithm(config_from_dict({"algorithm": {"name": "appo"}, "model": {"hidden_sizes": [32]}}),
+                           VECTOR, space, "cpu")
+    with pytest.raises(ValueError, match="does not fit this model"):
+        wider.load_state_dict(state)
+
+
+def test_a_state_dependent_log_std_comes_from_the_network_and_trains():
+    config, space = appo_config(state_dependent_std=True, log_std_init=-0.5), SPACES["box"]
+    learner, policy = make_algorithm(config, VECTOR, space, "cpu"), make_policy(config, VECTOR, space, seed=2)
+    assert learner.net.head.num_outputs == 4 and not any("log_std" in k for k in learner.weights())
+    with torch.no_grad():
+        dist = learner.net.distribution(torch.zeros(2, 3))
+    assert dist.log_std.shape == (2, 2)
+    assert torch.allclose(dist.log_std, torch.full((2, 2), -0.5), atol=0.05)  # near-zero initial outputs
+    policy.load_weights(learner.weights())
+    result = learner.update([unroll_from_policy(policy)])
+    assert np.isfinite(result.metrics["loss"])
