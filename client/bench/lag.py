@@ -56,7 +56,7 @@ def run_actors(config: Path, actors: int, seconds: float, overrides: tuple[str, 
 @click.option("--seconds", default=20.0, show_default=True, help="Length of each run.")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides for every run.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
-@click.option("--quick", is_flag=True, help="1 and 2 actors, 6 s each (a smoke run, not a figure to quote).")
+@click.option("--quick", is_flag=True, help="1 and 2 actors, 8 s each (a smoke run, not a figure to quote).")
 def lag_cmd(config: Path | None, counts: str, seconds: float, overrides: tuple[str, ...], as_json: bool,
             quick: bool) -> None:
     """Mean policy lag and the share of unrolls dropped (for lag, or a full queue) with 1, 2, 4 actors."""
@@ -70,7 +70,7 @@ def lag_cmd(config: Path | None, counts: str, seconds: float, overrides: tuple[s
     except ValueError:
         raise click.BadParameter(f"{counts!r} is not a comma-separated list of integers", param_hint="--actors") from None
     if quick:
-        actor_counts, seconds = actor_counts[:2], min(seconds, 6.0)
+        actor_counts, seconds = actor_counts[:2], min(seconds, 8.0)
     results = []
     for count in actor_counts:
         results.append(run_actors(config, count, seconds, overrides))

@@ -101,3 +101,21 @@ def test_on_policy_learner_trains_in_arrival_order_and_drops_what_lagged_too_far
     assert learner.train_step()
     assert learner.counters()["batches_stale"] == 1
     assert learner.last_metrics["sample_lag_mean"] == trained_at - 40  # the second unroll was trained on
+
+
+def test_an_on_policy_learner_resumes_from_its_checkpoint(tmp_path, appo_learner):
+    learner = appo_learner
+    learner.insert(frames(good_batch(seq=0)))
+    assert learner.train_step()
+    learner.checkpoint()
+    saved = learner.algorithm.weights()
+    config = learner.config
+    again = Learner(config, "default", StopFlag(), control_endpoint=None)
+    again.build()
+    try:
+        assert again.counts["updates"] == 1 and again.version > learner.version
+        for name, value in saved.items():
+            np.testing.assert_array_equal(again.algorithm.weights()[name], value)
+    finally:
+        again.metrics.close()
+        sockets.close_context(again.ctx, 0)
