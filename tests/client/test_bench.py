@@ -45,7 +45,7 @@ def test_lag_record_is_complete():
         # updates may be few in a smoke run on a loaded machine (actors starve a learner on 2 cores)
         assert run["unrolls_received"] > 0 and run["updates"] >= 0
         assert 0.0 <= run["dropped_for_lag_share"] <= 1.0 and 0.0 <= run["dropped_queue_full_share"] <= 1.0
-        assert run["arrival_lag_mean"] >= 0.0
+        assert run["arrival_lag_mean"] is None if run["updates"] == 0 else run["arrival_lag_mean"] >= 0.0
 
 
 @pytest.mark.timeout(180)
