@@ -86,7 +86,7 @@ def random_returns(config, episodes: int = 200) -> dict[str, float]:
     rng = np.random.default_rng(0)
     returns: dict[str, list[float]] = {}
     while rollout.episodes < episodes:
-        rollout.tick(lambda p, obs, w: rng.integers(0, spaces[p].action_space.n, size=len(obs)), {})
+        rollout.tick(lambda p, obs, w: (rng.integers(0, spaces[p].action_space.n, size=len(obs)), {}), {})
         for agent, ret, _ in rollout.new_episodes:
             returns.setdefault(agent, []).append(ret)
         rollout.new_episodes.clear()
