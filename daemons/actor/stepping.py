@@ -32,7 +32,7 @@ class GymStepping:
     multi_agent = False
 
     def __init__(self, envs: list[Any], config: RunConfig, stream_id: str, seed: int, incarnation: int):
-        self.group = EnvGroup(envs, seed=seed)
+        self.group = EnvGroup(envs, seed=seed, games=config.env.atari.enabled)
         self.stream_id, self.incarnation = stream_id, incarnation
         self.unroll_length = config.actors.unroll_length
         self.spaces = {DEFAULT_POLICY: PolicySpaces((), self.group.observation_space, self.group.action_space, 0)}
@@ -65,9 +65,8 @@ class GymStepping:
             self.version = versions.get(DEFAULT_POLICY, -1)
         actions, extras = choose(DEFAULT_POLICY, group.obs, np.arange(len(group)))
         result = group.step(actions)
-        ended = int(np.count_nonzero(result.terminated | result.truncated))
-        if ended:
-            self.new_episodes.extend((None, r, n) for r, n in list(group.finished)[-ended:])
+        if result.episodes:
+            self.new_episodes.extend((None, r, n) for r, n in result.episodes)
             del self.new_episodes[:-MAX_UNREPORTED_EPISODES]
         if self.unroll.add(actions, result, extras):
             u = self.unroll
@@ -140,15 +139,16 @@ class WorldStepping:
         self.rollout.close()
 
 
-def env_builder(config: RunConfig) -> tuple[str, Callable[[], Any]]:
-    """(api, build one env) for the config's env; nothing is built here (a constructor may hang)."""
+def env_builder(config: RunConfig, training: bool = True) -> tuple[str, Callable[[], Any]]:
+    """(api, build one env) for the config's env; nothing is built here (a constructor may hang).
+    `training` False: the evaluator's envs (Atari: whole games, unclipped rewards)."""
     api = env_api(config.env)
     if api in MULTI_AGENT_APIS:
         if config.env.max_episode_steps:
             raise EnvBuildError("env.max_episode_steps is for gymnasium envs; give a PettingZoo env its own "
                                 "limit in env.kwargs (for instance max_cycles)")
         return api, lambda: make_world(config.env, api)
-    return api, lambda: make_env(config.env)
+    return api, lambda: make_env(config.env, training)
 
 
 def make_stepping(envs: list[Any], api: str, config: RunConfig, stream_id: str, seed: int, incarnation: int,

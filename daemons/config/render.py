@@ -40,14 +40,20 @@ def render_table(lines: list[str], header: str, table: Any, with_docs: bool) -> 
     if with_docs and table.__doc__:
         lines.append(f"# {table.__doc__.strip()}")
     lines.append(f"[{header}]")
+    nested = []
     for f in dataclasses.fields(table):
         value = getattr(table, f.name)
+        if dataclasses.is_dataclass(value):  # a sub-table such as [env.atari], written after this table's keys
+            nested.append((f"{header}.{f.name}", value))
+            continue
         if with_docs and f.metadata.get("doc"):
             lines.append(f"# {f.metadata['doc']}")
         if value is None:
             lines.append(f"# {f.name} = (unset)")
         else:
             lines.append(f"{f.name} = {toml_value(value)}")
+    for sub_header, sub_table in nested:
+        render_table(lines, sub_header, sub_table, with_docs)
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:

@@ -26,6 +26,20 @@ class RunSection:
 
 
 @dataclass
+class AtariSection:
+    """[env.atari]: the standard Atari preprocessing around an ALE env (ale-py), for actors and the evaluator."""
+
+    enabled: bool = option(False, "Wrap env.id (an 'ALE/Game-v5' id built with frameskip=1) in the preprocessing below.")
+    noop_max: int = option(30, "Up to this many no-op actions after each reset (random starts).", min=0)
+    frame_skip: int = option(4, "Each action repeats this many frames; the last two are max-pooled.", min=1)
+    screen_size: int = option(84, "Frames are resized to screen_size x screen_size.", min=36)
+    grayscale: bool = option(True, "Grayscale frames (one channel) instead of RGB.")
+    frame_stack: int = option(4, "Observations are the last this many frames, [stack, H, W] uint8.", min=1)
+    episodic_life: bool = option(True, "Training only: a lost life ends the learner's episode (the game goes on).")
+    clip_rewards: bool = option(True, "Training only: rewards become their sign; reported returns stay the game's own.")
+
+
+@dataclass
 class EnvSection:
     """[env]: what each actor steps."""
 
@@ -35,6 +49,7 @@ class EnvSection:
     max_episode_steps: int = option(0, "Truncate episodes after this many steps; 0 keeps the env's own limit.", min=0)
     api: str = option("auto", "'gymnasium', PettingZoo 'aec' or 'parallel'; 'auto' tells them apart by what env.id builds.",
                       choices=("auto", "gymnasium", "aec", "parallel"))
+    atari: AtariSection = field(default_factory=AtariSection)
 
 
 @dataclass

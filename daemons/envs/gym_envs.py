@@ -5,13 +5,14 @@ from __future__ import annotations
 import importlib
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from daemons.config.schema import EnvSection
+from daemons.envs.atari import GAME_LENGTH, GAME_RETURN, atari_kwargs, register_ale, wrap_atari
 from daemons.envs.spaces import env_actions
 from daemons.runtime.plugins import import_callable
 
@@ -48,13 +49,25 @@ def pettingzoo_hint(env: object) -> str:
     return ""
 
 
-def make_env(cfg: EnvSection) -> gym.Env:
-    """One env from `env.id` (a gymnasium id, or 'module:callable') and `env.kwargs`."""
+def make_env(cfg: EnvSection, training: bool = True) -> gym.Env:
+    """One env from `env.id` (a gymnasium id, or 'module:callable') and `env.kwargs`, with the Atari
+    preprocessing of `env.atari` when enabled (`training` False: the evaluator's whole games, true rewards)."""
+    atari = cfg.atari.enabled
     try:
+        kwargs = cfg.kwargs
+        if atari:
+            if not cfg.id.startswith("ALE/") and ":" not in cfg.id:
+                raise EnvBuildError(f"env.atari is enabled but {cfg.id!r} is not an ALE env (use an 'ALE/Game-v5' id)")
+            register_ale()
+            kwargs = atari_kwargs(kwargs)
         if ":" in cfg.id and has_attribute(cfg.id):
-            env = resolve_callable(cfg.id)(**cfg.kwargs)
+            env = resolve_callable(cfg.id)(**kwargs)
         else:  # a gymnasium id, possibly gymnasium's own 'module:EnvId-v0' form
-            env = gym.make(cfg.id, **cfg.kwargs)
+            env = gym.make(cfg.id, **kwargs)
+        if atari:
+            if not hasattr(env.unwrapped, "ale"):
+                raise ValueError("env.atari is enabled but the env is not an ALE env (use an 'ALE/Game-v5' id)")
+            return wrap_atari(env, cfg.atari, training, cfg.max_episode_steps)
     except EnvBuildError:
         raise
     except Exception as exc:  # a user's env may raise anything while being built
@@ -75,13 +88,16 @@ class StepResult:
     terminated: np.ndarray  # [K] bool
     truncated: np.ndarray  # [K] bool
     final_obs: np.ndarray  # [num truncated, *obs_shape]
+    episodes: list[tuple[float, int]] = field(default_factory=list)  # (return, length) of those that ended
 
 
 class EnvGroup:
     """K envs stepped in one call; an episode that ends is reset in the same step (one obs per step)."""
 
-    def __init__(self, envs: list[gym.Env], seed: int, return_window: int = 100):
-        self.envs = envs
+    def __init__(self, envs: list[gym.Env], seed: int, return_window: int = 100, games: bool = False):
+        # games: the envs report whole games in info (Atari wrappers), where an episode that ends for the
+        # learner (a lost life) is not a game; returns and episode counts are then the games'.
+        self.envs, self.games = envs, games
         self.observation_space = envs[0].observation_space
         self.action_space = envs[0].action_space
         self.obs_dtype = np.dtype(self.observation_space.dtype or np.float32)
@@ -104,26 +120,30 @@ class EnvGroup:
         rewards = np.zeros(count, np.float32)
         terminated = np.zeros(count, bool)
         truncated = np.zeros(count, bool)
-        finals = []
+        finals, episodes = [], []
         actions = env_actions(self.action_space, np.asarray(actions))
         for k, env in enumerate(self.envs):
-            obs, reward, term, trunc, _ = env.step(actions[k].item() if actions[k].ndim == 0 else actions[k])
+            obs, reward, term, trunc, info = env.step(actions[k].item() if actions[k].ndim == 0 else actions[k])
             rewards[k], terminated[k], truncated[k] = reward, term, trunc
             self.episode_returns[k] += reward
             self.episode_lengths[k] += 1
+            if self.games and GAME_RETURN in info:
+                episodes.append((float(info[GAME_RETURN]), int(info[GAME_LENGTH])))
             if term or trunc:
                 if trunc:
                     finals.append(self._as_obs(obs))
-                self.finished.append((float(self.episode_returns[k]), int(self.episode_lengths[k])))
-                self.episodes += 1
+                if not self.games:
+                    episodes.append((float(self.episode_returns[k]), int(self.episode_lengths[k])))
                 self.episode_returns[k] = 0.0
                 self.episode_lengths[k] = 0
                 obs, _ = env.reset()
             next_obs[k] = self._as_obs(obs)
         self.env_steps += count
+        self.episodes += len(episodes)
+        self.finished.extend(episodes)
         self.obs = next_obs
         final_obs = np.stack(finals) if finals else np.empty((0, *self.obs.shape[1:]), self.obs_dtype)
-        return StepResult(next_obs, rewards, terminated, truncated, final_obs)
+        return StepResult(next_obs, rewards, terminated, truncated, final_obs, episodes)
 
     def recent_mean_return(self) -> float | None:
         return float(np.mean([r for r, _ in self.finished])) if self.finished else None

@@ -37,7 +37,7 @@ class Evaluator:
 
     def build(self) -> Any:
         cfg = self.config
-        api, build_one = env_builder(cfg)
+        api, build_one = env_builder(cfg, training=False)
         envs = build_each(min(cfg.eval.num_envs, cfg.eval.window_episodes), build_one, self.enter_stage)
         try:
             return make_rounds(envs, api, cfg)

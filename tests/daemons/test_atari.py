@@ -1,0 +1,93 @@
+"""The Atari preprocessing from `[env.atari]` on real ALE games: shapes, lives, clipped rewards, true returns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from daemons.config.loader import config_from_dict
+from daemons.envs.atari import GAME_RETURN
+from daemons.envs.gym_envs import EnvBuildError, EnvGroup, make_env
+
+
+def atari_env(game: str, training: bool, **atari):
+    config = config_from_dict({"env": {"id": f"ALE/{game}-v5", "kwargs": {"repeat_action_probability": 0.0},
+                                       "atari": {"enabled": True, **atari}}})
+    return make_env(config.env, training)
+
+
+def test_observations_are_stacks_of_84x84_grayscale_frames():
+    env = atari_env("Pong", training=True)
+    try:
+        obs, _ = env.reset(seed=0)
+        assert env.observation_space.shape == (4, 84, 84) and env.observation_space.dtype == np.uint8
+        assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
+        for _ in range(10):
+            obs, *_ = env.step(env.action_space.sample())
+        assert not np.array_equal(obs[0], obs[3]), "the stack should hold different frames once the game moves"
+    finally:
+        env.close()
+
+
+def play_until_game_over(env, rng, limit=20_000):
+    """Random play until a step reports the game's return; every (reward, terminated, info) on the way."""
+    steps = []
+    env.reset(seed=1)
+    for _ in range(limit):
+        _, reward, terminated, truncated, info = env.step(int(rng.integers(env.action_space.n)))
+        steps.append((reward, terminated or truncated, info, env.unwrapped.ale.lives()))
+        if GAME_RETURN in info:
+            return steps
+        if terminated or truncated:
+            env.reset()
+    raise AssertionError(f"no game over in {limit} random steps")
+
+
+def test_training_envs_end_episodes_at_lost_lives_clip_rewards_and_keep_the_games_return():
+    env = atari_env("Breakout", training=True)
+    try:
+        steps = play_until_game_over(env, np.random.default_rng(0))
+    finally:
+        env.close()
+    ends = [lives for _, ended, _, lives in steps if ended]
+    assert len(ends) == 5, f"one learner episode per life of Breakout's 5, got {len(ends)}"
+    assert ends[:-1] == [4, 3, 2, 1] and ends[-1] == 0  # the game went on after each lost life
+    rewards = [reward for reward, *_ in steps]
+    assert set(rewards) <= {0.0, 1.0}, "training rewards are clipped to their sign"
+    game_return = steps[-1][2][GAME_RETURN]
+    assert game_return >= sum(rewards) and sum(rewards) > 0  # bricks of upper rows are worth more than 1
+
+
+def test_the_evaluators_envs_play_whole_games_with_the_games_own_rewards():
+    env = atari_env("Breakout", training=False)
+    try:
+        steps = play_until_game_over(env, np.random.default_rng(0))
+    finally:
+        env.close()
+    assert sum(ended for _, ended, _, _ in steps) == 1  # a lost life does not end the episode
+    assert steps[-1][2][GAME_RETURN] == pytest.approx(sum(reward for reward, *_ in steps))
+
+
+def test_an_env_group_reports_games_not_lives():
+    envs = [atari_env("Breakout", training=True) for _ in range(2)]
+    group = EnvGroup(envs, seed=0, games=True)
+    rng = np.random.default_rng(0)
+    ended, reported = 0, []
+    try:
+        while not reported:
+            result = group.step(rng.integers(4, size=2))
+            ended += int(np.count_nonzero(result.terminated | result.truncated))
+            reported += result.episodes
+    finally:
+        group.close()
+    assert ended >= 5, "the learner saw every lost life of the first game as an episode end"
+    assert group.episodes == len(reported) and reported[0][0] >= 0 and reported[0][1] > 0
+
+
+def test_atari_preprocessing_on_an_env_that_is_not_atari_is_refused():
+    config = config_from_dict({"env": {"id": "CartPole-v1", "atari": {"enabled": True}}})
+    with pytest.raises(EnvBuildError, match="not an ALE env"):
+        make_env(config.env)
+    config = config_from_dict({"env": {"id": "ALE/Pong-v5", "kwargs": {"frameskip": 4}, "atari": {"enabled": True}}})
+    with pytest.raises(EnvBuildError, match="env.kwargs.frameskip is 4"):
+        make_env(config.env)
