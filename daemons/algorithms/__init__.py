@@ -52,6 +52,11 @@ def make_algorithm(config: RunConfig, obs_space: Any, action_space: Any, device:
 
 
 def make_policy(config: RunConfig, obs_space: Any, action_space: Any, seed: int | None, mask_size: int = 0) -> Any:
-    """The actor-side policy of `config` on the CPU; `seed` drives its exploration and its initial weights."""
+    """The actor-side policy of `config` on `actors.device`; `seed` drives its exploration and its initial weights."""
     module = check_supported(config, action_space)
-    return module.make_policy(config.algorithm.name, config, obs_space, action_space, seed, mask_size)
+    try:
+        return module.make_policy(config.algorithm.name, config, obs_space, action_space, seed, mask_size)
+    except ValueError as exc:
+        if str(exc).startswith(f"device {config.actors.device!r}"):
+            raise ValueError(f"actors.device: {exc}") from exc
+        raise

@@ -243,11 +243,12 @@ class StochasticPolicy:
     """Actor side: samples from the newest policy and reports log mu(a|x); the evaluator takes the mode."""
 
     def __init__(self, config: RunConfig, obs_space: gym.Space, action_space: gym.Space, seed: int | None,
-                 mask_size: int = 0):
-        self.nets = SwappableNet(seeded_actor_critic(config, obs_space, action_space, mask_size, seed))
-        self.generator = torch.Generator().manual_seed(seed if seed is not None else 0)
+                 mask_size: int = 0, device: str = "cpu"):
+        self.device = torch_device(device)
+        net = seeded_actor_critic(config, obs_space, action_space, mask_size, seed).to(self.device)
+        self.nets = SwappableNet(net)
+        self.generator = torch.Generator(device=self.device).manual_seed(seed if seed is not None else 0)
         self.rng = np.random.default_rng(seed)
-        self.device = torch.device("cpu")
         self.has_weights = False
 
     def explore(self, obs: np.ndarray, epsilons: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -258,18 +259,18 @@ class StochasticPolicy:
             sample = dist.sample(self.generator)
             logp = dist.log_prob(sample)
             actions = net.head.to_wire(sample)
-        return actions.numpy(), {BEHAVIOUR_LOGP: logp.numpy().astype(np.float32)}
+        return actions.cpu().numpy(), {BEHAVIOUR_LOGP: logp.float().cpu().numpy()}
 
     def act(self, obs: np.ndarray, epsilons: np.ndarray) -> np.ndarray:
         """The most likely action; a sampled one with probability epsilons[k] (0 for a greedy evaluation)."""
         net = self.nets.current
         with torch.inference_mode():
             dist = net.distribution(to_tensor(obs, self.device))
-            mode = net.head.to_wire(dist.mode()).numpy()
-            sampled = np.asarray(epsilons) > 0
-            if sampled.any():
+            mode = net.head.to_wire(dist.mode()).cpu().numpy()
+            if (np.asarray(epsilons) > 0).any():
                 use = self.rng.random(len(mode)) < np.asarray(epsilons)
-                mode = np.where(use.reshape(-1, *[1] * (mode.ndim - 1)), net.head.to_wire(dist.sample(self.generator)).numpy(), mode)
+                sampled = net.head.to_wire(dist.sample(self.generator)).cpu().numpy()
+                mode = np.where(use.reshape(-1, *[1] * (mode.ndim - 1)), sampled, mode)
         return mode
 
     def load_weights(self, tensors: Mapping[str, np.ndarray]) -> None:
@@ -290,4 +291,4 @@ def make_learner(name: str, config: RunConfig, obs_space: gym.Space, action_spac
 
 def make_policy(name: str, config: RunConfig, obs_space: gym.Space, action_space: gym.Space, seed: int | None,
                 mask_size: int) -> StochasticPolicy:
-    return StochasticPolicy(config, obs_space, action_space, seed, mask_size)
+    return StochasticPolicy(config, obs_space, action_space, seed, mask_size, device=config.actors.device)

@@ -222,4 +222,4 @@ def make_learner(name: str, config: RunConfig, obs_space: gym.Space, action_spac
 
 def make_policy(name: str, config: RunConfig, obs_space: gym.Space, action_space: gym.Space, seed: int | None,
                 mask_size: int) -> DQNPolicy:
-    return DQNPolicy(config.model, obs_space, action_space, seed=seed, mask_size=mask_size)
+    return DQNPolicy(config.model, obs_space, action_space, seed=seed, device=config.actors.device, mask_size=mask_size)

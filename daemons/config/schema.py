@@ -134,6 +134,7 @@ class ActorsSection:
     backlog_batches: int = option(16, "Batches an actor keeps while its learner is slow or gone; then the oldest is dropped.", min=1)
     weights_refresh_s: float = option(5.0, "Ask the snapshot socket when no new version arrived for this long.", above=0.0)
     torch_threads: int = option(1, "torch.set_num_threads in each actor.", min=1)
+    device: str = option("cpu", "Torch device the actors and the evaluator infer on: 'cpu', 'cuda', 'cuda:0', ...")
 
 
 @dataclass

@@ -179,3 +179,17 @@ def test_a_state_dependent_log_std_comes_from_the_network_and_trains():
     policy.load_weights(learner.weights())
     result = learner.update([unroll_from_policy(policy)])
     assert np.isfinite(result.metrics["loss"])
+
+
+@pytest.mark.parametrize("name", ["appo", "double_dqn"])
+def test_actors_device_names_the_key_when_it_cannot_be_used_and_works_when_it_can(name):
+    config = config_from_dict({"algorithm": {"name": name}, "actors": {"device": "cuda"}, "model": {"hidden_sizes": [8]}})
+    space = gym.spaces.Discrete(2)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="actors.device: device 'cuda': CUDA is not available"):
+            make_policy(config, VECTOR, space, seed=0)
+        return
+    policy = make_policy(config, VECTOR, space, seed=0)  # on a GPU machine: inference there, arrays back on the host
+    actions, extras = policy.explore(np.zeros((4, 3), np.float32), np.zeros(4))
+    assert isinstance(actions, np.ndarray) and actions.shape == (4,)
+    assert all(isinstance(v, np.ndarray) for v in extras.values())
