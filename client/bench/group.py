@@ -6,6 +6,8 @@ from client.lazy import LazyGroup
 
 # Benchmarks that `tandem bench all` runs, in order: name -> (command, one-line help).
 BENCHMARKS = {
+    "atari": ("client.bench.atari:atari_cmd",
+              "Env frames/s, learner samples/s and updates/s, lag, drops, CPU/GPU use with..."),
     "broadcast": ("client.bench.broadcast:broadcast_cmd",
                   'Median ms from publish until every actor has the new version; target: Tandem...'),
     "e2e": ("client.bench.e2e:e2e_cmd",

@@ -4,35 +4,21 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import click
 
+from client.bench.runs import timed_run
+
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "cartpole_appo.toml"
-
-
-def learner_rows(run_dir: Path) -> list[dict]:
-    path = run_dir / "learner-default" / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def run_actors(config: Path, actors: int, seconds: float, overrides: tuple[str, ...]) -> dict:
     """One `tandem up` of `seconds` with `actors` actors and no evaluator; the learner's lag figures."""
-    with tempfile.TemporaryDirectory(prefix="tandem-lag-") as tmp:
-        args = [sys.executable, "-m", "client", "up", str(config), "--json", "--quiet",
-                "--set", f"run.dir='{tmp}/run'", "--set", f"actors.count={actors}", "--set", "eval.enabled=false",
-                "--set", f"stop.seconds={seconds}"]
-        for item in overrides:
-            args += ["--set", item]
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=seconds + 120)
-        rows = learner_rows(Path(tmp) / "run")
-    if proc.returncode != 0 or not rows:
-        raise click.ClickException(f"the run with {actors} actors failed: {proc.stderr.strip()[-500:]}")
+    figures = timed_run(config, seconds, [f"actors.count={actors}", "eval.enabled=false", *overrides])
+    rows = figures.learner_rows
+    if not rows:
+        raise click.ClickException(f"the run with {actors} actors wrote no learner metrics")
     last = rows[-1]
     received = max(last["batches_received"], 1)
     training = [r for r in rows if r["updates"] > 0]

@@ -37,6 +37,16 @@ def test_e2e_record_is_complete():
         assert 0 < run["solve_s"] <= run["wall_s"]
 
 
+@pytest.mark.timeout(150)
+def test_atari_record_is_complete():
+    data = record("atari")
+    assert data["benchmark"] == "atari" and [r["actors"] for r in data["runs"]] == [1]
+    run = data["runs"][0]
+    assert run["env_steps_per_s"] > 0 and run["frames_per_s"] == pytest.approx(4 * run["env_steps_per_s"], rel=0.01)
+    assert run["cpu_percent_mean"] > 0 and 0.0 <= run["learner_dropped_share"] <= 1.0
+    assert data["learning_curve"] == []
+
+
 @pytest.mark.timeout(120)
 def test_lag_record_is_complete():
     data = record("lag")

@@ -1,0 +1,90 @@
+"""A whole `tandem up` run of fixed length for a benchmark: its summary, its learner's metrics, its CPU use."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+import psutil
+
+CPU_SAMPLE_S = 1.0
+
+
+@dataclass
+class RunFigures:
+    summary: dict
+    learner_rows: list[dict]  # learner-default/metrics.jsonl, one row a second
+    cpu_percent: list[float] = field(default_factory=list)  # whole process tree, 100 = one core busy
+    gpu_percent: list[float] = field(default_factory=list)  # nvidia-smi utilization, where there is one
+    eval_curve: list[tuple[float, int, float]] = field(default_factory=list)  # (seconds, env steps, eval return)
+
+
+def learner_rows(run_dir: Path) -> list[dict]:
+    path = run_dir / "learner-default" / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def tree_cpu(root: psutil.Process, known: dict[int, psutil.Process]) -> float:
+    """CPU % of `root` and its descendants since the last call (processes seen before keep their baseline)."""
+    total = 0.0
+    try:
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    for proc in procs:
+        tracked = known.setdefault(proc.pid, proc)
+        try:
+            total += tracked.cpu_percent(None)
+        except psutil.NoSuchProcess:
+            known.pop(proc.pid, None)
+    return total
+
+
+def gpu_utilisation() -> float | None:
+    """The first GPU's utilisation in percent from nvidia-smi, or None without one (or when it hangs)."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=5).stdout
+        return float(out.split()[0])
+    except (subprocess.TimeoutExpired, OSError, ValueError, IndexError):
+        return None
+
+
+def timed_run(config: Path, seconds: float, overrides: tuple[str, ...] | list[str]) -> RunFigures:
+    """`tandem up config` for `seconds` (its own stop conditions may end it sooner), sampled once a second."""
+    with tempfile.TemporaryDirectory(prefix="tandem-bench-") as tmp:
+        args = [sys.executable, "-m", "client", "up", str(config), "--json",
+                "--set", f"run.dir='{tmp}/run'", "--set", f"stop.seconds={seconds}"]
+        for item in overrides:
+            args += ["--set", item]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        root, known, cpu, gpu = psutil.Process(proc.pid), {}, [], []
+        deadline = time.monotonic() + seconds + 120
+        try:
+            while proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(CPU_SAMPLE_S)
+                cpu.append(tree_cpu(root, known))
+                if (busy := gpu_utilisation()) is not None:
+                    gpu.append(busy)
+            out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate(timeout=10)
+        rows = learner_rows(Path(tmp) / "run")
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise click.ClickException(f"`tandem up {config.name}` failed ({proc.returncode}): {err.strip()[-500:]}")
+    curve = [(line["elapsed_s"], line["env_steps"], line["eval_return"]) for line in lines
+             if line.get("eval_return") is not None and "elapsed_s" in line]
+    return RunFigures(summary=lines[-1], learner_rows=rows, cpu_percent=cpu[1:], gpu_percent=gpu, eval_curve=curve)
