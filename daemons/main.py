@@ -37,6 +37,7 @@ class DaemonSpec:
     bind: str | None = None  # learners: `tcp://ADDR:PORT` for the three sockets
     insecure: bool = False  # learners: allow a bind beyond loopback without authentication
     die_with_parent: bool = False  # children of `tandem up`: end when it ends
+    supervisor_pid: int | None = None  # with die_with_parent: the supervisor's pid, watched too (forked children)
 
     @property
     def name(self) -> str:
@@ -78,7 +79,7 @@ def run(spec: DaemonSpec) -> int:
     setup_logging(config.run.log_level, spec.name)
     set_process_name(f"tandem-{spec.name}")
     if spec.die_with_parent:
-        die_with_parent()
+        die_with_parent(spec.supervisor_pid)
     stop = StopFlag().install()
     try:
         return int(make_daemon(spec, config, stop).run())

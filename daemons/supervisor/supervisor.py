@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import time
 from dataclasses import replace
@@ -46,7 +47,7 @@ class Supervisor:
         self.adopt = adopt
         self.restart_policy, self.heartbeat_policy = policies(config)
         self.specs = {spec.name: replace(spec, config_file=str(config_path), control=control_endpoint,
-                                         die_with_parent=True) for spec in specs}
+                                         die_with_parent=True, supervisor_pid=os.getpid()) for spec in specs}
         self.view = RunView(config.stop, time.monotonic() if started is None else started)
         self.records = {spec.name: ProcessRecord(spec.name, spec.role) for spec in specs}
         self.children: dict[str, Child | None] = {spec.name: None for spec in specs}

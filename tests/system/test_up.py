@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 
@@ -52,6 +53,28 @@ def test_sigterm_stops_every_child_and_exits_130(tmp_path):
     gone, alive = psutil.wait_procs(children, timeout=5)
     assert not alive, f"orphans left behind: {[(p.pid, p.name()) for p in alive]}"
     assert json.loads(out.strip().splitlines()[-1])["reason"] == "stopped by SIGTERM"
+
+
+def test_sigkilled_up_leaves_no_daemon_training_headless(tmp_path):
+    """SIGKILL gives `tandem up` no chance to stop its children: they must notice and end by themselves."""
+    proc = up(tmp_path, "stop.seconds=120", "eval.enabled=false")
+    daemons = {"tandem-learner-default", "tandem-actor-0"}
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not daemons <= titles(descendants(proc)):
+            time.sleep(0.2)
+        children = descendants(proc)  # the daemons, the forkserver and multiprocessing's resource tracker
+        assert daemons <= titles(children), titles(children)
+        proc.kill()
+        proc.wait(10)
+        gone, alive = psutil.wait_procs(children, timeout=20)
+        assert not alive, f"left running after SIGKILL of tandem up: {sorted(titles(alive))}"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of its process group, test failed or not
+        except ProcessLookupError:
+            pass
+        proc.communicate(timeout=10)
 
 
 def test_a_daemon_that_cannot_start_ends_the_run_with_its_error(tmp_path):
