@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from typing import Any
@@ -62,6 +63,8 @@ def coerce(hint: Any, value: Any, key: str) -> Any:
         return value
     if hint is float:
         if type(value) in (int, float):
+            if not math.isfinite(value):  # TOML has nan and inf: nan passes every bound check silently
+                raise ConfigError(key, f"must be a finite number, got {value!r}")
             return float(value)
         raise ConfigError(key, f"must be a number, got {type_name(value)} {value!r}")
     if hint in (int, bool, str):

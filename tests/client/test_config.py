@@ -55,6 +55,10 @@ def test_rendered_config_loads_back_to_the_same(tmp_path):
     ("[learner]\nreplay_capacity = 100\nreplay_min_size = 500\n", "learner.replay_min_size", ["never start"]),
     ("[model]\nkind = 'transformer'\n", "model.kind", ["module:callable"]),
     ("[transport]\nweights_port = 5555\nsnapshot_port = 5555\n", "transport", ["same port"]),
+    # NaN passes every bound check (all comparisons are false): it once turned hang detection off.
+    ("[supervisor]\nliveness_timeout_s = nan\n", "supervisor.liveness_timeout_s", ["finite number", "nan"]),
+    ("[stop]\nseconds = nan\n", "stop.seconds", ["finite number"]),
+    ("[algorithm]\nlearning_rate = inf\n", "algorithm.learning_rate", ["finite number", "inf"]),
 ])
 def test_each_kind_of_mistake_names_its_key(tmp_path, text, key, words):
     with pytest.raises(ConfigError) as err:
