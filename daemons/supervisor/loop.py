@@ -18,6 +18,7 @@ from daemons.runtime.endpoints import is_loopback
 from daemons.runtime.exit_codes import ExitCode
 from daemons.runtime.logs import log_dropped
 from daemons.runtime.paths import run_dir
+from daemons.runtime.run_lock import RunDirBusy, lock_run_dir
 from daemons.runtime.sd_notify import shared
 from daemons.runtime.signals import StopFlag
 from daemons.supervisor.ports import fix_ports, free_port, plan_children
@@ -93,6 +94,20 @@ def supervise(config: RunConfig, honour_stop: bool, insecure: bool = False, no_c
     directory = run_dir(config)
     try:
         directory.mkdir(parents=True, exist_ok=True)
+        lock = lock_run_dir(directory)
+    except RunDirBusy as exc:
+        raise SupervisorError(str(exc)) from exc
+    except OSError as exc:
+        raise SupervisorError(f"cannot write the run directory {directory}: {exc.strerror or exc}") from exc
+    try:
+        return _supervise_locked(config, directory, notifier, honour_stop, insecure, no_children, show)
+    finally:
+        lock.close()
+
+
+def _supervise_locked(config: RunConfig, directory: Path, notifier, honour_stop: bool, insecure: bool,
+                      no_children: bool, show: Callable[[dict, float], None] | None) -> Outcome:
+    try:
         resolved = directory / "config.toml"
         resolved.write_text(render_toml(config))
     except OSError as exc:

@@ -77,6 +77,25 @@ def test_sigkilled_up_leaves_no_daemon_training_headless(tmp_path):
         proc.communicate(timeout=10)
 
 
+def test_a_second_run_in_the_same_run_dir_is_refused_and_leaves_the_first_alone(tmp_path):
+    first = up(tmp_path, "stop.seconds=120", "eval.enabled=false")
+    endpoint = tmp_path / "run" / "endpoint"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not endpoint.exists():
+            time.sleep(0.1)
+        assert endpoint.exists(), "the first run never wrote its endpoint file"
+        second = up(tmp_path, "stop.seconds=120", "eval.enabled=false")
+        out, err = finish(second, 60)
+        assert second.returncode == ExitCode.FAILURE, (out[-2000:], err[-2000:])
+        assert "in use by another supervisor" in err and str(first.pid) in err, err[-2000:]
+        assert first.poll() is None and endpoint.exists(), "the refused run must not touch the first one"
+    finally:
+        first.send_signal(signal.SIGTERM)
+        finish(first, 30)
+    assert first.returncode == ExitCode.INTERRUPTED
+
+
 def test_a_daemon_that_cannot_start_ends_the_run_with_its_error(tmp_path):
     proc = up(tmp_path, "env.id=NoSuchEnv-v9", "stop.seconds=60", "supervisor.backoff_initial_s=0.1")
     out, err = finish(proc, 60)
