@@ -34,6 +34,7 @@ class RestartPolicy:
     start_retries: int = 3  # consecutive failures before ever reaching RUNNING -> FATAL
     crash_loop_max: int = 5  # this many exits within crash_loop_window_s -> FATAL (even after RUNNING)
     crash_loop_window_s: float = 60.0
+    backoff_reset_s: float = 10.0  # a failure after this long RUNNING restarts with the initial delay again
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class ProcessRecord:
     stage: str = ""
     stage_since: float = 0.0
     started_at: float | None = None
+    running_since: float | None = None  # when the current incarnation reached RUNNING
     last_heartbeat: float | None = None
     next_start_at: float | None = None
     terminate_sent_at: float | None = None
@@ -104,6 +106,7 @@ def started(rec: ProcessRecord, pid: int, now: float) -> None:
         rec.restarts += 1
     rec.state, rec.since = State.STARTING, now
     rec.pid, rec.started_at = pid, now
+    rec.running_since = None
     rec.stage, rec.stage_since = "start", now
     rec.last_heartbeat = None
     rec.next_start_at = None
@@ -121,6 +124,7 @@ def heartbeat(rec: ProcessRecord, stage: str, stage_elapsed_s: float, now: float
     rec.stage, rec.stage_since = stage, now - max(stage_elapsed_s, 0.0)
     if rec.state == State.STARTING and stage_key(stage) == "running":
         _set_state(rec, State.RUNNING, now)
+        rec.running_since = now
         rec.start_failures = 0
 
 
@@ -137,6 +141,9 @@ def exited(rec: ProcessRecord, code: int | None, now: float, policy: RestartPoli
     if not is_alive(rec):
         return  # nothing of ours was running; a stale report
     was_starting = rec.state == State.STARTING
+    # As supervisord's startsecs: a process that ran fine for a while starts its backoff over.
+    ran_long = (rec.state == State.RUNNING and rec.running_since is not None
+                and now - rec.running_since >= policy.backoff_reset_s)
     terminated_by_us = rec.terminate_sent_at is not None
     rec.last_exit_code, rec.last_stage = code, rec.stage
     rec.pid, rec.stage = None, ""
@@ -176,7 +183,7 @@ def exited(rec: ProcessRecord, code: int | None, now: float, policy: RestartPoli
     else:
         _set_state(rec, State.BACKOFF, now)
         # start failures can be spread wider than the crash window (slow builds), so take the larger count
-        failures = max(rec.start_failures, len(rec.exit_times))
+        failures = 1 if ran_long else max(rec.start_failures, len(rec.exit_times))
         rec.next_start_at = now + backoff_delay(failures, policy)
 
 

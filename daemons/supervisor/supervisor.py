@@ -29,7 +29,7 @@ def policies(config: RunConfig) -> tuple[RestartPolicy, HeartbeatPolicy]:
     s = config.supervisor
     restart = RestartPolicy(backoff_initial_s=s.backoff_initial_s, backoff_max_s=s.backoff_max_s,
                             start_retries=s.start_retries, crash_loop_max=s.crash_loop_max,
-                            crash_loop_window_s=s.crash_loop_window_s)
+                            crash_loop_window_s=s.crash_loop_window_s, backoff_reset_s=s.backoff_reset_s)
     heartbeat = HeartbeatPolicy(liveness_timeout_s=s.liveness_timeout_s, stop_grace_s=s.stop_grace_s,
                                 first_heartbeat_s=s.first_heartbeat_s,
                                 stage_deadlines_s={"build_env": s.build_env_deadline_s, "connect": s.connect_deadline_s,

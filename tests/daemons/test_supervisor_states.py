@@ -142,6 +142,24 @@ def test_crashes_spread_out_keep_restarting():
     assert rec.restarts == 4 * RP.crash_loop_max - 2
 
 
+def test_backoff_starts_over_after_running_fine_but_crashes_still_count():
+    rec = ProcessRecord("a", "actor")
+    now = 0.0
+    for n in range(1, 4):  # three quick crashes: the delay doubles
+        states.started(rec, n, now)
+        states.heartbeat(rec, "running", 0.0, now + 1.0)
+        now += 2.0
+        states.exited(rec, 1, now, RP)
+        assert rec.next_start_at - now == states.backoff_delay(n, RP)
+        now = rec.next_start_at
+    states.started(rec, 4, now)
+    states.heartbeat(rec, "running", 0.0, now + 1.0)
+    now += 1.0 + RP.backoff_reset_s  # then it ran fine for a while
+    states.exited(rec, 1, now, RP)
+    assert rec.state == State.BACKOFF and rec.next_start_at - now == RP.backoff_initial_s
+    assert len(rec.exit_times) == 4  # the crash-loop count is not forgiven
+
+
 def test_liveness_timeout_terminates_then_kills_after_grace():
     rec = running_record(now=0.0)
     states.heartbeat(rec, "running", 30.0, now=50.0)
