@@ -86,7 +86,7 @@ def render(data: dict) -> Any:
         table.add_row(r["name"], r["role"], r["host"], fmt(r["pid"]), state, fmt(r["stage"]), fmt(r["stage_s"], "s"),
                       fmt(r["uptime_s"], "s"), fmt(r["restarts"]), fmt(r["heartbeat_age_s"], "s"), fmt(r["rss_mb"], "M"),
                       fmt(r["cpu_percent"], "%"), rate, fmt(r["version"]), fmt(r["lag"]), fmt(r["dropped"]),
-                      (r["last_error"] or "")[:80])
+                      short_error(r["last_error"]))
     policies = Table(box=None, header_style="bold")
     for col in ("policy", "state", "version", "updates/s", "replay fill", "lag", "dropped (learner/actors)",
                 "eval return", "last checkpoint"):
@@ -97,7 +97,17 @@ def render(data: dict) -> Any:
         dropped = f"{fmt(p.get('dropped_by_learner'))}/{fmt(p.get('dropped_by_actors'))}"
         policies.add_row(p["policy"], p["state"], fmt(p["version"]), fmt(p["updates_per_s"]), fill, fmt(p["lag"]),
                          dropped, fmt(p.get("eval_return")), f"{age:.0f}s ago" if age is not None and age >= 0 else "none yet")
-    return Group(table, policies)
+    # The table keeps a short form; the whole error (often the cause is at its end) gets a line of its own.
+    errors = [f"{r['name']}: {r['last_error']}" for r in data["processes"] if len(r["last_error"] or "") > ERROR_CELL]
+    return Group(table, policies, *(["", "last errors in full:", *errors] if errors else []))
+
+
+ERROR_CELL = 60  # characters of a last error shown in the table
+
+
+def short_error(error: str | None) -> str:
+    error = error or ""
+    return error if len(error) <= ERROR_CELL else error[:ERROR_CELL - 1] + "…"
 
 
 @click.command("status")

@@ -57,3 +57,21 @@ def test_status_restart_stop_against_a_real_run(tmp_path):
         assert "stopped by tandem stop" in (tmp_path / "up.out").read_text()
     finally:
         run.close()
+
+
+def test_status_table_shows_a_long_last_error_whole():
+    from rich.console import Console
+
+    from client.control_cmds import render
+
+    cause = "OSError: [Errno 28] No space left on device: 'runs/x/learner-default/ckpt-12.pt.tmp'"
+    error = "learner-default exited with code 1 after 3 failed checkpoints; last: " + cause
+    row = {"name": "learner-default", "role": "learner", "host": "h", "pid": None, "state": "FATAL", "hung": False,
+           "stage": "checkpoint", "stage_s": 1.0, "uptime_s": 5.0, "restarts": 3, "heartbeat_age_s": None,
+           "rss_mb": None, "cpu_percent": None, "rate_per_s": None, "rate_of": "updates", "version": 7, "lag": None,
+           "dropped": None, "last_error": error}
+    data = {"run": "x", "processes": [row], "policies": []}
+    console = Console(width=400, record=True)
+    console.print(render(data))
+    text = console.export_text()
+    assert cause in text, text  # the table cell is cut; the cause must still be on screen
