@@ -88,3 +88,15 @@ class ControlReply(HeaderOnly):
         "request_id": framing.count, "ok": framing.boolean, "code": framing.string,
         "message": framing.string, "data": framing.string_map,
     }
+
+
+def reply_address(frames: Sequence[Any], limits: Limits = DEFAULT_LIMITS) -> tuple[str, int]:
+    """(kind, request_id) of a message that failed to decode, read from its header where that much is sound,
+    so an error reply can carry the request's own id; ("", 0) where even the header is unreadable."""
+    try:
+        header, _ = framing.decode_header(frames, limits)
+    except ProtocolError:
+        return "", 0
+    request_id = header.get("request_id")
+    valid = isinstance(request_id, int) and not isinstance(request_id, bool) and 0 <= request_id < 1 << 63
+    return str(header["kind"]), request_id if valid else 0

@@ -69,7 +69,13 @@ def lookup(sup: Any, request: ControlRequest, now: float) -> ControlReply:
 
 
 def start_token(sup: Any, request: ControlRequest, now: float) -> ControlReply:
-    name = str(request.args.get("name", ""))
+    name = request.args.get("name")
+    if not isinstance(name, str) or not name:
+        return ControlReply(request.request_id, False, "bad_args", "start_token needs name: the asking daemon's name")
+    if name not in sup.records and not sup.adopt:
+        # A slot held by a name that never heartbeats here would never be given back.
+        return ControlReply(request.request_id, False, "unknown_process",
+                            f"no process named {name!r}; known: {', '.join(sup.records)}")
     granted = sup.tokens.acquire(name)
     return ControlReply(request.request_id, True, data={"granted": granted, "holders": sorted(sup.tokens.holders)})
 

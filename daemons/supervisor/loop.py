@@ -25,6 +25,7 @@ from daemons.supervisor.ports import fix_ports, free_port, plan_children
 from daemons.supervisor.status import state_summary
 from daemons.supervisor.supervisor import Supervisor
 from protocol import ControlReply, ControlRequest, Heartbeat, ProtocolError, TransportError, decode, sockets
+from protocol.control import reply_address
 
 log = logging.getLogger(__name__)
 DISPLAY_INTERVAL_S = 0.5
@@ -59,12 +60,20 @@ def handle_control(router, sup: Supervisor, now: float) -> None:
         except ProtocolError as exc:
             sup.view.malformed += 1
             log_dropped(log, "a malformed control message", sup.view.malformed, exc)
-            sockets.send_message(router, ControlReply(0, False, "bad_message", str(exc)), identity=identity)
+            kind, request_id = reply_address(body)
+            if kind != Heartbeat.KIND:  # a heartbeat's sender expects no reply and would never read one
+                sockets.send_message(router, ControlReply(request_id, False, "bad_message", str(exc)), identity=identity)
             continue
         if isinstance(message, Heartbeat):
             sup.heartbeat(message, now)
         elif isinstance(message, ControlRequest):
             sockets.send_message(router, sup.handle(message, now), identity=identity)
+        else:
+            sup.view.malformed += 1
+            log_dropped(log, f"a {message.KIND} message on the control socket", sup.view.malformed,
+                        "it takes control_request and heartbeat")
+            sockets.send_message(router, ControlReply(0, False, "bad_kind", f"the control socket takes control_request "
+                                                      f"and heartbeat messages, not {message.KIND}"), identity=identity)
 
 
 def prepare(config: RunConfig, insecure: bool, no_children: bool) -> RunConfig:

@@ -23,6 +23,7 @@ class RunView:
         self.episodes = 0
         self.carried_steps: dict[str, int] = {}
         self.malformed = 0  # control messages dropped as malformed
+        self.unknown_heartbeats = 0  # heartbeats from daemons this supervisor did not start (and does not adopt)
         self.env_steps_rate = RateMeter()
         self.updates_rate = RateMeter()
 

@@ -119,6 +119,7 @@ def status_data(sup: Any, now: float) -> dict[str, Any]:
     return {
         "run": sup.config.run.name, "supervisor_pid": os.getpid(), "time": time.time(),
         "stopping": sup.stopping, "processes": rows, "policies": policy_lines(sup, now),
+        "dropped": {"control_malformed": sup.view.malformed, "heartbeats_unknown": sup.view.unknown_heartbeats},
         # a daemon started elsewhere that has gone silent counts too (one never heard from may still be starting)
         "unhealthy": [r["name"] for r in rows if r["state"] == State.FATAL.value or r["hung"]
                       or (r["state"] == "REMOTE-LOST" and r["heartbeat_age_s"] is not None)],

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from daemons.main import DaemonSpec
+from daemons.runtime.logs import log_dropped
 from daemons.supervisor import commands
 from daemons.supervisor.children import Child
 from daemons.supervisor.progress import RunView
@@ -170,8 +171,13 @@ class Supervisor:
         if rec is None and (beat.name in self.remote or self.adopt):
             self._remote_heartbeat(beat, now)  # a daemon started elsewhere: watched, not managed
             return
-        if rec is None or beat.pid != rec.pid:
-            return  # a daemon we did not start, or a killed incarnation's last words
+        if rec is None:
+            self.view.unknown_heartbeats += 1
+            log_dropped(log, f"a heartbeat from {beat.name!r} (pid {beat.pid}), which this supervisor did not start",
+                        self.view.unknown_heartbeats, "start it with --control only under `tandem supervise --no-children`")
+            return
+        if beat.pid != rec.pid:
+            return  # a killed incarnation's last words
         self.beats[beat.name] = beat
         self.beat_times[beat.name] = now
         states.heartbeat(rec, beat.stage, beat.stage_elapsed_s, now)

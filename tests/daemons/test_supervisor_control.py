@@ -1,0 +1,85 @@
+"""The supervisor's control socket answers bad input with the request's own id, counts it, and lends no slot to strangers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from daemons.config import load_config
+from daemons.main import DaemonSpec
+from daemons.supervisor.loop import handle_control
+from daemons.supervisor.status import status_data
+from daemons.supervisor.supervisor import Supervisor
+from protocol import ControlReply, ControlRequest, Heartbeat, WeightRequest, decode, sockets
+from protocol.limits import PROTOCOL_VERSION
+
+ROOT = Path(__file__).resolve().parents[2]
+WAIT_MS = 2000
+
+
+def make(tmp_path) -> Supervisor:
+    config = load_config(ROOT / "examples" / "cartpole.toml", ["supervisor.max_concurrent_starts=1"])
+    specs = [DaemonSpec("actor", "x.toml", index=0), DaemonSpec("learner", "x.toml")]
+    return Supervisor(config, tmp_path / "config.toml", "tcp://127.0.0.1:1", tmp_path / "logs", specs)
+
+
+def test_start_token_needs_a_name_the_supervisor_knows(tmp_path):
+    sup = make(tmp_path)
+    nameless = sup.handle(ControlRequest(4, "start_token", {}), 0.0)
+    stranger = sup.handle(ControlRequest(5, "start_token", {"name": "actor-99"}), 0.0)
+    assert (nameless.ok, nameless.code, nameless.request_id) == (False, "bad_args", 4)
+    assert (stranger.ok, stranger.code) == (False, "unknown_process")
+    assert sup.tokens.holders == set()  # neither took the one slot
+    assert sup.handle(ControlRequest(6, "start_token", {"name": "actor-0"}), 0.0).data["granted"]
+
+
+def test_heartbeats_from_daemons_it_did_not_start_are_counted(tmp_path):
+    sup = make(tmp_path)
+    sup.heartbeat(Heartbeat(role="actor", name="actor-7", pid=1, host="h", incarnation=1, seq=0, stage="running",
+                            stage_elapsed_s=0.0), 0.0)
+    assert status_data(sup, 0.0)["dropped"]["heartbeats_unknown"] == 1
+    assert "actor-7" not in {r["name"] for r in status_data(sup, 0.0)["processes"]}
+
+
+@pytest.fixture
+def control(tmp_path):
+    ctx = sockets.new_context()
+    router = sockets.control_router(ctx, f"ipc://{tmp_path}/control")
+    dealer = sockets.control_dealer(ctx, f"ipc://{tmp_path}/control")
+    yield router, dealer
+    sockets.close_context(ctx, linger_ms=0)
+
+
+def exchange(sup, router, dealer, frames) -> ControlReply | None:
+    """Send raw frames, let the supervisor handle them, and return its reply (None when none came)."""
+    assert sockets.send_frames(dealer, frames, timeout_ms=WAIT_MS)
+    assert sockets.poll([router], WAIT_MS), "the control socket never received the message"
+    handle_control(router, sup, 0.0)
+    reply = sockets.recv_frames(dealer, 200)
+    return None if reply is None else decode(reply)
+
+
+def header(**fields) -> bytes:
+    return msgpack.packb({"v": PROTOCOL_VERSION, **fields})
+
+
+def test_a_bad_request_is_answered_with_its_own_id(tmp_path, control):
+    sup = make(tmp_path)
+    reply = exchange(sup, *control, [header(kind="control_request", request_id=41, command="status", args=7)])
+    assert isinstance(reply, ControlReply) and (reply.ok, reply.code, reply.request_id) == (False, "bad_message", 41)
+    assert status_data(sup, 0.0)["dropped"]["control_malformed"] == 1
+
+
+def test_a_malformed_heartbeat_is_counted_but_gets_no_reply(tmp_path, control):
+    sup = make(tmp_path)
+    assert exchange(sup, *control, [header(kind="heartbeat", name="actor-0", pid="not a pid")]) is None
+    assert status_data(sup, 0.0)["dropped"]["control_malformed"] == 1
+
+
+def test_a_message_of_another_kind_is_counted_and_answered(tmp_path, control):
+    sup = make(tmp_path)
+    reply = exchange(sup, *control, WeightRequest("default", -1, "x").to_frames())
+    assert isinstance(reply, ControlReply) and (reply.ok, reply.code) == (False, "bad_kind")
+    assert status_data(sup, 0.0)["dropped"]["control_malformed"] == 1
