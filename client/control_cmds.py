@@ -84,7 +84,7 @@ def render(data: dict) -> Any:
         state = r["state"] + (" HUNG" if r["hung"] else "")
         rate = f"{fmt(r['rate_per_s'])} {'upd' if r['rate_of'] == 'updates' else 'steps'}/s" if r["rate_per_s"] is not None else "-"
         table.add_row(r["name"], r["role"], r["host"], fmt(r["pid"]), state, fmt(r["stage"]), fmt(r["stage_s"], "s"),
-                      fmt(r["uptime_s"], "s"), fmt(r["restarts"]), fmt(r["heartbeat_age_s"], "s"), fmt(r["rss_mb"], "M"),
+                      fmt(r["uptime_s"], "s"), restarts_cell(r), fmt(r["heartbeat_age_s"], "s"), fmt(r["rss_mb"], "M"),
                       fmt(r["cpu_percent"], "%"), rate, fmt(r["version"]), fmt(r["lag"]), fmt(r["dropped"]),
                       short_error(r["last_error"]))
     policies = Table(box=None, header_style="bold")
@@ -100,6 +100,12 @@ def render(data: dict) -> Any:
     # The table keeps a short form; the whole error (often the cause is at its end) gets a line of its own.
     errors = [f"{r['name']}: {r['last_error']}" for r in data["processes"] if len(r["last_error"] or "") > ERROR_CELL]
     return Group(table, policies, *(["", "last errors in full:", *errors] if errors else []))
+
+
+def restarts_cell(row: dict) -> str:
+    """Restarts, with the planned ones (recycles) among them shown apart: '5 (3 planned)'."""
+    recycles = row.get("recycles") or 0
+    return f"{row['restarts']} ({recycles} planned)" if recycles else fmt(row["restarts"])
 
 
 ERROR_CELL = 60  # characters of a last error shown in the table

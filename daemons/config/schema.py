@@ -191,10 +191,11 @@ class SupervisorSection:
     start_retries: int = option(3, "Consecutive failures before reaching running that make a process FATAL.", min=1)
     crash_loop_max: int = option(5, "Exits within crash_loop_window_s that make a process FATAL.", min=1)
     crash_loop_window_s: float = option(60.0, "Window of the crash-loop count.", above=0.0)
+    max_age_s: float = option(0.0, "Recycle an actor or the evaluator after it has run this long (0: never), as a planned restart that does not count toward the crash loop; learners are never recycled by age.", min=0.0)
     backoff_reset_s: float = option(10.0, "A process that fails after running this long restarts after backoff_initial_s again (as supervisord's startsecs); its exit still counts toward the crash loop.", min=0.0)
-    actor_rss_limit_mb: int = option(0, "An actor above this resident memory is restarted; 0 is no limit.", min=0)
-    learner_rss_limit_mb: int = option(0, "A learner above this resident memory checkpoints and is restarted; 0 is no limit.", min=0)
-    evaluator_rss_limit_mb: int = option(0, "The evaluator's memory limit; 0 is no limit.", min=0)
+    actor_rss_limit_mb: int = option(0, "An actor above this resident memory is recycled (a planned restart, no failure); 0 is no limit.", min=0)
+    learner_rss_limit_mb: int = option(0, "A learner above this resident memory checkpoints and is recycled (a planned restart, no failure); 0 is no limit.", min=0)
+    evaluator_rss_limit_mb: int = option(0, "The evaluator's memory limit (recycled above it); 0 is no limit.", min=0)
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -74,6 +75,9 @@ class ProcessRecord:
     kill_reason: str = ""  # why the supervisor is terminating it; "" for a requested stop
     kill_sent_at: float | None = None  # set by `killed()`; lets `due` repeat KILL only once per grace
     restart_pending: bool = False  # operator restart of a live process: its exit is not a failure
+    recycle_pending: bool = False  # planned restart (memory limit, max age): not a failure, failures kept
+    recycles: int = 0  # planned restarts so far
+    last_recycle: str = ""  # why the last planned restart happened
 
 
 ALIVE = frozenset({State.STARTING, State.RUNNING, State.STOPPING})
@@ -113,6 +117,7 @@ def started(rec: ProcessRecord, pid: int, now: float) -> None:
     rec.terminate_sent_at = rec.kill_sent_at = None
     rec.kill_reason = ""
     rec.restart_pending = False
+    rec.recycle_pending = False
 
 
 def heartbeat(rec: ProcessRecord, stage: str, stage_elapsed_s: float, now: float) -> None:
@@ -160,6 +165,12 @@ def exited(rec: ProcessRecord, code: int | None, now: float, policy: RestartPoli
     if rec.state == State.STOPPING:
         _set_state(rec, State.STOPPED, now)
         return
+    if rec.recycle_pending:  # planned: straight back; crashes before it still count toward the crash loop
+        rec.recycle_pending = False
+        rec.recycles += 1
+        _set_state(rec, State.BACKOFF, now)
+        rec.next_start_at = now
+        return
     if code == 0 and not terminated_by_us and rec.state == State.RUNNING:
         _set_state(rec, State.EXITED, now)  # finished its work (e.g. an evaluator's episode budget)
         return
@@ -194,6 +205,26 @@ def terminate(rec: ProcessRecord, reason: str, now: float) -> None:
     rec.kill_reason = reason
     if rec.terminate_sent_at is None:  # a second reason must not extend the grace already running
         rec.terminate_sent_at = now
+
+
+def recycle(rec: ProcessRecord, reason: str, now: float) -> None:
+    """A planned restart of a live process (over its memory limit, past its maximum age, as circus does):
+    SIGTERM now, and its exit is no failure, so a steady leak recycles the process forever instead of
+    ending the run FATAL. A process that is already being terminated for another reason is left to it."""
+    if not is_alive(rec) or rec.terminate_sent_at is not None or rec.state == State.STOPPING:
+        return
+    terminate(rec, reason, now)
+    rec.recycle_pending = True
+    rec.last_recycle = reason
+
+
+def max_age_due(rec: ProcessRecord, now: float, max_age_s: float) -> bool:
+    """True when a RUNNING process has run `max_age_s` (0: never), staggered by up to 10% per name so that
+    actors started together are not all recycled at once."""
+    if max_age_s <= 0 or rec.state != State.RUNNING or rec.running_since is None:
+        return False
+    stagger = (zlib.crc32(rec.name.encode()) % 1000) / 10000.0
+    return now - rec.running_since >= max_age_s * (1.0 + stagger)
 
 
 def killed(rec: ProcessRecord, now: float) -> None:

@@ -123,10 +123,17 @@ class Supervisor:
     def _check_memory(self, name: str, rec: ProcessRecord, now: float) -> None:
         limit = self.rss_limits.get(rec.role, 0)
         beat = self.beats.get(name)
-        if limit and beat and states.is_alive(rec) and rec.terminate_sent_at is None and beat.rss_bytes > limit:
-            states.terminate(rec, f"rss {beat.rss_bytes >> 20} MiB over its limit of {limit >> 20} MiB", now)
-            log.warning("restarting %s: %s", name, rec.kill_reason)
-            self.signal(name, signal.SIGTERM)  # a learner checkpoints on SIGTERM before it exits
+        if not states.is_alive(rec) or rec.terminate_sent_at is not None:
+            return
+        if limit and beat and beat.rss_bytes > limit:
+            reason = f"rss {beat.rss_bytes >> 20} MiB over its limit of {limit >> 20} MiB"
+        elif rec.role != "learner" and states.max_age_due(rec, now, self.config.supervisor.max_age_s):
+            reason = f"older than supervisor.max_age_s ({self.config.supervisor.max_age_s:g} s)"
+        else:
+            return
+        states.recycle(rec, reason, now)
+        log.warning("recycling %s: %s", name, reason)
+        self.signal(name, signal.SIGTERM)  # a learner checkpoints on SIGTERM before it exits
 
     def stop(self, now: float, by: str = "") -> None:
         """Stop every daemon (SIGTERM now, SIGKILL after the grace, through `step`)."""

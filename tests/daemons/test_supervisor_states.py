@@ -160,6 +160,40 @@ def test_backoff_starts_over_after_running_fine_but_crashes_still_count():
     assert len(rec.exit_times) == 4  # the crash-loop count is not forgiven
 
 
+def test_recycling_forever_never_goes_fatal_but_crashes_still_do():
+    rec = running_record()
+    now = 10.0
+    for n in range(3 * RP.crash_loop_max):  # a steady leak: recycled again and again within the window
+        states.recycle(rec, "rss 900 MiB over its limit of 800 MiB", now)
+        assert rec.terminate_sent_at == now and rec.kill_reason.startswith("rss")
+        states.exited(rec, 0, now + 0.5, RP)
+        assert rec.state == State.BACKOFF and rec.next_start_at == now + 0.5  # straight back
+        now += 1.0
+        states.started(rec, 200 + n, now)
+        states.heartbeat(rec, "running", 0.0, now + 0.1)
+    assert rec.recycles == 3 * RP.crash_loop_max and not rec.exit_times and rec.last_error == ""
+    for n in range(RP.crash_loop_max):  # real crashes still end in FATAL
+        now += 1.0
+        states.exited(rec, 1, now, RP)
+        if rec.state == State.FATAL:
+            break
+        start = rec.next_start_at
+        states.started(rec, 300 + n, start)
+        states.heartbeat(rec, "running", 0.0, start + 0.1)
+        now = start + 0.2
+    assert rec.state == State.FATAL and "crash loop" in rec.last_error
+
+
+def test_max_age_is_due_only_when_running_that_long_staggered_per_name():
+    rec = running_record(now=0.0)  # RUNNING since 1.0
+    assert not states.max_age_due(rec, 50.0, 0.0)  # 0 turns it off
+    assert not states.max_age_due(rec, 1.0 + 99.9, 100.0)
+    assert states.max_age_due(rec, 1.0 + 111.0, 100.0)  # the stagger is at most 10%
+    starting = ProcessRecord("actor-1", "actor")
+    states.started(starting, 5, 0.0)
+    assert not states.max_age_due(starting, 1000.0, 100.0)
+
+
 def test_liveness_timeout_terminates_then_kills_after_grace():
     rec = running_record(now=0.0)
     states.heartbeat(rec, "running", 30.0, now=50.0)

@@ -156,14 +156,26 @@ def test_env_that_always_raises_goes_fatal_with_its_error_in_status_json(run_up,
     run.wait(running("actor-0"), 60, "actor-0 running beside the FATAL one")
 
 
-def test_actor_over_its_rss_limit_is_restarted_and_nothing_else(run_up):
+def test_actor_over_its_rss_limit_is_recycled_forever_and_nothing_else(run_up):
+    # crash_loop_max 1: a single exit counted as a failure would make actor-0 FATAL; recycling must not count.
     run = run_up("actors.count=2", "env.id=tests.system.envs:leak_in_actor", "supervisor.actor_rss_limit_mb=600",
-                 "supervisor.crash_loop_max=50")
+                 "supervisor.crash_loop_max=1")
     run.wait(lambda d: all(r["state"] == "RUNNING" for r in d["processes"]), 60, "everything running")
     learner_pid = run.row("learner-default")["pid"]
-    data = run.wait(lambda d: rows(d)["actor-0"]["restarts"] >= 1, 60, "actor-0 restarted at its memory limit")
-    assert "over its limit of 600 MiB" in rows(data)["actor-0"]["last_error"]
+    data = run.wait(lambda d: rows(d)["actor-0"]["recycles"] >= 3, 120, "actor-0 recycled at its memory limit")
+    actor = rows(data)["actor-0"]
+    assert "over its limit of 600 MiB" in actor["last_recycle"] and actor["state"] != "FATAL", actor
+    assert actor["last_error"] == ""
     assert rows(data)["actor-1"]["restarts"] == 0 and rows(data)["learner-default"]["pid"] == learner_pid
+
+
+def test_actors_past_max_age_are_recycled_and_the_learner_is_not(run_up):
+    run = run_up("actors.count=1", "supervisor.max_age_s=3", "supervisor.crash_loop_max=1")
+    run.wait(lambda d: rows(d)["learner-default"]["state"] == "RUNNING", 60, "the learner")
+    learner_pid = run.row("learner-default")["pid"]
+    data = run.wait(lambda d: rows(d)["actor-0"]["recycles"] >= 2, 60, "actor-0 recycled for its age")
+    assert "max_age_s" in rows(data)["actor-0"]["last_recycle"]
+    assert rows(data)["learner-default"]["pid"] == learner_pid and rows(data)["learner-default"]["recycles"] == 0
 
 
 def test_fifty_actor_restarts_leave_supervisor_and_learner_flat(run_up):
