@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from client.screen import NARROW_BELOW, narrow_status_rows, short, whole
 from daemons.runtime.exit_codes import ExitCode
 from daemons.runtime.control_channel import ControlChannel, ControlTimeout
 from protocol import TransportError, sockets
@@ -71,9 +72,13 @@ def fmt(value: Any, unit: str = "") -> str:
     return f"{value}{unit}"
 
 
-def render(data: dict) -> Any:
+def render(data: dict, width: int = 220) -> Any:
+    """The status screen; below NARROW_BELOW columns a narrow table whose cells are never cut."""
     from rich.console import Group
     from rich.table import Table
+
+    if width < NARROW_BELOW:
+        return render_narrow(data)
 
     table = Table(title=f"run {data['run']}" + (" (stopping)" if data.get("stopping") else ""), box=None, header_style="bold")
     columns = ["name", "role", "host", "pid", "state", "stage", "in stage", "uptime", "restarts", "beat age",
@@ -108,6 +113,28 @@ def restarts_cell(row: dict) -> str:
     return f"{row['restarts']} ({recycles} planned)" if recycles else fmt(row["restarts"])
 
 
+def render_narrow(data: dict) -> Any:
+    from rich.console import Group
+    from rich.table import Table
+
+    columns, rows = narrow_status_rows(data)
+    table = Table(title=f"run {data['run']}" + (" (stopping)" if data.get("stopping") else ""), box=None,
+                  header_style="bold", pad_edge=False, collapse_padding=True, padding=(0, 1))
+    for col in columns:
+        table.add_column(col, no_wrap=True, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    lines = []
+    for p in data["policies"]:
+        fill = f"{100 * p['replay_fill']:.0f}%" if p["replay_fill"] is not None else "-"
+        lines.append(f"policy {p['policy']}: {p['state']}, version {whole(p['version'])}, "
+                     f"{short(p['updates_per_s'])} updates/s, replay {fill}, lag {short(p['lag'])}, eval "
+                     f"{short(p.get('eval_return'))}, dropped {short(p.get('dropped_by_learner'))} by the learner "
+                     f"and {short(p.get('dropped_by_actors'))} by actors")
+    errors = [f"{r['name']}: {r['last_error']}" for r in data["processes"] if r["last_error"]]
+    return Group(table, *lines, *(["last errors:", *errors] if errors else []))
+
+
 ERROR_CELL = 60  # characters of a last error shown in the table
 
 
@@ -135,7 +162,7 @@ def status_cmd(endpoint, run_dir, timeout_s, as_json, watch) -> None:
         else:
             if watch:
                 console.clear()
-            console.print(render(data))
+            console.print(render(data, console.width))
         if not watch:
             break
         time.sleep(1.0)

@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from client.screen import progress_lines
+
 PLAIN_INTERVAL_S = 5.0
 
 
@@ -33,6 +35,7 @@ class Display:
         self.quiet, self.as_json = quiet, as_json
         self.tty = sys.stdout.isatty() and not as_json
         self.next_plain = 0.0
+        self.stop = None  # the run's [stop] section, for progress bars; set once the config is loaded
         self.live = None
         if self.tty and not quiet:
             from rich.live import Live
@@ -44,13 +47,10 @@ class Display:
         if self.quiet:
             return
         if self.live is not None:
-            from rich.table import Table
+            from rich.text import Text
 
-            table = Table(show_header=True, header_style="bold", box=None)
-            for key in figures:
-                table.add_column(key.replace("_", " "))
-            table.add_row(*("-" if v is None else str(v) for v in figures.values()))
-            self.live.update(table, refresh=True)
+            # Lines under 80 columns with short numbers, never a table whose cells get cut mid-number.
+            self.live.update(Text("\n".join(progress_lines(figures, self.stop)), no_wrap=True), refresh=True)
         elif force or now >= self.next_plain:
             self.next_plain = now + PLAIN_INTERVAL_S
             click.echo(json.dumps(figures) if self.as_json else format_line(figures))

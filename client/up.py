@@ -21,6 +21,8 @@ def run_supervisor(config_file: str, overrides: tuple[str, ...], display: Displa
     from daemons.supervisor.loop import SupervisorError, supervise
 
     config = load_or_exit(config_file, overrides)
+    if display is not None:
+        display.stop = config.stop
     try:
         try:
             outcome = supervise(config, honour_stop, insecure=insecure, no_children=no_children,
