@@ -16,7 +16,7 @@ insecure_option = click.option("--insecure", is_flag=True,
 
 
 def run_supervisor(config_file: str, overrides: tuple[str, ...], display: Display | None, honour_stop: bool,
-                   insecure: bool = False, no_children: bool = False) -> None:
+                   insecure: bool = False, no_children: bool = False, fresh: bool = False) -> None:
     """Load the config, run the supervisor loop, print how it ended and exit with its code."""
     from daemons.supervisor.loop import SupervisorError, supervise
 
@@ -26,7 +26,8 @@ def run_supervisor(config_file: str, overrides: tuple[str, ...], display: Displa
     try:
         try:
             outcome = supervise(config, honour_stop, insecure=insecure, no_children=no_children,
-                                show=display.show if display is not None else None)
+                                show=display.show if display is not None else None, fresh=fresh,
+                                announce=lambda line: click.echo(line, err=True))
         finally:
             if display is not None:
                 display.close()
@@ -47,12 +48,15 @@ def run_supervisor(config_file: str, overrides: tuple[str, ...], display: Displa
 @click.option("--quiet", is_flag=True, help="No progress output, only the final summary.")
 @click.option("--json", "as_json", is_flag=True, help="Progress and summary as JSON lines.")
 @insecure_option
-def up_cmd(config_file: str, overrides: tuple[str, ...], quiet: bool, as_json: bool, insecure: bool) -> None:
+@click.option("--fresh", is_flag=True,
+              help="Start over: move the run directory's earlier checkpoints under previous/ instead of resuming.")
+def up_cmd(config_file: str, overrides: tuple[str, ...], quiet: bool, as_json: bool, insecure: bool, fresh: bool) -> None:
     """Train CONFIG_FILE on this machine until a stop condition, `tandem stop`, Ctrl-C or SIGTERM.
 
-    Daemons that crash or hang are restarted with backoff; `tandem status` shows every process.
+    A run directory with checkpoints is resumed (and says so); --fresh starts over. Daemons that crash or
+    hang are restarted with backoff; `tandem status` shows every process.
     """
-    run_supervisor(config_file, overrides, Display(quiet, as_json), honour_stop=True, insecure=insecure)
+    run_supervisor(config_file, overrides, Display(quiet, as_json), honour_stop=True, insecure=insecure, fresh=fresh)
 
 
 @click.command("supervise")

@@ -22,6 +22,7 @@ from daemons.runtime.run_lock import RunDirBusy, lock_run_dir
 from daemons.runtime.sd_notify import shared
 from daemons.runtime.signals import StopFlag
 from daemons.supervisor.ports import fix_ports, free_port, plan_children
+from daemons.supervisor.resume import move_previous, resume_message
 from daemons.supervisor.status import state_summary
 from daemons.supervisor.supervisor import Supervisor
 from protocol import ControlReply, ControlRequest, Heartbeat, ProtocolError, TransportError, decode, sockets
@@ -90,7 +91,8 @@ def prepare(config: RunConfig, insecure: bool, no_children: bool) -> RunConfig:
 
 
 def supervise(config: RunConfig, honour_stop: bool, insecure: bool = False, no_children: bool = False,
-              show: Callable[[dict, float], None] | None = None) -> Outcome:
+              show: Callable[[dict, float], None] | None = None, fresh: bool = False,
+              announce: Callable[[str], None] = log.info) -> Outcome:
     """Start and keep the run's daemons alive until a stop condition, `tandem stop`, a FATAL, or a signal.
 
     With `no_children` it starts nothing: daemons started elsewhere (systemd units, tmux windows) connect
@@ -109,9 +111,23 @@ def supervise(config: RunConfig, honour_stop: bool, insecure: bool = False, no_c
     except OSError as exc:
         raise SupervisorError(f"cannot write the run directory {directory}: {exc.strerror or exc}") from exc
     try:
+        announce_resume(config, directory, fresh, announce)
         return _supervise_locked(config, directory, notifier, honour_stop, insecure, no_children, show)
     finally:
         lock.close()
+
+
+def announce_resume(config: RunConfig, directory: Path, fresh: bool, announce: Callable[[str], None]) -> None:
+    """Say out loud that learners will resume from earlier checkpoints, or move those aside for --fresh."""
+    if fresh:
+        try:
+            moved = move_previous(directory)
+        except OSError as exc:
+            raise SupervisorError(f"--fresh could not move the previous run aside in {directory}: {exc}") from exc
+        if moved is not None:
+            announce(f"starting run {config.run.name!r} fresh; the previous learners' checkpoints are in {moved}")
+    elif (message := resume_message(config.run.name, directory)) is not None:
+        announce(message)
 
 
 def _supervise_locked(config: RunConfig, directory: Path, notifier, honour_stop: bool, insecure: bool,

@@ -95,9 +95,11 @@ class Procs:
 
 # ---------------------------------------------------------------- `tandem up` as a user runs it
 
-def up(tmp_path, *overrides: str, example: str = "cartpole.toml") -> subprocess.Popen:
+def up(tmp_path, *overrides: str, example: str = "cartpole.toml", fresh: bool = False) -> subprocess.Popen:
     args = [sys.executable, "-m", "client", "up", str(ROOT / "examples" / example), "--json",
             "--set", f"run.dir='{tmp_path}/run'", "--set", "supervisor.heartbeat_interval_s=0.2"]
+    if fresh:
+        args.append("--fresh")
     for item in overrides:
         args += ["--set", item]
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,

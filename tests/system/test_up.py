@@ -96,6 +96,31 @@ def test_a_second_run_in_the_same_run_dir_is_refused_and_leaves_the_first_alone(
     assert first.returncode == ExitCode.INTERRUPTED
 
 
+def test_a_second_up_says_it_resumes_and_fresh_starts_over(tmp_path):
+    first = up(tmp_path, "stop.env_steps=2000", "eval.enabled=false")
+    out, err = finish(first, 90)
+    assert first.returncode == ExitCode.OK, err[-2000:]
+    assert "resuming" not in err
+    learner = tmp_path / "run" / "learner-default"
+    (checkpoint,) = sorted(learner.glob("ckpt-*.pt"))[-1:]
+    version = int(checkpoint.stem.split("-")[1])
+
+    second = up(tmp_path, "stop.env_steps=2000", "eval.enabled=false")
+    out, err = finish(second, 90)
+    assert second.returncode == ExitCode.OK, err[-2000:]
+    assert f"resuming run 'cartpole' (default from version {version};" in err and "--fresh" in err, err[-2000:]
+
+    newest = max(int(p.stem.split("-")[1]) for p in learner.glob("ckpt-*.pt"))
+    third = up(tmp_path, "stop.env_steps=2000", "eval.enabled=false", fresh=True)
+    out, err = finish(third, 90)
+    assert third.returncode == ExitCode.OK, err[-2000:]
+    assert "resuming" not in err and "fresh" in err, err[-2000:]
+    (moved,) = (tmp_path / "run" / "previous").iterdir()
+    assert max(int(p.stem.split("-")[1]) for p in (moved / "learner-default").glob("ckpt-*.pt")) == newest
+    # the fresh learner counts its versions from the start again, below the previous run's
+    assert max(int(p.stem.split("-")[1]) for p in learner.glob("ckpt-*.pt")) < newest
+
+
 def test_a_daemon_that_cannot_start_ends_the_run_with_its_error(tmp_path):
     proc = up(tmp_path, "env.id=NoSuchEnv-v9", "stop.seconds=60", "supervisor.backoff_initial_s=0.1")
     out, err = finish(proc, 60)
