@@ -96,6 +96,10 @@ def test_tmux_launcher_starts_and_stops_a_run(tmp_path):
         assert not ours(tmp_path) and not psutil.pid_exists(server)
         assert list((tmp_path / "run" / "learner-default").glob("ckpt-*.pt")), "the learner checkpoints on stop"
         assert not (tmp_path / "run" / "endpoint").exists()
+        # each daemon's output outlives the session, in the run directory as under `tandem up`
+        logs = tmp_path / "run" / "logs"
+        assert {p.name for p in logs.iterdir()} >= {"supervisor.log", "learner-default.log", "actor-0.log"}
+        assert "learner-default" in (logs / "learner-default.log").read_text()
     finally:
         subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True, timeout=10)
         for proc in ours(tmp_path):
