@@ -31,7 +31,7 @@ class Tagged(gym.Env):
 
     def step(self, action):
         self.t += 1
-        draw = self.rng.random() / self.end_prob  # below 1: the episode ends, terminated or truncated or both
+        draw = self.rng.random() / max(self.end_prob, 1e-12)  # below 1: the episode ends (terminated, truncated, both)
         return self._frame(), float(self.rng.standard_normal()), bool(draw < 0.5 or 0.8 < draw < 1.0), bool(0.5 <= draw < 1.0), {}
 
 
