@@ -170,7 +170,7 @@ class NStepAccumulator:
         m_e = m[s_idx, k_idx]
         # Rewards of the emitted windows only: [E, n] read from the zero-padded column, masked past each m.
         padded = np.concatenate([rewards, np.zeros((n - 1, envs))]) if n > 1 else rewards
-        window = np.lib.stride_tricks.sliding_window_view(padded, n, axis=0)[s_idx, k_idx]
+        window = padded.reshape(-1).take((s_idx[:, None] + np.arange(n)) * envs + k_idx[:, None])
         returns = np.where(np.arange(n) < m_e[:, None], window, 0.0) @ self._powers[:n]
         # An emitted window always ends inside this batch: an open carried start has no episode end after
         # it in the carry, and c <= n-1 means a full window reaches the batch. So `last_b` is >= 0.
