@@ -157,14 +157,13 @@ class NStepAccumulator:
             pending = np.concatenate([carry.pending, pending])
         length = c + steps  # steps carried + steps new; the batch's obs[0] is the obs after the last carried one
 
-        # For every start s (all of them at once), walk i = 0..n-1 while still inside the episode and the data.
-        # The window from s takes m = min(n, steps left, steps to its episode's end) steps; it has ended when its
-        # last step is that end. Found from each step's next episode end, with no loop over i < n.
+        # The window from s takes m = min(n, steps left, steps to its episode's end) steps, all starts at once
+        # from each step's next episode end (no loop over i < n); it has ended when its last step is that end.
         starts = np.arange(length)[:, None]
-        next_end = np.minimum.accumulate(np.where(done, starts, length)[::-1], axis=0)[::-1]
-        m = np.minimum(np.minimum(next_end - starts + 1, length - starts), n)
-        ended = (next_end - starts + 1 == m) & (next_end < length)
-        emit = pending & ((m == n) | ended)
+        next_end = np.minimum.accumulate(np.where(done, starts, length)[::-1], axis=0)[::-1]  # `length`: none
+        to_end = next_end - (starts - 1)  # steps up to and including the episode's end
+        m = np.minimum(to_end, np.minimum(length - starts, n))
+        emit = pending & ((m == n) | (to_end == m))
 
         s_idx, k_idx = np.nonzero(emit)  # row-major, so starts in the carry come first
         m_e = m[s_idx, k_idx]
