@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from daemons.actor.backlog import Backlog
@@ -11,6 +12,8 @@ from daemons.config.schema import RunConfig
 from daemons.envs.spaces import PolicySpaces
 from daemons.runtime.endpoints import LearnerEndpoints, socket_options
 from protocol import TransitionBatch, sockets, stacks
+
+log = logging.getLogger(__name__)
 
 
 class FollowedPolicy:
@@ -79,6 +82,9 @@ class PolicyLink:
         packed = stacks.pack(batch, self.frame_stack)
         if packed is None:
             self.sent_whole += 1
+            if self.sent_whole == 1:
+                log.warning("observations are not FrameStackObservation's stacks of %d frames: sending them whole",
+                            self.frame_stack)
             return batch
         return packed
 

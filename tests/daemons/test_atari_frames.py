@@ -68,3 +68,31 @@ def test_pong_batches_cut_to_frames_rebuild_exactly():
         assert packed is not None and packed.obs.shape == (UNROLL + 1, ENVS, 84, 84)
         assert packed.obs_history.shape == (ENVS, 3, 84, 84)
         np.testing.assert_array_equal(stacks.unpack(packed).obs, batch.obs)
+
+
+def test_the_actor_link_sends_atari_stacks_as_frames_and_anything_else_whole(tmp_path):
+    import zmq
+
+    from daemons.actor.link import PolicyLink
+    from daemons.envs.spaces import PolicySpaces
+    from daemons.runtime.endpoints import LearnerEndpoints
+
+    config = config_from_dict({"env": {"id": "ALE/Pong-v5", "atari": {"enabled": True}}, "algorithm": {"name": "appo"}})
+    env = make_env(config.env)
+    spaces = PolicySpaces((), env.observation_space, env.action_space, 0)
+    env.close()
+    ends = LearnerEndpoints(*(f"ipc://{tmp_path}/{name}" for name in ("transitions", "weights", "snapshot")))
+    ctx = zmq.Context()
+    link = PolicyLink(ctx, config, "default", spaces, ends, "actor-0", seed=0)
+    try:
+        batch = play("Pong", 40, 1, incarnation=0, seed=4)[0]
+        sent = TransitionBatch.from_frames([bytes(f) for f in link.wire_form(batch).to_frames()])
+        assert sent.obs_stack == 4 and sent.obs.shape == (UNROLL + 1, ENVS, 84, 84)
+        np.testing.assert_array_equal(stacks.unpack(sent).obs, batch.obs)
+        odd = batch.obs.copy()
+        odd[3, 0, 0] = 255 - odd[3, 0, 0]  # not a frame stack any more: goes whole, and is counted
+        whole = link.wire_form(TransitionBatch(**{**batch.__dict__, "obs": odd}))
+        assert whole.obs_stack == 1 and whole.obs is odd and link.sent_whole == 1
+    finally:
+        link.close()
+        ctx.destroy(linger=0)
