@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from daemons.replay.batch import SampledBatch
-from daemons.replay.buffer import ReplayBuffer
+from daemons.replay.buffer import ReplayBuffer, mapped_zeros
 from daemons.replay.nstep import NStepAccumulator
 from protocol import TransitionBatch, stacks
 
@@ -44,7 +44,7 @@ class FrameReplay:
         self.frame_capacity = frame_capacity or capacity + capacity // FRAME_SLACK + 1024
         if self.frame_capacity >= 2**31:
             raise ValueError(f"frame capacity {self.frame_capacity} does not fit int32 references")
-        self.frames = np.zeros((self.frame_capacity, *self.frame_shape), obs_dtype)  # mapped lazily, as it fills
+        self.frames = mapped_zeros((self.frame_capacity, *self.frame_shape), obs_dtype)  # mapped lazily, as it fills
         self.written = 0  # frames ever written: frame number f lies in slot f % frame_capacity while f >= oldest
         self.rows = ReplayBuffer(capacity, (self.stack,), np.int32, action_shape, action_dtype,
                                  prioritized=prioritized, alpha=alpha, seed=seed)
@@ -168,11 +168,12 @@ class FrameReplay:
 
     def gather(self, slots: np.ndarray) -> dict[str, np.ndarray]:
         cols = self.rows.gather(slots)
-        cols["obs"], cols["next_obs"] = self.frames[cols["obs"]], self.frames[cols["next_obs"]]
+        cols["obs"], cols["next_obs"] = self.frames.take(cols["obs"], axis=0), self.frames.take(cols["next_obs"], axis=0)
         return cols
 
     def _stacked(self, batch: SampledBatch) -> SampledBatch:
-        return dataclasses.replace(batch, obs=self.frames[batch.obs], next_obs=self.frames[batch.next_obs])
+        return dataclasses.replace(batch, obs=self.frames.take(batch.obs, axis=0),
+                                   next_obs=self.frames.take(batch.next_obs, axis=0))
 
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
         self.rows.update_priorities(indices, priorities)
