@@ -84,3 +84,34 @@ def test_stacked_batches_are_trained_on_and_malformed_ones_counted_and_dropped(p
         learner.insert(frames(stacked_batch(seq=3, seed=3)))
     assert learner.train_step()
     assert np.isfinite(learner.last_metrics["loss"])
+
+
+def test_a_dqn_learner_checkpoints_its_frame_replay_and_resumes_with_it(tmp_path):
+    overrides = [f"run.dir='{tmp_path}'", "algorithm.name='double_dqn'", "learner.replay_capacity=1000",
+                 "algorithm.batch_size=32", "learner.replay_min_size=8",
+                 "learner.checkpoint_replay=true"]
+    config = load_config(ROOT / "examples" / "pong_appo.toml", overrides)
+    learner = Learner(config, "default", StopFlag(), control_endpoint=None)
+    learner.build()
+    try:
+        for seq in range(3):
+            learner.insert(frames(stacked_batch(seq=seq, seed=seq)))
+        replay = learner.feed.replay
+        assert isinstance(replay, FrameReplay) and len(replay) > 0
+        learner.checkpoint()
+        slots = replay.live_slots()
+        want = replay.gather(slots)
+    finally:
+        learner.metrics.close()
+        sockets.close_context(learner.ctx, 0)
+    again = Learner(config, "default", StopFlag(), control_endpoint=None)
+    again.build()
+    try:
+        got = again.feed.replay.gather(again.feed.replay.live_slots())
+        for name in ("obs", "next_obs", "actions", "returns", "discounts", "versions"):
+            np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+        again.insert(frames(stacked_batch(seq=0, seed=9)))  # a stream after the restart starts afresh
+        assert len(again.feed.replay) > len(slots)
+    finally:
+        again.metrics.close()
+        sockets.close_context(again.ctx, 0)
