@@ -14,6 +14,8 @@ from protocol.limits import DEFAULT_LIMITS, Limits
 
 CORE_ARRAYS = ("obs", "actions", "rewards", "terminated", "truncated", "final_obs")
 MAX_EXTRAS = 16
+MAX_OBS_STACK = 64  # frames per stacked observation a receiver accepts
+STACK_HISTORY = "obs_history"  # the earlier frames of obs[0]'s stacks, in a stacked batch (PROTOCOL.md 2.1.2)
 HEADER_FIELDS = {
     "policy_id": framing.string,
     "actor_id": framing.string,
@@ -48,8 +50,19 @@ class TransitionBatch:
     truncated: np.ndarray  # [T, K], bool
     final_obs: np.ndarray  # [truncated.sum(), *obs_shape], obs dtype
     extras: Mapping[str, np.ndarray] = field(default_factory=dict)  # name -> [T, K, ...], e.g. behaviour logits
+    # Frame stacks sent once (PROTOCOL.md 2.1.2): with obs_stack S > 1, obs and final_obs hold only the newest
+    # frame of each observation and obs_history [K, S-1, *frame] the earlier frames of obs[0]'s stacks;
+    # protocol.stacks rebuilds the whole stacks.
+    obs_stack: int = 1
+    obs_history: np.ndarray | None = None
 
     KIND = "transition_batch"
+
+    @property
+    def obs_shape(self) -> tuple[int, ...]:
+        """The shape of one observation as the env made it (a stacked batch's frames stacked again)."""
+        frame = tuple(self.obs.shape[2:])
+        return (self.obs_stack, *frame) if self.obs_stack > 1 else frame
 
     @property
     def num_steps(self) -> int:
@@ -66,6 +79,7 @@ class TransitionBatch:
     def check_shapes(self) -> None:
         """Raise ProtocolError unless the columns agree with one another as the class docstring says."""
         check_columns(self.obs, self.actions, self.rewards, self.terminated, self.truncated, self.final_obs, self.extras)
+        check_stack(self.obs, self.obs_stack, self.obs_history)
 
     def to_frames(self) -> list[framing.Frame]:
         self.check_shapes()
@@ -73,6 +87,9 @@ class TransitionBatch:
         for name, check in HEADER_FIELDS.items():
             check(name, fields[name])
         arrays = [(name, getattr(self, name)) for name in CORE_ARRAYS]
+        if self.obs_stack > 1:  # unstacked batches stay exactly as before: no new key, no new array
+            fields["obs_stack"] = self.obs_stack
+            arrays.append((STACK_HISTORY, self.obs_history))
         arrays += [(f"extra.{name}", arr) for name, arr in self.extras.items()]
         return framing.encode(self.KIND, fields, arrays)
 
@@ -81,7 +98,9 @@ class TransitionBatch:
         header, views = framing.decode_header(frames, limits)
         framing.expect_kind(header, cls.KIND)
         fields = framing.take_fields(header, HEADER_FIELDS)
+        stack = framing.count("obs_stack", header.get("obs_stack", 1))
         arrays = framing.take_arrays(header, views, limits)
+        history = arrays.pop(STACK_HISTORY, None)
         for name in CORE_ARRAYS:
             if name not in arrays:
                 raise ProtocolError("required array is missing", name)
@@ -92,7 +111,7 @@ class TransitionBatch:
             if not name.startswith("extra.") or len(name) == len("extra."):
                 raise ProtocolError(f"unknown array {name!r}; extra arrays are named 'extra.<name>'", "arrays")
             extras[name[len("extra."):]] = arr
-        batch = cls(**fields, **{n: arrays[n] for n in CORE_ARRAYS}, extras=extras)
+        batch = cls(**fields, **{n: arrays[n] for n in CORE_ARRAYS}, extras=extras, obs_stack=stack, obs_history=history)
         batch.check_shapes()
         return batch
 
@@ -122,3 +141,19 @@ def check_columns(obs, actions, rewards, terminated, truncated, final_obs, extra
             raise ProtocolError("extra array names must be non-empty strings", "extras")
         if arr.shape[:2] != (steps, envs):
             raise ProtocolError(f"must start with [T={steps}, K={envs}], got {list(arr.shape)}", f"extra.{name}")
+
+
+def check_stack(obs, stack, history) -> None:
+    """A stacked batch's obs_stack and obs_history agree with its obs (PROTOCOL.md 2.1.2); an unstacked one has none."""
+    if type(stack) is not int or not 1 <= stack <= MAX_OBS_STACK:
+        raise ProtocolError(f"must be an integer in [1, {MAX_OBS_STACK}], got {stack!r}", "obs_stack")
+    if stack == 1:
+        if history is not None:
+            raise ProtocolError("is only sent with obs_stack > 1", STACK_HISTORY)
+        return
+    if history is None:
+        raise ProtocolError(f"required array is missing (obs_stack is {stack})", STACK_HISTORY)
+    expected = (obs.shape[1], stack - 1, *obs.shape[2:])
+    if history.shape != expected or history.dtype != obs.dtype:
+        raise ProtocolError(f"must be {obs.dtype} {list(expected)} ([K, obs_stack-1, *frame]), "
+                            f"got {history.dtype} {list(history.shape)}", STACK_HISTORY)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from daemons.actor.backlog import Backlog
@@ -10,7 +11,9 @@ from daemons.algorithms import make_policy
 from daemons.config.schema import RunConfig
 from daemons.envs.spaces import PolicySpaces
 from daemons.runtime.endpoints import LearnerEndpoints, socket_options
-from protocol import TransitionBatch, sockets
+from protocol import TransitionBatch, sockets, stacks
+
+log = logging.getLogger(__name__)
 
 
 class FollowedPolicy:
@@ -54,6 +57,9 @@ class PolicyLink:
         self.followed = FollowedPolicy(ctx, config, policy, spaces, endpoints, name, seed)
         self.push_socket = sockets.transitions_push(ctx, endpoints.transitions, socket_options(config))
         self.backlog = Backlog(config.actors.backlog_batches)
+        atari = config.env.atari
+        self.frame_stack = atari.frame_stack if atari.enabled else 1
+        self.sent_whole = 0  # stacked batches that could not be cut to frames (stacks not FrameStackObservation's)
 
     @property
     def version(self) -> int:
@@ -67,7 +73,20 @@ class PolicyLink:
         return self.followed.poll()
 
     def push(self, batch: TransitionBatch) -> None:
-        self.backlog.push(batch.to_frames())
+        self.backlog.push(self.wire_form(batch).to_frames())
+
+    def wire_form(self, batch: TransitionBatch) -> TransitionBatch:
+        """Frame stacks travel as their newest frames (PROTOCOL.md 2.1.2); a batch that cannot goes whole."""
+        if self.frame_stack < 2:
+            return batch
+        packed = stacks.pack(batch, self.frame_stack)
+        if packed is None:
+            self.sent_whole += 1
+            if self.sent_whole == 1:
+                log.warning("observations are not FrameStackObservation's stacks of %d frames: sending them whole",
+                            self.frame_stack)
+            return batch
+        return packed
 
     def flush(self) -> None:
         """Send what the socket takes now, oldest first; never blocks."""

@@ -215,8 +215,8 @@ class Learner:
 
     def check_content(self, batch: TransitionBatch) -> None:
         """ValueError unless a well-framed batch also fits this policy's spaces and algorithm."""
-        if tuple(batch.obs.shape[2:]) != self.obs_shape:
-            raise ValueError(f"obs are {list(batch.obs.shape[2:])} per step, this policy's observations are "
+        if batch.obs_shape != self.obs_shape:  # a stacked batch's frames count as their stacks (PROTOCOL.md 2.1.2)
+            raise ValueError(f"obs are {list(batch.obs_shape)} per step, this policy's observations are "
                              f"{list(self.obs_shape)}")
         self.algorithm.check_batch(batch)
 

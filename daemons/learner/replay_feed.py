@@ -9,8 +9,8 @@ import numpy as np
 
 from daemons.config.schema import RunConfig
 from daemons.learner.rate_limiter import RateLimiter
-from daemons.replay import NStepAccumulator, ReplayBuffer, SampledBatch
-from protocol import TransitionBatch
+from daemons.replay import FrameReplay, NStepAccumulator, ReplayBuffer, SampledBatch
+from protocol import TransitionBatch, stacks
 
 
 class ReplayFeed:
@@ -18,12 +18,20 @@ class ReplayFeed:
 
     def __init__(self, config: RunConfig, obs_space: gym.Space, action_space: gym.Space):
         self.config = config
-        self.replay = ReplayBuffer(
-            config.learner.replay_capacity, obs_space.shape, np.dtype(obs_space.dtype), action_space.shape or (),
-            np.dtype(action_space.dtype or np.int64), prioritized=config.algorithm.prioritized,
-            alpha=config.algorithm.priority_alpha, seed=config.run.seed,
-        )
-        self.nstep = NStepAccumulator(config.algorithm.n_step, config.algorithm.gamma)
+        atari, shape = config.env.atari, tuple(obs_space.shape or ())
+        stack = atari.frame_stack if atari.enabled and atari.frame_stack > 1 and shape[:1] == (atari.frame_stack,) else 1
+        common = dict(prioritized=config.algorithm.prioritized, alpha=config.algorithm.priority_alpha, seed=config.run.seed)
+        action_shape, action_dtype = action_space.shape or (), np.dtype(action_space.dtype or np.int64)
+        if stack > 1:  # each frame stored once; the replay runs its own n-step windows over frame numbers
+            self.replay = FrameReplay(config.learner.replay_capacity, shape, np.dtype(obs_space.dtype), action_shape,
+                                      action_dtype, config.algorithm.n_step, config.algorithm.gamma, **common)
+            self.nstep = self.replay.nstep
+            self._insert = self.replay.add
+        else:
+            self.replay = ReplayBuffer(config.learner.replay_capacity, shape, np.dtype(obs_space.dtype), action_shape,
+                                       action_dtype, **common)
+            self.nstep = NStepAccumulator(config.algorithm.n_step, config.algorithm.gamma)
+            self._insert = lambda batch: self.replay.add(self.nstep.add(stacks.unpack(batch)))
         spi, batch = config.learner.samples_per_insert, config.algorithm.batch_size
         self.limiter = RateLimiter(spi, config.learner.replay_min_size, error_buffer=max(4.0 * batch, 2.0 * spi * 256))
         self.publish_every = config.learner.publish_interval_updates
@@ -34,7 +42,7 @@ class ReplayFeed:
 
     def add(self, batch: TransitionBatch) -> int:
         before = len(self.replay)
-        added = self.replay.add(self.nstep.add(batch))
+        added = self._insert(batch)
         self.limiter.record_insert(added, before)
         return added
 
@@ -57,8 +65,12 @@ class ReplayFeed:
             self.replay.update_priorities(sample.indices, result.priorities)
 
     def counters(self) -> dict[str, float]:
-        return {"replay_size": len(self.replay), "replay_fill": len(self.replay) / self.replay.capacity,
-                "nstep_discarded": self.nstep.discarded}
+        counts = {"replay_size": len(self.replay), "replay_fill": len(self.replay) / self.replay.capacity,
+                  "nstep_discarded": self.nstep.discarded}
+        if isinstance(self.replay, FrameReplay):
+            counts.update(replay_dropped_overwritten=self.replay.dropped_overwritten,
+                          replay_batches_unstackable=self.replay.batches_unstackable + self.replay.batches_too_large)
+        return counts
 
     def state_dict(self) -> dict[str, Any]:
         return self.replay.state_dict() if self.config.learner.checkpoint_replay else {}

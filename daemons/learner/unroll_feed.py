@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from protocol import TransitionBatch
+from protocol import TransitionBatch, stacks
 
 QUEUE_BATCHES = 2  # the queue holds this many updates' worth of transitions; past that the oldest unroll goes
 
@@ -56,7 +56,8 @@ class UnrollFeed:
             taken.append(unroll)
             count += unroll.num_transitions
         self.queued -= count
-        return taken
+        # Queued unrolls keep frame stacks as frames (PROTOCOL.md 2.1.2); only the ones trained on now are rebuilt.
+        return [stacks.unpack(u) for u in taken]
 
     @staticmethod
     def lag_of(unrolls: list[TransitionBatch], version: int) -> float:

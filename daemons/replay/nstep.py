@@ -157,27 +157,23 @@ class NStepAccumulator:
             pending = np.concatenate([carry.pending, pending])
         length = c + steps  # steps carried + steps new; the batch's obs[0] is the obs after the last carried one
 
-        # For every start s (all of them at once), walk i = 0..n-1 while still inside the episode and the data.
-        starts = np.arange(length)
-        alive = np.ones((length, envs), bool)
-        returns = np.zeros((length, envs), np.float64)
-        m = np.zeros((length, envs), np.int64)
-        for i in range(n):
-            j = starts + i
-            alive &= (j < length)[:, None]
-            jc = np.minimum(j, length - 1)
-            returns += np.where(alive, self._powers[i] * rewards[jc], 0.0)
-            m += alive
-            alive &= ~done[jc]
-        last = starts[:, None] + m - 1  # last step in each window (steps of a window are contiguous)
-        cols = np.broadcast_to(np.arange(envs), (length, envs))
-        ended = done[np.maximum(last, 0), cols] if length else np.zeros((0, envs), bool)
-        emit = pending & ((m == n) | ended)
+        # The window from s takes m = min(n, steps left, steps to its episode's end) steps, all starts at once
+        # from each step's next episode end (no loop over i < n); it has ended when its last step is that end.
+        starts = np.arange(length)[:, None]
+        next_end = np.minimum.accumulate(np.where(done, starts, length)[::-1], axis=0)[::-1]  # `length`: none
+        to_end = next_end - (starts - 1)  # steps up to and including the episode's end
+        m = np.minimum(to_end, np.minimum(length - starts, n))
+        emit = pending & ((m == n) | (to_end == m))
 
         s_idx, k_idx = np.nonzero(emit)  # row-major, so starts in the carry come first
+        m_e = m[s_idx, k_idx]
+        # Rewards of the emitted windows only: [E, n] read from the zero-padded column, masked past each m.
+        padded = np.concatenate([rewards, np.zeros((n - 1, envs))]) if n > 1 else rewards
+        window = padded.reshape(-1).take((s_idx[:, None] + np.arange(n)) * envs + k_idx[:, None])
+        returns = np.where(np.arange(n) < m_e[:, None], window, 0.0) @ self._powers[:n]
         # An emitted window always ends inside this batch: an open carried start has no episode end after
         # it in the carry, and c <= n-1 means a full window reaches the batch. So `last_b` is >= 0.
-        last_b = last[s_idx, k_idx] - c
+        last_b = s_idx + m_e - 1 - c
         term_e, trunc_e = batch.terminated[last_b, k_idx], batch.truncated[last_b, k_idx]
         # After an episode's last step obs[t+1] is the next episode's first observation, never a next_obs:
         # a truncated window takes the episode's final_obs row (also when terminated too); a terminated one,
@@ -196,9 +192,9 @@ class NStepAccumulator:
         out = NStepTransitions(
             obs=obs,
             actions=actions[s_idx, k_idx],
-            returns=returns[s_idx, k_idx].astype(np.float32),
+            returns=returns.astype(np.float32),
             next_obs=next_obs,
-            discounts=np.where(term_e, 0.0, self._powers[m[s_idx, k_idx]]).astype(np.float32),
+            discounts=np.where(term_e, 0.0, self._powers[m_e]).astype(np.float32),
             versions=versions[s_idx],
         )
 

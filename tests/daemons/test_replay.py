@@ -262,7 +262,7 @@ def test_nstep_empty_batches_keep_the_stream():
 # sum-tree
 
 
-@pytest.mark.parametrize("capacity", [1, 5, 64, 1000])
+@pytest.mark.parametrize("capacity", [1, 5, 16, 17, 64, 1000, 70_000])
 def test_sumtree_matches_searchsorted(capacity):
     rng = np.random.default_rng(capacity)
     tree = SumTree(capacity)

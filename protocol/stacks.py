@@ -1,0 +1,79 @@
+"""Frame stacks sent once: a batch of stacked observations to its newest frames plus obs[0]'s history, and back.
+
+gymnasium's FrameStackObservation (padding "reset") makes each observation the last S frames of its episode,
+the episode's first frame repeated where the episode is younger than S steps. So within a batch the stack
+of obs[t, k] is fixed by the newest frames, the episode boundaries (`terminated | truncated`) and the S-1
+frames before obs[0, k]'s newest one; a truncated step's final observation is the stack of obs[t, k]
+shifted by one frame. PROTOCOL.md 2.1.2 specifies the wire form.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from protocol.transitions import TransitionBatch
+
+
+def stack_sources(done: np.ndarray, stack: int) -> np.ndarray:
+    """[T+1, K, S] int64: where frame i of the stack of obs[t, k] lies in the extended column `ext[:, k]`.
+
+    `ext` is [S-1 + T+1, K]: obs[0]'s S-1 earlier frames, then the newest frame of obs[0..T]. A frame older
+    than its episode's first frame is that first frame (the padding of FrameStackObservation)."""
+    steps, envs = done.shape
+    first = np.zeros((steps + 1, envs), np.int64)  # step at which each obs's episode began in this batch (0: before)
+    first[1:] = np.where(done, np.arange(1, steps + 1)[:, None], 0)
+    np.maximum.accumulate(first, axis=0, out=first)
+    lowest = np.where(first > 0, first + stack - 1, 0)  # in ext positions; 0 lets obs[0]'s history through
+    newest = np.arange(steps + 1)[:, None, None] + np.arange(stack)[None, None, :]  # ext position of frame i of obs[t]
+    return np.maximum(newest, lowest[:, :, None])
+
+
+def final_sources(sources: np.ndarray, truncated: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each set `truncated[t, k]` in row-major order: (ext positions of its final stack's S-1 older frames, k)."""
+    t_idx, k_idx = np.nonzero(truncated)
+    return sources[t_idx, k_idx, 1:], k_idx
+
+
+def extended(history: np.ndarray, frames: np.ndarray) -> np.ndarray:
+    """[S-1 + T+1, K, *frame]: obs[0]'s older frames ([K, S-1, ...] history) followed by the newest frames."""
+    return np.concatenate([np.swapaxes(history, 0, 1), frames])
+
+
+def rebuild(frames: np.ndarray, history: np.ndarray, done: np.ndarray, final_frames: np.ndarray,
+            truncated: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(obs [T+1, K, S, *frame], final_obs [F, S, *frame]) from the newest frames, obs[0]'s history and the flags."""
+    stack = history.shape[1] + 1
+    ext = extended(history, frames)
+    src = stack_sources(done, stack)
+    obs = ext[src, np.arange(frames.shape[1])[None, :, None]]
+    old, k_idx = final_sources(src, truncated)
+    final = np.concatenate([ext[old, k_idx[:, None]], final_frames[:, None]], axis=1)
+    return obs, final
+
+
+def pack(batch: TransitionBatch, stack: int) -> TransitionBatch | None:
+    """`batch` with each [S, ...] observation cut to its newest frame (plus obs_history), or None when its stacks
+    are not FrameStackObservation's (rebuilding them would not give them back exactly): send it whole then."""
+    obs = batch.obs
+    if batch.obs_stack != 1 or stack < 2 or obs.ndim < 3 or obs.shape[2] != stack:
+        return None
+    frames = np.ascontiguousarray(obs[:, :, -1])
+    history = np.ascontiguousarray(obs[0, :, :-1])
+    final_frames = np.ascontiguousarray(batch.final_obs[:, -1])
+    done = batch.terminated | batch.truncated
+    # Checked, not assumed: an env whose stacks follow another rule must not be silently changed.
+    got_obs, got_final = rebuild(frames, history, done, final_frames, batch.truncated)
+    if not (np.array_equal(got_obs, obs) and np.array_equal(got_final, batch.final_obs)):
+        return None
+    return dataclasses.replace(batch, obs=frames, final_obs=final_frames, obs_stack=stack, obs_history=history)
+
+
+def unpack(batch: TransitionBatch) -> TransitionBatch:
+    """The batch with whole stacks again; an unstacked batch is returned as it is."""
+    if batch.obs_stack == 1:
+        return batch
+    done = batch.terminated | batch.truncated
+    obs, final = rebuild(batch.obs, batch.obs_history, done, batch.final_obs, batch.truncated)
+    return dataclasses.replace(batch, obs=obs, final_obs=final, obs_stack=1, obs_history=None)

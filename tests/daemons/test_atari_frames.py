@@ -1,0 +1,98 @@
+"""Real ALE games through the actor's stepping: frame stacks cut to frames, sent, and rebuilt exactly (PROTOCOL.md 2.1.2)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from daemons.actor.stepping import make_stepping
+from daemons.config.loader import config_from_dict
+from daemons.envs.gym_envs import make_env
+from daemons.replay import FrameReplay, NStepAccumulator, ReplayBuffer
+from protocol import TransitionBatch, stacks
+
+ENVS, UNROLL = 2, 8
+
+
+def atari_config(game: str, max_steps: int):
+    return config_from_dict({"env": {"id": f"ALE/{game}-v5", "num_envs": ENVS, "max_episode_steps": max_steps,
+                                     "kwargs": {"repeat_action_probability": 0.0}, "atari": {"enabled": True}},
+                             "actors": {"unroll_length": UNROLL}})
+
+
+def play(game: str, max_steps: int, unrolls: int, incarnation: int, seed: int) -> list[TransitionBatch]:
+    """What an actor would push: `unrolls` TransitionBatches of ENVS real, preprocessed, frame-stacked envs."""
+    config = atari_config(game, max_steps)
+    stepping = make_stepping([make_env(config.env) for _ in range(ENVS)], "gymnasium", config, "actor-0", seed,
+                             incarnation)
+    rng = np.random.default_rng(seed)
+    choose = lambda policy, obs, idx: (rng.integers(0, stepping.spaces["default"].action_space.n, len(idx)), {})
+    try:
+        while len(stepping.outbox) < unrolls:
+            stepping.tick(choose, {"default": 0})
+    finally:
+        stepping.close()
+    return stepping.outbox
+
+
+def test_atari_stacks_survive_the_wire_across_lives_truncation_and_restarts():
+    # Breakout loses lives (episodic life ends the learner's episode mid-game), a short limit truncates games,
+    # and a second incarnation starts over with new envs.
+    batches = play("Breakout", 60, 24, incarnation=0, seed=0) + play("Breakout", 60, 8, incarnation=1, seed=1)
+    assert sum(int(b.terminated.sum()) for b in batches) >= 2 and sum(int(b.truncated.sum()) for b in batches) >= 2
+    replay = FrameReplay(10_000, (4, 84, 84), np.uint8, (), np.int64, 3, 0.99)
+    ref, acc = ReplayBuffer(10_000, (4, 84, 84), np.uint8, (), np.int64), NStepAccumulator(3, 0.99)
+    sent = 0
+    for batch in batches:
+        packed = stacks.pack(batch, 4)
+        assert packed is not None, "the real wrapper's stacks must be rebuildable from frames"
+        wire = [bytes(f) for f in packed.to_frames()]
+        sent += sum(len(f) for f in wire)
+        got = stacks.unpack(TransitionBatch.from_frames(wire))
+        np.testing.assert_array_equal(got.obs, batch.obs)
+        np.testing.assert_array_equal(got.final_obs, batch.final_obs)
+        replay.add(TransitionBatch.from_frames(wire))
+        ref.add(acc.add(batch))
+    whole = sum(b.obs.nbytes + b.final_obs.nbytes for b in batches)
+    assert sent < 0.4 * whole  # about a quarter: each frame once, plus obs[0]'s three older frames
+    # Replay holds exactly the transitions whole stacks would give: no stack mixes episodes or incarnations.
+    mine, theirs = replay.gather(replay.live_slots()), ref.gather(ref.live_slots())
+    key = lambda cols, i: (cols["obs"][i].tobytes(), cols["next_obs"][i].tobytes(), int(cols["actions"][i]),
+                           float(cols["returns"][i]), float(cols["discounts"][i]))
+    assert sorted(key(mine, i) for i in range(len(replay))) == sorted(key(theirs, i) for i in range(len(ref)))
+    assert len(replay) > 0.9 * sum(b.num_transitions for b in batches)
+
+
+def test_pong_batches_cut_to_frames_rebuild_exactly():
+    for batch in play("Pong", 40, 6, incarnation=3, seed=2):
+        packed = stacks.pack(batch, 4)
+        assert packed is not None and packed.obs.shape == (UNROLL + 1, ENVS, 84, 84)
+        assert packed.obs_history.shape == (ENVS, 3, 84, 84)
+        np.testing.assert_array_equal(stacks.unpack(packed).obs, batch.obs)
+
+
+def test_the_actor_link_sends_atari_stacks_as_frames_and_anything_else_whole(tmp_path):
+    import zmq
+
+    from daemons.actor.link import PolicyLink
+    from daemons.envs.spaces import PolicySpaces
+    from daemons.runtime.endpoints import LearnerEndpoints
+
+    config = config_from_dict({"env": {"id": "ALE/Pong-v5", "atari": {"enabled": True}}, "algorithm": {"name": "appo"}})
+    env = make_env(config.env)
+    spaces = PolicySpaces((), env.observation_space, env.action_space, 0)
+    env.close()
+    ends = LearnerEndpoints(*(f"ipc://{tmp_path}/{name}" for name in ("transitions", "weights", "snapshot")))
+    ctx = zmq.Context()
+    link = PolicyLink(ctx, config, "default", spaces, ends, "actor-0", seed=0)
+    try:
+        batch = play("Pong", 40, 1, incarnation=0, seed=4)[0]
+        sent = TransitionBatch.from_frames([bytes(f) for f in link.wire_form(batch).to_frames()])
+        assert sent.obs_stack == 4 and sent.obs.shape == (UNROLL + 1, ENVS, 84, 84)
+        np.testing.assert_array_equal(stacks.unpack(sent).obs, batch.obs)
+        odd = batch.obs.copy()
+        odd[3, 0, 0] = 255 - odd[3, 0, 0]  # not a frame stack any more: goes whole, and is counted
+        whole = link.wire_form(TransitionBatch(**{**batch.__dict__, "obs": odd}))
+        assert whole.obs_stack == 1 and whole.obs is odd and link.sent_whole == 1
+    finally:
+        link.close()
+        ctx.destroy(linger=0)
