@@ -1,0 +1,100 @@
+"""env.vector: GymStepping over gymnasium's Sync/AsyncVectorEnv (and EnvPool) gives the built-in loop's batches."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import numpy as np
+import pytest
+
+from daemons.actor.stepping import actor_envs, make_stepping
+from daemons.config import load_config
+from daemons.config.fields import ConfigError
+from daemons.envs.gym_envs import EnvBuildError
+from daemons.envs.vector import VECTOR_API
+from tests.system.harness import ROOT
+
+K, T = 3, 10
+
+
+def config(*overrides: str):
+    return load_config(ROOT / "examples" / "cartpole.toml",
+                       [f"env.num_envs={K}", "env.max_episode_steps=12", f"actors.unroll_length={T}", *overrides])
+
+
+def batches(vector: str, seed: int = 5, count: int = 4):
+    """`count` batches of a stepping built as an actor builds it, acting by a fixed rule on the observation."""
+    cfg = config(f"env.vector='{vector}'")
+    stages: list[str] = []
+    api, build = actor_envs(cfg, seed)
+    stepping = make_stepping(build(stages.append), api, cfg, "actor-0", seed=seed, incarnation=1)
+    try:
+        def choose(policy, obs, env_index):  # env 0 lets the pole fall (terminated), the others balance it (truncated)
+            return np.where(env_index == 0, 0, obs[:, 2] + obs[:, 3] > 0).astype(np.int64), {}
+
+        out = []
+        while len(out) < count:
+            stepping.tick(choose, {"default": 3})
+            out += stepping.outbox
+            stepping.outbox.clear()
+        return api, stages, out, stepping.episodes, stepping.recent_return_mean()
+    finally:
+        stepping.close()
+
+
+@pytest.mark.parametrize("vector", ["sync", "async"])
+def test_vector_env_batches_equal_the_built_in_loop(vector):
+    api0, stages0, expected, episodes0, mean0 = batches("")
+    api, stages, got, episodes, mean = batches(vector)
+    assert api0 == "gymnasium" and api == VECTOR_API
+    assert stages0 == [f"build_env {k}/{K}" for k in range(1, K + 1)] and stages == [f"build_env {vector} x{K}"]
+    assert any(b.truncated.any() for b in got) and any(b.terminated.any() for b in got)
+    for a, b in zip(expected, got, strict=True):
+        b.check_shapes()
+        assert (b.seq, b.policy_version, b.env_steps) == (a.seq, a.policy_version, a.env_steps)
+        for name in ("obs", "actions", "rewards", "terminated", "truncated", "final_obs"):
+            assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    assert episodes == episodes0 > 0 and mean == mean0
+
+
+def test_vector_with_a_different_seed_differs():
+    _, _, a, _, _ = batches("sync", seed=5, count=1)
+    _, _, b, _, _ = batches("sync", seed=6, count=1)
+    assert not np.array_equal(a[0].obs[0], b[0].obs[0])
+
+
+def test_bad_vector_value_names_the_key():
+    with pytest.raises(ConfigError, match="env.vector"):
+        config("env.vector='threads'")
+
+
+def test_vector_of_a_pettingzoo_env_is_an_error_naming_the_key():
+    cfg = config("env.vector='sync'", "env.id='pettingzoo.classic.rps_v2'", "env.max_episode_steps=0")
+    with pytest.raises(EnvBuildError, match="env.vector"):
+        actor_envs(cfg, 0)
+
+
+def test_vector_env_that_fails_to_build_is_an_error_not_the_built_in_loop():
+    cfg = config("env.vector='async'", "env.id='NoSuchEnv-v0'")
+    api, build = actor_envs(cfg, 0)
+    with pytest.raises(EnvBuildError, match="NoSuchEnv-v0"):
+        build(lambda stage: None)
+
+
+def test_envpool_missing_is_an_error_naming_the_package(monkeypatch):
+    monkeypatch.setitem(sys.modules, "envpool", None)  # what `import envpool` meets where it is not installed
+    api, build = actor_envs(config("env.vector='envpool'"), 0)
+    with pytest.raises(EnvBuildError, match="pip install envpool"):
+        build(lambda stage: None)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("envpool") is None, reason="envpool is not installed")
+def test_envpool_truncates_and_resets_in_the_same_step():
+    _, _, got, episodes, _ = batches("envpool", count=2)
+    for b in got:
+        b.check_shapes()
+        assert len(b.final_obs) == int(b.truncated.sum())
+        for t, k in np.argwhere(b.truncated | b.terminated):
+            assert np.all(np.abs(b.obs[t + 1, k]) <= 0.05)  # the next episode's first obs (CartPole resets)
+    assert any(b.truncated.any() for b in got) and episodes > 0
