@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from daemons.actor.stepping import actor_envs, make_stepping
-from daemons.config import load_config
+from daemons.config import config_from_dict, load_config
 from daemons.config.fields import ConfigError
 from daemons.envs.gym_envs import EnvBuildError
 from daemons.envs.vector import VECTOR_API
@@ -98,3 +98,30 @@ def test_envpool_truncates_and_resets_in_the_same_step():
         for t, k in np.argwhere(b.truncated | b.terminated):
             assert np.all(np.abs(b.obs[t + 1, k]) <= 0.05)  # the next episode's first obs (CartPole resets)
     assert any(b.truncated.any() for b in got) and episodes > 0
+
+
+def play_games(kind: str):
+    """Breakout with [env.atari] in 2 envs under a fixed random action sequence, until a game is reported."""
+    cfg = config_from_dict({"env": {"id": "ALE/Breakout-v5", "num_envs": 2, "vector": kind, "atari": {"enabled": True}}})
+    api, build = actor_envs(cfg, 0)
+    group = make_stepping(build(lambda stage: None), api, cfg, "actor-0", seed=0, incarnation=0).group
+    rng = np.random.default_rng(0)
+    ends, reported = 0, []
+    try:
+        while not reported:
+            result = group.step(rng.integers(4, size=2))
+            ends += int(np.count_nonzero(result.terminated | result.truncated))
+            reported += result.episodes
+    finally:
+        group.close()
+    return ends, reported, group.env_steps
+
+
+@pytest.mark.parametrize("kind", ["sync", pytest.param("envpool", marks=pytest.mark.skipif(
+    importlib.util.find_spec("envpool") is None, reason="envpool is not installed"))])
+def test_vector_atari_reports_whole_games_not_lives(kind):
+    ends, reported, steps = play_games(kind)
+    assert ends >= 5, "the learner saw every lost life of the first game as an episode end"
+    assert reported[0][0] >= 0 and reported[0][1] > 0
+    if kind == "sync":  # the same wrappers, seeds and actions as the built-in loop: the same games
+        assert (ends, reported, steps) == play_games("")
