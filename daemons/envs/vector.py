@@ -1,4 +1,4 @@
-"""Pre-vectorised envs (`env.vector`): K copies in gymnasium's Sync/AsyncVectorEnv or EnvPool, stepped in one call.
+"""Pre-vectorised envs (`env.vector`): K envs in one vector env (gymnasium, EnvPool, ale-py), stepped in one call.
 
 A vector env here always resets an env in the step that ends its episode (gymnasium's SAME_STEP autoreset):
 the step returns the next episode's first observation and puts the last one in info['final_obs'], so
@@ -20,6 +20,7 @@ import numpy as np
 from daemons.config.schema import EnvSection
 from daemons.envs.atari import GAME_LENGTH, GAME_RETURN
 from daemons.envs.gym_envs import EnvBuildError, StepResult, make_env
+from daemons.envs.native_vectors import make_ale, make_envpool
 from daemons.envs.spaces import env_actions
 from daemons.runtime.signals import die_with_parent
 
@@ -54,9 +55,9 @@ def build_vector(cfg: EnvSection, seed: int, enter_stage: Callable[[str], None],
     enter_stage(f"build_env {kind} x{cfg.num_envs}")
     try:
         if kind == "envpool":
-            from daemons.envs.envpool_env import make_envpool
-
             return make_envpool(cfg, seed, training)
+        if kind == "ale":
+            return make_ale(cfg, training)
         env_fns = [WorkerEnv(cfg, training)] * cfg.num_envs
         mode = gym.vector.AutoresetMode.SAME_STEP
         if kind == "sync":
@@ -69,7 +70,7 @@ def build_vector(cfg: EnvSection, seed: int, enter_stage: Callable[[str], None],
         raise
     except Exception as exc:  # a user's env, or a worker building it, may raise anything
         raise EnvBuildError(f"building env.vector = {kind!r} of {cfg.id!r} failed: {type(exc).__name__}: {exc}") from exc
-    raise EnvBuildError(f"env.vector {kind!r} is not one of 'sync', 'async', 'envpool'")
+    raise EnvBuildError(f"env.vector {kind!r} is not one of 'sync', 'async', 'envpool', 'ale'")
 
 
 class VectorGroup:

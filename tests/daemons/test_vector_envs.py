@@ -117,11 +117,32 @@ def play_games(kind: str):
     return ends, reported, group.env_steps
 
 
-@pytest.mark.parametrize("kind", ["sync", pytest.param("envpool", marks=pytest.mark.skipif(
+@pytest.mark.parametrize("kind", ["sync", "ale", pytest.param("envpool", marks=pytest.mark.skipif(
     importlib.util.find_spec("envpool") is None, reason="envpool is not installed"))])
 def test_vector_atari_reports_whole_games_not_lives(kind):
     ends, reported, steps = play_games(kind)
     assert ends >= 5, "the learner saw every lost life of the first game as an episode end"
     assert reported[0][0] >= 0 and reported[0][1] > 0
+    assert reported[0][1] >= 5 * 8, "a game of 5 lives lasts longer than 5 short episodes"
     if kind == "sync":  # the same wrappers, seeds and actions as the built-in loop: the same games
         assert (ends, reported, steps) == play_games("")
+
+
+@pytest.mark.parametrize("kind", ["ale", "envpool"])
+def test_native_atari_vectors_need_env_atari(kind):
+    api, build = actor_envs(config(f"env.vector='{kind}'") if kind == "ale" else
+                            config(f"env.vector='{kind}'", "env.atari.enabled=true"), 0)
+    with pytest.raises(EnvBuildError, match="env.atari.enabled and an 'ALE/Game-v5' env.id"):
+        build(lambda stage: None)
+
+
+def test_ale_vector_clips_rewards_and_steps_stacked_frames():
+    cfg = config_from_dict({"env": {"id": "ALE/Pong-v5", "num_envs": 2, "vector": "ale", "atari": {"enabled": True}}})
+    api, build = actor_envs(cfg, 0)
+    group = make_stepping(build(lambda stage: None), api, cfg, "actor-0", seed=0, incarnation=0).group
+    try:
+        assert group.obs.shape == (2, 4, 84, 84) and group.obs.dtype == np.uint8
+        rewards = np.concatenate([group.step(np.array([0, 1])).rewards for _ in range(300)])
+    finally:
+        group.close()
+    assert set(rewards) <= {-1.0, 0.0, 1.0} and rewards.min() == -1.0  # standing still, Pong loses points
