@@ -214,3 +214,10 @@ def test_async_vector_env_whose_worker_hangs_is_killed_at_its_deadline_with_ever
     # the rebuilt actor steps its vector env and its batches reach the learner
     run.wait(lambda d: rows(d)["actor-0"]["counters"].get("batches_sent", 0) > 0
              and (d["policies"][0]["updates"] or 0) > 0, 60, "batches from the vector env trained on")
+
+
+def test_actor_with_a_sync_vector_env_trains(run_up):
+    run = run_up("actors.count=1", "env.vector='sync'", "env.num_envs=4", "env.max_episode_steps=20")
+    data = run.wait(lambda d: rows(d)["actor-0"]["counters"].get("episodes", 0) >= 4
+                    and (d["policies"][0]["updates"] or 0) > 0, 60, "episodes from a sync vector env trained on")
+    assert rows(data)["actor-0"]["restarts"] == 0 and rows(data)["actor-0"]["counters"]["batches_sent"] > 0
