@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -127,11 +128,30 @@ class VectorGroup:
     def recent_mean_return(self) -> float | None:
         return float(np.mean([r for r, _ in self.finished])) if self.finished else None
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 5.0) -> None:
         try:
-            self.venv.close()
+            if isinstance(self.venv, gym.vector.AsyncVectorEnv):
+                close_workers(self.venv, timeout_s)
+            else:
+                self.venv.close()
         except Exception:  # closing must not hide the reason we are stopping
             pass
+
+
+def close_workers(venv: gym.vector.AsyncVectorEnv, timeout_s: float) -> None:
+    """Ask every worker to close its env, wait up to `timeout_s` in all, then terminate whoever has not
+    answered (gymnasium's own close waits for each answer without a timeout: a hung env would hang us)."""
+    pipes = [p for p in venv.parent_pipes if p is not None and not p.closed]
+    deadline = time.monotonic() + timeout_s
+    try:
+        for pipe in pipes:
+            pipe.send(("close", None))
+        for pipe in pipes:
+            if pipe.poll(max(0.0, deadline - time.monotonic())):
+                pipe.recv()
+    except (OSError, EOFError):  # a worker already gone
+        pass
+    venv.close(terminate=True)  # terminates the workers still alive, closes the pipes, joins
 
 
 def game_episodes(final_info: dict[str, Any]) -> list[tuple[float, int]]:

@@ -41,6 +41,8 @@ def batches(vector: str, seed: int = 5, count: int = 4):
         return api, stages, out, stepping.episodes, stepping.recent_return_mean()
     finally:
         stepping.close()
+        for worker in getattr(getattr(stepping.group, "venv", None), "processes", []):  # async: every worker ended
+            assert worker.exitcode == 0, "the worker closed its env and ended"
 
 
 @pytest.mark.parametrize("vector", ["sync", "async"])
