@@ -10,7 +10,7 @@ import numpy as np
 
 from daemons.config.schema import EnvSection
 from daemons.envs.atari import GAME_LENGTH, GAME_RETURN
-from daemons.envs.gym_envs import EnvBuildError
+from daemons.envs.gym_envs import EnvBuildError, make_env
 
 Step = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
 
@@ -37,6 +37,25 @@ def atari_game(cfg: EnvSection) -> str:
         raise EnvBuildError(f"env.vector = {cfg.vector!r} is for Atari: it needs env.atari.enabled and an "
                             f"'ALE/Game-v5' env.id (env.id is {cfg.id!r})")
     return cfg.id.removeprefix("ALE/").split("-")[0]
+
+
+def check_spaces(venv: Any, cfg: EnvSection) -> Any:
+    """`venv` when its observations are what the learner expects (it probes make_env's env); else an error."""
+    obs, act = venv.single_observation_space, venv.single_action_space
+    if cfg.atari.enabled:  # the learner's, from make_env's wrappers, without building an ALE env here
+        a = cfg.atari
+        shape = (a.frame_stack,) * (a.frame_stack > 1) + (a.screen_size, a.screen_size) + (3,) * (not a.grayscale)
+        dtype = np.dtype(np.uint8)
+    else:
+        probe = make_env(cfg)
+        shape, dtype = probe.observation_space.shape, np.dtype(probe.observation_space.dtype)
+        probe.close()
+    if tuple(obs.shape) != tuple(shape) or np.dtype(obs.dtype) != dtype:
+        venv.close()
+        raise EnvBuildError(f"env.vector = {cfg.vector!r} gives observations of shape {tuple(obs.shape)} {obs.dtype}, "
+                            f"but the learner expects {tuple(shape)} {dtype} (what env.vector = '' steps); "
+                            "use another env.vector or change [env.atari]")
+    return venv
 
 
 # ---------------------------------------------------------------- EnvPool
@@ -73,7 +92,7 @@ def make_envpool(cfg: EnvSection, seed: int, training: bool = True) -> EnvPoolVe
         pool = envpool.make_gymnasium(task, num_envs=cfg.num_envs, batch_size=cfg.num_envs, seed=seed, **kwargs)
     except Exception as exc:  # unknown task ids and options arrive as assorted exception types
         raise EnvBuildError(f"envpool could not make {task!r} with {kwargs}: {type(exc).__name__}: {exc}") from exc
-    return EnvPoolVector(pool, cfg.num_envs, games=cfg.atari.enabled)
+    return check_spaces(EnvPoolVector(pool, cfg.num_envs, games=cfg.atari.enabled), cfg)
 
 
 def by_env(ids: np.ndarray, *arrays: Any) -> list[np.ndarray]:
@@ -148,7 +167,7 @@ def make_ale(cfg: EnvSection, training: bool = True) -> AleVector:
     except Exception as exc:  # unknown games and options arrive as assorted exception types
         raise EnvBuildError(f"ale-py's AtariVectorEnv could not make {game!r} with {kwargs}: "
                             f"{type(exc).__name__}: {exc}") from exc
-    return AleVector(venv, clip_rewards=training and a.clip_rewards)
+    return check_spaces(AleVector(venv, clip_rewards=training and a.clip_rewards), cfg)
 
 
 class AleVector:

@@ -148,3 +148,11 @@ def test_ale_vector_clips_rewards_and_steps_stacked_frames():
     finally:
         group.close()
     assert set(rewards) <= {-1.0, 0.0, 1.0} and rewards.min() == -1.0  # standing still, Pong loses points
+
+
+def test_a_native_vector_whose_observations_the_learner_would_refuse_is_an_error():
+    cfg = config_from_dict({"env": {"id": "ALE/Pong-v5", "num_envs": 2, "vector": "ale",
+                                    "atari": {"enabled": True, "frame_stack": 1}}})
+    api, build = actor_envs(cfg, 0)
+    with pytest.raises(EnvBuildError, match=r"shape \(1, 84, 84\) uint8, but the learner expects \(84, 84\)"):
+        build(lambda stage: None)
