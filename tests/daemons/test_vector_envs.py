@@ -156,3 +156,21 @@ def test_a_native_vector_whose_observations_the_learner_would_refuse_is_an_error
     api, build = actor_envs(cfg, 0)
     with pytest.raises(EnvBuildError, match=r"shape \(1, 84, 84\) uint8, but the learner expects \(84, 84\)"):
         build(lambda stage: None)
+
+
+@pytest.mark.parametrize("kind", ["", "ale", pytest.param("envpool", marks=pytest.mark.skipif(
+    importlib.util.find_spec("envpool") is None, reason="envpool is not installed"))])
+def test_native_atari_vectors_truncate_games_as_the_loop_does(kind):
+    cfg = config_from_dict({"env": {"id": "ALE/Pong-v5", "num_envs": 2, "vector": kind, "max_episode_steps": 10,
+                                    "atari": {"enabled": True}}})
+    api, build = actor_envs(cfg, 0)
+    group = make_stepping(build(lambda stage: None), api, cfg, "actor-0", seed=0, incarnation=0).group
+    try:
+        results = [group.step(np.zeros(2, np.int64)) for _ in range(20)]
+    finally:
+        group.close()
+    ends = [t for t, r in enumerate(results) if r.truncated.any() or r.terminated.any()]
+    assert ends == [9, 19] and all(results[t].truncated.all() for t in ends)
+    assert all(results[t].final_obs.shape == (2, 4, 84, 84) for t in ends)
+    # two whole (cut) games of 10 agent steps; ends at 9 and 19: the next game started in the ending step
+    assert results[9].episodes == results[19].episodes == [(0.0, 10), (0.0, 10)]
