@@ -56,8 +56,10 @@ def steps_per_s(config_path: Path, mode: str, overrides: list[str], seconds: flo
 @click.option("--modes", default=",sync,async", show_default=True,
               help="env.vector modes, comma-separated ('' is the built-in loop; add 'envpool' where installed).")
 @click.option("--seconds", default=8.0, show_default=True, help="Measuring window per mode and repeat (--quick: 1).")
-@click.option("--repeats", default=3, show_default=True, help="Rounds over every mode; medians are reported (--quick: 1).")
-@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides (env.num_envs=...).")
+@click.option("--repeats", default=3, show_default=True,
+              help="Rounds over every mode; medians are reported (--quick: 1).")
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
+              help="Config overrides (env.num_envs=...).")
 @click.option("--random-actions", is_flag=True, help="Act at random without the network: the envs' share alone.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 @click.option("--quick", is_flag=True, help="One 1 s window per mode (a smoke run, not a figure to quote).")
@@ -90,12 +92,14 @@ def vector_cmd(config: Path | None, modes: str, seconds: float, repeats: int, ov
     for row in rows:
         row["ratio"] = round(row["steps_per_s"] / base, 3) if base > 0 else 0.0
     record = {"benchmark": "vector", "quick": quick, "config": str(config), "env": cfg.env.id,
-              "num_envs": cfg.env.num_envs, "random_actions": random_actions, "machine": {"cpu_count": os.cpu_count()}, "rows": rows}
+              "num_envs": cfg.env.num_envs, "random_actions": random_actions,
+              "machine": {"cpu_count": os.cpu_count()}, "rows": rows}
     if as_json:
         click.echo(json.dumps(record))
         return
     acting = "random actions" if random_actions else "the policy network acting"
-    click.echo(f"{cfg.env.id}, {cfg.env.num_envs} envs, {acting}, {os.cpu_count()} CPUs, medians of {repeats} x {seconds:g} s")
+    click.echo(f"{cfg.env.id}, {cfg.env.num_envs} envs, {acting}, {os.cpu_count()} CPUs, "
+               f"medians of {repeats} x {seconds:g} s")
     for row in rows:
         click.echo(f"  env.vector = {row['vector']!r:10} {row['steps_per_s']:>10.0f} env steps/s  "
                    f"x{row['ratio']:.2f} of {names[0]!r}")

@@ -104,7 +104,8 @@ def test_envpool_truncates_and_resets_in_the_same_step():
 
 def play_games(kind: str):
     """Breakout with [env.atari] in 2 envs under a fixed random action sequence, until a game is reported."""
-    cfg = config_from_dict({"env": {"id": "ALE/Breakout-v5", "num_envs": 2, "vector": kind, "atari": {"enabled": True}}})
+    cfg = config_from_dict({"env": {"id": "ALE/Breakout-v5", "num_envs": 2, "vector": kind,
+                                    "atari": {"enabled": True}}})
     api, build = actor_envs(cfg, 0)
     group = make_stepping(build(lambda stage: None), api, cfg, "actor-0", seed=0, incarnation=0).group
     rng = np.random.default_rng(0)
