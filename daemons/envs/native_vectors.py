@@ -81,12 +81,12 @@ def envpool_task(cfg: EnvSection, training: bool) -> tuple[str, dict[str, Any]]:
 
 
 def make_envpool(cfg: EnvSection, seed: int, training: bool = True) -> EnvPoolVector:
+    task, kwargs = envpool_task(cfg, training)
     try:
         import envpool
     except ImportError as exc:
         raise EnvBuildError("env.vector = 'envpool' needs the envpool package (pip install envpool), "
                             f"which is not importable here: {exc}") from exc
-    task, kwargs = envpool_task(cfg, training)
     try:
         # batch_size = num_envs: every step waits for all K (synchronous), like the other vector envs
         pool = envpool.make_gymnasium(task, num_envs=cfg.num_envs, batch_size=cfg.num_envs, seed=seed, **kwargs)
