@@ -23,7 +23,9 @@ BENCHMARKS = {
     "scale": ("client.bench.scale:scale_cmd",
               'Total env steps/s of 1, 2, 4 and 8 real actor daemons (beside a learner that...'),
 }
-COMMANDS = {**BENCHMARKS, "all": ("client.bench.all:all_cmd", "Run every benchmark; print each one's targets and whether they were met.")}
+COMMANDS = {**BENCHMARKS, "vector": ("client.bench.vector:vector_cmd",
+                                      "One actor's env steps/s (stepping + batched inference) with each env.vector..."),
+            "all": ("client.bench.all:all_cmd", "Run every benchmark; print each one's targets and whether they were met.")}
 
 
 @click.group("bench", cls=LazyGroup, lazy=COMMANDS)

@@ -10,8 +10,8 @@ import numpy as np
 
 from daemons.actor.exploration import actor_epsilons, decayed
 from daemons.actor.link import PolicyLink
-from daemons.actor.stepping import env_builder, make_stepping
-from daemons.envs.gym_envs import build_each, close_all
+from daemons.actor.stepping import actor_envs, actor_seed, make_stepping
+from daemons.envs.gym_envs import close_all
 from daemons.config.policies import policy_config
 from daemons.config.schema import RunConfig
 from daemons.runtime.control_channel import ControlChannel, ControlTimeout
@@ -54,10 +54,11 @@ class Actor:
             time.sleep(0.1)
 
     def build_envs(self) -> tuple[str, list[Any]]:
-        """Build `env.num_envs` envs, one reported stage each (a stage with a deadline: constructors may hang)."""
-        api, build_one = env_builder(self.config)
+        """Build `env.num_envs` envs (or env.vector's one vector env of them) in reported stages (stages with a
+        deadline: constructors may hang)."""
+        api, build = actor_envs(self.config, actor_seed(self.config, self.index))
         self.wait_start_token()
-        return api, build_each(self.config.env.num_envs, build_one, self.enter_stage)
+        return api, build(self.enter_stage)
 
     def enter_stage(self, stage: str) -> None:
         self.reporter.set_stage(stage)
@@ -77,7 +78,7 @@ class Actor:
             set_torch_threads(cfg.actors.torch_threads)
             api, envs = self.build_envs()
             try:
-                self.stepping = make_stepping(envs, api, cfg, self.name, seed=cfg.run.seed + 1000 * (self.index + 1),
+                self.stepping = make_stepping(envs, api, cfg, self.name, seed=actor_seed(cfg, self.index),
                                               incarnation=self.reporter.incarnation)
             except BaseException:
                 close_all(envs)

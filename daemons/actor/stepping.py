@@ -16,9 +16,10 @@ import numpy as np
 from daemons.actor.unroll import UnrollBuilder
 from daemons.config.policies import DEFAULT_POLICY
 from daemons.config.schema import RunConfig
-from daemons.envs.gym_envs import EnvBuildError, EnvGroup, make_env
+from daemons.envs.gym_envs import EnvBuildError, EnvGroup, build_each, make_env
 from daemons.envs.rollout import Chooser, MultiAgentRollout
 from daemons.envs.spaces import PolicySpaces, policy_spaces
+from daemons.envs.vector import VECTOR_API, VectorGroup, build_vector
 from daemons.envs.worlds import MULTI_AGENT_APIS, env_api, make_world
 from protocol import TransitionBatch
 
@@ -27,12 +28,13 @@ Episode = tuple[str | None, float, int]  # (agent, or None for a gymnasium env; 
 
 
 class GymStepping:
-    """K gymnasium envs stepped together; one policy ('default') plays them; a batch is T steps of all K."""
+    """K gymnasium envs stepped together; one policy ('default') plays them; a batch is T steps of all K.
+    `group` steps them: EnvGroup (the built-in loop) or VectorGroup (env.vector), the same StepResults."""
 
     multi_agent = False
 
-    def __init__(self, envs: list[Any], config: RunConfig, stream_id: str, seed: int, incarnation: int):
-        self.group = EnvGroup(envs, seed=seed, games=config.env.atari.enabled)
+    def __init__(self, group: EnvGroup | VectorGroup, config: RunConfig, stream_id: str, incarnation: int):
+        self.group = group
         self.stream_id, self.incarnation = stream_id, incarnation
         self.unroll_length = config.actors.unroll_length
         self.spaces = {DEFAULT_POLICY: PolicySpaces((), self.group.observation_space, self.group.action_space, 0)}
@@ -151,9 +153,27 @@ def env_builder(config: RunConfig, training: bool = True) -> tuple[str, Callable
     return api, lambda: make_env(config.env, training)
 
 
+def actor_seed(config: RunConfig, index: int) -> int:
+    return config.run.seed + 1000 * (index + 1)
+
+
+def actor_envs(config: RunConfig, seed: int) -> tuple[str, Callable[[Callable[[str], None]], list[Any]]]:
+    """(api, build(enter_stage) -> envs) for an actor: `env.num_envs` envs each in its own stage, or with
+    `env.vector` one vector env of them in one stage. Nothing is built here (a constructor may hang)."""
+    api, build_one = env_builder(config)
+    if not config.env.vector:
+        return api, lambda enter_stage: build_each(config.env.num_envs, build_one, enter_stage)
+    if api != "gymnasium":
+        raise EnvBuildError(f"env.vector = {config.env.vector!r} steps gymnasium envs; env.id {config.env.id!r} "
+                            f"is a PettingZoo {api} env (set env.vector = '')")
+    return VECTOR_API, lambda enter_stage: [build_vector(config.env, seed, enter_stage)]
+
+
 def make_stepping(envs: list[Any], api: str, config: RunConfig, stream_id: str, seed: int, incarnation: int,
                   record: bool = True) -> GymStepping | WorldStepping:
-    """The stepping for `envs` already built by `env_builder`'s function."""
+    """The stepping for `envs` already built by `env_builder`'s or `actor_envs`'s function."""
     if api in MULTI_AGENT_APIS:
         return WorldStepping(envs, api, config, stream_id, seed, incarnation, record=record)
-    return GymStepping(envs, config, stream_id, seed, incarnation)
+    games = config.env.atari.enabled
+    group = VectorGroup(envs[0], seed, games=games) if api == VECTOR_API else EnvGroup(envs, seed=seed, games=games)
+    return GymStepping(group, config, stream_id, incarnation)

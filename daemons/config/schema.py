@@ -49,6 +49,8 @@ class EnvSection:
     max_episode_steps: int = option(0, "Truncate episodes after this many steps; 0 keeps the env's own limit.", min=0)
     api: str = option("auto", "'gymnasium', PettingZoo 'aec' or 'parallel'; 'auto' tells them apart by what env.id builds.",
                       choices=("auto", "gymnasium", "aec", "parallel"))
+    vector: str = option("", "How an actor steps its K gymnasium envs: '' its own loop, 'sync'/'async' gymnasium's Sync/AsyncVectorEnv, 'envpool' EnvPool, 'ale' ale-py's Atari vector env.",
+                         choices=("", "sync", "async", "envpool", "ale"))
     atari: AtariSection = field(default_factory=AtariSection)
 
 

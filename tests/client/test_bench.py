@@ -125,3 +125,12 @@ def test_e2e_outside_a_checkout_asks_for_a_config(monkeypatch, tmp_path):
     monkeypatch.setattr(e2e, "DEFAULT_CONFIG", tmp_path / "missing.toml")
     result = CliRunner().invoke(e2e.e2e_cmd, ["--quick", "--json"])
     assert result.exit_code == 2 and "--config" in result.output
+
+
+def test_vector_record_has_every_mode_and_a_bad_mode_names_the_key():
+    data = record("vector", "--modes", ",sync,async", "--set", "env.num_envs=2")
+    assert data["benchmark"] == "vector" and data["num_envs"] == 2
+    assert [r["vector"] for r in data["rows"]] == ["", "sync", "async"] and data["rows"][0]["ratio"] == 1.0
+    assert all(r["steps_per_s"] > 0 for r in data["rows"])
+    result = CliRunner().invoke(cli, ["bench", "vector", "--quick", "--modes", ",threads"])
+    assert result.exit_code == 2 and "env.vector" in result.output

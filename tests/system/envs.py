@@ -6,6 +6,7 @@ one env to learn the spaces, and the other actors are unaffected.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
 
@@ -52,3 +53,20 @@ class Hog(gym.Wrapper):
 def leak_in_actor(index: int = 0) -> gym.Env:
     env = gym.make("CartPole-v1")
     return Hog(env) if actor_index() == index else env
+
+
+def hang_once_in_vector_worker(marker: str, index: int = 0) -> gym.Env:
+    """In actor `index`'s AsyncVectorEnv workers (not the actor itself), the first build writes its pid and
+    the actor's to `marker` and never returns; later builds work."""
+    worker = multiprocessing.current_process().name.startswith("Worker<")
+    if actor_index() == index and worker and not os.path.exists(marker):
+        try:
+            fd = os.open(marker + ".tmp", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return gym.make("CartPole-v1")
+        os.write(fd, f"{os.getpid()} {os.getppid()}".encode())  # this worker's pid and its actor's
+        os.close(fd)
+        os.rename(marker + ".tmp", marker)  # the test sees the marker only once it holds the pid
+        while True:
+            time.sleep(1)
+    return gym.make("CartPole-v1")

@@ -206,3 +206,40 @@ def test_fifty_actor_restarts_leave_supervisor_and_learner_flat(run_up):
         threads, fds = after[name][1] - before[name][1], after[name][2] - before[name][2]
         print(f"{name}: after 50 actor restarts RSS {rss:+.1f} MiB, threads {threads:+d}, open files {fds:+d}")
         assert rss < 20 and threads <= 0 and fds <= 2, (name, rss, threads, fds)
+
+
+def live(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_async_vector_env_whose_worker_hangs_is_killed_at_its_deadline_with_every_worker(run_up, tmp_path):
+    marker = tmp_path / "hung-worker"
+    run = run_up("actors.count=1", "env.vector='async'", "env.num_envs=3", "supervisor.build_env_deadline_s=3.0",
+                 "env.id=tests.system.envs:hang_once_in_vector_worker", f"env.kwargs.marker='{marker}'")
+    run.wait(lambda d: marker.exists(), 60, "a vector env worker hanging in its constructor")
+    hung, actor = map(int, marker.read_text().split())
+    try:  # the actor and its workers, as long as it has not been killed yet (the deadline is 3 s)
+        pids = {actor, hung, *(p.pid for p in psutil.Process(actor).children(recursive=True))}
+    except psutil.NoSuchProcess:
+        pids = {actor, hung}
+    data = run.wait(lambda d: rows(d)["actor-0"]["restarts"] >= 1 and rows(d)["actor-0"]["state"] == "RUNNING", 60,
+                    "actor-0 rebuilt after its hung vector env")
+    error = rows(data)["actor-0"]["last_error"]
+    assert "build_env async x3" in error and "deadline" in error
+    deadline = time.monotonic() + 10
+    while (alive := [p for p in pids if live(p)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive, f"processes of the killed actor live on: {alive} (the hung worker was {hung})"
+    # the rebuilt actor steps its vector env and its batches reach the learner
+    run.wait(lambda d: rows(d)["actor-0"]["counters"].get("batches_sent", 0) > 0
+             and (d["policies"][0]["updates"] or 0) > 0, 60, "batches from the vector env trained on")
+
+
+def test_actor_with_a_sync_vector_env_trains(run_up):
+    run = run_up("actors.count=1", "env.vector='sync'", "env.num_envs=4", "env.max_episode_steps=20")
+    data = run.wait(lambda d: rows(d)["actor-0"]["counters"].get("episodes", 0) >= 4
+                    and (d["policies"][0]["updates"] or 0) > 0, 60, "episodes from a sync vector env trained on")
+    assert rows(data)["actor-0"]["restarts"] == 0 and rows(data)["actor-0"]["counters"]["batches_sent"] > 0

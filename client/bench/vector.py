@@ -1,0 +1,105 @@
+"""`tandem bench vector`: one actor's env steps/s with each `env.vector` mode, measured in one run."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import click
+import numpy as np
+
+from daemons.actor.exploration import actor_epsilons
+from daemons.actor.stepping import actor_envs, make_stepping
+from daemons.algorithms import make_policy
+from daemons.config import ConfigError, load_config
+from daemons.config.policies import DEFAULT_POLICY
+from daemons.envs.gym_envs import EnvBuildError
+from daemons.runtime.torch_threads import set_torch_threads
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def steps_per_s(config_path: Path, mode: str, overrides: list[str], seconds: float, random_actions: bool) -> float:
+    """An actor's stepping and policy network as the actor daemon builds them (no sockets, no learner), acting
+    with its exploration (or uniformly at random, no network) for `seconds` after one warm-up unroll; env steps/s."""
+    cfg = load_config(config_path, [*overrides, f"env.vector='{mode}'"])
+    api, build = actor_envs(cfg, seed=1000)
+    stepping = make_stepping(build(lambda stage: None), api, cfg, "bench", seed=1000, incarnation=0)
+    try:
+        spaces = stepping.spaces[DEFAULT_POLICY]
+        net = make_policy(cfg, spaces.observation_space, spaces.action_space, seed=0, mask_size=spaces.mask_size)
+        eps = actor_epsilons(cfg.actors.epsilon, cfg.actors.epsilon_alpha, 0, 1, len(stepping))
+
+        def choose(policy, obs, env_index):
+            if random_actions:
+                return np.array([spaces.action_space.sample() for _ in env_index]), {}
+            return net.explore(obs, eps[env_index])
+
+        versions = {DEFAULT_POLICY: 0}
+        while not stepping.outbox:  # warm-up: first inferences, first batch
+            stepping.tick(choose, versions)
+        start_steps, start = stepping.env_steps, time.monotonic()
+        while time.monotonic() - start < seconds:
+            stepping.tick(choose, versions)
+            stepping.outbox.clear()
+        return (stepping.env_steps - start_steps) / (time.monotonic() - start)
+    finally:
+        stepping.close()
+
+
+@click.command("vector")
+@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The run whose env and model are stepped.  [default: examples/cartpole.toml of a checkout]")
+@click.option("--modes", default=",sync,async", show_default=True,
+              help="env.vector modes, comma-separated ('' is the built-in loop; add 'envpool' where installed).")
+@click.option("--seconds", default=8.0, show_default=True, help="Measuring window per mode and repeat (--quick: 1).")
+@click.option("--repeats", default=3, show_default=True,
+              help="Rounds over every mode; medians are reported (--quick: 1).")
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
+              help="Config overrides (env.num_envs=...).")
+@click.option("--random-actions", is_flag=True, help="Act at random without the network: the envs' share alone.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
+@click.option("--quick", is_flag=True, help="One 1 s window per mode (a smoke run, not a figure to quote).")
+def vector_cmd(config: Path | None, modes: str, seconds: float, repeats: int, overrides: tuple[str, ...],
+               random_actions: bool, as_json: bool, quick: bool) -> None:
+    """One actor's env steps/s (stepping + batched inference) with each env.vector mode, and each over ''."""
+    if config is None:
+        config = EXAMPLES / "cartpole.toml"
+        if not config.is_file():
+            raise click.UsageError("no examples/ beside this installation: pass --config PATH")
+    if quick:
+        seconds, repeats = 1.0, 1
+    names = [m.strip() for m in modes.split(",")]
+    try:
+        cfg = load_config(config, list(overrides))
+        for name in names:
+            load_config(config, [*overrides, f"env.vector='{name}'"])
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    set_torch_threads(cfg.actors.torch_threads)
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    for _ in range(repeats):  # modes interleaved, so a burst of load elsewhere hits them alike
+        for name in names:
+            try:
+                rates[name].append(steps_per_s(config, name, list(overrides), seconds, random_actions))
+            except EnvBuildError as exc:
+                raise click.ClickException(str(exc)) from None
+    rows = [{"vector": name, "steps_per_s": round(statistics.median(r), 1)} for name, r in rates.items()]
+    base = rows[0]["steps_per_s"]
+    for row in rows:
+        row["ratio"] = round(row["steps_per_s"] / base, 3) if base > 0 else 0.0
+    record = {"benchmark": "vector", "quick": quick, "config": str(config), "env": cfg.env.id,
+              "num_envs": cfg.env.num_envs, "random_actions": random_actions,
+              "machine": {"cpu_count": os.cpu_count()}, "rows": rows}
+    if as_json:
+        click.echo(json.dumps(record))
+        return
+    acting = "random actions" if random_actions else "the policy network acting"
+    click.echo(f"{cfg.env.id}, {cfg.env.num_envs} envs, {acting}, {os.cpu_count()} CPUs, "
+               f"medians of {repeats} x {seconds:g} s")
+    for row in rows:
+        click.echo(f"  env.vector = {row['vector']!r:10} {row['steps_per_s']:>10.0f} env steps/s  "
+                   f"x{row['ratio']:.2f} of {names[0]!r}")
