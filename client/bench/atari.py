@@ -28,6 +28,7 @@ def throughput(figures: RunFigures, actors: int, frame_skip: int, batch_size: in
                                                     "unrolls_dropped_full"))
     return {
         "actors": actors,
+        "env_steps": s.get("env_steps", 0),
         "env_steps_per_s": round(steps_per_s, 1),
         "frames_per_s": round(steps_per_s * frame_skip, 1),
         "updates_per_s": round(updates_per_s, 2),
