@@ -7,8 +7,10 @@ one line on stderr (never a traceback for an error a user can fix).
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -81,6 +83,9 @@ def run(spec: DaemonSpec) -> int:
     if spec.die_with_parent:
         die_with_parent(spec.supervisor_pid)
     stop = StopFlag().install()
+    # Where a hung daemon is stuck: the supervisor sends SIGUSR1 before it terminates one, and faulthandler
+    # writes every thread's stack to stderr (the daemon's log) from C, even while Python code is stuck.
+    faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
     try:
         return int(make_daemon(spec, config, stop).run())
     except (EnvBuildError, TransportError, ValueError, OSError) as exc:

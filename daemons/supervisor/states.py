@@ -44,6 +44,7 @@ class HeartbeatPolicy:
 
     liveness_timeout_s: float = 15.0  # no heartbeat this long (after the first one) -> hung -> TERMINATE
     stop_grace_s: float = 10.0  # SIGTERM, then SIGKILL after this
+    start_grace_s: float = 2.0  # the same for a process killed before RUNNING: it has nothing to save yet
     first_heartbeat_s: float = 60.0  # STARTING with no heartbeat at all this long after spawn -> TERMINATE
     # keyed by a stage's first word ("build_env 3/8" -> "build_env"); applied only before RUNNING
     stage_deadlines_s: Mapping[str, float] = field(
@@ -268,9 +269,12 @@ def due(rec: ProcessRecord, now: float, hb: HeartbeatPolicy) -> tuple[Action, st
         return Action.NONE, ""
 
     if rec.terminate_sent_at is not None:
-        if now < rec.terminate_sent_at + hb.stop_grace_s:
+        # A constructor hung in native code never runs Python's SIGTERM handler: waiting the full grace
+        # for a process that has not started (and has nothing to checkpoint) only delays its rebuild.
+        grace_s = hb.start_grace_s if rec.state == State.STARTING and rec.kill_reason else hb.stop_grace_s
+        if now < rec.terminate_sent_at + grace_s:
             return Action.NONE, ""  # a terminate is pending: no new verdicts while it exits
-        if rec.kill_sent_at is not None and now < rec.kill_sent_at + hb.stop_grace_s:
+        if rec.kill_sent_at is not None and now < rec.kill_sent_at + grace_s:
             return Action.NONE, ""
         why = rec.kill_reason or "stop requested"
         return Action.KILL, f"{why}; still alive {now - rec.terminate_sent_at:.1f} s after SIGTERM"

@@ -23,6 +23,7 @@ from daemons.supervisor.tokens import StartTokens
 from protocol import ControlReply, ControlRequest, Heartbeat
 
 log = logging.getLogger(__name__)
+STACK_DUMP_SIGNAL = signal.SIGUSR1  # daemons.main registers faulthandler on it
 BUILD_STAGES = ("start", "wait_start_token", "build_env")
 
 
@@ -93,7 +94,12 @@ class Supervisor:
             if child is not None and (code := child.poll()) is not None:
                 self.children[name] = None
                 self.tokens.release(name)
-                error = "" if rec.kill_reason or rec.state == State.STOPPING else self.last_error(name, child, code)
+                if rec.state == State.STOPPING or rec.recycle_pending:
+                    error = ""
+                elif rec.kill_reason:  # hung or over a deadline: where it hung, from the stack it dumped
+                    error = rec.kill_reason + hung_at(child.log_tail(STACK_LINES))
+                else:
+                    error = self.last_error(name, child, code)
                 states.exited(rec, code, now, self.restart_policy, error=error)
                 log.log(logging.WARNING if rec.state != State.STOPPED else logging.INFO,
                         "%s exited with code %s -> %s %s", name, code, rec.state.value, rec.last_error)
@@ -105,6 +111,7 @@ class Supervisor:
                 if rec.state != State.STOPPING:
                     states.terminate(rec, reason, now)
                     log.warning("terminating %s: %s", name, reason)
+                    self.signal(name, STACK_DUMP_SIGNAL)  # every thread's stack into its log, hung or not
                 else:
                     rec.terminate_sent_at = now
                 self.signal(name, signal.SIGTERM)
@@ -238,6 +245,28 @@ class Supervisor:
         if beat is not None and beat.pid == child.pid and beat.error:
             return beat.error
         return last_error_line(child, code)
+
+
+STACK_LINES = 80  # of a log's tail searched for a stack dump
+
+
+def hung_at(log_tail: str) -> str:
+    """'; at FILE:LINE in FUNC': the innermost frame of the newest stack dump in a log (faulthandler's format).
+
+    The thread that took the signal, the main thread, is the one marked "Current thread"; without that
+    mark the last thread listed is taken. '' when the log holds no dump."""
+    lines = log_tail.splitlines()
+    heads = [i for i, line in enumerate(lines) if "(most recent call first)" in line]
+    if not heads:
+        return ""
+    marked = [i for i in heads if lines[i].startswith("Current thread")]
+    head = (marked or heads)[-1]
+    frame = lines[head + 1].strip() if head + 1 < len(lines) else ""
+    if not frame.startswith('File "') or '", line ' not in frame:
+        return ""
+    path, rest = frame[len('File "'):].split('", line ', 1)
+    number, _, func = rest.partition(" in ")
+    return f"; at {path}:{number} in {func}"
 
 
 def last_error_line(child: Child, code: int) -> str:

@@ -194,6 +194,33 @@ def test_max_age_is_due_only_when_running_that_long_staggered_per_name():
     assert not states.max_age_due(starting, 1000.0, 100.0)
 
 
+def test_a_process_killed_before_running_gets_the_short_grace():
+    rec = ProcessRecord("actor-0", "actor")
+    states.started(rec, 7, 0.0)
+    states.heartbeat(rec, "build_env 1/8", 0.0, 1.0)
+    action, _ = states.due(rec, 200.0, HB)
+    assert action == Action.TERMINATE
+    states.terminate(rec, "stage build_env 1/8 over its 120 s deadline", 200.0)
+    assert states.due(rec, 200.0 + HB.start_grace_s - 0.1, HB)[0] == Action.NONE
+    assert states.due(rec, 200.0 + HB.start_grace_s + 0.1, HB)[0] == Action.KILL
+
+
+def test_hung_at_reads_the_main_threads_innermost_frame():
+    from daemons.supervisor.supervisor import hung_at
+
+    dump = """some log line
+Thread 0x00007f0000000001 (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 320 in wait
+  File "/usr/lib/python3.11/threading.py", line 1002 in run
+
+Current thread 0x00007f0000000002 (most recent call first):
+  File "/srv/game/envs.py", line 28 in hang_in_init
+  File "/srv/tandem/daemons/envs/gym_envs.py", line 60 in make_env
+"""
+    assert hung_at(dump) == "; at /srv/game/envs.py:28 in hang_in_init"
+    assert hung_at("no dump here\n") == ""
+
+
 def test_liveness_timeout_terminates_then_kills_after_grace():
     rec = running_record(now=0.0)
     states.heartbeat(rec, "running", 30.0, now=50.0)

@@ -138,7 +138,10 @@ def test_env_constructor_that_hangs_is_killed_at_its_deadline_and_rebuilt(run_up
     data = run.wait(lambda d: all(r["state"] == "RUNNING" for r in d["processes"]) and rows(d)["actor-0"]["restarts"] >= 1,
                     60, "actor-0 rebuilt after its hung constructor")
     assert marker.exists()
-    assert "build_env 1/8" in rows(data)["actor-0"]["last_error"] and "deadline" in rows(data)["actor-0"]["last_error"]
+    error = rows(data)["actor-0"]["last_error"]
+    assert "build_env 1/8" in error and "deadline" in error
+    # where it hung, from the stack the daemon dumped when the supervisor gave up on it
+    assert "tests/system/envs.py:" in error and error.endswith("in hang_once_in_actor"), error
     assert rows(data)["actor-1"]["restarts"] == 0
 
 
