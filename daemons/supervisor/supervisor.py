@@ -121,11 +121,20 @@ class Supervisor:
                 states.killed(rec, now)
 
     def _release_lost_tokens(self, now: float) -> None:
-        """A daemon we did not start that went silent while building gives its start token back."""
+        """Give back start tokens that nobody would: a daemon we did not start that went silent while
+        building, and a builder stuck in one stage past `start_token_lease_s` (it builds on until its
+        deadline, but a hung constructor no longer keeps every other actor from starting)."""
         timeout = self.heartbeat_policy.liveness_timeout_s
+        lease = self.config.supervisor.start_token_lease_s
         for name in list(self.tokens.holders):
-            if name not in self.records and now - self.beat_times.get(name, now) > timeout:
+            rec = self.records.get(name)
+            if rec is None:
+                if now - self.beat_times.get(name, now) > timeout:
+                    self.tokens.release(name)
+            elif lease > 0 and rec.stage and now - rec.stage_since > lease:
                 self.tokens.release(name)
+                log.warning("%s has been in stage %s for %.0f s: its start token goes to the next builder",
+                            name, rec.stage, now - rec.stage_since)
 
     def _check_memory(self, name: str, rec: ProcessRecord, now: float) -> None:
         limit = self.rss_limits.get(rec.role, 0)

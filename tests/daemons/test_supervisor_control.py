@@ -9,6 +9,7 @@ import pytest
 
 from daemons.config import load_config
 from daemons.main import DaemonSpec
+from daemons.supervisor import states
 from daemons.supervisor.loop import handle_control
 from daemons.supervisor.status import status_data
 from daemons.supervisor.supervisor import Supervisor
@@ -83,3 +84,19 @@ def test_a_message_of_another_kind_is_counted_and_answered(tmp_path, control):
     reply = exchange(sup, *control, WeightRequest("default", -1, "x").to_frames())
     assert isinstance(reply, ControlReply) and (reply.ok, reply.code) == (False, "bad_kind")
     assert status_data(sup, 0.0)["dropped"]["control_malformed"] == 1
+
+
+def test_a_builder_stuck_in_one_stage_lends_its_start_token_on(tmp_path):
+    sup = make(tmp_path)  # max_concurrent_starts = 1, start_token_lease_s = 30
+    sup.specs["actor-1"] = DaemonSpec("actor", "x.toml", index=1)
+    sup.records["actor-1"] = type(sup.records["actor-0"])("actor-1", "actor")
+    for name, pid in (("actor-0", 10), ("actor-1", 11)):
+        states.started(sup.records[name], pid, 0.0)
+    sup.heartbeat(Heartbeat(role="actor", name="actor-0", pid=10, host="h", incarnation=1, seq=0,
+                            stage="build_env 1/8", stage_elapsed_s=0.0), 1.0)
+    assert sup.handle(ControlRequest(1, "start_token", {"name": "actor-0"}), 1.0).data["granted"]
+    assert not sup.handle(ControlRequest(2, "start_token", {"name": "actor-1"}), 2.0).data["granted"]
+    sup.step(20.0)  # building for 19 s: still its token
+    assert not sup.handle(ControlRequest(3, "start_token", {"name": "actor-1"}), 20.0).data["granted"]
+    sup.step(31.5)  # stuck past the lease
+    assert sup.handle(ControlRequest(4, "start_token", {"name": "actor-1"}), 31.5).data["granted"]
