@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from client.policy import PolicyError, TrainedPolicy, load_policy
+from client.policy import load_policy
+from client.trained import PolicyError, TrainedPolicy
 from daemons.config.policies import policy_names
 from daemons.config.schema import RunConfig
 from daemons.runtime.exit_codes import ExitCode

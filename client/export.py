@@ -10,15 +10,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from client.space_json import space_from_json, space_to_json
+from client.trained import PolicyError, PolicySpec, TrainedPolicy
 from daemons.config import ConfigError, config_to_dict
 from daemons.config.loader import config_from_dict
 from daemons.runtime.exit_codes import ExitCode
-
-if TYPE_CHECKING:
-    from client.policy import TrainedPolicy
 
 SPEC_FILE = "policy.json"
 WEIGHTS_FILE = "weights.safetensors"
@@ -42,8 +40,6 @@ def preprocessing(config: Any) -> dict[str, Any]:
 def export_policy(policy: TrainedPolicy, out_dir: str | Path) -> Path:
     """Write `policy` into `out_dir` (created if needed): weights.safetensors and policy.json; returns the JSON's path."""
     from safetensors.numpy import save_file
-
-    from client.policy import PolicyError
 
     out = Path(out_dir)
     try:
@@ -74,8 +70,6 @@ def export_policy(policy: TrainedPolicy, out_dir: str | Path) -> Path:
 
 
 def read_spec(directory: Path) -> dict[str, Any]:
-    from client.policy import PolicyError
-
     file = directory / SPEC_FILE
     try:
         document = json.loads(file.read_text(encoding="utf-8"))
@@ -96,8 +90,6 @@ def load_exported(directory: str | Path, device: str = "cpu", seed: int | None =
     """The policy `export_policy` wrote, built from its JSON spec and safetensors weights; no env, no daemon."""
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
-
-    from client.policy import PolicyError, PolicySpec, TrainedPolicy
 
     directory = Path(directory)
     document = read_spec(directory)

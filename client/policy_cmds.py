@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from client.policy import PolicyError
+from client.trained import PolicyError
 
 SOURCE_HELP = "SOURCE is a run directory (runs/NAME, newest checkpoint), a checkpoint file or an exported directory."
 policy_option = click.option("--policy", default=None, metavar="NAME",
@@ -68,11 +68,12 @@ def eval_cmd(source: str, policy: str | None, episodes: int, seed: int, sample: 
 @policy_option
 def export_cmd(source: str, out_dir: str, policy: str | None) -> None:
     """Write a trained policy as safetensors weights and a JSON spec (no pickle)."""
+    from client.export import export_policy
     from client.policy import load_policy
 
     try:
         trained = load_policy(source, policy)
-        spec_file = trained.export(out_dir)
+        spec_file = export_policy(trained, out_dir)
     except PolicyError as exc:
         fail(exc)
         return

@@ -13,7 +13,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from client import PolicyError, load_exported, load_policy
+from client import PolicyError, export_policy, load_exported, load_policy
 from client.cli import cli
 from daemons.algorithms import make_algorithm
 from daemons.config import load_config, render_toml
@@ -138,7 +138,7 @@ def test_each_policy_of_a_multiagent_run_loads_by_name(world_run):
 def test_an_export_loads_without_the_run_and_acts_like_the_checkpoint(which, dqn_run, appo_run, world_run, tmp_path):
     run, policy_name = {"dqn": (dqn_run[0], None), "appo": (appo_run[0], None), "listener": (world_run[0], "listener")}[which]
     original = load_policy(run, policy_name)
-    spec_file = original.export(tmp_path / "out")
+    spec_file = export_policy(original, tmp_path / "out")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["policy.json", "weights.safetensors"]
     document = json.loads(spec_file.read_text())
     assert document["algorithm"] == original.algorithm and document["policy"] == original.name
@@ -151,7 +151,7 @@ def test_an_export_loads_without_the_run_and_acts_like_the_checkpoint(which, dqn
 
 
 def test_importing_client_and_its_policy_api_loads_no_torch():
-    code = ("import sys\nimport client\nfrom client import load_policy, load_exported\n"
+    code = ("import sys\nimport client\nfrom client import load_policy, load_exported, export_policy\n"
             "print('torch' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
