@@ -42,10 +42,13 @@ class VideoWriter:
     def __init__(self, path: Path, fps: float):
         self.path, self.fps, self.writer = path, fps, None
 
-    def add(self, frame: Any) -> None:
+    def add(self, env: Any) -> None:
         import cv2
 
-        frame = np.asarray(frame)
+        try:
+            frame = np.asarray(env.render())
+        except Exception as exc:  # an env's renderer may raise anything (no display, no pygame, ...)
+            raise PolicyError(f"env.render() failed: {type(exc).__name__}: {exc}") from exc
         if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
             raise PolicyError(f"env.render() gave {frame.dtype} {list(frame.shape)}, not an RGB image [H, W, 3] uint8")
         if self.writer is None:
@@ -74,12 +77,12 @@ def play_gym(policy: TrainedPolicy, config: RunConfig, episodes: int, seed: int,
             try:
                 while not done:
                     if writer:
-                        writer.add(env.render())
+                        writer.add(env)
                     action = policy.act(obs, sample=sample)
                     obs, reward, terminated, truncated, _ = env.step(action.item() if np.ndim(action) == 0 else action)
                     total, length, done = total + float(reward), length + 1, terminated or truncated
                 if writer:
-                    writer.add(env.render())
+                    writer.add(env)
             finally:
                 if writer:
                     writer.close()

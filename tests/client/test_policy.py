@@ -234,3 +234,18 @@ def test_a_missing_run_checkpoint_or_policy_is_a_clear_error(args, code, message
     assert result.exit_code == int(code), result.output
     assert message in result.output and "Traceback" not in result.output
     assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit)
+
+
+def test_an_atari_policy_is_evaluated_on_preprocessed_frames_and_exported_with_its_preprocessing(tmp_path):
+    run = tmp_path / "run"
+    make_run(run, "pong_appo.toml", "env.max_episode_steps=25")
+    policy = load_policy(run)
+    assert policy.observation_space.shape == (4, 84, 84) and policy.observation_space.dtype == np.uint8
+    result = invoke("eval", run, "--episodes", "1", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["lengths"] == [25]  # agent steps of the preprocessed env, cut by the limit
+    export_policy(policy, tmp_path / "out")
+    document = json.loads((tmp_path / "out" / "policy.json").read_text())
+    assert document["preprocessing"]["kind"] == "atari" and "FrameStackObservation(4)" in document["preprocessing"]["describe"]
+    frames = observations(policy.observation_space, 8)
+    np.testing.assert_array_equal(load_exported(tmp_path / "out").act(frames), policy.act(frames))
