@@ -9,7 +9,7 @@ import click
 
 from client.trained import PolicyError
 
-SOURCE_HELP = "SOURCE is a run directory (runs/NAME, newest checkpoint), a checkpoint file or an exported directory."
+SOURCE_HELP = "CHECKPOINT_OR_RUN is a run directory (runs/NAME, newest checkpoint), a checkpoint file or an exported directory."
 policy_option = click.option("--policy", default=None, metavar="NAME",
                              help="Which policy of a multi-agent run (default: 'default').")
 
@@ -38,7 +38,9 @@ def eval_cmd(source: str, policy: str | None, episodes: int, seed: int, sample: 
              video: str | None, device: str, as_json: bool) -> None:
     """Play a trained policy greedily on its run's env; mean and std of the return."""
     from client.evaluate import evaluate
+    from daemons.runtime.torch_threads import set_torch_threads
 
+    set_torch_threads(1)  # one observation per step gains nothing from more threads; they only contend for cores
     try:
         result = evaluate(source, policy, episodes, seed, sample, render, video, device)
     except PolicyError as exc:
