@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from client.policy import load_policy
+from client.policy import load_policy, locate, read_run_config
 from client.trained import PolicyError, TrainedPolicy
 from daemons.config.policies import policy_names
 from daemons.config.schema import RunConfig
@@ -125,13 +125,24 @@ def play_world(source: Path, policy: TrainedPolicy, episodes: int, seed: int, sa
     return {"returns": everything, "return": summary(mine) if mine else summary(everything), "agents": agents}
 
 
+def default_policy(source: Path) -> str | None:
+    """A multi-agent run's first policy when none is named (every policy of the world plays anyway), else None."""
+    try:
+        if source.is_dir():
+            names = policy_names(read_run_config(locate(source, None)[0]))
+            return names[0] if len(names) > 1 else None
+    except PolicyError:  # load_policy says what is wrong
+        pass
+    return None
+
+
 def evaluate(source: str | Path, policy: str | None = None, episodes: int = 10, seed: int = 0, sample: bool = False,
              render: str | None = None, video: str | Path | None = None, device: str = "cpu") -> dict[str, Any]:
     """Play `episodes` episodes (greedy unless `sample`) and report returns and lengths with their mean and std."""
     from daemons.envs.worlds import MULTI_AGENT_APIS, env_api
 
     source = Path(source)
-    trained = load_policy(source, policy, device=device, seed=seed)
+    trained = load_policy(source, policy or default_policy(source), device=device, seed=seed)
     config = trained.spec.config
     video_dir = Path(video) if video else None
     if video_dir:

@@ -199,6 +199,8 @@ def test_tandem_eval_plays_a_multiagent_world_with_every_policy(world_run):
     assert report["policy"] == "listener"
     assert set(report["agents"]) == {"speaker_0", "listener_0"}
     assert report["return"]["mean"] == pytest.approx(report["agents"]["listener_0"]["mean"])
+    unnamed = json.loads(invoke("eval", run, "--episodes", 2, "--json").output)  # every policy plays anyway
+    assert unnamed["policy"] == "speaker" and unnamed["agents"] == report["agents"]
 
 
 def test_tandem_eval_writes_a_video_of_each_episode(dqn_run, tmp_path):
@@ -222,7 +224,7 @@ def test_tandem_eval_writes_a_video_of_each_episode(dqn_run, tmp_path):
     (["export", "{tmp}/nothing-here", "{tmp}/out"], ExitCode.USAGE, "does not exist"),
     (["eval", "{tmp}", "--episodes", "1"], ExitCode.USAGE, "no config.toml"),
     (["eval", "{dqn}", "--policy", "nobody"], ExitCode.USAGE, "no policy named 'nobody'"),
-    (["eval", "{world}"], ExitCode.USAGE, "the run's policies: speaker, listener"),
+    (["export", "{world}", "{tmp}/out"], ExitCode.USAGE, "the run's policies: speaker, listener"),
     (["eval", "{empty}"], ExitCode.FAILURE, "no readable checkpoint"),
 ])
 def test_a_missing_run_checkpoint_or_policy_is_a_clear_error(args, code, message, dqn_run, world_run, tmp_path):
