@@ -1,0 +1,163 @@
+"""Play episodes with a trained policy on its run's env (built as the evaluator builds it) and sum them up."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from client.policy import load_policy, locate, read_run_config
+from client.trained import PolicyError, TrainedPolicy
+from daemons.config.policies import policy_names
+from daemons.config.schema import RunConfig
+from daemons.runtime.exit_codes import ExitCode
+
+VIDEO_FPS = 30  # when the env's metadata names no render_fps
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    array = np.asarray(values, np.float64)
+    return {"mean": float(array.mean()), "std": float(array.std()), "min": float(array.min()),
+            "max": float(array.max())}
+
+
+def build_env(config: RunConfig, render: str | None) -> Any:
+    """One env of the run as the evaluator has it (Atari: whole games, true rewards), rendering if asked."""
+    from daemons.envs.gym_envs import EnvBuildError, make_env
+
+    env_cfg = config.env
+    if render:
+        env_cfg = dataclasses.replace(env_cfg, kwargs={**env_cfg.kwargs, "render_mode": render})
+    try:
+        return make_env(env_cfg, training=False)
+    except EnvBuildError as exc:
+        raise PolicyError(f"cannot build the env: {exc}") from exc
+
+
+class VideoWriter:
+    """Frames of one episode into an MP4 file with OpenCV (a Tandem dependency; no moviepy needed)."""
+
+    def __init__(self, path: Path, fps: float):
+        self.path, self.fps, self.writer = path, fps, None
+
+    def add(self, env: Any) -> None:
+        import cv2
+
+        try:
+            frame = np.asarray(env.render())
+        except Exception as exc:  # an env's renderer may raise anything (no display, no pygame, ...)
+            raise PolicyError(f"env.render() failed: {type(exc).__name__}: {exc}") from exc
+        if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
+            raise PolicyError(f"env.render() gave {frame.dtype} {list(frame.shape)}, not an RGB image [H, W, 3] uint8")
+        if self.writer is None:
+            self.writer = cv2.VideoWriter(str(self.path), cv2.VideoWriter_fourcc(*"mp4v"), self.fps,
+                                          (frame.shape[1], frame.shape[0]))
+            if not self.writer.isOpened():
+                raise PolicyError(f"OpenCV cannot write {self.path} (its MP4 writer is missing from this build)")
+        self.writer.write(frame[:, :, ::-1])  # OpenCV wants BGR
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.release()
+
+
+def play_gym(policy: TrainedPolicy, config: RunConfig, episodes: int, seed: int, sample: bool,
+             render: str | None, video: Path | None) -> dict[str, Any]:
+    """Episode i starts from reset(seed=seed + i); returns and lengths in agent steps."""
+    env = build_env(config, render)
+    returns, lengths = [], []
+    try:
+        fps = float(env.metadata.get("render_fps") or VIDEO_FPS)
+        for i in range(episodes):
+            obs, _ = env.reset(seed=seed + i)
+            writer = VideoWriter(video / f"episode-{i:03d}.mp4", fps) if video else None
+            total, length, done = 0.0, 0, False
+            try:
+                while not done:
+                    if writer:
+                        writer.add(env)
+                    action = policy.act(obs, sample=sample)
+                    obs, reward, terminated, truncated, _ = env.step(action.item() if np.ndim(action) == 0 else action)
+                    total, length, done = total + float(reward), length + 1, terminated or truncated
+                if writer:
+                    writer.add(env)
+            finally:
+                if writer:
+                    writer.close()
+            returns.append(total)
+            lengths.append(length)
+    finally:
+        env.close()
+    return {"returns": returns, "lengths": lengths, "return": summary(returns), "length": summary(lengths)}
+
+
+def play_world(source: Path, policy: TrainedPolicy, episodes: int, seed: int, sample: bool) -> dict[str, Any]:
+    """A PettingZoo world with every policy of the run acting; `episodes` world episodes (as the evaluator counts)."""
+    from daemons.actor.stepping import env_builder
+    from daemons.evaluator.rounds import make_rounds
+
+    from client.export import SPEC_FILE
+
+    config = policy.spec.config
+    if (source / SPEC_FILE).is_file():
+        raise PolicyError(f"{source} is an exported policy of a multi-agent world; `tandem eval` needs the run "
+                          "directory to play every policy of the world", ExitCode.USAGE)
+    policies = {policy.name: policy}
+    for name in policy_names(config):
+        if name not in policies:
+            policies[name] = load_policy(source if source.is_dir() else source.parent.parent, name)
+    config = dataclasses.replace(config, eval=dataclasses.replace(config.eval, window_episodes=episodes))
+    api, build_one = env_builder(config, training=False)
+    rounds = make_rounds([build_one()], api, config)
+
+    def choose(name: str, obs: np.ndarray, env_index: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        return policies[name].act(obs, sample=sample), {}  # obs [B, ...]: already flattened by the world
+
+    try:
+        returns = rounds.play_round(choose, seed, lambda: False, lambda: None)
+    finally:
+        rounds.close()
+    agents = {agent: summary(values) for agent, values in returns.items() if values}
+    mine = [summary(returns[a])["mean"] for a in rounds.spaces[policy.name].agents if returns.get(a)]
+    everything = [r for values in returns.values() for r in values]
+    return {"returns": everything, "return": summary(mine) if mine else summary(everything), "agents": agents}
+
+
+def default_policy(source: Path) -> str | None:
+    """A multi-agent run's first policy when none is named (every policy of the world plays anyway), else None."""
+    try:
+        if source.is_dir():
+            names = policy_names(read_run_config(locate(source, None)[0]))
+            return names[0] if len(names) > 1 else None
+    except PolicyError:  # load_policy says what is wrong
+        pass
+    return None
+
+
+def evaluate(source: str | Path, policy: str | None = None, episodes: int = 10, seed: int = 0, sample: bool = False,
+             render: str | None = None, video: str | Path | None = None, device: str = "cpu") -> dict[str, Any]:
+    """Play `episodes` episodes (greedy unless `sample`) and report returns and lengths with their mean and std."""
+    from daemons.envs.worlds import MULTI_AGENT_APIS, env_api
+
+    source = Path(source)
+    trained = load_policy(source, policy or default_policy(source), device=device, seed=seed)
+    config = trained.spec.config
+    video_dir = Path(video) if video else None
+    if video_dir:
+        if render not in (None, "rgb_array"):
+            raise PolicyError("--video records rgb_array frames; leave out --render or give --render rgb_array",
+                              ExitCode.USAGE)
+        render = "rgb_array"
+        video_dir.mkdir(parents=True, exist_ok=True)
+    if env_api(config.env) in MULTI_AGENT_APIS:
+        if render or video_dir:
+            raise PolicyError("--render and --video are for gymnasium envs; a PettingZoo world is not rendered here",
+                              ExitCode.USAGE)
+        result = play_world(source, trained, episodes, seed, sample)
+    else:
+        result = play_gym(trained, config, episodes, seed, sample, render, video_dir)
+    return {"policy": trained.name, "algorithm": trained.algorithm, "version": trained.version,
+            "checkpoint": trained.spec.source, "env": config.env.id, "episodes": episodes, "seed": seed,
+            "greedy": not sample, **result, **({"video": str(video_dir)} if video_dir else {})}

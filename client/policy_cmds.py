@@ -1,0 +1,83 @@
+"""`tandem eval` and `tandem export`: a trained policy played on its env, or written out pickle-free."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from client.trained import PolicyError
+
+SOURCE_HELP = "CHECKPOINT_OR_RUN is a run directory (runs/NAME, newest checkpoint), a checkpoint file or an exported directory."
+policy_option = click.option("--policy", default=None, metavar="NAME",
+                             help="Which policy of a multi-agent run (default: 'default').")
+
+
+def fail(exc: PolicyError) -> None:
+    """A person's error, no traceback, the error's own exit code."""
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(int(exc.code))
+
+
+@click.command("eval", epilog=SOURCE_HELP)
+@click.argument("source", metavar="CHECKPOINT_OR_RUN")
+@policy_option
+@click.option("--episodes", default=10, show_default=True, type=click.IntRange(min=1), help="Episodes to play.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Episode i starts from reset(seed=SEED + i).")
+@click.option("--sample", is_flag=True, help="Sample actions (on-policy) or act epsilon-greedy (DQN, 0.05) "
+                                             "instead of greedily.")
+@click.option("--render", type=click.Choice(["rgb_array", "human"]), default=None,
+              help="The env's render_mode: 'human' opens a window, 'rgb_array' is what --video records.")
+@click.option("--video", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Write each episode as DIR/episode-NNN.mp4 (OpenCV, installed with Tandem; moviepy not needed).")
+@click.option("--device", default="cpu", show_default=True, help="Torch device to infer on.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (every return and length too).")
+def eval_cmd(source: str, policy: str | None, episodes: int, seed: int, sample: bool, render: str | None,
+             video: str | None, device: str, as_json: bool) -> None:
+    """Play a trained policy greedily on its run's env; mean and std of the return."""
+    from client.evaluate import evaluate
+    from daemons.runtime.torch_threads import set_torch_threads
+
+    set_torch_threads(1)  # one observation per step gains nothing from more threads; they only contend for cores
+    try:
+        result = evaluate(source, policy, episodes, seed, sample, render, video, device)
+    except PolicyError as exc:
+        fail(exc)
+        return
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    mode = "greedy" if result["greedy"] else "sampled"
+    click.echo(f"policy {result['policy']!r} ({result['algorithm']}, version {result['version']}) from "
+               f"{result['checkpoint']}")
+    click.echo(f"{result['env']}: {episodes} episodes, {mode}, seeds {seed}..{seed + episodes - 1}")
+    r = result["return"]
+    click.echo(f"return  {r['mean']:.2f} +- {r['std']:.2f}  (min {r['min']:.2f}, max {r['max']:.2f})")
+    if "length" in result:
+        n = result["length"]
+        click.echo(f"length  {n['mean']:.1f} +- {n['std']:.1f}  (min {n['min']:.0f}, max {n['max']:.0f})")
+    for agent, a in result.get("agents", {}).items():
+        click.echo(f"  {agent}: return {a['mean']:.2f} +- {a['std']:.2f}")
+    if "video" in result:
+        click.echo(f"videos in {result['video']}")
+
+
+@click.command("export", epilog=SOURCE_HELP)
+@click.argument("source", metavar="CHECKPOINT_OR_RUN")
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@policy_option
+def export_cmd(source: str, out_dir: str, policy: str | None) -> None:
+    """Write a trained policy as safetensors weights and a JSON spec (no pickle)."""
+    from client.export import export_policy
+    from client.policy import load_policy
+
+    try:
+        trained = load_policy(source, policy)
+        spec_file = export_policy(trained, out_dir)
+    except PolicyError as exc:
+        fail(exc)
+        return
+    click.echo(f"exported policy {trained.name!r} ({trained.algorithm}, version {trained.version}) to {out_dir}: "
+               f"{spec_file.name} and weights.safetensors; load with client.load_exported({out_dir!r})")
