@@ -151,6 +151,8 @@ class LearnerSection:
     checkpoint_interval_s: float = option(60.0, "Seconds between checkpoints (one is also written on SIGTERM).", above=0.0)
     checkpoint_replay: bool = option(False, "(dqn) Also save the replay buffer in checkpoints.")
     torch_threads: int = option(1, "torch.set_num_threads in the learner.", min=1)
+    intake_thread: bool = option(True, "Receive, check and insert batches on a thread of their own, beside training.")
+    prefetch: bool = option(True, "(dqn) Sample the next replay batch (as tensors on the device) while an update runs.")
 
 
 @dataclass

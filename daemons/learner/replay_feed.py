@@ -9,7 +9,7 @@ import numpy as np
 
 from daemons.config.schema import RunConfig
 from daemons.learner.rate_limiter import RateLimiter
-from daemons.replay import NStepAccumulator, ReplayBuffer, SampledBatch
+from daemons.replay import NStepAccumulator, NStepTransitions, ReplayBuffer, SampledBatch
 from protocol import TransitionBatch
 
 
@@ -32,11 +32,19 @@ class ReplayFeed:
         """False while the learner is more than the limiter's slack behind the target ratio."""
         return self.limiter.can_insert(len(self.replay))
 
-    def add(self, batch: TransitionBatch) -> int:
+    def prepare(self, batch: TransitionBatch) -> NStepTransitions:
+        """The n-step arithmetic: state of the receiving side only, so it needs no lock against sampling."""
+        return self.nstep.add(batch)
+
+    def insert(self, transitions: NStepTransitions) -> int:
+        """Into the ring, counted by the limiter; shares state with `next_batch` (the caller holds the lock)."""
         before = len(self.replay)
-        added = self.replay.add(self.nstep.add(batch))
+        added = self.replay.add(transitions)
         self.limiter.record_insert(added, before)
         return added
+
+    def add(self, batch: TransitionBatch) -> int:
+        return self.insert(self.prepare(batch))
 
     dropped_stale = 0  # lag is checked on arrival only: replay holds transitions for a long time by design
 
