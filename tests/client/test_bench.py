@@ -125,3 +125,21 @@ def test_e2e_outside_a_checkout_asks_for_a_config(monkeypatch, tmp_path):
     monkeypatch.setattr(e2e, "DEFAULT_CONFIG", tmp_path / "missing.toml")
     result = CliRunner().invoke(e2e.e2e_cmd, ["--quick", "--json"])
     assert result.exit_code == 2 and "--config" in result.output
+
+
+@pytest.mark.timeout(300)
+def test_intake_record_is_complete():
+    data = record("intake", "--device", "cpu")
+    assert data["benchmark"] == "intake" and data["quick"] is True and data["device"] == "cpu"
+    for model in ("cartpole", "atari"):
+        result = data["results"][model]
+        runs = result["runs"]
+        assert set(runs) == {"no_intake", "no_intake_no_prefetch", "flood_thread", "flood_inline"}
+        assert all(r["samples_per_s"] > 0 and r["intake_errors"] == 0 and r["batches_malformed"] == 0 for r in runs.values())
+        assert runs["flood_thread"]["batches_received_per_s"] > 0 and runs["flood_inline"]["batches_received_per_s"] > 0
+        assert runs["no_intake"]["batches_received_per_s"] == 0
+        limits = result["limits"]
+        assert limits["forward_backward_step_samples_per_s"] > 0 and limits["update_on_device_samples_per_s"] > 0
+        share = runs["flood_thread"]["samples_per_s"] / runs["no_intake"]["samples_per_s"]
+        assert result["share_kept"]["flood_thread"] == pytest.approx(share, rel=0.01)
+    assert data["target"]["share_kept_min"] == 0.8 and set(data["met"]) == {"cartpole", "atari"}
