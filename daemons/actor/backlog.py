@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Callable
 from typing import Any
+
+from protocol.transitions import join_unrolls, joinable
 
 
 class Backlog:
@@ -33,3 +36,46 @@ class Backlog:
             sent += 1
         self.sent += sent
         return sent
+
+
+class JoiningBacklog(Backlog):
+    """A backlog of unrolls: each send joins up to `max_join` consecutive ones of a stream into one message.
+
+    Joining only happens when unrolls wait (the learner is slower than the actor), so it costs no latency;
+    the receiver then pays its per-message costs (decode, checks, the n-step set-up) once per message.
+    A stream's messages are numbered by what is sent: `seq` rises by one per message, by two where
+    unrolls between them were dropped, so the learner's n-step windows still see every gap.
+    """
+
+    def __init__(self, max_batches: int, max_join: int = 1):
+        super().__init__(max_batches)
+        self.max_join = max(1, max_join)
+        self.messages = 0
+        self.streams: dict[tuple[str, str, int], tuple[int, int]] = {}  # -> (last unroll seq sent, its message seq)
+
+    def flush(self, send: Callable[[Any], bool], writable: Callable[[], bool] = lambda: True) -> int:
+        """Encode and send while `writable()` and `send` accept; returns how many unrolls went out."""
+        sent = 0
+        while self.queue and writable():
+            run = [self.queue[0]]
+            while len(run) < min(self.max_join, len(self.queue)) and joinable(run[-1], self.queue[len(run)]):
+                run.append(self.queue[len(run)])
+            batch = join_unrolls(run)
+            key = (batch.policy_id, batch.actor_id, batch.incarnation)
+            seq = self.message_seq(key, run[0].seq)
+            if not send(dataclasses.replace(batch, seq=seq).to_frames()):
+                break
+            self.streams[key] = (run[-1].seq, seq)
+            for _ in run:
+                self.queue.popleft()
+            sent += len(run)
+            self.messages += 1
+        self.sent += sent
+        return sent
+
+    def message_seq(self, key: tuple[str, str, int], first_seq: int) -> int:
+        last = self.streams.get(key)
+        if last is None:
+            return first_seq
+        last_unroll, last_message = last
+        return last_message + (1 if first_seq == last_unroll + 1 else 2)

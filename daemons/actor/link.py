@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemons.actor.backlog import Backlog
+from daemons.actor.backlog import JoiningBacklog
 from daemons.actor.weights_client import WeightsClient
-from daemons.algorithms import make_policy
+from daemons.algorithms import feed_kind, make_policy
+from daemons.config.policies import policy_config
 from daemons.config.schema import RunConfig
 from daemons.envs.spaces import PolicySpaces
 from daemons.runtime.endpoints import LearnerEndpoints, socket_options
@@ -53,7 +54,10 @@ class PolicyLink:
         self.policy_id = policy
         self.followed = FollowedPolicy(ctx, config, policy, spaces, endpoints, name, seed)
         self.push_socket = sockets.transitions_push(ctx, endpoints.transitions, socket_options(config))
-        self.backlog = Backlog(config.actors.backlog_batches)
+        # Off-policy learners cut received unrolls into n-step windows, so joined unrolls train the same; an
+        # on-policy learner would see longer unrolls (other V-trace traces and batches): it gets them as made.
+        joins = config.actors.join_unrolls if feed_kind(policy_config(config, policy)) == "replay" else 1
+        self.backlog = JoiningBacklog(config.actors.backlog_batches, joins)
 
     @property
     def version(self) -> int:
@@ -67,11 +71,12 @@ class PolicyLink:
         return self.followed.poll()
 
     def push(self, batch: TransitionBatch) -> None:
-        self.backlog.push(batch.to_frames())
+        self.backlog.push(batch)  # encoded when sent: joined with the unrolls after it if they wait together
 
     def flush(self) -> None:
         """Send what the socket takes now, oldest first; never blocks."""
-        self.backlog.flush(lambda frames: bool(sockets.send_frames(self.push_socket, frames)))
+        self.backlog.flush(lambda frames: bool(sockets.send_frames(self.push_socket, frames)),
+                           lambda: sockets.writable(self.push_socket))
 
     def close(self) -> None:
         self.followed.close()
