@@ -18,7 +18,7 @@ import torch
 import zmq
 
 from protocol import sockets
-from client.bench.transport import START_TIMEOUT_S, end_process, machine, make_batch, tandem_send_loop
+from client.bench.transport import JOIN, START_TIMEOUT_S, end_process, machine, make_batch, tandem_send_loop
 
 TARGET_SHARE = 0.8  # the learner keeps at least this share of its no-intake update rate under a flood
 # name -> (env.id, model.kind, algorithm.batch_size, transport payload the senders flood with)
@@ -55,11 +55,11 @@ def default_device() -> str:
 
 
 def run_sender(endpoint: str, payload: str, index: int, stop) -> None:
-    """Child: flood the learner with batches of its own stream (seq rising), as fast as it takes them."""
+    """Child: flood the learner with batches of its own stream (seq rising), joined as an actor's backlog joins them."""
     batch = dataclasses.replace(make_batch(payload), policy_id="default", actor_id=f"flood-{index}")
     ctx = zmq.Context()
     try:
-        tandem_send_loop(ctx, endpoint, batch, stop)
+        tandem_send_loop(ctx, endpoint, batch, stop, JOIN["tandem"])
     finally:
         ctx.destroy(linger=0)
 

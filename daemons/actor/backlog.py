@@ -9,6 +9,10 @@ from typing import Any
 
 from protocol.transitions import join_unrolls, joinable
 
+# Joining stops before a message passes this size: per-message costs matter for small unrolls only, and
+# big joined messages measured slower (a 1 MB Atari unroll: 0.64x raw pyzmq alone, 0.20x joined by 8).
+JOIN_MAX_BYTES = 1 << 20
+
 
 class Backlog:
     """At most `max_batches` encoded batches; pushing onto a full backlog drops the oldest one."""
@@ -57,9 +61,13 @@ class JoiningBacklog(Backlog):
         """Encode and send while `writable()` and `send` accept; returns how many unrolls went out."""
         sent = 0
         while self.queue and writable():
-            run = [self.queue[0]]
-            while len(run) < min(self.max_join, len(self.queue)) and joinable(run[-1], self.queue[len(run)]):
-                run.append(self.queue[len(run)])
+            run, size = [self.queue[0]], self.queue[0].obs.nbytes
+            while len(run) < min(self.max_join, len(self.queue)):
+                nxt = self.queue[len(run)]
+                if size + nxt.obs.nbytes > JOIN_MAX_BYTES or not joinable(run[-1], nxt):
+                    break
+                run.append(nxt)
+                size += nxt.obs.nbytes
             batch = join_unrolls(run)
             key = (batch.policy_id, batch.actor_id, batch.incarnation)
             seq = self.message_seq(key, run[0].seq)
