@@ -85,22 +85,27 @@ def make_learner(model: str, device: str, tmp: str, mode: str):
     learner = Learner(config, "default", StopFlag(), control_endpoint=None, device=device)
     learner.build()
     learner.bind()
-    if not mode.startswith("flood"):
-        # With nothing coming in, the limiter would stop training once replay's data had been sampled
-        # samples_per_insert times: here every update may run. A flooded learner keeps its limiter as in a run,
-        # so it inserts what the ratio allows and reads, decodes, checks and drops (counted) the rest.
-        learner.feed.limiter.error_buffer = float("inf")
     learner.warm_up.join(60)
     return learner
 
 
-def prefill(learner, payload: str) -> None:
-    """Fill replay past its minimum with one stream of batches, on this thread, before the clock starts."""
+def prefill(learner, payload: str, flood: bool) -> None:
+    """Fill replay past its minimum with one stream of batches, on this thread, before the clock starts.
+
+    A flooded learner then keeps its limiter as in a run: it inserts what the ratio allows and reads,
+    decodes, checks and drops (counted) the rest. With nothing coming in, the limiter would stop training
+    once replay's data had been sampled samples_per_insert times: there every update may run.
+    """
+    limiter = learner.feed.limiter
+    kept = limiter.error_buffer
+    limiter.error_buffer = float("inf")
     batch = dataclasses.replace(make_batch(payload), policy_id="default", actor_id="prefill")
     seq = 0
     while len(learner.feed.replay) < learner.config.learner.replay_min_size * 2:
         learner.insert(dataclasses.replace(batch, seq=seq).to_frames())
         seq += 1
+    if flood:
+        limiter.error_buffer, limiter.inserted, limiter.sampled = kept, 0, 0
 
 
 def measure_learner(model: str, device: str, mode: str, senders: int, warmup_s: float, duration_s: float) -> dict:
@@ -109,7 +114,7 @@ def measure_learner(model: str, device: str, mode: str, senders: int, warmup_s: 
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="tb-intake-") as tmp:
         learner = make_learner(model, device, tmp, mode)
-        prefill(learner, payload)
+        prefill(learner, payload, flood=mode.startswith("flood"))
         stop = ctx.Event()
         procs = []
         if mode.startswith("flood"):

@@ -237,6 +237,7 @@ class Learner:
         result = self.algorithm.update(payload)
         with self.feed_lock:
             self.feed.after_update(payload, result)
+        self.intake.made_room()
         self.counts["updates"] += 1
         self.last_metrics = {k: float(v) for k, v in result.metrics.items()}
         self.last_metrics["sample_lag_mean"] = self.feed.lag_of(payload, self.version)

@@ -43,6 +43,8 @@ class Intake:
         self.thread: threading.Thread | None = None
         self.stop_event = threading.Event()
         self.error: BaseException | None = None
+        self.refused = False  # the limiter refused a batch in this round of reading
+        self.room = threading.Event()  # set by the training thread after each update
 
     # ------------------------------------------------------------------ one batch
 
@@ -72,6 +74,7 @@ class Intake:
             accept = self.feed.can_accept()
         if not accept:
             self.counts["batches_over_ratio"] += 1
+            self.refused = True
             return
         # Only sampling happens between the check and the insert, and sampling only makes room.
         prepared = self.feed.prepare(batch)
@@ -112,13 +115,23 @@ class Intake:
     def _run(self, sock: Any) -> None:
         try:
             while not self.stop_event.is_set():
+                self.refused = False
                 self.drain(sock, MAX_BATCHES_PER_POLL, POLL_MS)
+                if self.refused:
+                    # Training is behind its ratio: read at most a round of batches per update, so that reading
+                    # and dropping a flood cannot take the CPU (and the GIL) the update needs.
+                    self.room.wait(POLL_MS / 1000)
+                    self.room.clear()
         except BaseException as exc:  # noqa: BLE001 - anything here is a bug: record it, the learner fails loudly
             self.error = exc
             self.counts["intake_errors"] += 1
             log.exception("intake thread died")
         finally:
             sockets.close(sock, linger_ms=0)
+
+    def made_room(self) -> None:
+        """The training thread sampled: a refused receiver may read again."""
+        self.room.set()
 
     def check(self) -> None:
         """Raise IntakeDied if the receiver thread has ended on its own (the training thread calls this)."""
