@@ -119,8 +119,10 @@ class Intake:
                 self.drain(sock, MAX_BATCHES_PER_POLL, POLL_MS)
                 if self.refused:
                     # Training is behind its ratio: read at most a round of batches per update, so that reading
-                    # and dropping a flood cannot take the CPU (and the GIL) the update needs.
-                    self.room.wait(POLL_MS / 1000)
+                    # and dropping a flood cannot take the CPU (and the GIL) the update needs. What waits
+                    # meanwhile stays in the socket (bounded by its HWM) and is read, and counted, after it.
+                    while not self.room.wait(POLL_MS / 1000) and not self.stop_event.is_set():
+                        pass
                     self.room.clear()
         except BaseException as exc:  # noqa: BLE001 - anything here is a bug: record it, the learner fails loudly
             self.error = exc
