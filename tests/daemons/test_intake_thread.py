@@ -121,7 +121,8 @@ def test_an_error_in_the_thread_is_counted_and_fails_the_learner_loudly(wire):
 def test_the_learner_loop_trains_with_the_receiver_thread_and_stops_it(tmp_path):
     """The real loop: batches go in on the thread, updates happen on the main thread, and stop joins both."""
     config = load_config(ROOT / "examples" / "cartpole.toml",
-                         [f"run.dir='{tmp_path}'", "learner.replay_min_size=64", "algorithm.batch_size=32"])
+                         [f"run.dir='{tmp_path}'", "learner.replay_min_size=64", "algorithm.batch_size=32",
+                          "learner.prefetch=true"])
     stop = StopFlag()
     learner = Learner(config, "default", stop, control_endpoint=None)
     learner.build()
