@@ -74,15 +74,18 @@ def as_buffer(frame: Any, index: int) -> memoryview:
 
 def nesting_depth(value: Any, limit: int) -> int:
     """Depth of nested maps/lists, stopping as soon as `limit` is passed (iterative: no recursion)."""
-    deepest, stack = 0, [(value, 1)]
+    if not isinstance(value, (dict, list)):
+        return 0
+    deepest, stack = 1, [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, depth)
+        if depth > deepest:
+            deepest = depth
             if deepest > limit:
                 return deepest
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
+        # Only containers go on the stack: a header is mostly scalars (names, dtypes, sizes).
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend([(child, depth + 1) for child in children if isinstance(child, (dict, list))])
     return deepest
 
 

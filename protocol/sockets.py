@@ -246,6 +246,14 @@ def poll(sockets: Iterable[zmq.Socket], timeout_ms: int) -> set[zmq.Socket]:
         raise TransportError(f"poll failed: {exc}") from exc
 
 
+def writable(sock: zmq.Socket) -> bool:
+    """True if a send would be queued now (never waits)."""
+    try:
+        return bool(sock.poll(0, zmq.POLLOUT))
+    except zmq.ZMQError as exc:
+        raise TransportError(f"poll failed: {exc}") from exc
+
+
 def close(sock: zmq.Socket, linger_ms: int = DEFAULT_SOCKET_OPTIONS.linger_ms) -> None:
     """Close with a bounded linger (the default of ZeroMQ can hang shutdown forever)."""
     sock.close(linger=linger_ms)

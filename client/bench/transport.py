@@ -17,12 +17,18 @@ import click
 import numpy as np
 import zmq
 
+from daemons.config.schema import ActorsSection
 from protocol import sockets
 from protocol.transitions import TransitionBatch
 
 # name -> (T, K, obs shape, obs dtype): 256 small transitions, or 32 of stacked 84x84 frames (~1 MB a batch)
 PAYLOADS = {"cartpole": (32, 8, (4,), np.float32), "atari": (8, 4, (4, 84, 84), np.uint8)}
-PATHS = (("tandem", "ipc"), ("tandem", "tcp"), ("raw-pyzmq", "ipc"), ("raw-pyzmq", "tcp"), ("mp.Queue", "mp.Queue"))
+PATHS = (("tandem", "ipc"), ("tandem", "tcp"), ("tandem-single", "ipc"), ("raw-pyzmq", "ipc"), ("raw-pyzmq", "tcp"),
+         ("mp.Queue", "mp.Queue"))
+# Tandem's sender is an actor's backlog: what waits is joined, up to actors.join_unrolls unrolls (and 1 MiB) a message
+# ("tandem"), or sent one unroll a message ("tandem-single"). Batches/s counts unrolls either way.
+JOIN = {"tandem": ActorsSection().join_unrolls, "tandem-single": 1}
+BACKLOG_BATCHES = 16
 CAPACITY = 100_000
 # Atari-like transitions hold two 28 KiB observations: 20k of them is 1.1 GiB already (100k would be 5.6).
 CAPACITIES = {"cartpole": CAPACITY, "atari": 20_000}
@@ -40,6 +46,7 @@ def make_batch(payload: str, seq: int = 0) -> TransitionBatch:
         obs = rng.integers(0, 256, (steps + 1, envs, *obs_shape), dtype=np.uint8)
     else:
         obs = rng.standard_normal((steps + 1, envs, *obs_shape), dtype=np.float32)
+    obs[-1] = obs[0]  # copies of this unroll with rising seq follow one another, as an actor's do
     terminated = np.zeros((steps, envs), bool)
     truncated = np.zeros((steps, envs), bool)
     terminated[steps // 2, 0] = True
@@ -80,18 +87,22 @@ def filled_replay(payload: str):
 # ------------------------------------------------------------------------------------------- receivers
 
 
-def tandem_session(ctx: zmq.Context, endpoint: str, replay):
+def tandem_session(ctx: zmq.Context, endpoint: str, replay, payload: str):
     # Imported here: daemons.replay imports torch, which only the Tandem receiver should pay for.
     from daemons.replay import NStepAccumulator
 
     sock, nstep = sockets.transitions_pull(ctx, endpoint), NStepAccumulator(N_STEP, GAMMA)
 
-    def recv_one() -> bool:
+    steps = PAYLOADS[payload][0]
+
+    def recv_one() -> int:
+        """Unrolls received (a joined message holds several)."""
         frames = sockets.recv_frames(sock, WAIT_MS)
         if frames is None:
-            return False
-        replay.add(nstep.add(TransitionBatch.from_frames(frames)))
-        return True
+            return 0
+        batch = TransitionBatch.from_frames(frames)
+        replay.add(nstep.add(batch))
+        return batch.num_steps // steps
     return sockets.bound_endpoint(sock), recv_one, sock.close
 
 
@@ -125,13 +136,13 @@ def run_receiver(path: str, payload: str, warmup_s: float, duration_s: float, co
     """
     ctx = zmq.Context()
     try:
-        replay = filled_replay(payload) if path == "tandem" else None
+        replay = filled_replay(payload) if path.startswith("tandem") else None
         while conn.poll(START_TIMEOUT_S):
             where = conn.recv()
             if where is None:
                 break
-            if path == "tandem":
-                endpoint, recv_one, close = tandem_session(ctx, where, replay)
+            if path.startswith("tandem"):
+                endpoint, recv_one, close = tandem_session(ctx, where, replay, payload)
             elif path == "raw-pyzmq":
                 endpoint, recv_one, close = raw_session(ctx, where)
             else:
@@ -156,8 +167,7 @@ def count_batches(recv_one, warmup_s: float, duration_s: float) -> dict:
     count, start = 0, time.monotonic()
     now = start
     while now - start < duration_s:
-        if recv_one():
-            count += 1
+        count += int(recv_one())
         now = time.monotonic()
     return {"batches": count, "elapsed_s": now - start}
 
@@ -180,24 +190,27 @@ def run_sender(path: str, where, payload: str, stop) -> None:
         return
     ctx = zmq.Context()
     try:
-        if path == "tandem":
-            tandem_send_loop(ctx, where, batch, stop)
+        if path.startswith("tandem"):
+            tandem_send_loop(ctx, where, batch, stop, JOIN[path])
         else:
             raw_send_loop(ctx, where, batch.to_frames(), stop)
     finally:
         ctx.destroy(linger=0)
 
 
-def tandem_send_loop(ctx: zmq.Context, endpoint: str, batch: TransitionBatch, stop) -> None:
+def tandem_send_loop(ctx: zmq.Context, endpoint: str, batch: TransitionBatch, stop, max_join: int = 1) -> None:
+    """An actor faster than its learner: its backlog is kept full and flushed as the actor's link does."""
+    from daemons.actor.backlog import JoiningBacklog
+
     sock = sockets.transitions_push(ctx, endpoint)
+    backlog = JoiningBacklog(BACKLOG_BATCHES, max_join)
     seq = 0
     while not stop.is_set():
-        # A new batch each time (seq goes up so the learner's n-step windows continue); encoding is measured.
-        frames = dataclasses.replace(batch, seq=seq).to_frames()
-        while not sockets.send_frames(sock, frames, timeout_ms=WAIT_MS):
-            if stop.is_set():
-                return
-        seq += 1
+        while len(backlog) < backlog.max_batches:  # a new unroll each time: seq goes up, windows continue
+            backlog.push(dataclasses.replace(batch, seq=seq))
+            seq += 1
+        if not backlog.flush(lambda frames: bool(sockets.send_frames(sock, frames)), lambda: sockets.writable(sock)):
+            sock.poll(WAIT_MS, zmq.POLLOUT)
 
 
 def raw_send_loop(ctx: zmq.Context, endpoint: str, frames: list, stop) -> None:
@@ -270,8 +283,8 @@ def measure_group(path: str, payload: str, transports: list[str], warmup_s: floa
 def measure_payload(payload: str, repeats: int, warmup_s: float, duration_s: float) -> list[dict]:
     """Every (path, transport) for one payload; ipc and tcp sessions alternate, mp.Queue gets a fresh queue each time."""
     runs: dict[tuple[str, str], list[float]] = {}
-    for path in ("tandem", "raw-pyzmq"):
-        transports = ["ipc", "tcp"] * repeats
+    for path in ("tandem", "tandem-single", "raw-pyzmq"):
+        transports = (["ipc"] if path == "tandem-single" else ["ipc", "tcp"]) * repeats
         for transport, rate in zip(transports, measure_group(path, payload, transports, warmup_s, duration_s)):
             runs.setdefault((path, transport), []).append(rate)
     # A killed queue writer can leave a half-written message behind: never reuse a queue across senders.
@@ -296,6 +309,9 @@ def ratios(results: list[dict]) -> dict[str, float]:
         for transport in ("ipc", "tcp"):
             tandem = rate[("tandem", transport, payload)]
             out[f"{payload}/{transport}/tandem_over_raw"] = round(tandem / max(rate[("raw-pyzmq", transport, payload)], 1e-9), 3)
+            if transport == "ipc":
+                single = rate[("tandem-single", "ipc", payload)]
+                out[f"{payload}/ipc/tandem_single_over_raw"] = round(single / max(rate[("raw-pyzmq", "ipc", payload)], 1e-9), 3)
             queue_rate = rate[("mp.Queue", "mp.Queue", payload)]
             out[f"{payload}/{transport}/tandem_over_mp_queue"] = round(tandem / max(queue_rate, 1e-9), 3)
     return out
@@ -322,7 +338,11 @@ def machine() -> dict:
 @click.option("--quick", is_flag=True, help="1 repeat of 0.5 s each (a smoke run, not a figure to quote).")
 @click.option("--repeats", default=3, show_default=True, help="Timed runs per (path, transport, payload); medians reported.")
 def transport_cmd(as_json: bool, quick: bool, repeats: int) -> None:
-    """Actor -> learner batches/s in separate processes: Tandem (decode + n-step + replay insert) vs raw pyzmq and mp.Queue."""
+    """Actor -> learner batches/s in separate processes: Tandem (decode + n-step + replay insert) vs raw pyzmq and mp.Queue.
+
+    Tandem's sender joins the unrolls waiting in its backlog (up to actors.join_unrolls, 16, a message, and at most 1 MiB) as an actor does; `tandem-single`
+    sends one unroll a message. Raw pyzmq and mp.Queue move one unroll a message.
+    """
     repeats, warmup_s, duration_s = (1, 0.2, 0.5) if quick else (max(1, repeats), 0.5, 2.0)
     results = []
     for payload in PAYLOADS:

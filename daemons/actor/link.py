@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from daemons.actor.backlog import Backlog
+from daemons.actor.backlog import JoiningBacklog
 from daemons.actor.weights_client import WeightsClient
-from daemons.algorithms import make_policy
+from daemons.algorithms import feed_kind, make_policy
+from daemons.config.policies import policy_config
 from daemons.config.schema import RunConfig
 from daemons.envs.spaces import PolicySpaces
 from daemons.runtime.endpoints import LearnerEndpoints, socket_options
@@ -56,10 +57,15 @@ class PolicyLink:
         self.policy_id = policy
         self.followed = FollowedPolicy(ctx, config, policy, spaces, endpoints, name, seed)
         self.push_socket = sockets.transitions_push(ctx, endpoints.transitions, socket_options(config))
-        self.backlog = Backlog(config.actors.backlog_batches)
         atari = config.env.atari
         self.frame_stack = atari.frame_stack if atari.enabled else 1
         self.sent_whole = 0  # stacked batches that could not be cut to frames (stacks not FrameStackObservation's)
+        # Off-policy learners cut received unrolls into n-step windows, so joined unrolls train the same; an
+        # on-policy learner would see longer unrolls (other V-trace traces and batches): it gets them as made.
+        # Frame-stacked unrolls (about 1 MB each) go alone: joining them was slower, and each carries its history.
+        replay = feed_kind(policy_config(config, policy)) == "replay"
+        joins = config.actors.join_unrolls if replay and self.frame_stack < 2 else 1
+        self.backlog = JoiningBacklog(config.actors.backlog_batches, joins)
 
     @property
     def version(self) -> int:
@@ -73,7 +79,8 @@ class PolicyLink:
         return self.followed.poll()
 
     def push(self, batch: TransitionBatch) -> None:
-        self.backlog.push(self.wire_form(batch).to_frames())
+        # encoded when sent: joined with the unrolls after it if they wait together
+        self.backlog.push(self.wire_form(batch))
 
     def wire_form(self, batch: TransitionBatch) -> TransitionBatch:
         """Frame stacks travel as their newest frames (PROTOCOL.md 2.1.2); a batch that cannot goes whole."""
@@ -90,7 +97,8 @@ class PolicyLink:
 
     def flush(self) -> None:
         """Send what the socket takes now, oldest first; never blocks."""
-        self.backlog.flush(lambda frames: bool(sockets.send_frames(self.push_socket, frames)))
+        self.backlog.flush(lambda frames: bool(sockets.send_frames(self.push_socket, frames)),
+                           lambda: sockets.writable(self.push_socket))
 
     def close(self) -> None:
         self.followed.close()

@@ -27,7 +27,12 @@ def torch_device(device: str) -> torch.device:
 
 
 def to_tensor(array: Any, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """A tensor on `device`; read-only arrays (views of received frames) are copied rather than shared."""
+    """A tensor on `device`; read-only arrays (views of received frames) are copied rather than shared.
+
+    A tensor (a batch the learner's prefetcher already moved) is passed through, cast only if need be.
+    """
+    if isinstance(array, torch.Tensor):
+        return array.to(device=device, dtype=dtype, non_blocking=True)
     arr = np.asarray(array)
     if arr.flags.writeable:
         return torch.as_tensor(arr, dtype=dtype, device=device)

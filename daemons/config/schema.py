@@ -134,6 +134,7 @@ class ActorsSection:
     epsilon_alpha: float = option(7.0, "(dqn) Ape-X alpha spreading the epsilons across every env of every actor.", min=0.0)
     epsilon_decay_steps: int = option(0, "(dqn) Env steps over which each actor's epsilon falls from 1.0 to its own; 0 starts there.", min=0)
     backlog_batches: int = option(16, "Batches an actor keeps while its learner is slow or gone; then the oldest is dropped.", min=1)
+    join_unrolls: int = option(16, "(dqn) Consecutive unrolls waiting in the backlog that are sent as one message (fewer per-message costs at the learner); 1 sends each alone.", min=1, max=1024)
     weights_refresh_s: float = option(5.0, "Ask the snapshot socket when no new version arrived for this long.", above=0.0)
     torch_threads: int = option(1, "torch.set_num_threads in each actor.", min=1)
     device: str = option("cpu", "Torch device the actors and the evaluator infer on: 'cpu', 'cuda', 'cuda:0', ...")
@@ -153,6 +154,8 @@ class LearnerSection:
     checkpoint_interval_s: float = option(60.0, "Seconds between checkpoints (one is also written on SIGTERM).", above=0.0)
     checkpoint_replay: bool = option(False, "(dqn) Also save the replay buffer in checkpoints.")
     torch_threads: int = option(1, "torch.set_num_threads in the learner.", min=1)
+    intake_thread: bool = option(True, "Receive, check and insert batches on a thread of their own, beside training.")
+    prefetch: bool = option(False, "(dqn) Sample the next replay batch (as tensors on the device, pinned and non-blocking on CUDA) while an update runs; no gain measured on a CPU.")
 
 
 @dataclass

@@ -18,19 +18,19 @@ from daemons.runtime.control_channel import ControlChannel
 from daemons.runtime.endpoints import bind_endpoints, is_loopback, learner_endpoints, socket_options
 from daemons.config.policies import policy_config
 from daemons.envs.probe import probe_policy_spaces
+from daemons.learner.intake import Intake
 from daemons.learner.metrics_log import MetricsLog
+from daemons.learner.prefetch import Prefetcher
 from daemons.runtime.paths import run_dir
 from daemons.learner.replay_feed import ReplayFeed
 from daemons.learner.unroll_feed import UnrollFeed
 from daemons.runtime.reporter import Reporter
 from daemons.runtime.signals import StopFlag
-from daemons.runtime.logs import log_dropped
 from daemons.runtime.torch_threads import set_torch_threads
 from daemons.learner.version_floor import read_floor, write_floor
-from protocol import ControlReply, ProtocolError, TransitionBatch, WeightBlob, WeightRequest, decode, sockets
+from protocol import ControlReply, ProtocolError, WeightBlob, WeightRequest, decode, sockets
 
 log = logging.getLogger(__name__)
-MAX_BATCHES_PER_POLL = 16  # receive at most this many batches between two training steps
 IDLE_POLL_MS = 5
 
 
@@ -54,7 +54,10 @@ class Learner:
                        "transitions_inserted": 0, "updates": 0, "snapshots_served": 0, "checkpoints": 0}
         self.version = -1
         self.latest_frames: list | None = None
-        self.lag_window = [0.0, 0]  # sum of lags and transitions since the last metrics record
+        # The feed is shared by the training thread and, with learner.intake_thread, the receiver thread.
+        self.feed_lock = threading.Lock()
+        self.intake_threaded = False
+        self.prefetcher: Prefetcher | None = None
         self.lag_mean = 0.0
         self.last_metrics: dict[str, float] = {}
         self.last_checkpoint: float | None = None
@@ -74,6 +77,8 @@ class Learner:
             self.feed = ReplayFeed(cfg, obs_space, action_space)
         else:
             self.feed = UnrollFeed(cfg.algorithm.batch_size, cfg.learner.max_lag)
+        self.intake = Intake(self.feed, self.feed_lock, self.policy_id, self.check_content, cfg.learner.max_lag,
+                             lambda: self.version, self.counts)
         # torch's first optimizer imports torch._dynamo (1.5 s of CPU). A thread pays it while the first
         # weights go out and the first unrolls come in; the loop trains only once it is done, so neither
         # the actors' start nor the heartbeats wait for it.
@@ -147,10 +152,21 @@ class Learner:
 
     def loop(self) -> None:
         """Receive, train, serve snapshots, register, checkpoint, record metrics and report, until stopped."""
+        self.start_threads()
+        try:
+            self.loop_body()
+        finally:
+            self.stop_threads()
+
+    def loop_body(self) -> None:
         next_checkpoint = time.monotonic() + self.config.learner.checkpoint_interval_s
         next_metrics = 0.0
         while not self.stop:
-            received = self.receive()
+            if self.intake_threaded:
+                self.intake.check()  # a dead receiver thread fails the learner loudly: the supervisor restarts it
+                received = 0
+            else:
+                received = self.receive()
             trained = self.train_step()
             self.serve_snapshots()
             now = time.monotonic()
@@ -160,58 +176,46 @@ class Learner:
                 self.checkpoint()
                 next_checkpoint = now + self.config.learner.checkpoint_interval_s
             if now >= next_metrics:
-                if self.lag_window[1]:
-                    self.lag_mean = self.lag_window[0] / self.lag_window[1]
-                    self.lag_window = [0.0, 0]
+                lag = self.intake.take_lag_mean()
+                if lag is not None:
+                    self.lag_mean = lag
                 self.metrics.write(self.counts["updates"], {**self.counters(), **self.last_metrics})
                 next_metrics = now + 1.0
             self.reporter.update(self.counters())
             self.reporter.tick(now)
             if not received and not trained:
-                sockets.poll([self.transitions_pull, self.snapshot_router], IDLE_POLL_MS)
+                waited = [self.snapshot_router] if self.intake_threaded else [self.transitions_pull, self.snapshot_router]
+                sockets.poll(waited, IDLE_POLL_MS)
+
+    def start_threads(self) -> None:
+        """learner.intake_thread: the receiver thread takes the transitions socket (this thread never touches it
+        again); learner.prefetch: replay batches are sampled one update ahead."""
+        cfg = self.config.learner
+        if cfg.intake_thread:
+            self.intake.start(self.transitions_pull)
+            self.intake_threaded = True
+        if cfg.prefetch and hasattr(self.feed, "replay"):
+            # On-policy feeds are not prefetched: the next update should take the freshest unrolls.
+            self.prefetcher = Prefetcher(self.feed, self.feed_lock, self.device, lambda: self.version)
+            self.prefetcher.start()
+
+    def stop_threads(self) -> None:
+        if self.prefetcher is not None:
+            self.prefetcher.stop()
+        if self.intake_threaded:
+            self.intake.stop()
 
     def receive(self) -> int:
-        """Read up to MAX_BATCHES_PER_POLL batches; insert those the rate limiter allows, drop (and count) the rest.
-
-        Reading even what cannot be inserted keeps the sockets short, so what does go in is fresh: data left
-        queued while training catches up would be many versions old by the time it was read.
-        """
-        got = 0
-        while got < MAX_BATCHES_PER_POLL:
-            frames = sockets.recv_frames(self.transitions_pull, 0)
-            if frames is None:
-                break
-            got += 1
-            if self.feed.can_accept():
-                self.insert(frames)
-            else:
-                self.counts["batches_over_ratio"] += 1
-        return got
+        """Inline intake (learner.intake_thread off): handle up to a few waiting batches between two updates."""
+        return self.intake.drain(self.transitions_pull)
 
     def insert(self, frames: list) -> None:
-        try:
-            batch = TransitionBatch.from_frames(frames)
-        except ProtocolError as exc:
-            self.counts["batches_malformed"] += 1
-            log_dropped(log, "a malformed batch", self.counts["batches_malformed"], exc)
-            return
-        if batch.policy_id != self.policy_id:
-            self.counts["batches_foreign"] += 1
-            return
-        self.counts["batches_received"] += 1
-        lag = self.version - batch.policy_version
-        if batch.policy_version < 0 or lag > self.config.learner.max_lag:
-            self.counts["batches_stale"] += 1
-            return
-        try:
-            self.check_content(batch)
-        except ValueError as exc:
-            self.counts["batches_malformed"] += 1
-            log_dropped(log, "a batch this learner cannot train on", self.counts["batches_malformed"], exc)
-            return
-        self.lag_window[0] += lag * batch.num_transitions
-        self.lag_window[1] += batch.num_transitions
-        self.counts["transitions_inserted"] += self.feed.add(batch)
+        """Decode, check and insert one received message on this thread (see Intake.handle)."""
+        self.intake.handle(frames)
+
+    @property
+    def lag_window(self) -> list:
+        return self.intake.lag_window
 
     def check_content(self, batch: TransitionBatch) -> None:
         """ValueError unless a well-framed batch also fits this policy's spaces and algorithm."""
@@ -223,11 +227,17 @@ class Learner:
     def train_step(self) -> bool:
         if self.warm_up.is_alive():
             return False
-        payload = self.feed.next_batch(self.version)
+        if self.prefetcher is not None:
+            payload = self.prefetcher.next()
+        else:
+            with self.feed_lock:
+                payload = self.feed.next_batch(self.version)
         if payload is None:
             return False
         result = self.algorithm.update(payload)
-        self.feed.after_update(payload, result)
+        with self.feed_lock:
+            self.feed.after_update(payload, result)
+        self.intake.made_room()
         self.counts["updates"] += 1
         self.last_metrics = {k: float(v) for k, v in result.metrics.items()}
         self.last_metrics["sample_lag_mean"] = self.feed.lag_of(payload, self.version)
@@ -264,16 +274,21 @@ class Learner:
 
     def checkpoint(self) -> None:
         state = {"algorithm": self.algorithm.state_dict(), "version": self.version, "updates": self.counts["updates"]}
-        saved = self.feed.state_dict()
-        if saved:
-            state["replay"] = {k: torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v
-                               for k, v in saved.items()}
-        save_checkpoint(self.dir, state)
+        with self.feed_lock:  # the receiver thread must not change replay while it is written out
+            saved = self.feed.state_dict()
+            if saved:
+                state["replay"] = {k: torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v
+                                   for k, v in saved.items()}
+                save_checkpoint(self.dir, state)
+        if not saved:
+            save_checkpoint(self.dir, state)
         self.counts["checkpoints"] += 1
         self.last_checkpoint = time.monotonic()
 
     def counters(self) -> dict[str, float]:
-        return {**self.counts, **self.feed.counters(), "version": self.version,
+        with self.feed_lock:
+            feed_counters = self.feed.counters()
+        return {**self.counts, **feed_counters, "version": self.version,
                 "batches_stale": self.counts["batches_stale"] + self.feed.dropped_stale,
                 "lag_mean": self.lag_mean,
                 "loss": self.last_metrics.get("loss", 0.0),

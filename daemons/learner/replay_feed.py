@@ -9,7 +9,7 @@ import numpy as np
 
 from daemons.config.schema import RunConfig
 from daemons.learner.rate_limiter import RateLimiter
-from daemons.replay import FrameReplay, NStepAccumulator, ReplayBuffer, SampledBatch
+from daemons.replay import FrameReplay, NStepAccumulator, NStepTransitions, ReplayBuffer, SampledBatch
 from protocol import TransitionBatch, stacks
 
 
@@ -26,12 +26,14 @@ class ReplayFeed:
             self.replay = FrameReplay(config.learner.replay_capacity, shape, np.dtype(obs_space.dtype), action_shape,
                                       action_dtype, config.algorithm.n_step, config.algorithm.gamma, **common)
             self.nstep = self.replay.nstep
-            self._insert = self.replay.add
+            # its n-step windows and frame writes are one step, done under the lock
+            self._prepare, self._insert = (lambda batch: batch), self.replay.add
         else:
             self.replay = ReplayBuffer(config.learner.replay_capacity, shape, np.dtype(obs_space.dtype), action_shape,
                                        action_dtype, **common)
             self.nstep = NStepAccumulator(config.algorithm.n_step, config.algorithm.gamma)
-            self._insert = lambda batch: self.replay.add(self.nstep.add(stacks.unpack(batch)))
+            self._prepare = lambda batch: self.nstep.add(stacks.unpack(batch))
+            self._insert = self.replay.add
         spi, batch = config.learner.samples_per_insert, config.algorithm.batch_size
         self.limiter = RateLimiter(spi, config.learner.replay_min_size, error_buffer=max(4.0 * batch, 2.0 * spi * 256))
         self.publish_every = config.learner.publish_interval_updates
@@ -40,11 +42,19 @@ class ReplayFeed:
         """False while the learner is more than the limiter's slack behind the target ratio."""
         return self.limiter.can_insert(len(self.replay))
 
-    def add(self, batch: TransitionBatch) -> int:
+    def prepare(self, batch: TransitionBatch) -> NStepTransitions | TransitionBatch:
+        """The n-step arithmetic: state of the receiving side only, so it needs no lock against sampling."""
+        return self._prepare(batch)
+
+    def insert(self, transitions: NStepTransitions | TransitionBatch) -> int:
+        """Into the ring, counted by the limiter; shares state with `next_batch` (the caller holds the lock)."""
         before = len(self.replay)
-        added = self._insert(batch)
+        added = self._insert(transitions)
         self.limiter.record_insert(added, before)
         return added
+
+    def add(self, batch: TransitionBatch) -> int:
+        return self.insert(self.prepare(batch))
 
     dropped_stale = 0  # lag is checked on arrival only: replay holds transitions for a long time by design
 

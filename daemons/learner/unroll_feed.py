@@ -33,6 +33,13 @@ class UnrollFeed:
     def can_accept(self) -> bool:
         return True  # reading everything keeps the sockets short; the queue drops its oldest instead
 
+    @staticmethod
+    def prepare(batch: TransitionBatch) -> TransitionBatch:
+        return batch  # an unroll is queued as it came
+
+    def insert(self, batch: TransitionBatch) -> int:
+        return self.add(batch)
+
     def add(self, batch: TransitionBatch) -> int:
         if batch.num_transitions == 0:
             return 0

@@ -136,3 +136,21 @@ def test_vector_record_has_every_mode_and_a_bad_mode_names_the_key():
     assert all(r["steps_per_s"] > 0 for r in data["rows"])
     result = CliRunner().invoke(cli, ["bench", "vector", "--quick", "--modes", ",threads"])
     assert result.exit_code == 2 and "env.vector" in result.output
+
+
+@pytest.mark.timeout(300)
+def test_intake_record_is_complete():
+    data = record("intake", "--device", "cpu")
+    assert data["benchmark"] == "intake" and data["quick"] is True and data["device"] == "cpu"
+    for model in ("cartpole", "atari"):
+        result = data["results"][model]
+        runs = result["runs"]
+        assert set(runs) == {"no_intake", "no_intake_no_prefetch", "flood_thread", "flood_inline"}
+        assert all(r["samples_per_s"] > 0 and r["intake_errors"] == 0 and r["batches_malformed"] == 0 for r in runs.values())
+        assert runs["flood_thread"]["batches_received_per_s"] > 0 and runs["flood_inline"]["batches_received_per_s"] > 0
+        assert runs["no_intake"]["batches_received_per_s"] == 0
+        limits = result["limits"]
+        assert limits["forward_backward_step_samples_per_s"] > 0 and limits["update_on_device_samples_per_s"] > 0
+        share = runs["flood_thread"]["samples_per_s"] / runs["no_intake"]["samples_per_s"]
+        assert result["share_kept"]["flood_thread"] == pytest.approx(share, rel=0.01)
+    assert data["target"]["share_kept_min"] == 0.8 and set(data["met"]) == {"cartpole", "atari"}

@@ -1,0 +1,153 @@
+"""The learner's intake: receive, decode, check and insert batches, inline or on a thread of its own."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from daemons.runtime.logs import log_dropped
+from protocol import ProtocolError, TransitionBatch, sockets
+
+log = logging.getLogger(__name__)
+MAX_BATCHES_PER_POLL = 16  # inline: at most this many batches between two training steps
+POLL_MS = 50  # the thread looks at its stop event at least this often
+JOIN_TIMEOUT_S = 5.0
+INTAKE_COUNTS = ("batches_received", "batches_malformed", "batches_stale", "batches_foreign", "batches_over_ratio",
+                 "transitions_inserted", "intake_errors")
+
+
+class IntakeDied(RuntimeError):
+    """The receiver thread stopped on an unexpected error: the learner must exit (the supervisor restarts it)."""
+
+
+class Intake:
+    """Turns received frames into feed inserts, counting every batch it drops and why.
+
+    `feed` is shared with the training thread, which samples from it: every call into it that reads or
+    changes shared state (the ring, the sum-tree, the rate limiter, the unroll queue) holds `lock`, and
+    only for the insert itself; decoding, checks and the n-step arithmetic (`feed.prepare`, state of this
+    side only) run without it, so they overlap an update (torch releases the GIL). `counts` is the
+    learner's counter dict: this object is the only writer of the keys in INTAKE_COUNTS.
+    """
+
+    def __init__(self, feed: Any, lock: threading.Lock, policy_id: str, check_content: Callable[[TransitionBatch], None],
+                 max_lag: int, current_version: Callable[[], int], counts: dict[str, float]):
+        self.feed, self.lock, self.policy_id = feed, lock, policy_id
+        self.check_content, self.max_lag, self.current_version = check_content, max_lag, current_version
+        self.counts = counts
+        for key in INTAKE_COUNTS:
+            counts.setdefault(key, 0)
+        self.lag_window = [0.0, 0]  # sum of lags and transitions since `take_lag_mean`, under `lock`
+        self.thread: threading.Thread | None = None
+        self.stop_event = threading.Event()
+        self.error: BaseException | None = None
+        self.refused = False  # the limiter refused a batch in this round of reading
+        self.room = threading.Event()  # set by the training thread after each update
+
+    # ------------------------------------------------------------------ one batch
+
+    def handle(self, frames: list) -> None:
+        """Decode and check first, so a bad batch is counted as bad whatever the limiter says; then insert."""
+        try:
+            batch = TransitionBatch.from_frames(frames)
+        except ProtocolError as exc:
+            self.counts["batches_malformed"] += 1
+            log_dropped(log, "a malformed batch", self.counts["batches_malformed"], exc)
+            return
+        if batch.policy_id != self.policy_id:
+            self.counts["batches_foreign"] += 1
+            return
+        self.counts["batches_received"] += 1
+        lag = self.current_version() - batch.policy_version
+        if batch.policy_version < 0 or lag > self.max_lag:
+            self.counts["batches_stale"] += 1
+            return
+        try:
+            self.check_content(batch)
+        except ValueError as exc:
+            self.counts["batches_malformed"] += 1
+            log_dropped(log, "a batch this learner cannot train on", self.counts["batches_malformed"], exc)
+            return
+        with self.lock:
+            accept = self.feed.can_accept()
+        if not accept:
+            self.counts["batches_over_ratio"] += 1
+            self.refused = True
+            return
+        # Only sampling happens between the check and the insert, and sampling only makes room.
+        prepared = self.feed.prepare(batch)
+        with self.lock:
+            self.counts["transitions_inserted"] += self.feed.insert(prepared)
+            self.lag_window[0] += lag * batch.num_transitions
+            self.lag_window[1] += batch.num_transitions
+
+    def take_lag_mean(self) -> float | None:
+        """Mean lag on arrival of the transitions inserted since the last call (None if there were none)."""
+        with self.lock:
+            total, count = self.lag_window
+            self.lag_window = [0.0, 0]
+        return total / count if count else None
+
+    def drain(self, sock: Any, limit: int = MAX_BATCHES_PER_POLL, timeout_ms: int = 0) -> int:
+        """Handle up to `limit` waiting batches (the first after at most `timeout_ms`); how many were read.
+
+        Reading even what cannot be inserted keeps the socket short, so what does go in is fresh.
+        """
+        got = 0
+        while got < limit:
+            frames = sockets.recv_frames(sock, timeout_ms if got == 0 else 0)
+            if frames is None:
+                break
+            got += 1
+            self.handle(frames)
+        return got
+
+    # ------------------------------------------------------------------ on a thread
+
+    def start(self, sock: Any) -> None:
+        """Hand `sock` to a receiver thread; from now on only that thread touches it (ZeroMQ sockets are not
+        thread-safe), and it closes the socket when it ends."""
+        self.thread = threading.Thread(target=self._run, args=(sock,), name="intake", daemon=True)
+        self.thread.start()
+
+    def _run(self, sock: Any) -> None:
+        try:
+            while not self.stop_event.is_set():
+                self.refused = False
+                self.drain(sock, MAX_BATCHES_PER_POLL, POLL_MS)
+                if self.refused:
+                    # Training is behind its ratio: read at most a round of batches per update, so that reading
+                    # and dropping a flood cannot take the CPU (and the GIL) the update needs. What waits
+                    # meanwhile stays in the socket (bounded by its HWM) and is read, and counted, after it.
+                    while not self.room.wait(POLL_MS / 1000) and not self.stop_event.is_set():
+                        pass
+                    self.room.clear()
+        except BaseException as exc:  # noqa: BLE001 - anything here is a bug: record it, the learner fails loudly
+            self.error = exc
+            self.counts["intake_errors"] += 1
+            log.exception("intake thread died")
+        finally:
+            sockets.close(sock, linger_ms=0)
+
+    def made_room(self) -> None:
+        """The training thread sampled: a refused receiver may read again."""
+        self.room.set()
+
+    def check(self) -> None:
+        """Raise IntakeDied if the receiver thread has ended on its own (the training thread calls this)."""
+        died = self.thread is not None and not self.thread.is_alive() and not self.stop_event.is_set()
+        if self.error is not None or died:
+            raise IntakeDied(f"the intake thread died: {self.error!r}") from self.error
+
+    def stop(self, timeout_s: float = JOIN_TIMEOUT_S) -> bool:
+        """Ask the thread to end and wait at most `timeout_s`; False if it is still running."""
+        self.stop_event.set()
+        if self.thread is None:
+            return True
+        self.thread.join(timeout_s)
+        if self.thread.is_alive():
+            log.warning("intake thread did not stop within %.1f s", timeout_s)
+            return False
+        return True

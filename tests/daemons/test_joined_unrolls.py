@@ -1,0 +1,109 @@
+"""Joined unrolls: one message for consecutive unrolls of a stream trains exactly as the unrolls one by one."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from daemons.actor.backlog import JoiningBacklog
+from daemons.replay import NStepAccumulator
+from protocol import TransitionBatch
+from protocol.transitions import join_unrolls, joinable
+from tests.protocol import samples
+
+ENDS = [(1, 0, "terminated"), (3, 2, "truncated"), (6, 1, "truncated"), (9, 0, "truncated"), (10, 2, "terminated")]
+
+
+def long_unroll() -> TransitionBatch:
+    batch = samples.unroll(steps=12, envs=3, ends=ENDS, extras=True)
+    return dataclasses.replace(batch, policy_version=5)
+
+
+def cut(batch: TransitionBatch, lo: int, hi: int, seq: int) -> TransitionBatch:
+    """Steps lo..hi-1 as their own unroll, as an actor would have sent them."""
+    rows_before = int(batch.truncated[:lo].sum())
+    rows = int(batch.truncated[lo:hi].sum())
+    return dataclasses.replace(
+        batch, seq=seq, obs=batch.obs[lo:hi + 1], actions=batch.actions[lo:hi], rewards=batch.rewards[lo:hi],
+        terminated=batch.terminated[lo:hi], truncated=batch.truncated[lo:hi],
+        final_obs=batch.final_obs[rows_before:rows_before + rows], extras={n: a[lo:hi] for n, a in batch.extras.items()})
+
+
+def pieces() -> list[TransitionBatch]:
+    whole = long_unroll()
+    return [cut(whole, lo, lo + 4, seq) for seq, lo in enumerate((0, 4, 8))]
+
+
+def rows(transitions) -> np.ndarray:
+    """Every n-step transition as one row, sorted: the order windows come out in is not the point."""
+    table = np.column_stack([transitions.obs.reshape(len(transitions), -1), transitions.next_obs.reshape(len(transitions), -1),
+                             transitions.actions, transitions.returns, transitions.discounts, transitions.versions])
+    return table[np.lexsort(table.T[::-1])]
+
+
+def test_joining_consecutive_unrolls_gives_back_the_long_unroll():
+    parts = pieces()
+    assert all(joinable(a, b) for a, b in zip(parts, parts[1:]))
+    joined = join_unrolls(parts)
+    whole = long_unroll()
+    for name in ("obs", "actions", "rewards", "terminated", "truncated", "final_obs"):
+        np.testing.assert_array_equal(getattr(joined, name), getattr(whole, name))
+    np.testing.assert_array_equal(joined.extras["logits"], whole.extras["logits"])
+    assert joined.seq == 0 and joined.num_steps == 12
+    TransitionBatch.from_frames(joined.to_frames())  # a valid message
+
+
+def test_a_joined_message_gives_the_same_n_step_transitions_as_its_unrolls():
+    parts = pieces()
+    one_by_one, joined = NStepAccumulator(3, 0.9), NStepAccumulator(3, 0.9)
+    separate = [one_by_one.add(p) for p in parts]
+    first = joined.add(join_unrolls(parts[:2]))
+    second = joined.add(dataclasses.replace(parts[2], seq=1))  # the next message of the stream
+    expected = np.concatenate([rows(t) for t in separate])
+    got = np.concatenate([rows(first), rows(second)])
+    np.testing.assert_array_equal(rows_sorted(got), rows_sorted(expected))
+    assert joined.discarded == one_by_one.discarded == 0
+
+
+def rows_sorted(table: np.ndarray) -> np.ndarray:
+    return table[np.lexsort(table.T[::-1])]
+
+
+def test_unrolls_of_other_versions_or_streams_are_not_joined():
+    a, b, _ = pieces()
+    assert not joinable(a, dataclasses.replace(b, policy_version=6))
+    assert not joinable(a, dataclasses.replace(b, actor_id="actor-9"))
+    assert not joinable(a, dataclasses.replace(b, seq=2))
+    assert not joinable(a, dataclasses.replace(b, obs=b.obs + 1))
+
+
+def test_the_backlog_joins_what_waits_and_numbers_messages_with_gaps_kept():
+    whole = samples.unroll(steps=20, envs=3)
+    parts = [cut(dataclasses.replace(whole, policy_version=0), 4 * i, 4 * i + 4, i) for i in range(5)]
+    backlog = JoiningBacklog(max_batches=2, max_join=2)
+    sent: list[TransitionBatch] = []
+
+    def send(frames) -> bool:
+        sent.append(TransitionBatch.from_frames(frames))
+        return True
+
+    backlog.push(parts[0])
+    backlog.push(parts[1])
+    assert backlog.flush(send) == 2
+    for part in parts[2:]:
+        backlog.push(part)  # parts[2] is dropped: the backlog holds two
+    assert backlog.dropped == 1
+    assert backlog.flush(send) == 2
+    assert [(m.seq, m.num_steps) for m in sent] == [(0, 8), (2, 8)]  # seq 1 is missing: unrolls were lost
+    assert backlog.sent == 4 and backlog.messages == 2
+    nstep = NStepAccumulator(3, 0.9)
+    nstep.add(sent[0])
+    nstep.add(sent[1])
+    assert nstep.discarded > 0  # the learner saw the gap
+
+
+def test_nothing_is_encoded_while_the_socket_would_not_take_it():
+    backlog = JoiningBacklog(max_batches=4, max_join=4)
+    backlog.push(pieces()[0])
+    assert backlog.flush(lambda frames: True, writable=lambda: False) == 0 and len(backlog) == 1
