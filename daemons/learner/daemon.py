@@ -19,6 +19,7 @@ from daemons.runtime.endpoints import bind_endpoints, is_loopback, learner_endpo
 from daemons.config.policies import policy_config
 from daemons.envs.probe import probe_policy_spaces
 from daemons.learner.metrics_log import MetricsLog
+from daemons.learner.pace import PaceMeter, consumed_per_update
 from daemons.runtime.paths import run_dir
 from daemons.learner.replay_feed import ReplayFeed
 from daemons.learner.unroll_feed import UnrollFeed
@@ -59,6 +60,7 @@ class Learner:
         self.last_metrics: dict[str, float] = {}
         self.last_checkpoint: float | None = None
         self.metrics: MetricsLog | None = None
+        self.pace = PaceMeter(self.config.learner.pace_headroom)
 
     # ------------------------------------------------------------------ set-up
 
@@ -74,6 +76,7 @@ class Learner:
             self.feed = ReplayFeed(cfg, obs_space, action_space)
         else:
             self.feed = UnrollFeed(cfg.algorithm.batch_size, cfg.learner.max_lag)
+        self.consumed_per_update = consumed_per_update(cfg, feed_kind(cfg) == "replay")
         # torch's first optimizer imports torch._dynamo (1.5 s of CPU). A thread pays it while the first
         # weights go out and the first unrolls come in; the loop trains only once it is done, so neither
         # the actors' start nor the heartbeats wait for it.
@@ -152,8 +155,11 @@ class Learner:
         while not self.stop:
             received = self.receive()
             trained = self.train_step()
-            self.serve_snapshots()
             now = time.monotonic()
+            # Starved: wanted to train and had no data (the warm-up thread is neither busy nor starved).
+            self.pace.tick(now, self.consumed_per_update if trained else 0.0,
+                           starved=not trained and not self.warm_up.is_alive())
+            self.serve_snapshots()
             if now >= self.next_register:
                 self.register()
             if now >= next_checkpoint:
@@ -209,6 +215,7 @@ class Learner:
             self.counts["batches_malformed"] += 1
             log_dropped(log, "a batch this learner cannot train on", self.counts["batches_malformed"], exc)
             return
+        self.pace.heard(batch.actor_id, time.monotonic())
         self.lag_window[0] += lag * batch.num_transitions
         self.lag_window[1] += batch.num_transitions
         self.counts["transitions_inserted"] += self.feed.add(batch)
@@ -237,7 +244,9 @@ class Learner:
         return True
 
     def publish(self) -> None:
-        blob = WeightBlob.build(self.policy_id, self.version, self.counts["updates"], self.algorithm.weights())
+        pace_per_s, streams = self.pace.advice(time.monotonic(), filling=self.feed.filling())
+        blob = WeightBlob.build(self.policy_id, self.version, self.counts["updates"], self.algorithm.weights(),
+                                pace_per_s, streams)
         self.latest_frames = blob.to_frames()
         sockets.send_frames(self.weights_pub, self.latest_frames)
         write_floor(self.dir / "version", self.version)
@@ -273,7 +282,7 @@ class Learner:
         self.last_checkpoint = time.monotonic()
 
     def counters(self) -> dict[str, float]:
-        return {**self.counts, **self.feed.counters(), "version": self.version,
+        return {**self.counts, **self.feed.counters(), **self.pace.counters(), "version": self.version,
                 "batches_stale": self.counts["batches_stale"] + self.feed.dropped_stale,
                 "lag_mean": self.lag_mean,
                 "loss": self.last_metrics.get("loss", 0.0),

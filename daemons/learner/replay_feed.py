@@ -32,6 +32,10 @@ class ReplayFeed:
         """False while the learner is more than the limiter's slack behind the target ratio."""
         return self.limiter.can_insert(len(self.replay))
 
+    def filling(self) -> bool:
+        """Replay is below its minimum size: take everything (no insert budget yet)."""
+        return len(self.replay) < self.limiter.min_size
+
     def add(self, batch: TransitionBatch) -> int:
         before = len(self.replay)
         added = self.replay.add(self.nstep.add(batch))

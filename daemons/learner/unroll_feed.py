@@ -33,6 +33,9 @@ class UnrollFeed:
     def can_accept(self) -> bool:
         return True  # reading everything keeps the sockets short; the queue drops its oldest instead
 
+    def filling(self) -> bool:
+        return False  # every update takes fresh unrolls: there is nothing to fill first
+
     def add(self, batch: TransitionBatch) -> int:
         if batch.num_transitions == 0:
             return 0
