@@ -89,14 +89,16 @@ def render(data: dict) -> Any:
                       (r["last_error"] or "")[:80])
     policies = Table(box=None, header_style="bold")
     for col in ("policy", "state", "version", "updates/s", "replay fill", "lag", "dropped (learner/actors)",
-                "eval return", "last checkpoint"):
+                "pace (budget, waited)", "eval return", "last checkpoint"):
         policies.add_column(col)
     for p in data["policies"]:
         fill = f"{100 * p['replay_fill']:.0f}%" if p["replay_fill"] is not None else "-"
         age = p["last_checkpoint_age_s"]
         dropped = f"{fmt(p.get('dropped_by_learner'))}/{fmt(p.get('dropped_by_actors'))}"
+        budget = f"{p['pace_per_s']:.0f}/s" if p.get("pace_per_s") else "none"
+        pace = f"{budget}, {fmt(p.get('paced_s'), 's')}"
         policies.add_row(p["policy"], p["state"], fmt(p["version"]), fmt(p["updates_per_s"]), fill, fmt(p["lag"]),
-                         dropped, fmt(p.get("eval_return")), f"{age:.0f}s ago" if age is not None and age >= 0 else "none yet")
+                         dropped, pace, fmt(p.get("eval_return")), f"{age:.0f}s ago" if age is not None and age >= 0 else "none yet")
     return Group(table, policies)
 
 
