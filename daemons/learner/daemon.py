@@ -158,7 +158,8 @@ class Learner:
             now = time.monotonic()
             # Starved: wanted to train and had no data (the warm-up thread is neither busy nor starved).
             self.pace.tick(now, self.consumed_per_update if trained else 0.0,
-                           starved=not trained and not self.warm_up.is_alive())
+                           starved=not trained and not self.warm_up.is_alive(),
+                           dropped_total=self.counts["batches_over_ratio"] + getattr(self.feed, "dropped_full", 0))
             self.serve_snapshots()
             if now >= self.next_register:
                 self.register()

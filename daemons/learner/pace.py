@@ -23,9 +23,12 @@ class PaceMeter:
     wanted to train but had no data counts as starved; anything else (warm-up) counts as neither. The
     rate is consumed transitions per busy second, so it measures what the learner could take, not what
     it was given: pacing actors down frees CPU, the learner trains faster, and the budget rises. The
-    budget is `headroom` times that rate, raised by 1 / (1 - starved share) so actors that can send more
-    make up for one that cannot, and 0 (no limit) while there is no estimate, while replay fills, or
-    when the learner was starved for most of the last window: advice never holds a learner back.
+    budget is `headroom` times that rate. When the learner was starved in a window in which it threw
+    nothing away, the actors as a whole could not send their budget (one is slower than its share): the
+    budget is raised by 1 / (1 - starved share) so the others make up for it. Starved and dropping in
+    the same window is jitter, not a shortage, and raises nothing. The budget is 0 (no limit) while there
+    is no estimate, while replay fills, or when the learner was starved for most of the last window:
+    advice never holds a learner back.
     """
 
     def __init__(self, headroom: float, window_s: float = WINDOW_S, stream_ttl_s: float = STREAM_TTL_S):
@@ -35,11 +38,16 @@ class PaceMeter:
         self.busy_s = self.starved_s = self.consumed = 0.0
         self.rate_per_s: float | None = None  # smoothed consumption rate; None before the first window with updates
         self.starved_share = 0.0
+        self.dropped_total = 0  # batches the learner threw away (over its ratio, or a full queue), all time
+        self.window_dropped_from = 0
+        self.dropped_in_window = 0
         self.streams: dict[str, float] = {}  # actor id -> when it was last heard from
         self.advertised = (0.0, 0)
 
-    def tick(self, now: float, consumed: float, starved: bool) -> None:
-        """A pass of the loop ended at `now`: it consumed `consumed` transitions (0 when it did not train)."""
+    def tick(self, now: float, consumed: float, starved: bool, dropped_total: int = 0) -> None:
+        """A pass of the loop ended at `now`: it consumed `consumed` transitions (0 when it did not train);
+        `dropped_total` is how many batches it has thrown away so far."""
+        self.dropped_total = dropped_total
         if self.last_tick is None:
             self.last_tick = self.window_start = now
             return
@@ -57,6 +65,7 @@ class PaceMeter:
             rate = self.consumed / self.busy_s
             self.rate_per_s = rate if self.rate_per_s is None else SMOOTHING * rate + (1 - SMOOTHING) * self.rate_per_s
         self.starved_share = self.starved_s / max(now - self.window_start, 1e-9)
+        self.dropped_in_window, self.window_dropped_from = self.dropped_total - self.window_dropped_from, self.dropped_total
         self.window_start, self.busy_s, self.starved_s, self.consumed = now, 0.0, 0.0, 0.0
 
     def heard(self, actor_id: str, now: float) -> None:
@@ -75,7 +84,8 @@ class PaceMeter:
                 or self.starved_share > STARVED_SHARE_MAX):
             self.advertised = (0.0, streams)
         else:
-            self.advertised = (self.headroom * self.rate_per_s / (1.0 - self.starved_share), streams)
+            short = self.starved_share if self.dropped_in_window == 0 else 0.0
+            self.advertised = (self.headroom * self.rate_per_s / (1.0 - short), streams)
         return self.advertised
 
     def counters(self) -> dict[str, float]:

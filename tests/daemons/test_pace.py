@@ -96,15 +96,17 @@ def test_streams_zero_is_one_share():
 # ------------------------------------------------------------------ the learner's estimate
 
 def run_learner(meter: PaceMeter, start: float, seconds: float, update_s: float, per_update: float,
-                idle_s: float = 0.0) -> float:
-    """A learner loop whose updates take `update_s`, with `idle_s` starved between them; returns the clock."""
-    now = start
+                idle_s: float = 0.0, drops: int = 0) -> float:
+    """A learner loop whose updates take `update_s`, with `idle_s` starved between them and `drops` batches
+    thrown away per update; returns the clock."""
+    now, dropped = start, meter.dropped_total
     while now < start + seconds:
         if idle_s:
             now += idle_s
-            meter.tick(now, 0.0, starved=True)
+            meter.tick(now, 0.0, starved=True, dropped_total=dropped)
         now += update_s
-        meter.tick(now, per_update, starved=False)
+        dropped += drops
+        meter.tick(now, per_update, starved=False, dropped_total=dropped)
     return now
 
 
@@ -125,6 +127,14 @@ def test_some_starvation_raises_the_budget():
     assert meter.rate_per_s == pytest.approx(6_400.0, rel=0.01)
     assert meter.starved_share == pytest.approx(0.2, abs=0.02)
     assert meter.advice(now, filling=False)[0] == pytest.approx(6_400.0 / 0.8, rel=0.03)
+
+
+def test_starved_while_dropping_is_jitter_and_raises_nothing():
+    meter = PaceMeter(headroom=1.1, window_s=1.0)
+    meter.tick(0.0, 0.0, starved=False)
+    now = run_learner(meter, 0.0, 3.0, update_s=0.01, per_update=64.0, idle_s=0.0025, drops=1)
+    assert meter.starved_share == pytest.approx(0.2, abs=0.02) and meter.dropped_in_window > 0
+    assert meter.advice(now, filling=False)[0] == pytest.approx(1.1 * 6_400.0, rel=0.01)
 
 
 def test_no_limit_while_mostly_starved_filling_or_unmeasured():
