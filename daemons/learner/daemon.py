@@ -159,7 +159,7 @@ class Learner:
             # Starved: wanted to train and had no data (the warm-up thread is neither busy nor starved).
             self.pace.tick(now, self.consumed_per_update if trained else 0.0,
                            starved=not trained and not self.warm_up.is_alive(),
-                           dropped_total=self.counts["batches_over_ratio"] + getattr(self.feed, "dropped_full", 0))
+                           fill=self.feed.fill())
             self.serve_snapshots()
             if now >= self.next_register:
                 self.register()

@@ -8,6 +8,8 @@ WINDOW_S = 2.0  # the consumption rate is measured over windows of about this le
 SMOOTHING = 0.5  # weight of the newest window in the running estimate
 STREAM_TTL_S = 5.0  # an actor not heard from for this long no longer takes a share
 STARVED_SHARE_MAX = 0.5  # starved of data for more than this share of a window: advertise no limit
+FILL_TARGET = 0.5  # the budget is corrected toward keeping the learner's buffer about half full ...
+FILL_GAIN = 1.0  # ... by this much per unit of fill: x1.5 when empty, x0.5 when full
 
 
 def consumed_per_update(config: RunConfig, replay: bool) -> float:
@@ -22,36 +24,36 @@ class PaceMeter:
     The learner calls `tick` once per pass of its loop. A pass that trained counts as busy time; one that
     wanted to train but had no data counts as starved; anything else (warm-up) counts as neither. The
     rate is consumed transitions per busy second, so it measures what the learner could take, not what
-    it was given: pacing actors down frees CPU, the learner trains faster, and the budget rises. The
-    budget is `headroom` times that rate. When the learner was starved in a window in which it threw
-    nothing away, the actors as a whole could not send their budget (one is slower than its share): the
-    budget is raised by 1 / (1 - starved share) so the others make up for it. Starved and dropping in
-    the same window is jitter, not a shortage, and raises nothing. The budget is 0 (no limit) while there
-    is no estimate, while replay fills, or when the learner was starved for most of the last window:
-    advice never holds a learner back.
+    it was given: pacing actors down frees CPU, the learner trains faster, and the budget rises.
+
+    The budget is `headroom` times that rate, corrected by how full the learner's buffer was on average
+    (`fill`: 0 = about to starve, 1 = throwing data away; a proportional controller on the buffer, as
+    queue-based congestion control does): times 1.5 when empty, 0.5 when full, 1 at half. With a
+    headroom of 1.1 it settles near 60% full, below where data is thrown away, and an actor slower than
+    its share makes the buffer run low, which raises the budget for the others. The budget is 0 (no
+    limit) while there is no estimate, while replay fills, or when the learner was starved for most of
+    the last window: advice never holds a learner back.
     """
 
     def __init__(self, headroom: float, window_s: float = WINDOW_S, stream_ttl_s: float = STREAM_TTL_S):
         self.headroom, self.window_s, self.stream_ttl_s = headroom, window_s, stream_ttl_s
         self.last_tick: float | None = None
         self.window_start = 0.0
-        self.busy_s = self.starved_s = self.consumed = 0.0
+        self.busy_s = self.starved_s = self.consumed = self.fill_s = 0.0
         self.rate_per_s: float | None = None  # smoothed consumption rate; None before the first window with updates
         self.starved_share = 0.0
-        self.dropped_total = 0  # batches the learner threw away (over its ratio, or a full queue), all time
-        self.window_dropped_from = 0
-        self.dropped_in_window = 0
+        self.fill = FILL_TARGET  # the buffer's mean fill over the last window
         self.streams: dict[str, float] = {}  # actor id -> when it was last heard from
         self.advertised = (0.0, 0)
 
-    def tick(self, now: float, consumed: float, starved: bool, dropped_total: int = 0) -> None:
-        """A pass of the loop ended at `now`: it consumed `consumed` transitions (0 when it did not train);
-        `dropped_total` is how many batches it has thrown away so far."""
-        self.dropped_total = dropped_total
+    def tick(self, now: float, consumed: float, starved: bool, fill: float = FILL_TARGET) -> None:
+        """A pass of the loop ended at `now`: it consumed `consumed` transitions (0 when it did not train),
+        and its buffer is `fill` full (0: nothing to train on, 1: arrivals are thrown away)."""
         if self.last_tick is None:
             self.last_tick = self.window_start = now
             return
         elapsed, self.last_tick = max(0.0, now - self.last_tick), now
+        self.fill_s += min(1.0, max(0.0, fill)) * elapsed
         if consumed > 0:
             self.busy_s += elapsed
             self.consumed += consumed
@@ -64,9 +66,9 @@ class PaceMeter:
         if self.busy_s > 0:
             rate = self.consumed / self.busy_s
             self.rate_per_s = rate if self.rate_per_s is None else SMOOTHING * rate + (1 - SMOOTHING) * self.rate_per_s
-        self.starved_share = self.starved_s / max(now - self.window_start, 1e-9)
-        self.dropped_in_window, self.window_dropped_from = self.dropped_total - self.window_dropped_from, self.dropped_total
-        self.window_start, self.busy_s, self.starved_s, self.consumed = now, 0.0, 0.0, 0.0
+        length = max(now - self.window_start, 1e-9)
+        self.starved_share, self.fill = self.starved_s / length, self.fill_s / length
+        self.window_start, self.busy_s, self.starved_s, self.consumed, self.fill_s = now, 0.0, 0.0, 0.0, 0.0
 
     def heard(self, actor_id: str, now: float) -> None:
         """A batch from `actor_id` was taken in."""
@@ -84,11 +86,11 @@ class PaceMeter:
                 or self.starved_share > STARVED_SHARE_MAX):
             self.advertised = (0.0, streams)
         else:
-            short = self.starved_share if self.dropped_in_window == 0 else 0.0
-            self.advertised = (self.headroom * self.rate_per_s / (1.0 - short), streams)
+            correction = 1.0 + FILL_GAIN * (FILL_TARGET - self.fill)
+            self.advertised = (self.headroom * self.rate_per_s * correction, streams)
         return self.advertised
 
     def counters(self) -> dict[str, float]:
         return {"pace_per_s": round(self.advertised[0], 1), "pace_streams": self.advertised[1],
                 "pace_capacity_per_s": round(self.rate_per_s or 0.0, 1),
-                "pace_starved_share": round(self.starved_share, 3)}
+                "pace_starved_share": round(self.starved_share, 3), "pace_fill": round(self.fill, 3)}

@@ -26,6 +26,10 @@ class RateLimiter:
     def diff(self) -> float:
         return self.samples_per_insert * self.inserted - self.sampled
 
+    def fill(self) -> float:
+        """The ratio's position in its slack: 0 when sampling must wait for data, 1 when inserts are refused."""
+        return min(1.0, max(0.0, (self.diff() + self.error_buffer) / (2.0 * self.error_buffer)))
+
     def can_insert(self, replay_size: int) -> bool:
         return replay_size < self.min_size or self.sampled == 0 or self.diff() <= self.error_buffer
 

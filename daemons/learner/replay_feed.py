@@ -36,6 +36,10 @@ class ReplayFeed:
         """Replay is below its minimum size: take everything (no insert budget yet)."""
         return len(self.replay) < self.limiter.min_size
 
+    def fill(self) -> float:
+        """Where the ratio stands: 0 = training waits for data, 1 = arriving batches are thrown away."""
+        return self.limiter.fill()
+
     def add(self, batch: TransitionBatch) -> int:
         before = len(self.replay)
         added = self.replay.add(self.nstep.add(batch))

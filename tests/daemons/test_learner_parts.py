@@ -47,6 +47,18 @@ def test_rate_limiter_takes_everything_until_training_starts():
     assert limiter.inserted == 1000 and not limiter.can_insert(11_000)
 
 
+def test_rate_limiter_fill_runs_from_starved_to_refusing():
+    limiter = RateLimiter(samples_per_insert=1.0, min_size=0, error_buffer=100)
+    limiter.record_sample(100)  # training began, 100 samples ahead of the data: sampling must wait
+    assert limiter.fill() == 0.0 and not limiter.can_sample(1000, 1)
+    limiter.record_insert(100, 1000)
+    assert limiter.fill() == 0.5
+    limiter.record_insert(100, 1100)
+    assert limiter.fill() == 1.0 and limiter.can_insert(1200)
+    limiter.record_insert(1, 1200)
+    assert limiter.fill() == 1.0 and not limiter.can_insert(1201)
+
+
 def test_version_floor(tmp_path):
     path = tmp_path / "version"
     assert read_floor(path) == -1
