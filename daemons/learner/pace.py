@@ -8,8 +8,8 @@ WINDOW_S = 2.0  # the consumption rate is measured over windows of about this le
 SMOOTHING = 0.5  # weight of the newest window in the running estimate
 STREAM_TTL_S = 5.0  # an actor not heard from for this long no longer takes a share
 STARVED_SHARE_MAX = 0.5  # starved of data for more than this share of a window: advertise no limit
-FILL_TARGET = 0.5  # the budget is corrected toward keeping the learner's buffer about half full ...
-FILL_GAIN = 1.0  # ... by this much per unit of fill: x1.5 when empty, x0.5 when full
+FILL_TARGET = 0.4  # the budget is corrected toward keeping the learner's buffer this full on average ...
+FILL_GAIN = 1.0  # ... by this much per unit of fill: x1.4 when empty, x0.4 when full
 
 
 def consumed_per_update(config: RunConfig, replay: bool) -> float:
@@ -28,8 +28,8 @@ class PaceMeter:
 
     The budget is `headroom` times that rate, corrected by how full the learner's buffer was on average
     (`fill`: 0 = about to starve, 1 = throwing data away; a proportional controller on the buffer, as
-    queue-based congestion control does): times 1.5 when empty, 0.5 when full, 1 at half. With a
-    headroom of 1.1 it settles near 60% full, below where data is thrown away, and an actor slower than
+    queue-based congestion control does): times 1.4 when empty, 0.4 when full, 1 at 40%. With a
+    headroom of 1.1 it settles near 50% full, below where data is thrown away, and an actor slower than
     its share makes the buffer run low, which raises the budget for the others. The budget is 0 (no
     limit) while there is no estimate, while replay fills, or when the learner was starved for most of
     the last window: advice never holds a learner back.
