@@ -28,6 +28,10 @@ def run_actors(config: Path, actors: int, seconds: float, overrides: tuple[str, 
     # out of a full unroll queue (on-policy), as a share of every batch it read.
     thrown = last.get("batches_over_ratio", 0) + last.get("unrolls_dropped_full", 0)
     read = max(last["batches_received"] + last.get("batches_over_ratio", 0), 1)
+    # The same from the first update on: start-up (the learner's warm-up, no budget yet) left out.
+    first = training[0] if training else last
+    thrown_training = thrown - first.get("batches_over_ratio", 0) - first.get("unrolls_dropped_full", 0)
+    read_training = read - first["batches_received"] - first.get("batches_over_ratio", 0)
     advertised = [r.get("pace_per_s", 0.0) for r in training]
     return {
         "actors": actors,
@@ -36,6 +40,8 @@ def run_actors(config: Path, actors: int, seconds: float, overrides: tuple[str, 
         "updates_per_s": round(last["updates"] / seconds, 1),
         "env_steps_per_s": round(figures.summary.get("env_steps", 0) / seconds, 1),
         "thrown_away_share": round(thrown / read, 4),
+        "thrown_away_share_training": round(thrown_training / max(read_training, 1), 4),
+        "training_updates_per_s": round((last["updates"] - first["updates"]) / max(len(rows) - rows.index(first), 1), 1),
         "paced_share": round(figures.summary.get("paced_s", 0.0) / (actors * seconds), 4),
         "pace_per_s_mean": round(statistics.fmean(advertised), 1) if advertised else 0.0,
         "unrolls_received": last["batches_received"],
@@ -85,6 +91,7 @@ def lag_cmd(config: Path | None, counts: str, seconds: float, pace: str, repeat:
                 r = results[-1]
                 click.echo(f"{count} actor(s), pacing {mode}: lag on arrival {r['arrival_lag_mean']}, when trained "
                            f"{r['train_lag_mean']} versions; learner threw away {100 * r['thrown_away_share']:.1f}% "
+                           f"({100 * r['thrown_away_share_training']:.1f}% once training) "
                            f"(queue full {100 * r['dropped_queue_full_share']:.1f}%, for lag "
                            f"{100 * r['dropped_for_lag_share']:.1f}%); actors waited {100 * r['paced_share']:.0f}% "
                            f"of the time; {r['updates_per_s']} updates/s, {r['env_steps_per_s']:.0f} env steps/s")
