@@ -7,7 +7,8 @@ from daemons.config.schema import RunConfig
 WINDOW_S = 2.0  # the consumption rate is measured over windows of about this length
 SMOOTHING = 0.5  # weight of the newest window in the running estimate
 STREAM_TTL_S = 5.0  # an actor not heard from for this long no longer takes a share
-STARVED_SHARE_MAX = 0.5  # starved of data for more than this share of a window: advertise no limit
+STARVED_SHARE_MAX = 0.8  # starved of data for more than this share of a window: advertise no limit
+FIRST_UPDATES_SKIPPED = 3  # the first updates build optimizer state and kernels: far slower than the rest
 FILL_TARGET = 0.4  # the budget is corrected toward keeping the learner's buffer this full on average ...
 FILL_GAIN = 1.0  # ... by this much per unit of fill: x1.4 when empty, x0.4 when full
 
@@ -22,7 +23,8 @@ class PaceMeter:
     """Measures the learner's consumption rate and turns it into the budget it advertises.
 
     The learner calls `tick` once per pass of its loop. A pass that trained counts as busy time; one that
-    wanted to train but had no data counts as starved; anything else (warm-up) counts as neither. The
+    wanted to train but had no data counts as starved; anything else (warm-up, and the first few updates,
+    which are many times slower than the rest) counts as neither. The
     rate is consumed transitions per busy second, so it measures what the learner could take, not what
     it was given: pacing actors down frees CPU, the learner trains faster, and the budget rises.
 
@@ -40,6 +42,7 @@ class PaceMeter:
         self.last_tick: float | None = None
         self.window_start = 0.0
         self.busy_s = self.starved_s = self.consumed = self.fill_s = 0.0
+        self.updates_seen = 0
         self.rate_per_s: float | None = None  # smoothed consumption rate; None before the first window with updates
         self.starved_share = 0.0
         self.fill = FILL_TARGET  # the buffer's mean fill over the last window
@@ -55,8 +58,10 @@ class PaceMeter:
         elapsed, self.last_tick = max(0.0, now - self.last_tick), now
         self.fill_s += min(1.0, max(0.0, fill)) * elapsed
         if consumed > 0:
-            self.busy_s += elapsed
-            self.consumed += consumed
+            self.updates_seen += 1
+            if self.updates_seen > FIRST_UPDATES_SKIPPED:
+                self.busy_s += elapsed
+                self.consumed += consumed
         elif starved:
             self.starved_s += elapsed
         if now - self.window_start >= self.window_s:

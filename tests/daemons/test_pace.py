@@ -153,9 +153,18 @@ def test_no_limit_while_mostly_starved_filling_or_unmeasured():
     now = run_learner(meter, 0.0, 3.0, update_s=0.01, per_update=64.0)
     assert meter.advice(now, filling=True)[0] == 0.0
     assert PaceMeter(headroom=0.0).advice(now, filling=False)[0] == 0.0
-    now = run_learner(meter, now, 3.0, update_s=0.01, per_update=64.0, idle_s=0.02)  # starved 2/3 of the time
+    now = run_learner(meter, now, 3.0, update_s=0.01, per_update=64.0, idle_s=0.09)  # starved 90% of the time
     assert meter.starved_share > STARVED_SHARE_MAX
     assert meter.advice(now, filling=False)[0] == 0.0
+
+
+def test_the_slow_first_updates_do_not_count():
+    meter = PaceMeter(headroom=1.0, window_s=1.0)
+    meter.tick(0.0, 0.0, starved=False)
+    for t in (2.0, 2.5, 2.6):  # the first optimizer steps: seconds each
+        meter.tick(t, 100.0, starved=False)
+    now = run_learner(meter, 2.6, 2.0, update_s=0.02, per_update=100.0)
+    assert meter.rate_per_s == pytest.approx(5_000.0, rel=0.01)
 
 
 def test_warm_up_is_neither_busy_nor_starved():
