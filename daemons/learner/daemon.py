@@ -154,12 +154,14 @@ class Learner:
         next_metrics = 0.0
         while not self.stop:
             received = self.receive()
+            fill_before = self.feed.fill()
             trained = self.train_step()
             now = time.monotonic()
             # Starved: wanted to train and had no data (the warm-up thread is neither busy nor starved).
+            # The buffer's fill for this pass: the middle of its fill before and after the update.
             self.pace.tick(now, self.consumed_per_update if trained else 0.0,
                            starved=not trained and not self.warm_up.is_alive(),
-                           fill=self.feed.fill())
+                           fill=(fill_before + self.feed.fill()) / 2)
             self.serve_snapshots()
             if now >= self.next_register:
                 self.register()
