@@ -94,14 +94,16 @@ def render(data: dict, width: int = 220) -> Any:
                       short_error(r["last_error"]))
     policies = Table(box=None, header_style="bold")
     for col in ("policy", "state", "version", "updates/s", "replay fill", "lag", "dropped (learner/actors)",
-                "eval return", "last checkpoint"):
+                "pace (budget, waited)", "eval return", "last checkpoint"):
         policies.add_column(col)
     for p in data["policies"]:
         fill = f"{100 * p['replay_fill']:.0f}%" if p["replay_fill"] is not None else "-"
         age = p["last_checkpoint_age_s"]
         dropped = f"{fmt(p.get('dropped_by_learner'))}/{fmt(p.get('dropped_by_actors'))}"
+        budget = f"{p['pace_per_s']:.0f}/s" if p.get("pace_per_s") else "none"
+        pace = f"{budget}, {fmt(p.get('paced_s'), 's')}"
         policies.add_row(p["policy"], p["state"], fmt(p["version"]), fmt(p["updates_per_s"]), fill, fmt(p["lag"]),
-                         dropped, fmt(p.get("eval_return")), f"{age:.0f}s ago" if age is not None and age >= 0 else "none yet")
+                         dropped, pace, fmt(p.get("eval_return")), f"{age:.0f}s ago" if age is not None and age >= 0 else "none yet")
     # The table keeps a short form; the whole error (often the cause is at its end) gets a line of its own.
     errors = [f"{r['name']}: {r['last_error']}" for r in data["processes"] if len(r["last_error"] or "") > ERROR_CELL]
     return Group(table, policies, *(["", "last errors in full:", *errors] if errors else []))
@@ -130,7 +132,9 @@ def render_narrow(data: dict) -> Any:
         lines.append(f"policy {p['policy']}: {p['state']}, version {whole(p['version'])}, "
                      f"{short(p['updates_per_s'])} updates/s, replay {fill}, lag {short(p['lag'])}, eval "
                      f"{short(p.get('eval_return'))}, dropped {short(p.get('dropped_by_learner'))} by the learner "
-                     f"and {short(p.get('dropped_by_actors'))} by actors")
+                     f"and {short(p.get('dropped_by_actors'))} by actors, pace "
+                     f"{short(p['pace_per_s']) + '/s' if p.get('pace_per_s') else 'none'} "
+                     f"(actors waited {short(p.get('paced_s'))} s)")
     errors = [f"{r['name']}: {r['last_error']}" for r in data["processes"] if r["last_error"]]
     return Group(table, *lines, *(["last errors:", *errors] if errors else []))
 

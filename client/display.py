@@ -22,6 +22,8 @@ def format_line(fig: dict) -> str:
             f"updates {fig['updates']} ({fig['updates_per_s']:.0f}/s)  episodes {fig['episodes']}  "
             f"return100 {num(fig['mean_return_100'])}  eval {num(fig['eval_return'])}  "
             f"version {num(fig['version'], '{}')}  lag {fig['lag_mean']:.1f}  dropped {fig['batches_dropped']}"
+            + (f" (learner {fig['learner_dropped']})" if "learner_dropped" in fig else "")
+            + (f"  pace {fig['pace_per_s']}/s waited {fig['paced_s']:.1f}s" if fig.get("pace_per_s") else "")
             + "".join(f"  | {p} v{num(f['version'], '{}')} eval {num(f['eval_return'])}"
                       for p, f in fig.get("policies", {}).items())
             + ("  | agents " + " ".join(f"{a} {r:.1f}" for a, r in fig["agent_returns_100"].items())

@@ -19,11 +19,24 @@ BLOB_FIELDS = {
     "train_step": framing.count,
     "checksum": framing.count,
 }
+MAX_PACE_PER_S = 1e12  # transitions/s; far above any real learner, so a larger value is a broken peer
+MAX_PACE_STREAMS = 1 << 20
 REQUEST_FIELDS = {
     "policy_id": framing.string,
     "have_version": framing.version_or_none,
     "requester": framing.string,
 }
+
+
+def pace_fields(header: Mapping[str, Any]) -> dict[str, Any]:
+    """The optional insert budget (`pace_per_s`, `pace_streams`); absent means no limit (0)."""
+    per_s = header.get("pace_per_s", 0.0)
+    if type(per_s) not in (int, float) or not 0.0 <= per_s <= MAX_PACE_PER_S:  # NaN fails the comparison too
+        raise ProtocolError(f"must be a number in [0, {MAX_PACE_PER_S:g}], got {per_s!r}", "pace_per_s")
+    streams = header.get("pace_streams", 0)
+    if type(streams) is not int or not 0 <= streams <= MAX_PACE_STREAMS:
+        raise ProtocolError(f"must be an integer in [0, {MAX_PACE_STREAMS}], got {streams!r}", "pace_streams")
+    return {"pace_per_s": float(per_s), "pace_streams": streams}
 
 
 def tensor_checksum(tensors: Mapping[str, np.ndarray]) -> int:
@@ -36,21 +49,28 @@ def tensor_checksum(tensors: Mapping[str, np.ndarray]) -> int:
 
 @dataclass(frozen=True, eq=False)
 class WeightBlob:
-    """Weights of one policy at one version; `checksum` covers the tensor bytes in order."""
+    """Weights of one policy at one version; `checksum` covers the tensor bytes in order.
+
+    `pace_per_s` is the learner's insert budget (transitions/s for all its actors together, 0 = no
+    limit) and `pace_streams` the number of actors it heard from recently; actors may pace to their share.
+    """
 
     policy_id: str
     version: int
     train_step: int
     tensors: Mapping[str, np.ndarray]
     checksum: int
+    pace_per_s: float = 0.0
+    pace_streams: int = 0
 
     KIND = "weight_blob"
 
     @classmethod
-    def build(cls, policy_id: str, version: int, train_step: int, tensors: Mapping[str, Any]) -> WeightBlob:
+    def build(cls, policy_id: str, version: int, train_step: int, tensors: Mapping[str, Any],
+              pace_per_s: float = 0.0, pace_streams: int = 0) -> WeightBlob:
         """Make a blob from named arrays, converting each to wire form and computing the checksum."""
         wired = {name: framing.wire_array(name, arr) for name, arr in tensors.items()}
-        return cls(policy_id, version, train_step, wired, tensor_checksum(wired))
+        return cls(policy_id, version, train_step, wired, tensor_checksum(wired), pace_per_s, pace_streams)
 
     @property
     def nbytes(self) -> int:
@@ -66,6 +86,8 @@ class WeightBlob:
         fields = {name: getattr(self, name) for name in BLOB_FIELDS}
         for name, check in BLOB_FIELDS.items():
             check(name, fields[name])
+        if self.pace_per_s:  # sent only when there is a limit: a blob without it means none
+            fields.update(pace_fields({"pace_per_s": self.pace_per_s, "pace_streams": self.pace_streams}))
         return framing.encode(self.KIND, fields, list(self.tensors.items()))
 
     @classmethod
@@ -75,7 +97,7 @@ class WeightBlob:
         fields = framing.take_fields(header, BLOB_FIELDS)
         if fields["checksum"] > 0xFFFFFFFF:
             raise ProtocolError("must be a 32-bit CRC", "checksum")
-        return cls(**fields, tensors=framing.take_arrays(header, views, limits))
+        return cls(**fields, tensors=framing.take_arrays(header, views, limits), **pace_fields(header))
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import numpy as np
 
 from daemons.actor.exploration import actor_epsilons, decayed
 from daemons.actor.link import PolicyLink
+from daemons.actor.pacer import Pacer
 from daemons.actor.stepping import actor_envs, actor_seed, make_stepping
 from daemons.envs.gym_envs import close_all
 from daemons.config.policies import policy_config
@@ -35,6 +36,8 @@ class Actor:
         self.channel = ControlChannel(self.ctx, control_endpoint) if control_endpoint else None
         self.reporter = Reporter("actor", self.name, config.supervisor.heartbeat_interval_s, self.channel)
         self.links: dict[str, PolicyLink] = {}
+        self.pacers: dict[str, Pacer] = {}  # one per policy: each learner advertises its own budget
+        self.paced_s = 0.0
         self.stepping: Any = None
         self.next_returns_log = time.monotonic() + RETURNS_LOG_INTERVAL_S
 
@@ -71,6 +74,7 @@ class Actor:
             endpoints = find_learner(self.channel, pconf, policy, self.stop, self.reporter.tick)
             seed = self.config.run.seed + self.index + 7919 * n
             self.links[policy] = PolicyLink(self.ctx, pconf, policy, spaces, endpoints, self.name, seed)
+            self.pacers[policy] = Pacer()
 
     def run(self) -> int:
         cfg = self.config
@@ -121,16 +125,33 @@ class Actor:
         while not self.stop:
             if stepping.at_boundary():
                 # New weights are swapped in only here, so every batch carries the version that acted.
-                for link in self.links.values():
-                    link.poll_weights()
+                for policy, link in self.links.items():
+                    if link.poll_weights() and cfg.actors.follow_pace:
+                        self.pacers[policy].advise(time.monotonic(), *link.followed.pace)
                 epsilons = decayed(base_eps, stepping.env_steps, cfg.actors.epsilon_decay_steps)
+                if self.wait_for_pace():
+                    continue
             stepping.tick(choose, {p: link.version for p, link in self.links.items()})
             for batch in stepping.outbox:
                 self.links[batch.policy_id].push(batch)
+                self.pacers[batch.policy_id].spend(time.monotonic(), batch.num_transitions)
             stepping.outbox.clear()
             for link in self.links.values():
                 link.flush()
             self.report()
+
+    def wait_for_pace(self) -> bool:
+        """Ahead of a learner's budget: wait one short slice (sending, reporting) and say so; else False."""
+        now = time.monotonic()
+        wait_s = max((pacer.wait_s(now) for pacer in self.pacers.values()), default=0.0)
+        if wait_s <= 0:
+            return False
+        time.sleep(wait_s)
+        self.paced_s += wait_s
+        for link in self.links.values():
+            link.flush()
+        self.report()
+        return True
 
     def counters(self, now: float) -> dict[str, float]:
         stepping, links = self.stepping, self.links.values()
@@ -141,6 +162,9 @@ class Actor:
             "batches_dropped": sum(link.backlog.dropped for link in links),
             "backlog": sum(len(link.backlog) for link in links),
             "return_mean": stepping.recent_return_mean(),
+            # time spent waiting for the learners' pace, and the transitions/s followed now (0 = no limit)
+            "paced_s": round(self.paced_s, 3),
+            "pace_per_s": round(sum(p.rate(now) for p in self.pacers.values()), 1),
         }
         for link in links:
             for key, value in link.followed.weights.counters.items():

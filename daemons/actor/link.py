@@ -32,6 +32,7 @@ class FollowedPolicy:
         self.weights = WeightsClient(ctx, policy, endpoints.weights, endpoints.snapshot, requester,
                                      config.actors.weights_refresh_s, socket_options(config))
         self.version = -1
+        self.pace: tuple[float, int] = (0.0, 0)  # the newest version's insert budget: (transitions/s, actors)
 
     def poll(self) -> bool:
         """Load a newer version if one arrived; True when one did."""
@@ -40,6 +41,7 @@ class FollowedPolicy:
             return False
         self.net.load_weights(blob.tensors)
         self.version = blob.version
+        self.pace = (blob.pace_per_s, blob.pace_streams)
         return True
 
     def close(self) -> None:

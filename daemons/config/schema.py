@@ -136,6 +136,7 @@ class ActorsSection:
     backlog_batches: int = option(16, "Batches an actor keeps while its learner is slow or gone; then the oldest is dropped.", min=1)
     join_unrolls: int = option(16, "(dqn) Consecutive unrolls waiting in the backlog that are sent as one message (fewer per-message costs at the learner); 1 sends each alone.", min=1, max=1024)
     weights_refresh_s: float = option(5.0, "Ask the snapshot socket when no new version arrived for this long.", above=0.0)
+    follow_pace: bool = option(True, "Send no faster than this actor's share of the insert budget its learner advertises with each weight version (no budget, or none lately: full speed).")
     torch_threads: int = option(1, "torch.set_num_threads in each actor.", min=1)
     device: str = option("cpu", "Torch device the actors and the evaluator infer on: 'cpu', 'cuda', 'cuda:0', ...")
 
@@ -150,6 +151,7 @@ class LearnerSection:
     replay_min_size: int = option(1_000, "(dqn) Transitions needed before the first update.", min=1)
     samples_per_insert: float = option(4.0, "(dqn) Target ratio of sampled to inserted transitions (Reverb-style rate limit).", above=0.0)
     publish_interval_updates: int = option(10, "(dqn) Updates between two published weight versions; on-policy learners publish after every update.", min=1)
+    pace_headroom: float = option(1.1, "The insert budget advertised to actors is this times the transitions/s the learner consumes while it trains; 0 advertises none.", min=0.0, max=100.0)
     max_lag: int = option(1000, "Batches whose behaviour version is more than this many versions old are dropped (on-policy: checked when trained on).", min=0)
     checkpoint_interval_s: float = option(60.0, "Seconds between checkpoints (one is also written on SIGTERM).", above=0.0)
     checkpoint_replay: bool = option(False, "(dqn) Also save the replay buffer in checkpoints.")

@@ -20,6 +20,7 @@ from daemons.config.policies import policy_config
 from daemons.envs.probe import probe_policy_spaces
 from daemons.learner.intake import Intake
 from daemons.learner.metrics_log import MetricsLog
+from daemons.learner.pace import PaceMeter, consumed_per_update
 from daemons.learner.prefetch import Prefetcher
 from daemons.runtime.paths import run_dir
 from daemons.learner.replay_feed import ReplayFeed
@@ -62,6 +63,7 @@ class Learner:
         self.last_metrics: dict[str, float] = {}
         self.last_checkpoint: float | None = None
         self.metrics: MetricsLog | None = None
+        self.pace = PaceMeter(self.config.learner.pace_headroom)
 
     # ------------------------------------------------------------------ set-up
 
@@ -78,7 +80,8 @@ class Learner:
         else:
             self.feed = UnrollFeed(cfg.algorithm.batch_size, cfg.learner.max_lag)
         self.intake = Intake(self.feed, self.feed_lock, self.policy_id, self.check_content, cfg.learner.max_lag,
-                             lambda: self.version, self.counts)
+                             lambda: self.version, self.counts, heard=self.pace.heard)
+        self.consumed_per_update = consumed_per_update(cfg, feed_kind(cfg) == "replay")
         # torch's first optimizer imports torch._dynamo (1.5 s of CPU). A thread pays it while the first
         # weights go out and the first unrolls come in; the loop trains only once it is done, so neither
         # the actors' start nor the heartbeats wait for it.
@@ -167,9 +170,16 @@ class Learner:
                 received = 0
             else:
                 received = self.receive()
+            with self.feed_lock:
+                fill_before = self.feed.fill()
             trained = self.train_step()
-            self.serve_snapshots()
             now = time.monotonic()
+            # Starved: wanted to train and had no data (the warm-up thread is neither busy nor starved).
+            # The buffer's fill for this pass: the middle of its fill before and after the update.
+            self.pace.tick(now, self.consumed_per_update if trained else 0.0,
+                           starved=not trained and not self.warm_up.is_alive(),
+                           fill=(fill_before + self.feed.fill()) / 2)
+            self.serve_snapshots()
             if now >= self.next_register:
                 self.register()
             if now >= next_checkpoint:
@@ -247,7 +257,9 @@ class Learner:
         return True
 
     def publish(self) -> None:
-        blob = WeightBlob.build(self.policy_id, self.version, self.counts["updates"], self.algorithm.weights())
+        pace_per_s, streams = self.pace.advice(time.monotonic(), filling=self.feed.filling())
+        blob = WeightBlob.build(self.policy_id, self.version, self.counts["updates"], self.algorithm.weights(),
+                                pace_per_s, streams)
         self.latest_frames = blob.to_frames()
         sockets.send_frames(self.weights_pub, self.latest_frames)
         write_floor(self.dir / "version", self.version)
@@ -288,7 +300,7 @@ class Learner:
     def counters(self) -> dict[str, float]:
         with self.feed_lock:
             feed_counters = self.feed.counters()
-        return {**self.counts, **feed_counters, "version": self.version,
+        return {**self.counts, **feed_counters, **self.pace.counters(), "version": self.version,
                 "batches_stale": self.counts["batches_stale"] + self.feed.dropped_stale,
                 "lag_mean": self.lag_mean,
                 "loss": self.last_metrics.get("loss", 0.0),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -33,8 +34,10 @@ class Intake:
     """
 
     def __init__(self, feed: Any, lock: threading.Lock, policy_id: str, check_content: Callable[[TransitionBatch], None],
-                 max_lag: int, current_version: Callable[[], int], counts: dict[str, float]):
+                 max_lag: int, current_version: Callable[[], int], counts: dict[str, float],
+                 heard: Callable[[str, float], None] | None = None):
         self.feed, self.lock, self.policy_id = feed, lock, policy_id
+        self.heard = heard  # told of each valid batch's actor (the pace meter counts the actors it shares among)
         self.check_content, self.max_lag, self.current_version = check_content, max_lag, current_version
         self.counts = counts
         for key in INTAKE_COUNTS:
@@ -70,6 +73,8 @@ class Intake:
             self.counts["batches_malformed"] += 1
             log_dropped(log, "a batch this learner cannot train on", self.counts["batches_malformed"], exc)
             return
+        if self.heard is not None:
+            self.heard(batch.actor_id, time.monotonic())
         with self.lock:
             accept = self.feed.can_accept()
         if not accept:

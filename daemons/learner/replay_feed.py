@@ -42,6 +42,14 @@ class ReplayFeed:
         """False while the learner is more than the limiter's slack behind the target ratio."""
         return self.limiter.can_insert(len(self.replay))
 
+    def filling(self) -> bool:
+        """Replay is below its minimum size: take everything (no insert budget yet)."""
+        return len(self.replay) < self.limiter.min_size
+
+    def fill(self) -> float:
+        """Where the ratio stands: 0 = training waits for data, 1 = arriving batches are thrown away."""
+        return self.limiter.fill()
+
     def prepare(self, batch: TransitionBatch) -> NStepTransitions | TransitionBatch:
         """The n-step arithmetic: state of the receiving side only, so it needs no lock against sampling."""
         return self._prepare(batch)

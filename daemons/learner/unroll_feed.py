@@ -39,6 +39,12 @@ class UnrollFeed:
 
     def insert(self, batch: TransitionBatch) -> int:
         return self.add(batch)
+    def filling(self) -> bool:
+        return False  # every update takes fresh unrolls: there is nothing to fill first
+
+    def fill(self) -> float:
+        """0: nothing queued; 1: the queue is full and arrivals push out its oldest unrolls."""
+        return min(1.0, self.queued / self.capacity)
 
     def add(self, batch: TransitionBatch) -> int:
         if batch.num_transitions == 0:

@@ -98,6 +98,10 @@ class RunView:
             "actor_version_min": min(actor_versions) if actor_versions else None,
             "lag_mean": round(self.learner_counter("lag_mean"), 2),
             "batches_dropped": int(self._sum("actor", "batches_dropped")),
+            # Backpressure: what learners read and threw away, the budget they advertise, how long actors waited.
+            "learner_dropped": int(self.learner_counter("batches_over_ratio") + self.learner_counter("unrolls_dropped_full")),
+            "pace_per_s": round(self.learner_counter("pace_per_s")),
+            "paced_s": round(self._sum("actor", "paced_s"), 1),
             **extra,
         }
 

@@ -85,6 +85,12 @@ def actor_sum(sup: Any, key: str, policy: str, single: bool) -> int | None:
     return int(sum(values)) if values else None
 
 
+def actor_seconds(sup: Any, key: str) -> float | None:
+    """A per-actor time counter summed over live actors (an actor waits for every policy at once)."""
+    values = [b.counters[key] for b in sup.beats.values() if b.role == "actor" and key in b.counters]
+    return round(sum(values), 1) if values else None
+
+
 def policy_return(sup: Any, policy: str, single: bool) -> float | None:
     """The evaluator's return for the policy, else None."""
     beat = sup.beats.get("evaluator")
@@ -102,7 +108,8 @@ def policy_lines(sup: Any, now: float) -> list[dict[str, Any]]:
         c = dict(sup.beats[name].counters) if name in sup.beats else {}
         entry = next((e for e in sup.registry.values() if e["name"] == name), {})
         policy = name.removeprefix("learner-")
-        learner_dropped = [c.get(k) for k in ("batches_over_ratio", "batches_stale", "batches_malformed")]
+        learner_dropped = [c.get(k) for k in ("batches_over_ratio", "unrolls_dropped_full", "batches_stale",
+                                              "batches_malformed")]
         lines.append({"policy": policy, "learner": name,
                       "state": rec.state.value if rec is not None else "REMOTE", "insecure": entry.get("insecure", False),
                       "version": c.get("version"), "updates": c.get("updates"),
@@ -110,6 +117,8 @@ def policy_lines(sup: Any, now: float) -> list[dict[str, Any]]:
                       "lag": c.get("lag_mean"), "last_checkpoint_age_s": c.get("checkpoint_age_s"),
                       "dropped_by_learner": int(sum(v for v in learner_dropped if v is not None)) if c else None,
                       "dropped_by_actors": actor_sum(sup, "batches_dropped", policy, single),
+                      # backpressure: the insert budget the learner advertises (0 = none), the time actors waited
+                      "pace_per_s": c.get("pace_per_s"), "paced_s": actor_seconds(sup, "paced_s"),
                       "eval_return": policy_return(sup, policy, single)})
     return lines
 

@@ -52,8 +52,11 @@ def test_atari_record_is_complete():
 @pytest.mark.timeout(120)
 def test_lag_record_is_complete():
     data = record("lag")
-    assert data["benchmark"] == "lag" and [r["actors"] for r in data["runs"]] == [1, 2]
+    assert data["benchmark"] == "lag" and [(r["actors"], r["pace"]) for r in data["runs"]] == [(1, "on"), (1, "off")]
     for run in data["runs"]:
+        assert 0.0 <= run["thrown_away_share"] <= 1.0 and 0.0 <= run["paced_share"] <= 1.0
+        assert 0.0 <= run["thrown_away_share_training"] <= 1.0 and run["training_updates_per_s"] >= 0.0
+        assert run["pace_per_s_mean"] >= 0.0 and run["env_steps_per_s"] > 0
         # updates may be few in a smoke run on a loaded machine (actors starve a learner on 2 cores)
         assert run["unrolls_received"] > 0 and run["updates"] >= 0
         assert 0.0 <= run["dropped_for_lag_share"] <= 1.0 and 0.0 <= run["dropped_queue_full_share"] <= 1.0

@@ -45,6 +45,7 @@ def test_status_restart_stop_against_a_real_run(tmp_path):
         data = json.loads(invoke("status", "--endpoint", run.endpoint, "--json").output)
         assert {r["name"] for r in data["processes"]} == {"learner-default", "actor-0"}
         assert data["policies"][0]["policy"] == "default" and data["unhealthy"] == []
+        assert {"pace_per_s", "paced_s", "dropped_by_learner"} <= set(data["policies"][0])  # backpressure shown
         pid = rows(data)["actor-0"]["pid"]
         restarted = invoke("restart", "actor-0", "--endpoint", run.endpoint)
         assert restarted.exit_code == 0 and "restarting actor-0" in restarted.output

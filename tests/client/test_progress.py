@@ -53,3 +53,16 @@ def test_a_restarted_actor_keeps_its_earlier_steps():
     view.heartbeat(restarted, 2.0)
     assert view.env_steps() == 5100
     assert view.figures(2.0)["env_steps_per_s"] >= 0
+
+
+def test_backpressure_figures():
+    view = RunView(StopSection(), started=0.0)
+    view.heartbeat(beat("learner-default", "learner", updates=10, batches_over_ratio=3, unrolls_dropped_full=4,
+                        pace_per_s=12000.0), 1.0)
+    view.heartbeat(beat("actor-0", "actor", env_steps=100, paced_s=1.25), 1.0)
+    view.heartbeat(beat("actor-1", "actor", env_steps=100, paced_s=0.5), 1.0)
+    fig = view.figures(1.0)
+    assert fig["learner_dropped"] == 7 and fig["pace_per_s"] == 12000 and fig["paced_s"] == 1.8
+    assert "(learner 7)" in format_line(fig) and "pace 12000/s waited 1.8s" in format_line(fig)
+    fig["pace_per_s"] = 0
+    assert "pace" not in format_line(fig)
