@@ -152,6 +152,8 @@ def close_workers(venv: gym.vector.AsyncVectorEnv, timeout_s: float) -> None:
                 pipe.recv()
     except (OSError, EOFError):  # a worker already gone
         pass
+    for process in venv.processes:  # a worker that answered is on its way out: let it exit, not be killed
+        process.join(max(0.0, deadline - time.monotonic()))
     venv.close(terminate=True)  # terminates the workers still alive, closes the pipes, joins
 
 

@@ -83,7 +83,8 @@ def test_a_malformed_batch_is_counted_as_malformed_while_the_limiter_refuses(tmp
     try:
         learner.insert([bytes(f) for f in unroll("actor-0", 0).to_frames()])
         assert learner.counts["transitions_inserted"] > 0
-        learner.feed.limiter.inserted = 10**9  # far ahead of sampling: the limiter refuses every insert now
+        # training has started and inserts are far ahead of sampling: the limiter refuses every insert now
+        learner.feed.limiter.sampled, learner.feed.limiter.inserted = 1, 10**9
         assert not learner.feed.can_accept()
         learner.intake.start(pull)
         push.send_multipart([b"\x00junk"])  # no valid header
