@@ -25,14 +25,17 @@ from daemons.learner.prefetch import Prefetcher
 from daemons.runtime.paths import run_dir
 from daemons.learner.replay_feed import ReplayFeed
 from daemons.learner.unroll_feed import UnrollFeed
+from daemons.runtime.logs import log_dropped
 from daemons.runtime.reporter import Reporter
 from daemons.runtime.signals import StopFlag
 from daemons.runtime.torch_threads import set_torch_threads
 from daemons.learner.version_floor import read_floor, write_floor
 from protocol import ControlReply, ProtocolError, WeightBlob, WeightRequest, decode, sockets
+from protocol.control import reply_address
 
 log = logging.getLogger(__name__)
 IDLE_POLL_MS = 5
+FIRST_CHECKPOINT_S = 10.0  # the first checkpoint after start, whatever learner.checkpoint_interval_s says
 
 
 class Learner:
@@ -52,7 +55,8 @@ class Learner:
         self.reporter = Reporter("learner", self.name, config.supervisor.heartbeat_interval_s, self.channel)
         self.counts = {"batches_received": 0, "batches_malformed": 0, "batches_stale": 0, "batches_foreign": 0,
                        "batches_over_ratio": 0,
-                       "transitions_inserted": 0, "updates": 0, "snapshots_served": 0, "checkpoints": 0}
+                       "transitions_inserted": 0, "updates": 0, "snapshots_served": 0, "checkpoints": 0,
+                       "snapshot_requests_refused": 0, "disk_write_failures": 0}
         self.version = -1
         self.latest_frames: list | None = None
         # The feed is shared by the training thread and, with learner.intake_thread, the receiver thread.
@@ -162,7 +166,9 @@ class Learner:
             self.stop_threads()
 
     def loop_body(self) -> None:
-        next_checkpoint = time.monotonic() + self.config.learner.checkpoint_interval_s
+        # The first checkpoint soon after start: a learner killed before a full interval must not come back
+        # with random weights under a higher version.
+        next_checkpoint = time.monotonic() + min(FIRST_CHECKPOINT_S, self.config.learner.checkpoint_interval_s)
         next_metrics = 0.0
         while not self.stop:
             if self.intake_threaded:
@@ -262,7 +268,10 @@ class Learner:
                                 pace_per_s, streams)
         self.latest_frames = blob.to_frames()
         sockets.send_frames(self.weights_pub, self.latest_frames)
-        write_floor(self.dir / "version", self.version)
+        try:
+            write_floor(self.dir / "version", self.version)
+        except OSError as exc:  # a full disk: keep training and publishing; the checkpoints say it too
+            self.disk_failed("the version floor", exc)
 
     def serve_snapshots(self) -> None:
         while (frames := sockets.recv_frames(self.snapshot_router, 0)) is not None:
@@ -270,9 +279,14 @@ class Learner:
             try:
                 request = decode(body)
             except ProtocolError as exc:
-                sockets.send_message(self.snapshot_router, ControlReply(0, False, "bad_message", str(exc)), identity=identity)
+                self.snapshot_refused("bad_message", str(exc), identity, reply_address(body)[1])
                 continue
             if not isinstance(request, WeightRequest):
+                self.snapshot_refused("bad_kind", f"the snapshot socket takes weight_request, not {request.KIND}", identity)
+                continue
+            if request.policy_id != self.policy_id:
+                self.snapshot_refused("wrong_policy", f"this learner trains policy {self.policy_id!r}, not "
+                                      f"{request.policy_id!r}", identity)
                 continue
             if self.latest_frames is None:
                 reply = ControlReply(0, False, "no_weights", "no weights published yet")
@@ -284,7 +298,27 @@ class Learner:
                 continue
             sockets.send_message(self.snapshot_router, reply, identity=identity)
 
-    def checkpoint(self) -> None:
+    def snapshot_refused(self, code: str, message: str, identity: bytes, request_id: int = 0) -> None:
+        """Count, log (rate-limited) and answer a snapshot request this learner will not serve."""
+        self.counts["snapshot_requests_refused"] += 1
+        log_dropped(log, "a snapshot request", self.counts["snapshot_requests_refused"], f"{code}: {message}")
+        sockets.send_message(self.snapshot_router, ControlReply(request_id, False, code, message), identity=identity)
+
+    def disk_failed(self, what: str, exc: OSError) -> None:
+        """A write under the run directory failed (a full disk): counted and shown, never the end of training."""
+        self.counts["disk_write_failures"] += 1
+        log_dropped(log, f"a write of {what} in {self.dir}", self.counts["disk_write_failures"], exc)
+
+    def checkpoint(self) -> bool:
+        """Save a checkpoint; False (counted, shown, logged) when the disk refuses it: the last good one stays."""
+        try:
+            self._checkpoint()
+        except OSError as exc:
+            self.disk_failed("a checkpoint", exc)
+            return False
+        return True
+
+    def _checkpoint(self) -> None:
         state = {"algorithm": self.algorithm.state_dict(), "version": self.version, "updates": self.counts["updates"]}
         with self.feed_lock:  # the receiver thread must not change replay while it is written out
             saved = self.feed.state_dict()

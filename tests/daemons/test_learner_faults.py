@@ -1,0 +1,69 @@
+"""A learner facing a full disk or odd snapshot requests: counted, answered, and never the end of training."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+
+from daemons.config import load_config
+from daemons.learner.daemon import Learner
+from daemons.runtime.signals import StopFlag
+from protocol import ControlRequest, WeightBlob, WeightRequest, decode, sockets
+from protocol.limits import PROTOCOL_VERSION
+from tests.system.harness import ROOT
+
+WAIT_MS = 3000
+
+
+@pytest.fixture
+def learner(tmp_path):
+    config = load_config(ROOT / "examples" / "cartpole.toml", [f"run.dir='{tmp_path}'"])
+    learner = Learner(config, "default", StopFlag(), control_endpoint=None)
+    learner.build()
+    learner.bind()
+    learner.publish()
+    yield learner
+    learner.metrics.close()
+    sockets.close_context(learner.ctx, 0)
+
+
+def test_a_disk_that_refuses_writes_is_counted_and_training_goes_on(learner, tmp_path):
+    assert learner.checkpoint()
+    good = sorted(learner.dir.glob("ckpt-*.pt"))
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    learner.dir = blocker / "learner-default"  # every write under it fails, as on a full or broken disk
+    assert learner.checkpoint() is False
+    learner.version += 1
+    learner.publish()  # the version floor cannot be written either: still publishes
+    assert learner.counts["disk_write_failures"] == 2 and learner.counts["checkpoints"] == 1
+    assert sorted((tmp_path / "learner-default").glob("ckpt-*.pt")) == good  # the last good one is kept
+    assert not list((tmp_path / "learner-default").glob(".ckpt-*"))  # and no stray temp file
+
+
+def ask(learner, frames) -> object:
+    """Send frames to the learner's snapshot socket, let it serve, and decode its answer."""
+    ctx = sockets.new_context()
+    dealer = sockets.control_dealer(ctx, learner.endpoints["snapshot"])
+    try:
+        assert sockets.send_frames(dealer, frames, timeout_ms=WAIT_MS)
+        assert sockets.poll([learner.snapshot_router], WAIT_MS)
+        learner.serve_snapshots()
+        reply = sockets.recv_frames(dealer, WAIT_MS)
+        assert reply is not None, "no answer"
+        return decode(reply)
+    finally:
+        sockets.close_context(ctx, 0)
+
+
+def test_snapshot_requests_for_another_policy_or_of_another_kind_are_refused_and_counted(learner):
+    served = ask(learner, WeightRequest("default", -1, "actor-0").to_frames())
+    assert isinstance(served, WeightBlob) and served.policy_id == "default"
+    other = ask(learner, WeightRequest("speaker", -1, "actor-0").to_frames())
+    assert (other.ok, other.code) == (False, "wrong_policy")
+    kind = ask(learner, ControlRequest(3, "status", {}).to_frames())
+    assert (kind.ok, kind.code) == (False, "bad_kind")
+    bad = ask(learner, [msgpack.packb({"v": PROTOCOL_VERSION, "kind": "weight_request", "request_id": 12,
+                                       "policy_id": 5})])
+    assert (bad.ok, bad.code, bad.request_id) == (False, "bad_message", 12)
+    assert learner.counts["snapshot_requests_refused"] == 3 and learner.counts["snapshots_served"] == 1
