@@ -20,6 +20,8 @@ COMMANDS = {
              'Stop a run: every daemon gets SIGTERM (SIGKILL after the grace), learners...'),
     "restart": ("client.control_cmds:restart_cmd",
                 'Restart one process by NAME (e.g. actor-3); also brings a FATAL one back.'),
+    "plot": ("client.plot_cmd:plot_cmd",
+             "Write an HTML report (SVG charts) of a run's curves from RUN_DIR/metrics.jsonl."),
     "config": ("client.config_cmd:config_group", 'Inspect and validate run configs (TOML).'),
     "bench": ("client.bench.group:bench_group", 'Benchmarks: figures for people, or one JSON record with --json.'),
     "actor": ("client.daemon_cmds:actor_cmd",
