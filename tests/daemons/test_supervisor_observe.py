@@ -141,3 +141,13 @@ def test_observer_writes_a_record_a_second_and_a_last_one_on_close(tmp_path):
     observer.close(sup, 2.2)
     records = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["elapsed_s"] for r in records] == [0.0, 1.0, 2.1, 2.2]
+
+
+def test_without_tensorboard_the_log_says_so_in_one_line(tmp_path, monkeypatch, caplog):
+    monkeypatch.setitem(__import__("sys").modules, "tensorboard", None)  # as if not installed
+    with caplog.at_level("INFO", logger="daemons.supervisor.run_metrics"):
+        curves = RunMetricsLog(tmp_path)
+    curves.write({"env_steps": 1})
+    curves.close()
+    assert curves.tensorboard is None and not (tmp_path / "tensorboard").exists()
+    assert [r.getMessage() for r in caplog.records if "tensorboard is not installed" in r.getMessage()]
