@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -144,7 +145,8 @@ def test_observer_writes_a_record_a_second_and_a_last_one_on_close(tmp_path):
 
 
 def test_without_tensorboard_the_log_says_so_in_one_line(tmp_path, monkeypatch, caplog):
-    monkeypatch.setitem(__import__("sys").modules, "tensorboard", None)  # as if not installed
+    for name in [m for m in sys.modules if m.split(".")[0] == "tensorboard"] + ["tensorboard"]:
+        monkeypatch.setitem(sys.modules, name, None)  # as if not installed (imported submodules too)
     with caplog.at_level("INFO", logger="daemons.supervisor.run_metrics"):
         curves = RunMetricsLog(tmp_path)
     curves.write({"env_steps": 1})
