@@ -204,6 +204,8 @@ class SupervisorSection:
     actor_rss_limit_mb: int = option(0, "An actor above this resident memory is recycled (a planned restart, no failure); 0 is no limit.", min=0)
     learner_rss_limit_mb: int = option(0, "A learner above this resident memory checkpoints and is recycled (a planned restart, no failure); 0 is no limit.", min=0)
     evaluator_rss_limit_mb: int = option(0, "The evaluator's memory limit (recycled above it); 0 is no limit.", min=0)
+    metrics_port: int = option(0, "Port of the supervisor's HTTP endpoint (Prometheus /metrics, /healthz); 0 leaves it off.", min=0, max=65535)
+    metrics_host: str = option("127.0.0.1", "Address the metrics endpoint binds (loopback by default; it has no authentication).")
 
 
 @dataclass

@@ -21,6 +21,7 @@ from daemons.runtime.paths import run_dir
 from daemons.runtime.run_lock import RunDirBusy, lock_run_dir
 from daemons.runtime.sd_notify import shared
 from daemons.runtime.signals import StopFlag
+from daemons.supervisor.observer import Observer, ObserverError
 from daemons.supervisor.ports import fix_ports, free_port, plan_children
 from daemons.supervisor.resume import move_previous, resume_message
 from daemons.supervisor.status import state_summary
@@ -149,6 +150,12 @@ def _supervise_locked(config: RunConfig, directory: Path, notifier, honour_stop:
     endpoint_file.write_text(control + "\n")
     specs = [] if no_children else plan_children(config, insecure)
     sup = Supervisor(config, resolved, control, directory / "logs", specs, adopt=no_children, started=started)
+    try:
+        observer = Observer(config, directory)  # metrics.jsonl, TensorBoard, /metrics: before any child starts
+    except ObserverError as exc:
+        sockets.close_context(ctx, 0)
+        endpoint_file.unlink(missing_ok=True)
+        raise SupervisorError(str(exc), ExitCode.CONFIG) from exc
     stop = StopFlag().install()
     code, reason = ExitCode.OK, ""
     ended_unix = None
@@ -160,6 +167,7 @@ def _supervise_locked(config: RunConfig, directory: Path, notifier, honour_stop:
             now = time.monotonic()
             handle_control(router, sup, now)
             sup.step(now)
+            observer.tick(sup, now)
             if now >= notifier.next_due:  # from this loop only: a hung supervisor stops feeding the watchdog
                 notifier.tick(now, state_summary(sup, now))
             if stop:
@@ -181,6 +189,7 @@ def _supervise_locked(config: RunConfig, directory: Path, notifier, honour_stop:
             sockets.poll([router], POLL_MS)
     finally:
         notifier.stopping(f"stopping: {reason or 'on error'}")
+        observer.close(sup, time.monotonic())
         sup.shutdown(timeout_s=5.0)
         sockets.close_context(ctx, linger_ms=0)
         endpoint_file.unlink(missing_ok=True)

@@ -33,6 +33,7 @@ def run_and_list_modules(args: list[str]) -> tuple[int, str, set[str]]:
     (["--help"], 0, "status"),
     (["status", "--endpoint", "tcp://127.0.0.1:9", "--timeout", "0.2"], 4, "did not answer"),
     (["config", "check", CARTPOLE], 0, "ok"),
+    (["plot", str(ROOT / "examples")], 2, "metrics.jsonl does not exist"),
 ])
 def test_operator_commands_load_no_torch(args, want_code, want_text):
     code, output, modules = run_and_list_modules(args)

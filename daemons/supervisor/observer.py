@@ -1,0 +1,69 @@
+"""Once a second from the supervisor's loop: a metrics.jsonl record (and TensorBoard), and a snapshot for /metrics."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from daemons.supervisor.run_metrics import RunMetricsLog
+from daemons.supervisor.status import status_data
+
+log = logging.getLogger(__name__)
+INTERVAL_S = 1.0
+
+
+class ObserverError(RuntimeError):
+    """The metrics endpoint cannot start (its port is taken); the message names the config key."""
+
+
+class Observer:
+    """Owns the run's curves and the optional HTTP endpoint; reads the supervisor only on the main loop's thread."""
+
+    def __init__(self, config: Any, directory: Path):
+        self.server = None
+        section = config.supervisor
+        if section.metrics_port:
+            from daemons.supervisor.metrics_http import MetricsPortBusy, MetricsServer  # prometheus_client on use only
+            try:
+                self.server = MetricsServer(section.metrics_host, section.metrics_port)
+            except MetricsPortBusy as exc:
+                raise ObserverError(str(exc)) from exc
+        try:
+            self.curves = RunMetricsLog(directory)
+        except OSError as exc:
+            self.close_server()
+            raise ObserverError(f"cannot write {directory / 'metrics.jsonl'}: {exc.strerror or exc}") from exc
+        self.next_due = 0.0
+
+    def tick(self, sup: Any, now: float) -> None:
+        """Called every loop pass; does its work once per INTERVAL_S."""
+        if now < self.next_due:
+            return
+        self.next_due = now + INTERVAL_S
+        self._record(sup, now)
+
+    def _record(self, sup: Any, now: float) -> None:
+        figures = sup.view.figures(now)
+        try:
+            self.curves.write(figures, time.time())
+        except (OSError, ValueError) as exc:  # a full disk must not end the run; the log says so once a record
+            log.warning("cannot append to %s: %s", self.curves.path, exc)
+        if self.server is not None:
+            self.server.publish({"status": status_data(sup, now), "figures": figures})
+
+    def close(self, sup: Any, now: float) -> None:
+        """The last record (the figures at the end), then the file and the HTTP thread are closed."""
+        try:
+            self._record(sup, now)
+        except Exception:  # noqa: BLE001 (the daemons must still be stopped by the caller)
+            log.exception("the last metrics record failed")
+        finally:
+            self.curves.close()
+            self.close_server()
+
+    def close_server(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
