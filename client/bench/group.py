@@ -13,7 +13,7 @@ BENCHMARKS = {
     "e2e": ("client.bench.e2e:e2e_cmd",
             'Median time from `tandem up` to a greedy evaluation mean >= stop.eval_return...'),
     "lag": ("client.bench.lag:lag_cmd",
-            'Mean policy lag and the share of unrolls dropped (for lag, or a full queue)...'),
+            'Mean policy lag and the share of batches the learner threw away, with 1, 2, 4...'),
     "replay": ("client.bench.replay:replay_cmd",
                'Median microseconds per ReplayBuffer.sample(256) on full buffers; target: 1M...'),
     "transport": ("client.bench.transport:transport_cmd",
