@@ -19,7 +19,7 @@ BENCHMARKS = {
     "transport": ("client.bench.transport:transport_cmd",
                   'Actor -> learner batches/s in separate processes: Tandem (decode + n-step +...'),
     "intake": ("client.bench.intake:intake_cmd",
-               "A learner's samples/s alone and under a flood of senders (receiver thread vs inline)..."),
+               "A learner's samples/s alone and under a flood of senders (receiver thread vs..."),
     "isolation": ("client.bench.isolation:isolation_cmd",
                   "One actor's env steps/s with its learner training flat out, as a fraction of..."),
     "scale": ("client.bench.scale:scale_cmd",

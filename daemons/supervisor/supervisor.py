@@ -260,16 +260,15 @@ STACK_LINES = 80  # of a log's tail searched for a stack dump
 
 
 def hung_at(log_tail: str) -> str:
-    """'; at FILE:LINE in FUNC': the innermost frame of the newest stack dump in a log (faulthandler's format).
+    """'; at FILE:LINE in FUNC': the innermost frame of the main thread in the newest stack dump of a log.
 
-    The thread that took the signal, the main thread, is the one marked "Current thread"; without that
-    mark the last thread listed is taken. '' when the log holds no dump."""
+    faulthandler lists threads newest first, so the main thread (the oldest) is the last block of a dump;
+    "Current thread" marks whichever thread took the signal, which may be a helper thread. '' without a dump."""
     lines = log_tail.splitlines()
     heads = [i for i, line in enumerate(lines) if "(most recent call first)" in line]
     if not heads:
         return ""
-    marked = [i for i in heads if lines[i].startswith("Current thread")]
-    head = (marked or heads)[-1]
+    head = heads[-1]
     frame = lines[head + 1].strip() if head + 1 < len(lines) else ""
     if not frame.startswith('File "') or '", line ' not in frame:
         return ""

@@ -209,11 +209,11 @@ def test_hung_at_reads_the_main_threads_innermost_frame():
     from daemons.supervisor.supervisor import hung_at
 
     dump = """some log line
-Thread 0x00007f0000000001 (most recent call first):
-  File "/usr/lib/python3.11/threading.py", line 320 in wait
+Current thread 0x00007f0000000001 (most recent call first):
+  File "/usr/lib/python3.11/selectors.py", line 320 in poll
   File "/usr/lib/python3.11/threading.py", line 1002 in run
 
-Current thread 0x00007f0000000002 (most recent call first):
+Thread 0x00007f0000000002 (most recent call first):
   File "/srv/game/envs.py", line 28 in hang_in_init
   File "/srv/tandem/daemons/envs/gym_envs.py", line 60 in make_env
 """
