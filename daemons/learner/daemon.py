@@ -24,14 +24,14 @@ from daemons.learner.pace import PaceMeter, consumed_per_update
 from daemons.learner.prefetch import Prefetcher
 from daemons.runtime.paths import run_dir
 from daemons.learner.replay_feed import ReplayFeed
+from daemons.learner.snapshots import serve_snapshots
 from daemons.learner.unroll_feed import UnrollFeed
 from daemons.runtime.logs import log_dropped
 from daemons.runtime.reporter import Reporter
 from daemons.runtime.signals import StopFlag
 from daemons.runtime.torch_threads import set_torch_threads
 from daemons.learner.version_floor import read_floor, write_floor
-from protocol import ControlReply, ProtocolError, WeightBlob, WeightRequest, decode, sockets
-from protocol.control import reply_address
+from protocol import TransitionBatch, WeightBlob, sockets
 
 log = logging.getLogger(__name__)
 IDLE_POLL_MS = 5
@@ -274,35 +274,7 @@ class Learner:
             self.disk_failed("the version floor", exc)
 
     def serve_snapshots(self) -> None:
-        while (frames := sockets.recv_frames(self.snapshot_router, 0)) is not None:
-            identity, body = bytes(frames[0]), frames[1:]
-            try:
-                request = decode(body)
-            except ProtocolError as exc:
-                self.snapshot_refused("bad_message", str(exc), identity, reply_address(body)[1])
-                continue
-            if not isinstance(request, WeightRequest):
-                self.snapshot_refused("bad_kind", f"the snapshot socket takes weight_request, not {request.KIND}", identity)
-                continue
-            if request.policy_id != self.policy_id:
-                self.snapshot_refused("wrong_policy", f"this learner trains policy {self.policy_id!r}, not "
-                                      f"{request.policy_id!r}", identity)
-                continue
-            if self.latest_frames is None:
-                reply = ControlReply(0, False, "no_weights", "no weights published yet")
-            elif request.have_version >= self.version:
-                reply = ControlReply(0, True, "up_to_date", f"version {self.version}")
-            else:
-                sockets.send_frames(self.snapshot_router, [identity, *self.latest_frames])
-                self.counts["snapshots_served"] += 1
-                continue
-            sockets.send_message(self.snapshot_router, reply, identity=identity)
-
-    def snapshot_refused(self, code: str, message: str, identity: bytes, request_id: int = 0) -> None:
-        """Count, log (rate-limited) and answer a snapshot request this learner will not serve."""
-        self.counts["snapshot_requests_refused"] += 1
-        log_dropped(log, "a snapshot request", self.counts["snapshot_requests_refused"], f"{code}: {message}")
-        sockets.send_message(self.snapshot_router, ControlReply(request_id, False, code, message), identity=identity)
+        serve_snapshots(self.snapshot_router, self.policy_id, self.version, self.latest_frames, self.counts)
 
     def disk_failed(self, what: str, exc: OSError) -> None:
         """A write under the run directory failed (a full disk): counted and shown, never the end of training."""
