@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import numpy as np
+
 from daemons.actor.backlog import JoiningBacklog
 from daemons.actor.weights_client import WeightsClient
 from daemons.algorithms import feed_kind, make_policy
@@ -12,6 +14,7 @@ from daemons.config.policies import policy_config
 from daemons.config.schema import RunConfig
 from daemons.envs.spaces import PolicySpaces
 from daemons.runtime.endpoints import LearnerEndpoints, socket_options
+from daemons.runtime.logs import log_dropped
 from protocol import TransitionBatch, sockets, stacks
 
 log = logging.getLogger(__name__)
@@ -39,13 +42,27 @@ class FollowedPolicy:
         blob = self.weights.poll()
         if blob is None:
             return False
-        self.net.load_weights(blob.tensors)
+        try:
+            check_finite(blob.tensors)
+            self.net.load_weights(blob.tensors)  # ValueError naming the tensor when it does not fit this network
+        except ValueError as exc:
+            # A peer's message never ends this process: the blob is counted and the current weights stay.
+            self.weights.counters["blobs_rejected"] += 1
+            log_dropped(log, f"weights version {blob.version}", self.weights.counters["blobs_rejected"], exc)
+            return False
         self.version = blob.version
         self.pace = (blob.pace_per_s, blob.pace_streams)
         return True
 
     def close(self) -> None:
         self.weights.close()
+
+
+def check_finite(tensors: dict) -> None:
+    """ValueError naming the first floating tensor with a NaN or infinity (a diverged learner's weights)."""
+    for name, array in tensors.items():
+        if array.dtype.kind == "f" and not np.isfinite(array).all():
+            raise ValueError(f"tensor {name!r} holds NaN or infinite values")
 
 
 class PolicyLink:

@@ -26,12 +26,13 @@ from daemons.runtime.paths import run_dir
 from daemons.learner.replay_feed import ReplayFeed
 from daemons.learner.snapshots import serve_snapshots
 from daemons.learner.unroll_feed import UnrollFeed
+from daemons.learner.content import BatchContentCheck
 from daemons.runtime.logs import log_dropped
 from daemons.runtime.reporter import Reporter
 from daemons.runtime.signals import StopFlag
 from daemons.runtime.torch_threads import set_torch_threads
 from daemons.learner.version_floor import read_floor, write_floor
-from protocol import TransitionBatch, WeightBlob, sockets
+from protocol import WeightBlob, sockets
 
 log = logging.getLogger(__name__)
 IDLE_POLL_MS = 5
@@ -83,6 +84,7 @@ class Learner:
             self.feed = ReplayFeed(cfg, obs_space, action_space)
         else:
             self.feed = UnrollFeed(cfg.algorithm.batch_size, cfg.learner.max_lag)
+        self.check_content = BatchContentCheck(self.obs_shape, obs_space.dtype or np.float32, self.algorithm.check_batch)
         self.intake = Intake(self.feed, self.feed_lock, self.policy_id, self.check_content, cfg.learner.max_lag,
                              lambda: self.version, self.counts, heard=self.pace.heard)
         self.consumed_per_update = consumed_per_update(cfg, feed_kind(cfg) == "replay")
@@ -232,13 +234,6 @@ class Learner:
     @property
     def lag_window(self) -> list:
         return self.intake.lag_window
-
-    def check_content(self, batch: TransitionBatch) -> None:
-        """ValueError unless a well-framed batch also fits this policy's spaces and algorithm."""
-        if batch.obs_shape != self.obs_shape:  # a stacked batch's frames count as their stacks (PROTOCOL.md 2.1.2)
-            raise ValueError(f"obs are {list(batch.obs_shape)} per step, this policy's observations are "
-                             f"{list(self.obs_shape)}")
-        self.algorithm.check_batch(batch)
 
     def train_step(self) -> bool:
         if self.warm_up.is_alive():

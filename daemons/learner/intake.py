@@ -67,6 +67,11 @@ class Intake:
         if batch.policy_version < 0 or lag > self.max_lag:
             self.counts["batches_stale"] += 1
             return
+        if lag < 0:  # versions only rise, across restarts too: no actor can hold one this learner never published
+            self.counts["batches_malformed"] += 1
+            log_dropped(log, "a batch of a version this learner never published", self.counts["batches_malformed"],
+                        ValueError(f"policy_version {batch.policy_version} > {self.current_version()}"))
+            return
         try:
             self.check_content(batch)
         except ValueError as exc:

@@ -66,6 +66,8 @@ def test_stacked_batches_are_trained_on_and_malformed_ones_counted_and_dropped(p
         frames(good, obs_stack="4"),
         frames(dataclasses.replace(good, obs=good.obs[:, :, :80], final_obs=good.final_obs[:, :80],
                                    obs_history=good.obs_history[:, :, :80])),  # frames of another size
+        frames(dataclasses.replace(good, obs=good.obs.astype(np.float32), final_obs=good.final_obs.astype(np.float32),
+                                   obs_history=good.obs_history.astype(np.float32))),  # floats for uint8 frames
     ]
     for message in bad:
         learner.insert(message)

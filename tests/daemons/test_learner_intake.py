@@ -55,6 +55,11 @@ BAD_ONES = {
     "float actions": lambda b: dataclasses.replace(b, actions=b.actions.astype(np.float32)),
     "observations of another shape": lambda b: dataclasses.replace(
         b, obs=np.zeros((STEPS + 1, ENVS, 3), np.float32), final_obs=np.zeros((1, 3), np.float32)),
+    "a NaN reward": lambda b: dataclasses.replace(b, rewards=np.where(np.arange(STEPS)[:, None] == 3, np.nan,
+                                                                    b.rewards).astype(np.float32)),
+    "an infinite reward": lambda b: dataclasses.replace(b, rewards=np.full((STEPS, ENVS), np.inf, np.float32)),
+    "a NaN observation": lambda b: dataclasses.replace(b, obs=np.where(b.obs == b.obs[4, 2, 1], np.nan, b.obs)),
+    "a NaN final observation": lambda b: dataclasses.replace(b, final_obs=np.full_like(b.final_obs, np.nan)),
 }
 
 
@@ -119,3 +124,12 @@ def test_an_on_policy_learner_resumes_from_its_checkpoint(tmp_path, appo_learner
     finally:
         again.metrics.close()
         sockets.close_context(again.ctx, 0)
+
+
+def test_a_batch_claiming_a_version_this_learner_never_published_is_dropped(appo_learner):
+    """Versions only rise, across restarts too: a batch from 'the future' was not made with this learner's weights."""
+    learner = appo_learner
+    learner.insert(frames(good_batch(seq=0, version=learner.version + 1000)))
+    assert learner.counts["batches_malformed"] == 1 and learner.counts["transitions_inserted"] == 0
+    learner.insert(frames(good_batch(seq=1, version=learner.version)))
+    assert learner.counts["transitions_inserted"] == STEPS * ENVS

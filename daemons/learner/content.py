@@ -1,0 +1,39 @@
+"""What a well-framed batch must also be before this learner trains on it: its policy's shapes, dtypes and finite numbers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from protocol import TransitionBatch
+
+
+class BatchContentCheck:
+    """Raises ValueError naming the field when a batch disagrees with the policy (PROTOCOL.md 2.1.3).
+
+    The frame checks of `TransitionBatch.from_frames` know nothing of the policy; these do. Each one guards
+    something that would otherwise fail later, far from the sender: a replay column of another shape, an
+    unsafe cast into the replay's dtype (floats into uint8 frames), or a NaN that turns every weight NaN.
+    """
+
+    def __init__(self, obs_shape: tuple[int, ...], obs_dtype: Any, algorithm_check: Any):
+        self.obs_shape, self.obs_dtype, self.algorithm_check = tuple(obs_shape), np.dtype(obs_dtype), algorithm_check
+
+    def __call__(self, batch: TransitionBatch) -> None:
+        if batch.obs_shape != self.obs_shape:  # a stacked batch's frames count as their stacks (PROTOCOL.md 2.1.2)
+            raise ValueError(f"obs are {list(batch.obs_shape)} per step, this policy's observations are "
+                             f"{list(self.obs_shape)}")
+        if not np.can_cast(batch.obs.dtype, self.obs_dtype, casting="same_kind"):
+            raise ValueError(f"obs are {batch.obs.dtype}, this policy's observations are {self.obs_dtype} "
+                             "(only a cast within the same kind is taken, e.g. float64 to float32)")
+        if not np.isfinite(batch.rewards).all():
+            raise ValueError("rewards hold NaN or infinite values")
+        if batch.obs.dtype.kind == "f":
+            for name in ("obs", "final_obs"):
+                if not np.isfinite(getattr(batch, name)).all():
+                    raise ValueError(f"{name} hold NaN or infinite values")
+            history = batch.obs_history
+            if history is not None and not np.isfinite(history).all():
+                raise ValueError("obs_history holds NaN or infinite values")
+        self.algorithm_check(batch)
