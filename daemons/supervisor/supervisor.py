@@ -14,6 +14,7 @@ from daemons.main import DaemonSpec
 from daemons.runtime.logs import log_dropped
 from daemons.supervisor import commands
 from daemons.supervisor.children import Child
+from daemons.supervisor.child_memory import ChildMemory
 from daemons.supervisor.progress import RunView
 from daemons.config.schema import RunConfig
 from daemons.runtime.rate_meter import RateMeter
@@ -64,6 +65,7 @@ class Supervisor:
         s = config.supervisor
         self.rss_limits = {"actor": s.actor_rss_limit_mb << 20, "learner": s.learner_rss_limit_mb << 20,
                            "evaluator": s.evaluator_rss_limit_mb << 20}
+        self.child_memory = ChildMemory()
 
     # ------------------------------------------------------------------ processes
 
@@ -141,8 +143,13 @@ class Supervisor:
         beat = self.beats.get(name)
         if not states.is_alive(rec) or rec.terminate_sent_at is not None:
             return
-        if limit and beat and beat.rss_bytes > limit:
-            reason = f"rss {beat.rss_bytes >> 20} MiB over its limit of {limit >> 20} MiB"
+        # Read from the kernel between heartbeats (a heartbeat's figure is up to a second old, and a process
+        # stuck in native code sends none); the heartbeat's figure serves where the read fails.
+        rss = self.child_memory.current(name, rec.pid, now) if limit else None
+        if rss is None and beat is not None:
+            rss = beat.rss_bytes
+        if limit and rss is not None and rss > limit:
+            reason = f"rss {rss >> 20} MiB over its limit of {limit >> 20} MiB"
         elif rec.role != "learner" and states.max_age_due(rec, now, self.config.supervisor.max_age_s):
             reason = f"older than supervisor.max_age_s ({self.config.supervisor.max_age_s:g} s)"
         else:

@@ -70,3 +70,14 @@ def hang_once_in_vector_worker(marker: str, index: int = 0) -> gym.Env:
         while True:
             time.sleep(1)
     return gym.make("CartPole-v1")
+
+
+def hog_in_constructor(index: int = 0, megabytes: int = 700) -> gym.Env:
+    """Actor `index`'s constructor touches `megabytes` at once and then waits in native-like silence (no heartbeat)."""
+    if actor_index() == index:
+        kept = b"\x01" * (megabytes << 20)  # written, so resident
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+        del kept
+    return gym.make("CartPole-v1")

@@ -172,6 +172,15 @@ def test_actor_over_its_rss_limit_is_recycled_forever_and_nothing_else(run_up):
     assert rows(data)["actor-1"]["restarts"] == 0 and rows(data)["learner-default"]["pid"] == learner_pid
 
 
+def test_a_leak_is_caught_between_heartbeats_even_while_the_process_is_silent(run_up):
+    """The supervisor reads a child's RSS itself: a constructor that jumps over the limit and then sends no
+    heartbeat is recycled for its memory long before the liveness timeout could call it hung."""
+    run = run_up("actors.count=1", "env.id=tests.system.envs:hog_in_constructor", "supervisor.actor_rss_limit_mb=600",
+                 "supervisor.liveness_timeout_s=300", "supervisor.build_env_deadline_s=300")
+    data = run.wait(lambda d: rows(d)["actor-0"]["recycles"] >= 1, 90, "actor-0 recycled at its memory limit")
+    assert "over its limit of 600 MiB" in rows(data)["actor-0"]["last_recycle"], rows(data)["actor-0"]
+
+
 def test_actors_past_max_age_are_recycled_and_the_learner_is_not(run_up):
     run = run_up("actors.count=1", "supervisor.max_age_s=3", "supervisor.crash_loop_max=1")
     run.wait(lambda d: rows(d)["learner-default"]["state"] == "RUNNING", 60, "the learner")
