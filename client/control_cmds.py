@@ -173,6 +173,9 @@ def status_cmd(endpoint, run_dir, timeout_s, as_json, watch) -> None:
     if data["unhealthy"]:
         if not as_json:
             click.echo(f"unhealthy: {', '.join(data['unhealthy'])}", err=True)
+            for p in data["policies"]:
+                if p["state"] in ("FATAL", "REMOTE-LOST"):
+                    click.echo(f"policy {p['policy']} is down: {p['learner']} is {p['state']}", err=True)
         sys.exit(int(ExitCode.UNHEALTHY))
 
 

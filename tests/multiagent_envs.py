@@ -8,6 +8,8 @@ Agent a_1 leaves (terminates) at its `leave_at`-th turn of every episode; the ot
 
 from __future__ import annotations
 
+import os
+
 import gymnasium as gym
 import numpy as np
 from pettingzoo import AECEnv, ParallelEnv
@@ -115,4 +117,14 @@ def turn_parallel(**kwargs) -> TurnParallel:
 
 
 def unannotated_aec(**kwargs):
+    return TurnAEC(**kwargs)
+
+
+def turn_aec_failing_in(daemon: str, marker: str, **kwargs) -> TurnAEC:
+    """turn_aec everywhere; in the daemon named `daemon` (e.g. learner-beta) only its first build works (it
+    leaves `marker`), so once that process dies every restart fails."""
+    if os.environ.get("TANDEM_DAEMON") == daemon:
+        if os.path.exists(marker):
+            raise RuntimeError(f"this world cannot be built again in {daemon} (test env)")
+        open(marker, "w").close()
     return TurnAEC(**kwargs)

@@ -198,6 +198,7 @@ class SupervisorSection:
     backoff_max_s: float = option(30.0, "Longest restart delay.", above=0.0)
     start_retries: int = option(3, "Consecutive failures before reaching running that make a process FATAL.", min=1)
     crash_loop_max: int = option(5, "Exits within crash_loop_window_s that make a process FATAL.", min=1)
+    end_run_on_learner_fatal: bool = option(False, "End the whole run when any policy's learner is FATAL; by default a multi-policy run ends only when every learner is, and the other policies train on.")
     crash_loop_window_s: float = option(60.0, "Window of the crash-loop count.", above=0.0)
     max_age_s: float = option(0.0, "Recycle an actor or the evaluator after it has run this long (0: never), as a planned restart that does not count toward the crash loop; learners are never recycled by age.", min=0.0)
     backoff_reset_s: float = option(10.0, "A process that fails after running this long restarts after backoff_initial_s again (as supervisord's startsecs); its exit still counts toward the crash loop.", min=0.0)

@@ -66,6 +66,7 @@ class Supervisor:
         self.rss_limits = {"actor": s.actor_rss_limit_mb << 20, "learner": s.learner_rss_limit_mb << 20,
                            "evaluator": s.evaluator_rss_limit_mb << 20}
         self.child_memory = ChildMemory()
+        self.policies_down: set[str] = set()  # learners said to be FATAL while the run goes on
 
     # ------------------------------------------------------------------ processes
 
@@ -184,11 +185,19 @@ class Supervisor:
                 child.wait(5.0)
 
     def fatal_reason(self) -> str | None:
-        """Why the run cannot go on: its learner is FATAL, or every actor is."""
+        """Why the run cannot go on: every learner is FATAL (any one with supervisor.end_run_on_learner_fatal), or
+        every actor is. One policy's learner down in a multi-policy run is said once; the others train on."""
         recs = self.records.values()
-        for rec in recs:
-            if rec.role == "learner" and rec.state == State.FATAL:
-                return f"{rec.name} is FATAL: {rec.last_error}"
+        learners = [r for r in recs if r.role == "learner"]
+        fatal = [r for r in learners if r.state == State.FATAL]
+        if fatal and (len(fatal) == len(learners) or self.config.supervisor.end_run_on_learner_fatal):
+            return f"{fatal[0].name} is FATAL: {fatal[0].last_error}"
+        for rec in fatal:
+            if rec.name not in self.policies_down:
+                self.policies_down.add(rec.name)
+                log.error("policy %s is down (%s is FATAL: %s); the other policies train on", rec.name.removeprefix(
+                    "learner-"), rec.name, rec.last_error)
+        self.policies_down &= {r.name for r in fatal}  # a restarted learner can go down, and be said, again
         actors = [r for r in recs if r.role == "actor"]
         if actors and all(r.state == State.FATAL for r in actors):
             return f"every actor is FATAL; {actors[0].name}: {actors[0].last_error}"

@@ -183,3 +183,36 @@ def test_each_policy_can_train_with_its_own_algorithm(tmp_path, procs, collector
     assert alpha["version"] <= alpha["updates"] // 10 + 2
     codes = procs.stop_all()
     assert all(code == 0 for code in codes.values()), codes
+
+
+def test_one_policy_down_leaves_the_other_training_and_status_says_which(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.system.harness import ROOT
+    from tests.system.test_supervisor import Run, rows
+
+    # beta's learner trains until it is killed; every restart then fails, so it crash-loops into FATAL.
+    marker = tmp_path / "beta-built"
+    run = Run(tmp_path, [m for m in MULTI if not m.startswith(("learner.checkpoint", "supervisor.", "env.id"))]
+              + ["env.id='tests.multiagent_envs:turn_aec_failing_in'",
+                 f"env.kwargs={{daemon='learner-beta', marker='{marker}'}}",
+                 "supervisor.crash_loop_max=2", "supervisor.liveness_timeout_s=20"])
+    try:
+        data = run.wait(lambda d: all((p["updates"] or 0) > 0 for p in d["policies"]), 90, "both learners training")
+        actor_pid = rows(data)["actor-0"]["pid"]
+        os.kill(rows(data)["learner-beta"]["pid"], signal.SIGKILL)
+        data = run.wait(lambda d: rows(d)["learner-beta"]["state"] == "FATAL", 90, "beta's learner FATAL")
+        updates = rows(data)["learner-alpha"]["counters"].get("updates", 0)
+        data = run.wait(lambda d: rows(d)["learner-alpha"]["counters"].get("updates", 0) > updates + 20, 90,
+                        "alpha training on after beta went down")
+        assert {p["policy"]: p["state"] for p in data["policies"]} == {"alpha": "RUNNING", "beta": "FATAL"}
+        assert "cannot be built again in learner-beta" in rows(data)["learner-beta"]["last_error"]
+        assert rows(data)["actor-0"]["pid"] == actor_pid  # the actor acts on for both; beta's batches wait, then drop
+        status = subprocess.run([sys.executable, "-m", "client", "status", "--endpoint", run.endpoint, "--timeout", "20"],
+                                capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert status.returncode == 5 and "policy beta is down: learner-beta is FATAL" in status.stderr, status.stderr
+    finally:
+        run.close()
