@@ -7,6 +7,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -40,27 +41,43 @@ def two_hosts():
             done = ip(*args)
             if done.returncode != 0:
                 pytest.skip(f"cannot wire two namespaces here (ip {' '.join(args)}): {done.stderr.strip()}")
-        yield head, ns, gpu
+        yield head, ns, gpu, head_if
     finally:
         ip("link", "del", head_if)  # removes both ends, if the namespace still holds one
         ip("netns", "del", ns)
 
 
+def start_learner_in(ns: str, address: str, tmp_path, control: str) -> subprocess.Popen:
+    """A learner inside namespace `ns`, bound to `address`, which only that namespace has: nothing can reach
+    it over loopback by accident."""
+    with (tmp_path / "learner.log").open("ab") as log:
+        return subprocess.Popen(
+            ["ip", "netns", "exec", ns, sys.executable, "-m", "client", "learner", str(tmp_path / "run" / "config.toml"),
+             "--join", control, "--bind", f"tcp://{address}:*", "--insecure"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+
+
+def stop_learner(learner: subprocess.Popen | None) -> None:
+    if learner is None:
+        return
+    if learner.poll() is None:
+        os.killpg(learner.pid, signal.SIGTERM)
+    try:
+        learner.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(learner.pid, signal.SIGKILL)
+        learner.wait(timeout=5)
+
+
 def test_a_learner_on_another_host_joins_and_trains(tmp_path, two_hosts):
-    head, ns, gpu = two_hosts
+    head, ns, gpu, _ = two_hosts
     run = Run(tmp_path, ["actors.count=1", "learner.remote=true", f"transport.host='{head}'"], flags=("--insecure",))
     learner = None
     try:
         assert run.endpoint.startswith(f"tcp://{head}:"), run.endpoint
         run.wait(lambda d: rows(d)["actor-0"]["stage"] == "connect", 60, "the actor waiting for a learner")
-        log = (tmp_path / "learner.log").open("ab")
-        # The learner's address exists only inside its namespace: nothing can reach it over loopback by accident.
-        learner = subprocess.Popen(
-            ["ip", "netns", "exec", ns, sys.executable, "-m", "client", "learner", str(tmp_path / "run" / "config.toml"),
-             "--join", run.endpoint, "--bind", f"tcp://{gpu}:*", "--insecure"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
-        log.close()
+        learner = start_learner_in(ns, gpu, tmp_path, run.endpoint)
 
         def trained(d) -> bool:
             row = rows(d).get("learner-default", {})
@@ -76,12 +93,43 @@ def test_a_learner_on_another_host_joins_and_trains(tmp_path, two_hosts):
         version = rows(data)["actor-0"]["version"]
         assert version is not None and version >= 0
     finally:
-        if learner is not None:
-            if learner.poll() is None:
-                os.killpg(learner.pid, signal.SIGTERM)
-            try:
-                learner.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(learner.pid, signal.SIGKILL)
-                learner.wait(timeout=5)
+        stop_learner(learner)
+        run.close()
+
+
+def test_killed_actors_and_a_cut_link_never_abort_a_remote_learner(tmp_path, two_hosts):
+    """Between hosts ZMTP heartbeats are on (PROTOCOL.md, Sockets): libzmq 4.3.x aborted a learner
+    (`Assertion failed: !_io_error`) when a heartbeating peer vanished. SIGKILL the actors over and over, then
+    take the link down past the heartbeat timeout and up again: the learner lives on and trains again."""
+    head, ns, gpu, head_if = two_hosts
+    run = Run(tmp_path, ["actors.count=2", "learner.remote=true", f"transport.host='{head}'",
+                         "supervisor.liveness_timeout_s=30"], flags=("--insecure",))
+    learner = None
+    try:
+        learner = start_learner_in(ns, gpu, tmp_path, run.endpoint)
+
+        def updates(d) -> int:
+            return rows(d).get("learner-default", {}).get("counters", {}).get("updates") or 0
+
+        def all_running(d) -> bool:
+            return all(rows(d)[f"actor-{i}"]["state"] == "RUNNING" for i in range(2))
+
+        data = run.wait(lambda d: updates(d) > 20 and all_running(d), 120, "the remote learner training")
+        for round_ in range(6):  # both actors, three times each, killed mid-send
+            name = f"actor-{round_ % 2}"
+            pid = rows(data)[name]["pid"]
+            os.kill(pid, signal.SIGKILL)
+            data = run.wait(lambda d: rows(d)[name]["pid"] not in (None, pid) and all_running(d), 60,
+                            f"{name} back after SIGKILL {round_ + 1}")
+        assert learner.poll() is None, (tmp_path / "learner.log").read_text()[-2000:]
+        before = updates(run.wait(lambda d: True, 10, "status"))
+        # Cut the wire for longer than the heartbeat timeout (5 s): both ends see their peers die.
+        assert ip("link", "set", head_if, "down").returncode == 0
+        time.sleep(8)
+        assert ip("link", "set", head_if, "up").returncode == 0
+        run.wait(lambda d: updates(d) > before + 20 and all_running(d), 120, "training again after the link came back")
+        assert learner.poll() is None, (tmp_path / "learner.log").read_text()[-2000:]
+        assert "Assertion failed" not in (tmp_path / "learner.log").read_text()
+    finally:
+        stop_learner(learner)
         run.close()
