@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from daemons.actor.exploration import actor_epsilons, decayed
+from daemons.actor.follow import LearnerFollower
 from daemons.actor.link import PolicyLink
 from daemons.actor.pacer import Pacer
 from daemons.actor.stepping import actor_envs, actor_seed, make_stepping
@@ -36,6 +37,7 @@ class Actor:
         self.channel = ControlChannel(self.ctx, control_endpoint) if control_endpoint else None
         self.reporter = Reporter("actor", self.name, config.supervisor.heartbeat_interval_s, self.channel)
         self.links: dict[str, PolicyLink] = {}
+        self.follower = LearnerFollower(self.channel, config.actors.relookup_after_s)
         self.pacers: dict[str, Pacer] = {}  # one per policy: each learner advertises its own budget
         self.paced_s = 0.0
         self.stepping: Any = None
@@ -110,8 +112,16 @@ class Actor:
         while not self.stop and any(link.version < 0 for link in self.links.values()):
             for link in self.links.values():
                 link.poll_weights()
+            self.follow_learners()
             self.report()
             time.sleep(0.01)
+
+    def follow_learners(self) -> None:
+        """A learner silent for a while may have moved (restarted elsewhere): ask, and follow it."""
+        def move(policy: str, endpoints: Any) -> None:
+            self.links[policy].reconnect(self.ctx, policy_config(self.config, policy), endpoints)
+
+        self.follower.check({p: link.followed for p, link in self.links.items()}, time.monotonic(), move)
 
     def act(self) -> None:
         cfg, stepping = self.config, self.stepping
@@ -128,6 +138,7 @@ class Actor:
                 for policy, link in self.links.items():
                     if link.poll_weights() and cfg.actors.follow_pace:
                         self.pacers[policy].advise(time.monotonic(), *link.followed.pace)
+                self.follow_learners()
                 epsilons = decayed(base_eps, stepping.env_steps, cfg.actors.epsilon_decay_steps)
                 if self.wait_for_pace():
                     continue
@@ -165,6 +176,7 @@ class Actor:
             # time spent waiting for the learners' pace, and the transitions/s followed now (0 = no limit)
             "paced_s": round(self.paced_s, 3),
             "pace_per_s": round(sum(p.rate(now) for p in self.pacers.values()), 1),
+            **self.follower.counts,
         }
         for link in links:
             for key, value in link.followed.weights.counters.items():

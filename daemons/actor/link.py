@@ -32,6 +32,8 @@ class FollowedPolicy:
         self.policy_id = policy
         self.net = make_policy(config, spaces.observation_space, spaces.action_space, seed=seed,
                                mask_size=spaces.mask_size)
+        self.ctx, self.config, self.requester = ctx, config, requester
+        self.endpoints = endpoints
         self.weights = WeightsClient(ctx, policy, endpoints.weights, endpoints.snapshot, requester,
                                      config.actors.weights_refresh_s, socket_options(config))
         self.version = -1
@@ -53,6 +55,19 @@ class FollowedPolicy:
         self.version = blob.version
         self.pace = (blob.pace_per_s, blob.pace_streams)
         return True
+
+    def silent_s(self, now: float) -> float:
+        """Seconds since anything came from the learner (it answers a snapshot request every weights_refresh_s)."""
+        return now - self.weights.heard_at
+
+    def reconnect(self, endpoints: LearnerEndpoints) -> None:
+        """Follow the learner to new addresses (restarted on other ports or another host); versions go on rising."""
+        old = self.weights
+        self.weights = WeightsClient(self.ctx, self.policy_id, endpoints.weights, endpoints.snapshot, self.requester,
+                                     self.config.actors.weights_refresh_s, socket_options(self.config))
+        self.weights.version, self.weights.counters = old.version, old.counters
+        old.close()
+        self.endpoints = endpoints
 
     def close(self) -> None:
         self.weights.close()
@@ -96,6 +111,13 @@ class PolicyLink:
 
     def poll_weights(self) -> bool:
         return self.followed.poll()
+
+    def reconnect(self, ctx: Any, config: RunConfig, endpoints: LearnerEndpoints) -> None:
+        """The learner moved: new sockets to its new addresses; the backlog waits and goes to the new one."""
+        self.followed.reconnect(endpoints)
+        old = self.push_socket
+        self.push_socket = sockets.transitions_push(ctx, endpoints.transitions, socket_options(config))
+        sockets.close(old, linger_ms=0)  # what it still held went to a learner that is gone
 
     def push(self, batch: TransitionBatch) -> None:
         # encoded when sent: joined with the unrolls after it if they wait together

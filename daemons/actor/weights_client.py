@@ -24,6 +24,7 @@ class WeightsClient:
         self.monitor = sockets.watch_connects(self.snapshot)
         self.version = -1
         self.request_due = 0.0
+        self.heard_at = time.monotonic()  # the last message from the learner: a blob or a snapshot reply
         self.counters = {"blobs_received": 0, "blobs_rejected": 0, "blobs_stale": 0, "snapshot_requests": 0}
 
     def poll(self, now: float | None = None) -> WeightBlob | None:
@@ -39,6 +40,7 @@ class WeightsClient:
         newest: WeightBlob | None = None
         for sock in (self.sub, self.snapshot):
             while (frames := sockets.recv_frames(sock, 0)) is not None:
+                self.heard_at = now
                 blob = self._accept(frames)
                 if blob is not None and (newest is None or blob.version > newest.version):
                     newest = blob

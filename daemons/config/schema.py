@@ -136,6 +136,7 @@ class ActorsSection:
     backlog_batches: int = option(16, "Batches an actor keeps while its learner is slow or gone; then the oldest is dropped.", min=1)
     join_unrolls: int = option(16, "(dqn) Consecutive unrolls waiting in the backlog that are sent as one message (fewer per-message costs at the learner); 1 sends each alone.", min=1, max=1024)
     weights_refresh_s: float = option(5.0, "Ask the snapshot socket when no new version arrived for this long.", above=0.0)
+    relookup_after_s: float = option(20.0, "A learner silent this long (no weights, no snapshot reply) is looked up again at the supervisor, and followed if it moved.", above=0.0)
     follow_pace: bool = option(True, "Send no faster than this actor's share of the insert budget its learner advertises with each weight version (no budget, or none lately: full speed).")
     torch_threads: int = option(1, "torch.set_num_threads in each actor.", min=1)
     device: str = option("cpu", "Torch device the actors and the evaluator infer on: 'cpu', 'cuda', 'cuda:0', ...")

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from daemons.actor.follow import LearnerFollower
 from daemons.actor.link import FollowedPolicy
 from daemons.actor.stepping import env_builder
 from daemons.config.policies import policy_config
@@ -62,9 +63,11 @@ class Evaluator:
                 self.policies[policy] = FollowedPolicy(self.ctx, pconf, policy, spaces, endpoints, "evaluator",
                                                        seed=cfg.run.seed + 999 + n)
             self.reporter.set_stage("wait_weights")
+            follower = LearnerFollower(self.channel, cfg.actors.relookup_after_s)
             while not self.stop:
                 for followed in self.policies.values():
                     followed.poll()
+                follower.check(self.policies, time.monotonic(), lambda policy, found: self.policies[policy].reconnect(found))
                 if min(f.version for f in self.policies.values()) < 0:
                     self.reporter.tick()
                     time.sleep(0.01)

@@ -85,9 +85,14 @@ def lookup_endpoints(channel, policy: str, fallback: LearnerEndpoints, stop, tic
         except ControlTimeout:
             continue
         if reply.ok:
-            e = reply.data["endpoints"]
-            return LearnerEndpoints(e["transitions"], e["weights"], e["snapshot"])
+            return endpoints_of(reply)
         if reply.code == "unknown_command":
             return fallback
         time.sleep(0.2)  # not registered yet: the learner is still starting
     return fallback
+
+
+def endpoints_of(reply) -> LearnerEndpoints:
+    """The learner's addresses from an ok `lookup` reply."""
+    e = reply.data["endpoints"]
+    return LearnerEndpoints(e["transitions"], e["weights"], e["snapshot"])

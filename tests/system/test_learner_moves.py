@@ -1,0 +1,57 @@
+"""A learner restarted elsewhere (other ports, as a rescheduled pod or a requeued job gets): actors follow it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+from tests.system.harness import ROOT
+from tests.system.test_supervisor import Run, rows
+
+
+def start_learner(tmp_path, control: str, n: int) -> subprocess.Popen:
+    with (tmp_path / f"learner-{n}.log").open("ab") as log:
+        return subprocess.Popen([sys.executable, "-m", "client", "learner", str(tmp_path / "run" / "config.toml"),
+                                 "--join", control, "--bind", "tcp://127.0.0.1:*"],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+
+
+def end(proc: subprocess.Popen | None) -> None:
+    if proc is not None and proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def test_an_actor_follows_its_learner_to_new_ports_without_restarting(tmp_path):
+    run = Run(tmp_path, ["actors.count=1", "learner.remote=true", "actors.relookup_after_s=2",
+                         "supervisor.liveness_timeout_s=30"])
+    first = second = None
+    try:
+        first = start_learner(tmp_path, run.endpoint, 1)
+
+        def learner(d) -> dict:
+            return rows(d).get("learner-default", {})
+
+        data = run.wait(lambda d: (learner(d).get("counters", {}).get("updates") or 0) > 10
+                        and rows(d)["actor-0"]["state"] == "RUNNING", 90, "the first learner training")
+        old = run.channel.request("lookup", {"policy": "default"}, timeout_s=5).data["endpoints"]
+        actor_pid, version = rows(data)["actor-0"]["pid"], rows(data)["actor-0"]["version"]
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+        # Its replacement binds other free ports and registers them; nobody tells the actor.
+        second = start_learner(tmp_path, run.endpoint, 2)
+        data = run.wait(lambda d: learner(d).get("pid") == second.pid
+                        and (learner(d).get("counters", {}).get("transitions_inserted") or 0) > 0
+                        and (rows(d)["actor-0"]["version"] or -1) > version, 90,
+                        "the actor sending to the new learner and following its versions")
+        new = run.channel.request("lookup", {"policy": "default"}, timeout_s=5).data["endpoints"]
+        assert new["transitions"] != old["transitions"], (old, new)
+        actor = rows(data)["actor-0"]
+        assert actor["pid"] == actor_pid and actor["counters"]["learner_moves"] >= 1, actor
+    finally:
+        end(first)
+        end(second)
+        run.close()
