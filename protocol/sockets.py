@@ -18,6 +18,24 @@ Socket = zmq.Socket
 Tracker = zmq.MessageTracker
 
 
+ZAP_DOMAIN = "tandem"
+
+
+@dataclass(frozen=True)
+class CurveKeys:
+    """CurveZMQ keys (Z85 bytes) of this process, and the public key of the server a connecting socket expects.
+
+    A binding socket becomes a CURVE server and has ZAP decide who may connect (ZAP_ENFORCE_DOMAIN: with no
+    authenticator running, nobody may); a connecting one proves its own key and checks the server's.
+    """
+
+    public_key: bytes
+    secret_key: bytes
+    server_key: bytes = b""
+    on_loopback: bool = False
+    """CURVE on loopback too (tests, or a host whose other users are not trusted); else only beyond it."""
+
+
 @dataclass(frozen=True)
 class SocketOptions:
     """Every option Tandem sets on a socket, in one place; see DESIGN.md's rules of the wire for why."""
@@ -44,6 +62,8 @@ class SocketOptions:
     """First reconnect delay after a peer went away."""
     reconnect_ivl_max_ms: int = 2000
     """Longest reconnect delay (exponential backoff up to this)."""
+    curve: CurveKeys | None = None
+    """Keys for CurveZMQ on links that leave loopback; None: no keys (such links are refused without --insecure)."""
 
 
 DEFAULT_SOCKET_OPTIONS = SocketOptions()
@@ -89,7 +109,42 @@ def needs_zmtp_heartbeats(endpoint: str) -> bool:
     return not (host.startswith("127.") or host in ("localhost", "::1"))
 
 
-def _bind(sock: zmq.Socket, role: str, endpoint: str) -> str:
+def uses_curve(endpoint: str, curve: CurveKeys | None) -> bool:
+    """Whether a link to or from `endpoint` is encrypted and authenticated: TCP beyond loopback when keys are
+    configured (and on loopback too if asked); never ipc, whose file permissions already decide who connects."""
+    if curve is None or not endpoint.startswith("tcp://"):
+        return False
+    return curve.on_loopback or needs_zmtp_heartbeats(endpoint)
+
+
+def link_security(endpoint: str, curve: CurveKeys | None) -> str:
+    """'curve', 'loopback' or 'insecure': what `tandem status` shows for a link."""
+    if uses_curve(endpoint, curve):
+        return "curve"
+    return "insecure" if needs_zmtp_heartbeats(endpoint) else "loopback"
+
+
+def _secure_server(sock: zmq.Socket, endpoint: str, curve: CurveKeys | None) -> None:
+    if uses_curve(endpoint, curve):
+        sock.setsockopt(zmq.CURVE_SERVER, 1)
+        sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret_key)
+        sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public_key)
+        sock.setsockopt_string(zmq.ZAP_DOMAIN, ZAP_DOMAIN)
+        sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)  # fail closed: no authenticator, no connection
+
+
+def _secure_client(sock: zmq.Socket, role: str, endpoint: str, curve: CurveKeys | None) -> None:
+    if uses_curve(endpoint, curve):
+        if len(curve.server_key) != 40:
+            sock.close(linger=0)
+            raise TransportError(f"{role}: no public key of the server at {endpoint} to check it against")
+        sock.setsockopt(zmq.CURVE_SERVERKEY, curve.server_key)
+        sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public_key)
+        sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret_key)
+
+
+def _bind(sock: zmq.Socket, role: str, endpoint: str, curve: CurveKeys | None = None) -> str:
+    _secure_server(sock, endpoint, curve)
     try:
         sock.bind(endpoint)
     except zmq.ZMQError as exc:
@@ -99,7 +154,8 @@ def _bind(sock: zmq.Socket, role: str, endpoint: str) -> str:
     return sock.getsockopt_string(zmq.LAST_ENDPOINT)
 
 
-def _connect(sock: zmq.Socket, role: str, endpoint: str) -> None:
+def _connect(sock: zmq.Socket, role: str, endpoint: str, curve: CurveKeys | None = None) -> None:
+    _secure_client(sock, role, endpoint, curve)
     try:
         sock.connect(endpoint)
     except zmq.ZMQError as exc:
@@ -118,7 +174,7 @@ def transitions_pull(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFA
     sock.setsockopt(zmq.RCVHWM, opts.transitions_rcvhwm_msgs)
     sock.setsockopt(zmq.RCVBUF, opts.transitions_buffer_bytes)
     sock.setsockopt(zmq.MAXMSGSIZE, opts.max_message_bytes)
-    _bind(sock, "transitions_pull", endpoint)
+    _bind(sock, "transitions_pull", endpoint, opts.curve)
     return sock
 
 
@@ -128,7 +184,7 @@ def transitions_push(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFA
     sock.setsockopt(zmq.SNDHWM, opts.transitions_sndhwm_msgs)
     sock.setsockopt(zmq.SNDBUF, opts.transitions_buffer_bytes)
     sock.setsockopt(zmq.IMMEDIATE, 1)
-    _connect(sock, "transitions_push", endpoint)
+    _connect(sock, "transitions_push", endpoint, opts.curve)
     return sock
 
 
@@ -136,7 +192,7 @@ def weights_pub(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_S
     """Learner side: publishes each new version; a tiny SNDHWM so a stalled subscriber costs at most a blob or two."""
     sock = _make(ctx, zmq.PUB, "weights_pub", opts, endpoint)
     sock.setsockopt(zmq.SNDHWM, opts.weights_hwm_msgs)
-    _bind(sock, "weights_pub", endpoint)
+    _bind(sock, "weights_pub", endpoint, opts.curve)
     return sock
 
 
@@ -146,7 +202,7 @@ def weights_sub(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_S
     sock.setsockopt(zmq.RCVHWM, opts.weights_hwm_msgs)
     sock.setsockopt(zmq.MAXMSGSIZE, opts.max_message_bytes)
     sock.setsockopt(zmq.SUBSCRIBE, b"")
-    _connect(sock, "weights_sub", endpoint)
+    _connect(sock, "weights_sub", endpoint, opts.curve)
     return sock
 
 
@@ -156,7 +212,7 @@ def snapshot_router(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAU
     sock.setsockopt(zmq.SNDHWM, opts.weights_hwm_msgs)
     sock.setsockopt(zmq.RCVHWM, opts.control_hwm_msgs)
     sock.setsockopt(zmq.MAXMSGSIZE, 1 << 20)  # requests are small
-    _bind(sock, "snapshot_router", endpoint)
+    _bind(sock, "snapshot_router", endpoint, opts.curve)
     return sock
 
 
@@ -166,7 +222,7 @@ def snapshot_dealer(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAU
     sock.setsockopt(zmq.IMMEDIATE, 1)
     sock.setsockopt(zmq.RCVHWM, opts.weights_hwm_msgs)
     sock.setsockopt(zmq.MAXMSGSIZE, opts.max_message_bytes)
-    _connect(sock, "snapshot_dealer", endpoint)
+    _connect(sock, "snapshot_dealer", endpoint, opts.curve)
     return sock
 
 
@@ -176,7 +232,7 @@ def control_router(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAUL
     sock.setsockopt(zmq.SNDHWM, opts.control_hwm_msgs)
     sock.setsockopt(zmq.RCVHWM, opts.control_hwm_msgs)
     sock.setsockopt(zmq.MAXMSGSIZE, 1 << 20)
-    _bind(sock, "control_router", endpoint)
+    _bind(sock, "control_router", endpoint, opts.curve)
     return sock
 
 
@@ -185,7 +241,7 @@ def control_dealer(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAUL
     sock = _make(ctx, zmq.DEALER, "control_dealer", opts, endpoint)
     sock.setsockopt(zmq.SNDHWM, opts.control_hwm_msgs)
     sock.setsockopt(zmq.MAXMSGSIZE, opts.max_message_bytes)
-    _connect(sock, "control_dealer", endpoint)
+    _connect(sock, "control_dealer", endpoint, opts.curve)
     return sock
 
 

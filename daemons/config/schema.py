@@ -243,6 +243,16 @@ class PolicySection:
 
 
 @dataclass
+class SecuritySection:
+    """[security]: CurveZMQ keys for links that leave this machine (`tandem keys`); empty: none, loopback only."""
+
+    key_dir: str = option("", "Directory of this host's keypair and allow-list (`tandem keys create`); empty: no keys, and a bind beyond loopback needs --insecure.")
+    key_name: str = option("host", "The keypair in key_dir this host's daemons use (KEY_NAME.key_secret).")
+    supervisor_key: str = option("", "The supervisor's public key (40 Z85 characters, or a .key file); empty: this host's own public key (the supervisor shares this host's keypair).")
+    curve_on_loopback: bool = option(False, "CurveZMQ on loopback TCP too (for tests, or a host whose other users are not trusted).")
+
+
+@dataclass
 class RunConfig:
     """A whole run, as one TOML file describes it."""
 
@@ -256,5 +266,6 @@ class RunConfig:
     stop: StopSection = field(default_factory=StopSection)
     supervisor: SupervisorSection = field(default_factory=SupervisorSection)
     transport: TransportSection = field(default_factory=TransportSection)
+    security: SecuritySection = field(default_factory=SecuritySection)
     # Empty: one policy, "default", plays every agent and uses [transport]'s learner ports.
     policies: dict[str, PolicySection] = field(default_factory=dict)
