@@ -18,6 +18,22 @@ from daemons.runtime.control_channel import ControlChannel, ControlTimeout
 from protocol import TransportError, sockets
 
 
+def cli_keys(endpoint: str, run_dir: str | None) -> Any:
+    """CurveZMQ keys for a control link: from the environment, or the config of the run that wrote `endpoint`."""
+    from daemons.security.curve import cli_curve_keys
+
+    directory = Path(run_dir) if run_dir else None
+    if directory is None:  # the newest run here whose endpoint file names this endpoint
+        for path in sorted(glob.glob("runs/*/endpoint"), key=os.path.getmtime, reverse=True):
+            try:
+                if Path(path).read_text().strip() == endpoint:
+                    directory = Path(path).parent
+                    break
+            except OSError:
+                continue
+    return cli_curve_keys(directory)
+
+
 def find_endpoint(endpoint: str | None, run_dir: str | None) -> str:
     """--endpoint, else RUN_DIR/endpoint, else $TANDEM_ENDPOINT, else the newest runs/*/endpoint here."""
     if endpoint:
@@ -37,18 +53,18 @@ def find_endpoint(endpoint: str | None, run_dir: str | None) -> str:
     sys.exit(int(ExitCode.UNREACHABLE))
 
 
-def ask(endpoint: str, command: str, args: dict | None, timeout_s: float) -> Any:
+def ask(endpoint: str, command: str, args: dict | None, timeout_s: float, run_dir: str | None = None) -> Any:
     """One request/reply; unreachable or refused -> a message saying what to check, and a non-zero exit."""
     ctx = sockets.new_context()
     try:
-        channel = ControlChannel(ctx, endpoint)
+        channel = ControlChannel(ctx, endpoint, sockets.SocketOptions(curve=cli_keys(endpoint, run_dir)))
         reply = channel.request(command, args, timeout_s=timeout_s)
     except ControlTimeout:
         click.echo(f"error: the supervisor at {endpoint} did not answer {command!r} within {timeout_s:g} s. "
                    "Check that `tandem up` (or `tandem supervise`) is running, that the endpoint is right "
                    "(runs/<name>/endpoint) and that the port is reachable from here.", err=True)
         sys.exit(int(ExitCode.UNREACHABLE))
-    except TransportError as exc:
+    except (TransportError, ValueError) as exc:  # ValueError: a key that cannot be used (KeySetupError)
         click.echo(f"error: {exc}", err=True)
         sys.exit(int(ExitCode.UNREACHABLE))
     finally:
@@ -93,7 +109,7 @@ def render(data: dict, width: int = 220) -> Any:
                       fmt(r["cpu_percent"], "%"), rate, fmt(r["version"]), fmt(r["lag"]), fmt(r["dropped"]),
                       short_error(r["last_error"]))
     policies = Table(box=None, header_style="bold")
-    for col in ("policy", "state", "version", "updates/s", "replay fill", "lag", "dropped (learner/actors)",
+    for col in ("policy", "state", "link", "version", "updates/s", "replay fill", "lag", "dropped (learner/actors)",
                 "pace (budget, waited)", "eval return", "last checkpoint"):
         policies.add_column(col)
     for p in data["policies"]:
@@ -102,11 +118,17 @@ def render(data: dict, width: int = 220) -> Any:
         dropped = f"{fmt(p.get('dropped_by_learner'))}/{fmt(p.get('dropped_by_actors'))}"
         budget = f"{p['pace_per_s']:.0f}/s" if p.get("pace_per_s") else "none"
         pace = f"{budget}, {fmt(p.get('paced_s'), 's')}"
-        policies.add_row(p["policy"], p["state"], fmt(p["version"]), fmt(p["updates_per_s"]), fill, fmt(p["lag"]),
+        policies.add_row(p["policy"], p["state"], link_cell(p.get("link")), fmt(p["version"]), fmt(p["updates_per_s"]), fill, fmt(p["lag"]),
                          dropped, pace, fmt(p.get("eval_return")), f"{age:.0f}s ago" if age is not None and age >= 0 else "none yet")
     # The table keeps a short form; the whole error (often the cause is at its end) gets a line of its own.
     errors = [f"{r['name']}: {r['last_error']}" for r in data["processes"] if len(r["last_error"] or "") > ERROR_CELL]
-    return Group(table, policies, *(["", "last errors in full:", *errors] if errors else []))
+    control = f"control link: {link_cell(data.get('control_link'))}"
+    return Group(table, policies, control, *(["", "last errors in full:", *errors] if errors else []))
+
+
+def link_cell(link: str | None) -> str:
+    """CURVE, loopback or INSECURE (shouted: anyone who reaches those ports can feed or read the learner)."""
+    return {"curve": "CURVE", "insecure": "INSECURE"}.get(link or "", link or "-")
 
 
 def restarts_cell(row: dict) -> str:
@@ -129,7 +151,7 @@ def render_narrow(data: dict) -> Any:
     lines = []
     for p in data["policies"]:
         fill = f"{100 * p['replay_fill']:.0f}%" if p["replay_fill"] is not None else "-"
-        lines.append(f"policy {p['policy']}: {p['state']}, version {whole(p['version'])}, "
+        lines.append(f"policy {p['policy']}: {p['state']}, {link_cell(p.get('link'))}, version {whole(p['version'])}, "
                      f"{short(p['updates_per_s'])} updates/s, replay {fill}, lag {short(p['lag'])}, eval "
                      f"{short(p.get('eval_return'))}, dropped {short(p.get('dropped_by_learner'))} by the learner "
                      f"and {short(p.get('dropped_by_actors'))} by actors, pace "
@@ -160,7 +182,7 @@ def status_cmd(endpoint, run_dir, timeout_s, as_json, watch) -> None:
 
     console = Console() if sys.stdout.isatty() else Console(width=220)
     while True:
-        data = ask(endpoint, "status", None, timeout_s).data
+        data = ask(endpoint, "status", None, timeout_s, run_dir).data
         if as_json:
             click.echo(json.dumps(data))
         else:
@@ -185,7 +207,7 @@ def status_cmd(endpoint, run_dir, timeout_s, as_json, watch) -> None:
 @timeout_option
 def stop_cmd(endpoint, run_dir, timeout_s) -> None:
     """Stop a run: every daemon gets SIGTERM (SIGKILL after the grace), learners checkpoint."""
-    reply = ask(find_endpoint(endpoint, run_dir), "stop", {"by": "tandem stop"}, timeout_s)
+    reply = ask(find_endpoint(endpoint, run_dir), "stop", {"by": "tandem stop"}, timeout_s, run_dir)
     click.echo(reply.message)
 
 
@@ -196,5 +218,5 @@ def stop_cmd(endpoint, run_dir, timeout_s) -> None:
 @timeout_option
 def restart_cmd(name, endpoint, run_dir, timeout_s) -> None:
     """Restart one process by NAME (e.g. actor-3); also brings a FATAL one back."""
-    reply = ask(find_endpoint(endpoint, run_dir), "restart", {"name": name}, timeout_s)
+    reply = ask(find_endpoint(endpoint, run_dir), "restart", {"name": name}, timeout_s, run_dir)
     click.echo(reply.message)

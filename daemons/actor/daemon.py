@@ -17,7 +17,7 @@ from daemons.envs.gym_envs import close_all
 from daemons.config.policies import policy_config
 from daemons.config.schema import RunConfig
 from daemons.runtime.control_channel import ControlChannel, ControlTimeout
-from daemons.runtime.endpoints import find_learner
+from daemons.runtime.endpoints import find_learner, socket_options
 from daemons.runtime.reporter import Reporter
 from daemons.runtime.signals import StopFlag
 from daemons.runtime.torch_threads import set_torch_threads
@@ -34,7 +34,7 @@ class Actor:
         self.config, self.index, self.stop = config, index, stop
         self.name = f"actor-{index}"
         self.ctx = sockets.new_context()
-        self.channel = ControlChannel(self.ctx, control_endpoint) if control_endpoint else None
+        self.channel = ControlChannel(self.ctx, control_endpoint, socket_options(config)) if control_endpoint else None
         self.reporter = Reporter("actor", self.name, config.supervisor.heartbeat_interval_s, self.channel)
         self.links: dict[str, PolicyLink] = {}
         self.follower = LearnerFollower(self.channel, config.actors.relookup_after_s)

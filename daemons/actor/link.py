@@ -13,7 +13,7 @@ from daemons.algorithms import feed_kind, make_policy
 from daemons.config.policies import policy_config
 from daemons.config.schema import RunConfig
 from daemons.envs.spaces import PolicySpaces
-from daemons.runtime.endpoints import LearnerEndpoints, socket_options
+from daemons.runtime.endpoints import LearnerEndpoints, learner_socket_options
 from daemons.runtime.logs import log_dropped
 from protocol import TransitionBatch, sockets, stacks
 
@@ -35,7 +35,7 @@ class FollowedPolicy:
         self.ctx, self.config, self.requester = ctx, config, requester
         self.endpoints = endpoints
         self.weights = WeightsClient(ctx, policy, endpoints.weights, endpoints.snapshot, requester,
-                                     config.actors.weights_refresh_s, socket_options(config))
+                                     config.actors.weights_refresh_s, learner_socket_options(config, endpoints))
         self.version = -1
         self.pace: tuple[float, int] = (0.0, 0)  # the newest version's insert budget: (transitions/s, actors)
 
@@ -64,7 +64,8 @@ class FollowedPolicy:
         """Follow the learner to new addresses (restarted on other ports or another host); versions go on rising."""
         old = self.weights
         self.weights = WeightsClient(self.ctx, self.policy_id, endpoints.weights, endpoints.snapshot, self.requester,
-                                     self.config.actors.weights_refresh_s, socket_options(self.config))
+                                     self.config.actors.weights_refresh_s,
+                                     learner_socket_options(self.config, endpoints))
         self.weights.version, self.weights.counters = old.version, old.counters
         old.close()
         self.endpoints = endpoints
@@ -90,7 +91,7 @@ class PolicyLink:
                  name: str, seed: int):
         self.policy_id = policy
         self.followed = FollowedPolicy(ctx, config, policy, spaces, endpoints, name, seed)
-        self.push_socket = sockets.transitions_push(ctx, endpoints.transitions, socket_options(config))
+        self.push_socket = sockets.transitions_push(ctx, endpoints.transitions, learner_socket_options(config, endpoints))
         atari = config.env.atari
         self.frame_stack = atari.frame_stack if atari.enabled else 1
         self.sent_whole = 0  # stacked batches that could not be cut to frames (stacks not FrameStackObservation's)
@@ -116,7 +117,7 @@ class PolicyLink:
         """The learner moved: new sockets to its new addresses; the backlog waits and goes to the new one."""
         self.followed.reconnect(endpoints)
         old = self.push_socket
-        self.push_socket = sockets.transitions_push(ctx, endpoints.transitions, socket_options(config))
+        self.push_socket = sockets.transitions_push(ctx, endpoints.transitions, learner_socket_options(config, endpoints))
         sockets.close(old, linger_ms=0)  # what it still held went to a learner that is gone
 
     def push(self, batch: TransitionBatch) -> None:

@@ -16,7 +16,7 @@ from daemons.envs.gym_envs import build_each, close_all
 from daemons.config.schema import RunConfig
 from daemons.evaluator.rounds import make_rounds, round_counters
 from daemons.runtime.control_channel import ControlChannel
-from daemons.runtime.endpoints import find_learner
+from daemons.runtime.endpoints import find_learner, socket_options
 from daemons.runtime.reporter import Reporter
 from daemons.runtime.signals import StopFlag
 from daemons.runtime.torch_threads import set_torch_threads
@@ -31,7 +31,7 @@ class Evaluator:
     def __init__(self, config: RunConfig, stop: StopFlag, control_endpoint: str | None):
         self.config, self.stop = config, stop
         self.ctx = sockets.new_context()
-        self.channel = ControlChannel(self.ctx, control_endpoint) if control_endpoint else None
+        self.channel = ControlChannel(self.ctx, control_endpoint, socket_options(config)) if control_endpoint else None
         self.reporter = Reporter("evaluator", "evaluator", config.supervisor.heartbeat_interval_s, self.channel)
         self.policies: dict[str, FollowedPolicy] = {}
         self.rounds = 0

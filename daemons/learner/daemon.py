@@ -28,6 +28,7 @@ from daemons.learner.snapshots import serve_snapshots
 from daemons.learner.unroll_feed import UnrollFeed
 from daemons.learner.content import BatchContentCheck
 from daemons.runtime.logs import log_dropped
+from daemons.security.curve import gatekeeper_for
 from daemons.runtime.reporter import Reporter
 from daemons.runtime.signals import StopFlag
 from daemons.runtime.torch_threads import set_torch_threads
@@ -47,12 +48,14 @@ class Learner:
         # This policy's view of the run: its own algorithm, model and learner overrides, and its own ports.
         self.config, self.policy_id, self.stop = policy_config(config, policy_id), policy_id, stop
         self.bind_base, self.insecure = bind, insecure
+        self.gatekeeper = None  # the ZAP handler, when this learner binds with CURVE
+        self.link = "loopback"  # what status shows for its links: curve, loopback or insecure
         self.next_register = 0.0
         self.device = device or config.learner.device
         self.name = f"learner-{policy_id}"
         self.dir = run_dir(config) / self.name
         self.ctx = sockets.new_context()
-        self.channel = ControlChannel(self.ctx, control_endpoint) if control_endpoint else None
+        self.channel = ControlChannel(self.ctx, control_endpoint, socket_options(config)) if control_endpoint else None
         self.reporter = Reporter("learner", self.name, config.supervisor.heartbeat_interval_s, self.channel)
         self.counts = {"batches_received": 0, "batches_malformed": 0, "batches_stale": 0, "batches_foreign": 0,
                        "batches_over_ratio": 0,
@@ -112,10 +115,13 @@ class Learner:
         self.reporter.set_stage("bind")
         endpoints = bind_endpoints(self.bind_base) if self.bind_base else learner_endpoints(self.config)
         opts = socket_options(self.config)
-        exposed = [e for e in (endpoints.transitions, endpoints.weights, endpoints.snapshot) if not is_loopback(e)]
+        planned = [endpoints.transitions, endpoints.weights, endpoints.snapshot]
+        exposed = [e for e in planned if not is_loopback(e) and not sockets.uses_curve(e, opts.curve)]
         if exposed and not self.insecure:
-            raise ValueError(f"binding {exposed[0]} exposes the learner beyond this machine; authentication "
-                             "(CurveZMQ) is not built yet, so such a bind needs --insecure")
+            raise ValueError(f"binding {exposed[0]} exposes the learner beyond this machine without keys: set "
+                             "security.key_dir (`tandem keys create`) for CurveZMQ, or pass --insecure")
+        self.gatekeeper = gatekeeper_for(self.ctx, self.config, planned)  # before the binds: ZAP fails closed
+        self.link = sockets.link_security(endpoints.transitions, opts.curve)
         self.transitions_pull = sockets.transitions_pull(self.ctx, endpoints.transitions, opts)
         self.weights_pub = sockets.weights_pub(self.ctx, endpoints.weights, opts)
         self.snapshot_router = sockets.snapshot_router(self.ctx, endpoints.snapshot, opts)
@@ -129,8 +135,10 @@ class Learner:
         """Tell the supervisor where this learner is, so actors can find it (repeated: supervisors restart too)."""
         self.next_register = time.monotonic() + 5.0
         if self.channel is not None:
+            curve = socket_options(self.config).curve
             self.channel.send("register", {"name": self.name, "role": "learner", "policy": self.policy_id,
-                                           "endpoints": self.endpoints, "insecure": self.insecure,
+                                           "endpoints": self.endpoints, "insecure": self.link == "insecure",
+                                           "link": self.link, "public_key": curve.public_key.decode() if curve else "",
                                            "host": self.reporter.host, "pid": os.getpid()})
 
     # ------------------------------------------------------------------ the loop
@@ -156,6 +164,8 @@ class Learner:
             if self.metrics is not None:
                 self.metrics.close()
             self.reporter.close()
+            if self.gatekeeper is not None:
+                self.gatekeeper.stop()
             sockets.close_context(self.ctx, linger_ms=0)
         return 0
 
@@ -190,6 +200,8 @@ class Learner:
             self.serve_snapshots()
             if now >= self.next_register:
                 self.register()
+                if self.gatekeeper is not None:
+                    self.gatekeeper.poll()  # SIGHUP asked for the allow-list again
             if now >= next_checkpoint:
                 self.checkpoint()
                 next_checkpoint = now + self.config.learner.checkpoint_interval_s

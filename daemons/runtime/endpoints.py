@@ -12,6 +12,7 @@ class LearnerEndpoints:
     transitions: str
     weights: str
     snapshot: str
+    public_key: str = ""  # the learner's CURVE public key, as it registered it; empty: this host's own
 
 
 def learner_endpoints(config: RunConfig) -> LearnerEndpoints:
@@ -28,8 +29,10 @@ def socket_options(config: RunConfig):
     """The config's [transport] section as protocol socket options."""
     from protocol.sockets import SocketOptions
 
+    from daemons.security.curve import curve_keys
+
     t = config.transport
-    return SocketOptions(
+    return SocketOptions(curve=curve_keys(config),
         linger_ms=t.linger_ms, transitions_sndhwm_msgs=t.transitions_sndhwm_msgs,
         transitions_rcvhwm_msgs=t.transitions_rcvhwm_msgs, transitions_buffer_bytes=t.transitions_buffer_kb << 10, weights_hwm_msgs=t.weights_hwm_msgs,
         max_message_bytes=t.max_message_mb << 20, heartbeat_ivl_ms=t.heartbeat_ivl_ms,
@@ -95,4 +98,15 @@ def lookup_endpoints(channel, policy: str, fallback: LearnerEndpoints, stop, tic
 def endpoints_of(reply) -> LearnerEndpoints:
     """The learner's addresses from an ok `lookup` reply."""
     e = reply.data["endpoints"]
-    return LearnerEndpoints(e["transitions"], e["weights"], e["snapshot"])
+    key = reply.data.get("public_key")
+    return LearnerEndpoints(e["transitions"], e["weights"], e["snapshot"], key if isinstance(key, str) else "")
+
+
+def learner_socket_options(config: RunConfig, endpoints: LearnerEndpoints):
+    """Socket options for links to a learner: with CURVE, the learner's public key is the server key."""
+    import dataclasses
+
+    opts = socket_options(config)
+    if opts.curve is not None and endpoints.public_key:
+        opts = dataclasses.replace(opts, curve=dataclasses.replace(opts.curve, server_key=endpoints.public_key.encode()))
+    return opts

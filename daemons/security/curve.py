@@ -32,6 +32,22 @@ def _load(key_dir: str, key_name: str, supervisor_key: str, on_loopback: bool) -
     return CurveKeys(public, secret, server, on_loopback)
 
 
+def cli_curve_keys(run_dir: Path | None) -> CurveKeys | None:
+    """Keys of a CLI command (`tandem status`, `stop`, ...): $TANDEM_KEY_DIR ($TANDEM_KEY_NAME, default host;
+    $TANDEM_SUPERVISOR_KEY; $TANDEM_CURVE_ON_LOOPBACK=1), else the [security] of the run's config.toml."""
+    import os
+
+    key_dir = os.environ.get("TANDEM_KEY_DIR", "")
+    if key_dir:
+        return _load(key_dir, os.environ.get("TANDEM_KEY_NAME", "host"), os.environ.get("TANDEM_SUPERVISOR_KEY", ""),
+                     os.environ.get("TANDEM_CURVE_ON_LOOPBACK", "") == "1")
+    if run_dir is not None and (run_dir / "config.toml").exists():
+        from daemons.config import load_config
+
+        return curve_keys(load_config(run_dir / "config.toml"))
+    return None
+
+
 def check_keys(config: RunConfig) -> None:
     """KeySetupError now, at start, rather than at the first socket: a key that cannot be used is a usage error."""
     curve_keys(config)

@@ -65,7 +65,8 @@ def lookup(sup: Any, request: ControlRequest, now: float) -> ControlReply:
     entry = sup.registry.get(str(policy))
     if entry is None:
         return ControlReply(request.request_id, False, "not_registered", f"no learner registered for policy {policy!r} yet")
-    return ControlReply(request.request_id, True, data={"endpoints": entry["endpoints"], "learner": entry["name"]})
+    return ControlReply(request.request_id, True, data={"endpoints": entry["endpoints"], "learner": entry["name"],
+                                                        "public_key": entry.get("public_key", "")})
 
 
 def start_token(sup: Any, request: ControlRequest, now: float) -> ControlReply:

@@ -14,13 +14,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from daemons.config import RunConfig, render_toml
-from daemons.runtime.endpoints import is_loopback
+from daemons.runtime.endpoints import is_loopback, socket_options
 from daemons.runtime.exit_codes import ExitCode
 from daemons.runtime.logs import log_dropped
 from daemons.runtime.paths import run_dir
 from daemons.runtime.run_lock import RunDirBusy, lock_run_dir
 from daemons.runtime.sd_notify import shared
 from daemons.runtime.signals import StopFlag
+from daemons.security.curve import check_keys, curve_keys, gatekeeper_for
+from daemons.security.keystore import KeySetupError
 from daemons.supervisor.observer import Observer, ObserverError
 from daemons.supervisor.ports import fix_ports, free_port, plan_children
 from daemons.supervisor.resume import move_previous, resume_message
@@ -85,9 +87,14 @@ def prepare(config: RunConfig, insecure: bool, no_children: bool) -> RunConfig:
         config = replace(config, transport=replace(t, control_port=t.control_port or free_port(t.host)))
     else:
         config = fix_ports(config)
-    if not insecure and not is_loopback(f"tcp://{config.transport.host}:0"):
-        raise SupervisorError(f"transport.host {config.transport.host!r} is not loopback: authentication (CurveZMQ) "
-                              "is not built yet, so binding there needs --insecure", ExitCode.USAGE)
+    try:
+        check_keys(config)
+    except KeySetupError as exc:
+        raise SupervisorError(f"security: {exc}", ExitCode.USAGE) from exc
+    if not insecure and not is_loopback(f"tcp://{config.transport.host}:0") and curve_keys(config) is None:
+        raise SupervisorError(f"transport.host {config.transport.host!r} is not loopback: set security.key_dir "
+                              "(`tandem keys create`) so every link there uses CurveZMQ, or pass --insecure",
+                              ExitCode.USAGE)
     return config
 
 
@@ -140,9 +147,14 @@ def _supervise_locked(config: RunConfig, directory: Path, notifier, honour_stop:
         raise SupervisorError(f"cannot write the run directory {directory}: {exc.strerror or exc}") from exc
     started = time.monotonic()
     ctx = sockets.new_context()
+    gatekeeper = None
     try:
-        router = sockets.control_router(ctx, f"tcp://{config.transport.host}:{config.transport.control_port}")
+        control_at = f"tcp://{config.transport.host}:{config.transport.control_port}"
+        gatekeeper = gatekeeper_for(ctx, config, [control_at])  # first: with CURVE, ZAP fails closed
+        router = sockets.control_router(ctx, control_at, socket_options(config))
     except TransportError as exc:
+        if gatekeeper is not None:
+            gatekeeper.stop()
         sockets.close_context(ctx, 0)
         raise SupervisorError(str(exc)) from exc
     control = sockets.bound_endpoint(router)
@@ -153,6 +165,8 @@ def _supervise_locked(config: RunConfig, directory: Path, notifier, honour_stop:
     try:
         observer = Observer(config, directory)  # metrics.jsonl, TensorBoard, /metrics: before any child starts
     except ObserverError as exc:
+        if gatekeeper is not None:
+            gatekeeper.stop()
         sockets.close_context(ctx, 0)
         endpoint_file.unlink(missing_ok=True)
         raise SupervisorError(str(exc), ExitCode.CONFIG) from exc
@@ -168,6 +182,8 @@ def _supervise_locked(config: RunConfig, directory: Path, notifier, honour_stop:
             handle_control(router, sup, now)
             sup.step(now)
             observer.tick(sup, now)
+            if gatekeeper is not None:
+                gatekeeper.poll()  # SIGHUP: the allow-list again, without a restart
             if now >= notifier.next_due:  # from this loop only: a hung supervisor stops feeding the watchdog
                 notifier.tick(now, state_summary(sup, now))
             if stop:
@@ -191,6 +207,8 @@ def _supervise_locked(config: RunConfig, directory: Path, notifier, honour_stop:
         notifier.stopping(f"stopping: {reason or 'on error'}")
         observer.close(sup, time.monotonic())
         sup.shutdown(timeout_s=5.0)
+        if gatekeeper is not None:
+            gatekeeper.stop()
         sockets.close_context(ctx, linger_ms=0)
         endpoint_file.unlink(missing_ok=True)
     figures = sup.view.figures(time.monotonic())

@@ -7,8 +7,10 @@ import socket
 import time
 from typing import Any
 
+from daemons.security.curve import curve_keys
 from daemons.supervisor import states
 from daemons.supervisor.states import State
+from protocol.sockets import link_security
 
 
 def process_row(sup: Any, name: str, now: float) -> dict[str, Any]:
@@ -112,6 +114,8 @@ def policy_lines(sup: Any, now: float) -> list[dict[str, Any]]:
                                               "batches_malformed")]
         lines.append({"policy": policy, "learner": name,
                       "state": rec.state.value if rec is not None else "REMOTE", "insecure": entry.get("insecure", False),
+                      # how its three sockets are reached: curve, loopback or insecure (unauthenticated beyond loopback)
+                      "link": entry.get("link") or ("insecure" if entry.get("insecure") else None),
                       "version": c.get("version"), "updates": c.get("updates"),
                       "updates_per_s": rate_from(sup, name, "updates"), "replay_fill": c.get("replay_fill"),
                       "lag": c.get("lag_mean"), "last_checkpoint_age_s": c.get("checkpoint_age_s"),
@@ -129,6 +133,7 @@ def status_data(sup: Any, now: float) -> dict[str, Any]:
     return {
         "run": sup.config.run.name, "supervisor_pid": os.getpid(), "time": time.time(),
         "stopping": sup.stopping, "processes": rows, "policies": policy_lines(sup, now),
+        "control_link": link_security(sup.control_endpoint, curve_keys(sup.config)),
         "dropped": {"control_malformed": sup.view.malformed, "heartbeats_unknown": sup.view.unknown_heartbeats},
         # a daemon started elsewhere that has gone silent counts too (one never heard from may still be starting)
         "unhealthy": [r["name"] for r in rows if r["state"] == State.FATAL.value or r["hung"]

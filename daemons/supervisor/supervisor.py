@@ -250,7 +250,9 @@ class Supervisor:
         if not isinstance(endpoints, dict) or not all(isinstance(endpoints.get(k), str) for k in ("transitions", "weights", "snapshot")):
             return ControlReply(request.request_id, False, "bad_args", "register needs endpoints.transitions, .weights and .snapshot")
         entry = {"name": str(args.get("name", "")), "endpoints": dict(endpoints), "host": str(args.get("host", "")),
-                 "pid": args.get("pid"), "insecure": bool(args.get("insecure", False)), "role": str(args.get("role", ""))}
+                 "pid": args.get("pid"), "insecure": bool(args.get("insecure", False)), "role": str(args.get("role", "")),
+                 "public_key": args.get("public_key") if isinstance(args.get("public_key"), str) else "",
+                 "link": args.get("link") if args.get("link") in ("curve", "loopback", "insecure") else ""}
         previous = self.registry.get(str(args.get("policy", "")))
         self.registry[str(args.get("policy", ""))] = entry
         if entry["name"] not in self.records:

@@ -97,6 +97,7 @@ def test_a_learner_on_another_host_joins_and_trains(tmp_path, two_hosts):
         run.close()
 
 
+@pytest.mark.timeout(300)  # six restarts and a cut link: well over the default 120 s on a loaded 2-core machine
 def test_killed_actors_and_a_cut_link_never_abort_a_remote_learner(tmp_path, two_hosts):
     """Between hosts ZMTP heartbeats are on (PROTOCOL.md, Sockets): libzmq 4.3.x aborted a learner
     (`Assertion failed: !_io_error`) when a heartbeating peer vanished. SIGKILL the actors over and over, then
