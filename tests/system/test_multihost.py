@@ -47,13 +47,13 @@ def two_hosts():
         ip("netns", "del", ns)
 
 
-def start_learner_in(ns: str, address: str, tmp_path, control: str) -> subprocess.Popen:
+def start_learner_in(ns: str, address: str, tmp_path, control: str, insecure: bool = True) -> subprocess.Popen:
     """A learner inside namespace `ns`, bound to `address`, which only that namespace has: nothing can reach
     it over loopback by accident."""
     with (tmp_path / "learner.log").open("ab") as log:
         return subprocess.Popen(
             ["ip", "netns", "exec", ns, sys.executable, "-m", "client", "learner", str(tmp_path / "run" / "config.toml"),
-             "--join", control, "--bind", f"tcp://{address}:*", "--insecure"],
+             "--join", control, "--bind", f"tcp://{address}:*", *(["--insecure"] if insecure else [])],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
 
@@ -131,6 +131,33 @@ def test_killed_actors_and_a_cut_link_never_abort_a_remote_learner(tmp_path, two
         run.wait(lambda d: updates(d) > before + 20 and all_running(d), 120, "training again after the link came back")
         assert learner.poll() is None, (tmp_path / "learner.log").read_text()[-2000:]
         assert "Assertion failed" not in (tmp_path / "learner.log").read_text()
+    finally:
+        stop_learner(learner)
+        run.close()
+
+
+def test_a_remote_learner_trains_over_curve_with_no_insecure_flag(tmp_path, two_hosts):
+    """Keys instead of --insecure: the supervisor, the learner in the other namespace and the actors all use
+    CurveZMQ on the links between the hosts; status says so."""
+    from daemons.runtime.control_channel import ControlChannel
+    from daemons.security import keystore
+    from protocol.sockets import CurveKeys, SocketOptions
+
+    head, ns, gpu, _ = two_hosts
+    keys = tmp_path / "keys"
+    keystore.create(keys, "host")  # one keypair for both hosts here; deploy/README.md shows one per host
+    run = Run(tmp_path, ["actors.count=1", "learner.remote=true", f"transport.host='{head}'",
+                         f"security.key_dir='{keys}'"])
+    learner = None
+    try:
+        run.channel.close()
+        host = keystore.load_keypair(keys, "host")
+        run.channel = ControlChannel(run.ctx, run.endpoint, SocketOptions(curve=CurveKeys(*host, host[0])))
+        learner = start_learner_in(ns, gpu, tmp_path, run.endpoint, insecure=False)
+        data = run.wait(lambda d: (rows(d).get("learner-default", {}).get("counters", {}).get("updates") or 0) > 20
+                        and rows(d)["actor-0"]["state"] == "RUNNING", 120, "training over CURVE between the hosts")
+        policy = data["policies"][0]
+        assert policy["link"] == "curve" and policy["insecure"] is False and data["control_link"] == "curve", data
     finally:
         stop_learner(learner)
         run.close()
