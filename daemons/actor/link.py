@@ -64,9 +64,9 @@ class PolicyLink:
         self.sent_whole = 0  # stacked batches that could not be cut to frames (stacks not FrameStackObservation's)
         # Off-policy learners cut received unrolls into n-step windows, so joined unrolls train the same; an
         # on-policy learner would see longer unrolls (other V-trace traces and batches): it gets them as made.
-        # Frame-stacked unrolls (about 1 MB each) go alone: joining them was slower, and each carries its history.
+        # Frame-stacked unrolls join as their frames (PROTOCOL.md 2.1.2): the message keeps the first one's history.
         replay = feed_kind(policy_config(config, policy)) == "replay"
-        joins = config.actors.join_unrolls if replay and self.frame_stack < 2 else 1
+        joins = config.actors.join_unrolls if replay else 1
         self.backlog = JoiningBacklog(config.actors.backlog_batches, joins)
 
     @property
