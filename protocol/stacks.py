@@ -105,10 +105,11 @@ def end_history(batch: TransitionBatch) -> np.ndarray:
     obs_history must be)."""
     stack, envs = batch.obs_stack, batch.num_envs
     src = stack_sources(batch.terminated | batch.truncated, stack)[-1, :, :-1]  # [K, S-1] ext positions
-    k = np.arange(envs)[:, None]
-    in_history = (src < stack - 1)[(...,) + (None,) * (batch.obs.ndim - 2)]
-    return np.where(in_history, batch.obs_history[k, np.minimum(src, stack - 2)],
-                    batch.obs[np.maximum(src - (stack - 1), 0), k])
+    out = np.empty((envs, stack - 1, *batch.obs.shape[2:]), batch.obs.dtype)
+    for k, row in enumerate(src.tolist()):  # K x (S-1) frame copies: a loop beats fancy indexing here
+        for i, pos in enumerate(row):  # still one of obs[0]'s older frames, or a newest frame of this batch
+            out[k, i] = batch.obs_history[k, pos] if pos < stack - 1 else batch.obs[pos - (stack - 1), k]
+    return out
 
 
 def unpack(batch: TransitionBatch) -> TransitionBatch:
