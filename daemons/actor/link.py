@@ -32,7 +32,8 @@ class FollowedPolicy:
         self.weights = WeightsClient(ctx, policy, endpoints.weights, endpoints.snapshot, requester,
                                      config.actors.weights_refresh_s, socket_options(config))
         self.version = -1
-        self.pace: tuple[float, int] = (0.0, 0)  # the newest version's insert budget: (transitions/s, actors)
+        # the newest version's insert budget: (transitions/s, actors, credit per version, version)
+        self.pace: tuple[float, int, int, int] = (0.0, 0, 0, -1)
 
     def poll(self) -> bool:
         """Load a newer version if one arrived; True when one did."""
@@ -41,7 +42,7 @@ class FollowedPolicy:
             return False
         self.net.load_weights(blob.tensors)
         self.version = blob.version
-        self.pace = (blob.pace_per_s, blob.pace_streams)
+        self.pace = (blob.pace_per_s, blob.pace_streams, blob.pace_credit, blob.version)
         return True
 
     def close(self) -> None:

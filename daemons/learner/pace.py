@@ -37,8 +37,12 @@ class PaceMeter:
     the last window: advice never holds a learner back.
     """
 
-    def __init__(self, headroom: float, window_s: float = WINDOW_S, stream_ttl_s: float = STREAM_TTL_S):
+    def __init__(self, headroom: float, window_s: float = WINDOW_S, stream_ttl_s: float = STREAM_TTL_S,
+                 credit_per_version: int = 0):
         self.headroom, self.window_s, self.stream_ttl_s = headroom, window_s, stream_ttl_s
+        # Transitions all actors may send against each version (0: none): on-policy, what one update takes.
+        # Unlike the rate it needs no measurement, so it holds from the first version and whatever an update lasts.
+        self.credit_per_version = credit_per_version if headroom > 0 else 0
         self.last_tick: float | None = None
         self.window_start = 0.0
         self.busy_s = self.starved_s = self.consumed = self.fill_s = 0.0
@@ -100,4 +104,5 @@ class PaceMeter:
     def counters(self) -> dict[str, float]:
         return {"pace_per_s": round(self.advertised[0], 1), "pace_streams": self.advertised[1],
                 "pace_capacity_per_s": round(self.rate_per_s or 0.0, 1),
-                "pace_starved_share": round(self.starved_share, 3), "pace_fill": round(self.fill, 3)}
+                "pace_starved_share": round(self.starved_share, 3), "pace_fill": round(self.fill, 3),
+                "pace_credit": self.credit_per_version}
