@@ -81,6 +81,10 @@ class PolicyLink:
     def poll_weights(self) -> bool:
         return self.followed.poll()
 
+    def weight_sockets(self) -> list:
+        """The sockets a new weight version arrives on (to wait on; only poll_weights reads them)."""
+        return [self.followed.weights.sub, self.followed.weights.snapshot]
+
     def push(self, batch: TransitionBatch) -> None:
         # encoded when sent: joined with the unrolls after it if they wait together
         self.backlog.push(self.wire_form(batch))

@@ -93,7 +93,11 @@ class PaceMeter:
     def advice(self, now: float, filling: bool) -> tuple[float, int]:
         """(transitions/s for all actors together, actors heard from lately) to publish; (0.0, n) = no limit."""
         streams = self.stream_count(now)
-        if (filling or self.headroom <= 0 or self.rate_per_s is None or self.rate_per_s <= 0
+        if self.credit_per_version > 0:
+            # A credit clocks the actors by versions: a rate on top would be corrected down by the queue the
+            # credit keeps full (two updates deep, by design) and starve the learner.
+            self.advertised = (0.0, streams)
+        elif (filling or self.headroom <= 0 or self.rate_per_s is None or self.rate_per_s <= 0
                 or self.starved_share > STARVED_SHARE_MAX):
             self.advertised = (0.0, streams)
         else:

@@ -80,3 +80,18 @@ def test_a_credit_expires_when_no_version_comes():
     pacer.advise(40.0, 0.0, streams=1, credit=0, version=1)  # a learner that grants none: no limit
     pacer.spend(40.0, 10_000)
     assert pacer.wait_s(40.0) == 0.0
+
+
+def test_a_learner_granting_a_credit_advertises_no_rate():
+    """The credit keeps the learner's queue two updates deep by design; a rate corrected by that fill would
+    throttle the actors below what the learner takes."""
+    from daemons.learner.pace import PaceMeter
+
+    meter = PaceMeter(1.1, credit_per_version=BATCH)
+    now = 0.0
+    for _ in range(40):  # a measured rate exists: busy updates of 0.1 s
+        meter.tick(now, BATCH, starved=False, fill=1.0)
+        now += 0.1
+    assert meter.rate_per_s and meter.advice(now, filling=False) == (0.0, 0)
+    assert meter.counters()["pace_credit"] == BATCH
+    assert PaceMeter(0.0, credit_per_version=BATCH).credit_per_version == 0  # headroom 0: no advice at all
