@@ -67,7 +67,7 @@ class Learner:
         self.last_metrics: dict[str, float] = {}
         self.last_checkpoint: float | None = None
         self.metrics: MetricsLog | None = None
-        self.pace = PaceMeter(self.config.learner.pace_headroom)
+        self.pace = PaceMeter(self.config.learner.pace_headroom, expected_streams=self.config.actors.count)
 
     # ------------------------------------------------------------------ set-up
 

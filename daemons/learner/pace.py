@@ -38,11 +38,14 @@ class PaceMeter:
     """
 
     def __init__(self, headroom: float, window_s: float = WINDOW_S, stream_ttl_s: float = STREAM_TTL_S,
-                 credit_per_version: int = 0):
+                 credit_per_version: int = 0, expected_streams: int = 1):
         self.headroom, self.window_s, self.stream_ttl_s = headroom, window_s, stream_ttl_s
         # Transitions all actors may send against each version (0: none): on-policy, what one update takes.
         # Unlike the rate it needs no measurement, so it holds from the first version and whatever an update lasts.
         self.credit_per_version = credit_per_version if headroom > 0 else 0
+        # Shared among this many actors until any is heard from (the first versions: each actor starting with
+        # the whole credit would overfill the queue with two actors or more).
+        self.expected_streams = max(1, expected_streams)
         self.last_tick: float | None = None
         self.window_start = 0.0
         self.busy_s = self.starved_s = self.consumed = self.fill_s = 0.0
@@ -96,7 +99,7 @@ class PaceMeter:
         if self.credit_per_version > 0:
             # A credit clocks the actors by versions: a rate on top would be corrected down by the queue the
             # credit keeps full (two updates deep, by design) and starve the learner.
-            self.advertised = (0.0, streams)
+            self.advertised = (0.0, streams or self.expected_streams)
         elif (filling or self.headroom <= 0 or self.rate_per_s is None or self.rate_per_s <= 0
                 or self.starved_share > STARVED_SHARE_MAX):
             self.advertised = (0.0, streams)

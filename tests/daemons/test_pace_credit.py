@@ -92,6 +92,10 @@ def test_a_learner_granting_a_credit_advertises_no_rate():
     for _ in range(40):  # a measured rate exists: busy updates of 0.1 s
         meter.tick(now, BATCH, starved=False, fill=1.0)
         now += 0.1
-    assert meter.rate_per_s and meter.advice(now, filling=False) == (0.0, 0)
+    assert meter.rate_per_s and meter.advice(now, filling=False) == (0.0, 1)  # no actor heard: 1 expected
+    two = PaceMeter(1.1, credit_per_version=BATCH, expected_streams=2)
+    assert two.advice(0.0, filling=False) == (0.0, 2)  # the first version: shared among the configured actors
+    two.heard("actor-0", 0.0)
+    assert two.advice(1.0, filling=False) == (0.0, 1)  # then among the actors heard from
     assert meter.counters()["pace_credit"] == BATCH
     assert PaceMeter(0.0, credit_per_version=BATCH).credit_per_version == 0  # headroom 0: no advice at all
