@@ -9,8 +9,9 @@ MIN_TTL_S = 2.0  # advice expires after at least this long without a newer weigh
 TTL_INTERVALS = 4.0  # ... or this many of the usual intervals between versions, whichever is longer
 INTERVAL_SMOOTHING = 0.2
 CREDIT_VERSIONS = 2  # an actor holds at most (and starts with) this many versions' credit: the on-policy queue's depth
-CREDIT_MIN_TTL_S = 30.0  # a credit lasts this long without a newer version (or TTL_INTERVALS of them), far longer
-# than a rate: an actor out of credit waits for the version that the data it already sent will make
+CREDIT_MIN_TTL_S = 10.0  # a credit lasts this long without a newer version (or TTL_INTERVALS of them), longer than a
+# rate: an actor out of credit waits for the version its data will make, but not forever (another actor that held
+# a share may have died: until the next version says so, the learner lacks that share of an update)
 
 
 class Pacer:
