@@ -149,10 +149,13 @@ class Actor:
         wait_s = max((pacer.wait_s(now) for pacer in self.pacers.values()), default=0.0)
         if wait_s <= 0:
             return False
-        # Woken early by a weight version: one that adds credit ends the wait at once (a slow learner's updates
-        # take seconds, a fast one's milliseconds; neither should wait a whole slice for it).
         start = time.monotonic()
-        sockets.poll([sock for link in self.links.values() for sock in link.weight_sockets()], int(wait_s * 1000) + 1)
+        if any(pacer.out_of_credit(now) for pacer in self.pacers.values()):
+            # Woken early by a weight version, which adds credit (a slow learner's updates take seconds, a fast
+            # one's milliseconds; neither should wait a whole slice for it).
+            sockets.poll([sock for link in self.links.values() for sock in link.weight_sockets()], int(wait_s * 1000) + 1)
+        else:
+            time.sleep(wait_s)  # a rate's wait is exact
         self.paced_s += time.monotonic() - start
         for link in self.links.values():
             link.flush()

@@ -45,6 +45,10 @@ class Pacer:
     def credit_active(self, now: float) -> bool:
         return self.credit_share > 0 and self.advised_at is not None and now - self.advised_at <= self.ttl_credit_s()
 
+    def out_of_credit(self, now: float) -> bool:
+        """Waiting for the next version's credit (not for a rate's tokens)."""
+        return self.credit_active(now) and self.credit <= 0
+
     def advise(self, now: float, pace_per_s: float, streams: int, credit: int = 0, version: int = -1) -> None:
         """A new weight version arrived carrying the learner's budget for all `streams` actors (0 = none):
         a rate and a credit per version; `version` says how many versions' credit this one adds."""
@@ -97,7 +101,7 @@ class Pacer:
     def wait_s(self, now: float) -> float:
         """How long to wait before acting on (0 = go now), at most one slice."""
         self.refill(now)
-        if self.credit_active(now) and self.credit <= 0:
+        if self.out_of_credit(now):
             return self.max_slice_s  # until the next version adds credit (or the credit expires)
         rate = self.rate(now)
         if rate <= 0 or -self.tokens / rate < MIN_WAIT_S:
