@@ -83,8 +83,9 @@ class PaceMeter:
         self.window_start, self.busy_s, self.starved_s, self.consumed, self.fill_s = now, 0.0, 0.0, 0.0, 0.0
 
     def heard(self, actor_id: str, now: float) -> None:
-        """A batch from `actor_id` was taken in."""
-        self.streams[actor_id] = now
+        """A batch from `actor_id` was taken in. Shares are per actor process, which paces all its streams
+        together: a multi-agent actor's streams are named `ACTOR/WORLD/AGENT`, counted once as ACTOR."""
+        self.streams[actor_id.split("/", 1)[0]] = now
 
     def stream_count(self, now: float) -> int:
         # `heard` runs on the receiver thread: iterate over a copy and tolerate a key gone meanwhile.

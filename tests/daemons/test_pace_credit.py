@@ -97,5 +97,8 @@ def test_a_learner_granting_a_credit_advertises_no_rate():
     assert two.advice(0.0, filling=False) == (0.0, 2)  # the first version: shared among the configured actors
     two.heard("actor-0", 0.0)
     assert two.advice(1.0, filling=False) == (0.0, 1)  # then among the actors heard from
+    for agent in ("a_0", "a_1", "b_0"):  # a multi-agent actor's streams: one actor, one pacer, one share
+        two.heard(f"actor-1/0/{agent}", 1.0)
+    assert two.advice(1.0, filling=False) == (0.0, 2)
     assert meter.counters()["pace_credit"] == BATCH
     assert PaceMeter(0.0, credit_per_version=BATCH).credit_per_version == 0  # headroom 0: no advice at all
