@@ -34,6 +34,13 @@ def cli_keys(endpoint: str, run_dir: str | None) -> Any:
     return cli_curve_keys(directory)
 
 
+def pace_budget(p: dict) -> str:
+    """A learner's advertised pace: a rate (transitions/s), a credit (transitions per version) or none."""
+    if p.get("pace_per_s"):
+        return f"{p['pace_per_s']:.0f}/s"
+    return f"{p['pace_credit']:.0f}/version" if p.get("pace_credit") else "none"
+
+
 def find_endpoint(endpoint: str | None, run_dir: str | None) -> str:
     """--endpoint, else RUN_DIR/endpoint, else $TANDEM_ENDPOINT, else the newest runs/*/endpoint here."""
     if endpoint:
@@ -116,8 +123,7 @@ def render(data: dict, width: int = 220) -> Any:
         fill = f"{100 * p['replay_fill']:.0f}%" if p["replay_fill"] is not None else "-"
         age = p["last_checkpoint_age_s"]
         dropped = f"{fmt(p.get('dropped_by_learner'))}/{fmt(p.get('dropped_by_actors'))}"
-        budget = f"{p['pace_per_s']:.0f}/s" if p.get("pace_per_s") else "none"
-        pace = f"{budget}, {fmt(p.get('paced_s'), 's')}"
+        pace = f"{pace_budget(p)}, {fmt(p.get('paced_s'), 's')}"
         policies.add_row(p["policy"], p["state"], link_cell(p.get("link")), fmt(p["version"]), fmt(p["updates_per_s"]), fill, fmt(p["lag"]),
                          dropped, pace, fmt(p.get("eval_return")), f"{age:.0f}s ago" if age is not None and age >= 0 else "none yet")
     # The table keeps a short form; the whole error (often the cause is at its end) gets a line of its own.
@@ -155,7 +161,7 @@ def render_narrow(data: dict) -> Any:
                      f"{short(p['updates_per_s'])} updates/s, replay {fill}, lag {short(p['lag'])}, eval "
                      f"{short(p.get('eval_return'))}, dropped {short(p.get('dropped_by_learner'))} by the learner "
                      f"and {short(p.get('dropped_by_actors'))} by actors, pace "
-                     f"{short(p['pace_per_s']) + '/s' if p.get('pace_per_s') else 'none'} "
+                     f"{pace_budget(p)} "
                      f"(actors waited {short(p.get('paced_s'))} s)")
     errors = [f"{r['name']}: {r['last_error']}" for r in data["processes"] if r["last_error"]]
     return Group(table, *lines, *(["last errors:", *errors] if errors else []))

@@ -157,36 +157,3 @@ def check_stack(obs, stack, history) -> None:
     if history.shape != expected or history.dtype != obs.dtype:
         raise ProtocolError(f"must be {obs.dtype} {list(expected)} ([K, obs_stack-1, *frame]), "
                             f"got {history.dtype} {list(history.shape)}", STACK_HISTORY)
-
-
-def joinable(first: TransitionBatch, second: TransitionBatch) -> bool:
-    """True if `second` continues `first` on one stream: same policy, actor, incarnation, version and envs, the
-    next `seq`, the same extras, and `second.obs[0]` is `first.obs[T]` (the one-row overlap of section 2.1)."""
-    return (first.policy_id == second.policy_id and first.actor_id == second.actor_id
-            and first.incarnation == second.incarnation and first.policy_version == second.policy_version
-            and second.seq == first.seq + 1 and first.num_envs == second.num_envs
-            and first.obs.shape[2:] == second.obs.shape[2:] and first.obs.dtype == second.obs.dtype
-            and first.actions.shape[2:] == second.actions.shape[2:] and first.actions.dtype == second.actions.dtype
-            and first.rewards.dtype == second.rewards.dtype
-            and first.extras.keys() == second.extras.keys()
-            and all(first.extras[n].shape[2:] == second.extras[n].shape[2:]
-                    and first.extras[n].dtype == second.extras[n].dtype for n in first.extras)
-            and np.array_equal(first.obs[-1], second.obs[0]))
-
-
-def join_unrolls(batches: Sequence[TransitionBatch]) -> TransitionBatch:
-    """Consecutive unrolls of one stream (each `joinable` with the one before) as one unroll of their summed T.
-
-    It carries the first unroll's `seq` (a sender numbers what it sends; see PROTOCOL.md 2.1) and the last
-    one's `env_steps`; `final_obs` rows stay in row-major (t, k) order because the unrolls follow in t.
-    """
-    if len(batches) == 1:
-        return batches[0]
-    first, last = batches[0], batches[-1]
-    obs = np.concatenate([b.obs[:-1] for b in batches] + [last.obs[-1:]])
-    columns = {name: np.concatenate([getattr(b, name) for b in batches])
-               for name in ("actions", "rewards", "terminated", "truncated", "final_obs")}
-    extras = {name: np.concatenate([b.extras[name] for b in batches]) for name in first.extras}
-    return TransitionBatch(policy_id=first.policy_id, actor_id=first.actor_id, incarnation=first.incarnation,
-                           seq=first.seq, policy_version=first.policy_version, env_steps=last.env_steps,
-                           obs=obs, **columns, extras=extras)

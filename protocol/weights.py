@@ -21,6 +21,7 @@ BLOB_FIELDS = {
 }
 MAX_PACE_PER_S = 1e12  # transitions/s; far above any real learner, so a larger value is a broken peer
 MAX_PACE_STREAMS = 1 << 20
+MAX_PACE_CREDIT = 1 << 40  # transitions per version
 REQUEST_FIELDS = {
     "policy_id": framing.string,
     "have_version": framing.version_or_none,
@@ -29,14 +30,17 @@ REQUEST_FIELDS = {
 
 
 def pace_fields(header: Mapping[str, Any]) -> dict[str, Any]:
-    """The optional insert budget (`pace_per_s`, `pace_streams`); absent means no limit (0)."""
+    """The optional insert budget (`pace_per_s`, `pace_streams`, `pace_credit`); absent means no limit (0)."""
     per_s = header.get("pace_per_s", 0.0)
     if type(per_s) not in (int, float) or not 0.0 <= per_s <= MAX_PACE_PER_S:  # NaN fails the comparison too
         raise ProtocolError(f"must be a number in [0, {MAX_PACE_PER_S:g}], got {per_s!r}", "pace_per_s")
     streams = header.get("pace_streams", 0)
     if type(streams) is not int or not 0 <= streams <= MAX_PACE_STREAMS:
         raise ProtocolError(f"must be an integer in [0, {MAX_PACE_STREAMS}], got {streams!r}", "pace_streams")
-    return {"pace_per_s": float(per_s), "pace_streams": streams}
+    credit = header.get("pace_credit", 0)
+    if type(credit) is not int or not 0 <= credit <= MAX_PACE_CREDIT:
+        raise ProtocolError(f"must be an integer in [0, {MAX_PACE_CREDIT}], got {credit!r}", "pace_credit")
+    return {"pace_per_s": float(per_s), "pace_streams": streams, "pace_credit": credit}
 
 
 def tensor_checksum(tensors: Mapping[str, np.ndarray]) -> int:
@@ -53,6 +57,7 @@ class WeightBlob:
 
     `pace_per_s` is the learner's insert budget (transitions/s for all its actors together, 0 = no
     limit) and `pace_streams` the number of actors it heard from recently; actors may pace to their share.
+    `pace_credit` is what all its actors together may send against each version (transitions, 0 = none).
     """
 
     policy_id: str
@@ -62,15 +67,16 @@ class WeightBlob:
     checksum: int
     pace_per_s: float = 0.0
     pace_streams: int = 0
+    pace_credit: int = 0
 
     KIND = "weight_blob"
 
     @classmethod
     def build(cls, policy_id: str, version: int, train_step: int, tensors: Mapping[str, Any],
-              pace_per_s: float = 0.0, pace_streams: int = 0) -> WeightBlob:
+              pace_per_s: float = 0.0, pace_streams: int = 0, pace_credit: int = 0) -> WeightBlob:
         """Make a blob from named arrays, converting each to wire form and computing the checksum."""
         wired = {name: framing.wire_array(name, arr) for name, arr in tensors.items()}
-        return cls(policy_id, version, train_step, wired, tensor_checksum(wired), pace_per_s, pace_streams)
+        return cls(policy_id, version, train_step, wired, tensor_checksum(wired), pace_per_s, pace_streams, pace_credit)
 
     @property
     def nbytes(self) -> int:
@@ -86,8 +92,9 @@ class WeightBlob:
         fields = {name: getattr(self, name) for name in BLOB_FIELDS}
         for name, check in BLOB_FIELDS.items():
             check(name, fields[name])
-        if self.pace_per_s:  # sent only when there is a limit: a blob without it means none
-            fields.update(pace_fields({"pace_per_s": self.pace_per_s, "pace_streams": self.pace_streams}))
+        if self.pace_per_s or self.pace_credit:  # sent only when there is a limit: a blob without it means none
+            fields.update(pace_fields({"pace_per_s": self.pace_per_s, "pace_streams": self.pace_streams,
+                                       "pace_credit": self.pace_credit}))
         return framing.encode(self.KIND, fields, list(self.tensors.items()))
 
     @classmethod

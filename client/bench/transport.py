@@ -18,16 +18,27 @@ import numpy as np
 import zmq
 
 from daemons.config.schema import ActorsSection
-from protocol import sockets
+from protocol import sockets, stacks
 from protocol.transitions import TransitionBatch
 
-# name -> (T, K, obs shape, obs dtype): 256 small transitions, or 32 of stacked 84x84 frames (~1 MB a batch)
+# name -> (T, K, obs shape, obs dtype): 256 small transitions, or 32 of stacked 84x84 frames (~1 MB a batch whole)
 PAYLOADS = {"cartpole": (32, 8, (4,), np.float32), "atari": (8, 4, (4, 84, 84), np.uint8)}
 PATHS = (("tandem", "ipc"), ("tandem", "tcp"), ("tandem-single", "ipc"), ("raw-pyzmq", "ipc"), ("raw-pyzmq", "tcp"),
-         ("mp.Queue", "mp.Queue"))
+         ("raw-same", "ipc"), ("raw-same", "tcp"), ("mp.Queue", "mp.Queue"))
 # Tandem's sender is an actor's backlog: what waits is joined, up to actors.join_unrolls unrolls (and 1 MiB) a message
 # ("tandem"), or sent one unroll a message ("tandem-single"). Batches/s counts unrolls either way.
 JOIN = {"tandem": ActorsSection().join_unrolls, "tandem-single": 1}
+# What each path moves per unroll: the same information, in the form each sends it.
+SENDS = {
+    "tandem": "an actor's path: frame stacks cut to frames (Atari), unrolls joined as the backlog joins them, "
+              "encoded; the receiver decodes, checks, runs n-step windows and inserts into replay",
+    "tandem-single": "as tandem, one unroll a message",
+    "raw-pyzmq": "the unroll's arrays as the env made them (whole frame stacks), one unroll a message, "
+                 "received and dropped",
+    "raw-same": "exactly the messages tandem's sender makes (frames once, joined), encoded once beforehand, "
+                "received and dropped",
+    "mp.Queue": "the unroll's arrays as the env made them, pickled, one unroll a message",
+}
 BACKLOG_BATCHES = 16
 CAPACITY = 100_000
 # Atari-like transitions hold two 28 KiB observations: 20k of them is 1.1 GiB already (100k would be 5.6).
@@ -39,22 +50,41 @@ START_TIMEOUT_S = 60.0  # a child that has not started (imports, buffer prefill)
 
 
 def make_batch(payload: str, seq: int = 0) -> TransitionBatch:
-    """A deterministic unroll with a few terminated and truncated steps (so final_obs is not empty)."""
+    """A deterministic unroll with a few terminated and truncated steps (so final_obs is not empty).
+
+    Atari-like observations are stacks of 4 random frames as FrameStackObservation makes them (each the one
+    before shifted by a frame, an episode's first one its frame repeated), so an actor cuts them to frames."""
     steps, envs, obs_shape, dtype = PAYLOADS[payload]
     rng = np.random.default_rng(0)
-    if dtype == np.uint8:
-        obs = rng.integers(0, 256, (steps + 1, envs, *obs_shape), dtype=np.uint8)
-    else:
-        obs = rng.standard_normal((steps + 1, envs, *obs_shape), dtype=np.float32)
-    obs[-1] = obs[0]  # copies of this unroll with rising seq follow one another, as an actor's do
     terminated = np.zeros((steps, envs), bool)
     truncated = np.zeros((steps, envs), bool)
     terminated[steps // 2, 0] = True
     truncated[steps - 1, envs - 1] = True
+    if dtype == np.uint8:
+        obs, final_obs = frame_stacks(rng, terminated, truncated, obs_shape)
+    else:
+        obs = rng.standard_normal((steps + 1, envs, *obs_shape), dtype=np.float32)
+        obs[-1] = obs[0]  # copies of this unroll with rising seq follow one another, as an actor's do
+        final_obs = obs[:1, 0].copy()
     return TransitionBatch(policy_id="bench", actor_id="actor-0", incarnation=0, seq=seq, policy_version=0,
                            env_steps=seq * steps * envs, obs=obs, actions=rng.integers(0, 2, (steps, envs), dtype=np.int64),
                            rewards=np.ones((steps, envs), np.float32), terminated=terminated, truncated=truncated,
-                           final_obs=obs[:1, 0].copy(), extras={})
+                           final_obs=final_obs, extras={})
+
+
+def frame_stacks(rng, terminated, truncated, obs_shape) -> tuple[np.ndarray, np.ndarray]:
+    """(obs, final_obs) of random uint8 frames stacked by FrameStackObservation's rule, with obs[T] == obs[0]."""
+    (steps, envs), stack, frame = terminated.shape, obs_shape[0], obs_shape[1:]
+    frames = rng.integers(0, 256, (steps + 1, envs, *frame), dtype=np.uint8)
+    history = rng.integers(0, 256, (envs, stack - 1, *frame), dtype=np.uint8)
+    for k in range(envs):
+        if truncated[steps - 1, k] or terminated[steps - 1, k]:  # obs[T] starts an episode: so must obs[0]
+            history[k], frames[steps, k] = frames[0, k], frames[0, k]
+        else:  # obs[T]'s stack is obs[0]'s (no episode starts in its last frames here)
+            frames[steps + 1 - stack:, k] = np.concatenate([history[k], frames[:1, k]])
+    final_frames = rng.integers(0, 256, (int(truncated.sum()), *frame), dtype=np.uint8)
+    obs, final = stacks.rebuild(frames, history, terminated | truncated, final_frames, truncated)
+    return np.ascontiguousarray(obs), np.ascontiguousarray(final)
 
 
 def payload_bytes(batch: TransitionBatch) -> int:
@@ -68,12 +98,50 @@ def as_dict(batch: TransitionBatch, seq: int) -> dict:
     return {"seq": seq, **{n: getattr(batch, n) for n in fields}}
 
 
+def stack_of(payload: str) -> int:
+    """Frames per observation an actor cuts this payload's stacks into (1: sent whole)."""
+    _, _, obs_shape, dtype = PAYLOADS[payload]
+    return obs_shape[0] if dtype == np.uint8 else 1
+
+
+def wire_form(batch: TransitionBatch, stack: int) -> TransitionBatch:
+    """What an actor's link pushes into its backlog (PolicyLink.wire_form): frame stacks cut to frames."""
+    packed = stacks.pack(batch, stack) if stack > 1 else None
+    return batch if packed is None else packed
+
+
+def same_message(payload: str) -> tuple[list, int]:
+    """The first message Tandem's sender makes from a full backlog, as bytes, and how many unrolls it holds."""
+    from daemons.actor.backlog import JoiningBacklog
+
+    batch, stack = make_batch(payload), stack_of(payload)
+    backlog = JoiningBacklog(BACKLOG_BATCHES, JOIN["tandem"])
+    for seq in range(BACKLOG_BATCHES):
+        backlog.push(wire_form(dataclasses.replace(batch, seq=seq), stack))
+    sent: list = []
+
+    def take_first(frames) -> bool:
+        if sent:
+            return False  # refused: the flush stops after the first message
+        sent.append([bytes(f) for f in frames])
+        return True
+    backlog.flush(take_first)
+    return sent[0], TransitionBatch.from_frames(sent[0]).num_steps // batch.num_steps
+
+
 def filled_replay(payload: str):
     """A full buffer, so that inserts cost what they do in steady state (no first-touch page faults)."""
-    from daemons.replay import NStepTransitions, ReplayBuffer
+    from daemons.replay import FrameReplay, NStepTransitions, ReplayBuffer
 
     _, _, obs_shape, dtype = PAYLOADS[payload]
     capacity = CAPACITIES[payload]
+    if stack_of(payload) > 1:  # as the learner's ReplayFeed stores frame stacks: each frame once
+        replay = FrameReplay(capacity, obs_shape, dtype, (), np.int64, N_STEP, GAMMA)
+        packed, seq = wire_form(make_batch(payload), stack_of(payload)), 0
+        while replay.written < 1.1 * replay.frame_capacity:  # until the frame ring has wrapped
+            replay.add(dataclasses.replace(packed, actor_id="prefill", seq=seq))
+            seq += 1
+        return replay
     buf = ReplayBuffer(capacity, obs_shape, dtype, (), np.int64)
     chunk = 5_000
     zeros = NStepTransitions(obs=np.zeros((chunk, *obs_shape), dtype), actions=np.zeros(chunk, np.int64),
@@ -89,9 +157,11 @@ def filled_replay(payload: str):
 
 def tandem_session(ctx: zmq.Context, endpoint: str, replay, payload: str):
     # Imported here: daemons.replay imports torch, which only the Tandem receiver should pay for.
-    from daemons.replay import NStepAccumulator
+    from daemons.replay import FrameReplay, NStepAccumulator
 
     sock, nstep = sockets.transitions_pull(ctx, endpoint), NStepAccumulator(N_STEP, GAMMA)
+    # As the learner's ReplayFeed: a frame replay runs its own n-step windows over frame numbers.
+    insert = replay.add if isinstance(replay, FrameReplay) else (lambda batch: replay.add(nstep.add(stacks.unpack(batch))))
 
     steps = PAYLOADS[payload][0]
 
@@ -101,21 +171,22 @@ def tandem_session(ctx: zmq.Context, endpoint: str, replay, payload: str):
         if frames is None:
             return 0
         batch = TransitionBatch.from_frames(frames)
-        replay.add(nstep.add(batch))
+        insert(batch)
         return batch.num_steps // steps
     return sockets.bound_endpoint(sock), recv_one, sock.close
 
 
-def raw_session(ctx: zmq.Context, endpoint: str):
+def raw_session(ctx: zmq.Context, endpoint: str, unrolls: int = 1):
+    """Receives and drops messages of `unrolls` unrolls each."""
     sock = ctx.socket(zmq.PULL)
     sock.setsockopt(zmq.LINGER, 0)
     sock.bind(endpoint)
 
-    def recv_one() -> bool:
+    def recv_one() -> int:
         if not sock.poll(WAIT_MS, zmq.POLLIN):
-            return False
+            return 0
         sock.recv_multipart(copy=False)
-        return True
+        return unrolls
     return sock.getsockopt_string(zmq.LAST_ENDPOINT), recv_one, sock.close
 
 
@@ -145,6 +216,8 @@ def run_receiver(path: str, payload: str, warmup_s: float, duration_s: float, co
                 endpoint, recv_one, close = tandem_session(ctx, where, replay, payload)
             elif path == "raw-pyzmq":
                 endpoint, recv_one, close = raw_session(ctx, where)
+            elif path == "raw-same":
+                endpoint, recv_one, close = raw_session(ctx, where, same_message(payload)[1])
             else:
                 endpoint, recv_one, close = queue_session(q)
             conn.send({"endpoint": endpoint})
@@ -164,7 +237,7 @@ def count_batches(recv_one, warmup_s: float, duration_s: float) -> dict:
     end_warmup = time.monotonic() + warmup_s
     while time.monotonic() < end_warmup:
         recv_one()
-    count, start = 0, time.monotonic()
+    count, start = 0, time.monotonic()  # unrolls
     now = start
     while now - start < duration_s:
         count += int(recv_one())
@@ -191,15 +264,19 @@ def run_sender(path: str, where, payload: str, stop) -> None:
     ctx = zmq.Context()
     try:
         if path.startswith("tandem"):
-            tandem_send_loop(ctx, where, batch, stop, JOIN[path])
+            tandem_send_loop(ctx, where, batch, stop, JOIN[path], stack_of(payload))
+        elif path == "raw-same":
+            raw_send_loop(ctx, where, same_message(payload)[0], stop)
         else:
             raw_send_loop(ctx, where, batch.to_frames(), stop)
     finally:
         ctx.destroy(linger=0)
 
 
-def tandem_send_loop(ctx: zmq.Context, endpoint: str, batch: TransitionBatch, stop, max_join: int = 1) -> None:
-    """An actor faster than its learner: its backlog is kept full and flushed as the actor's link does."""
+def tandem_send_loop(ctx: zmq.Context, endpoint: str, batch: TransitionBatch, stop, max_join: int = 1,
+                     stack: int = 1) -> None:
+    """An actor faster than its learner: its backlog is kept full and flushed as the actor's link does (with
+    `stack` > 1 each unroll is cut to frames when pushed, as the link does)."""
     from daemons.actor.backlog import JoiningBacklog
 
     sock = sockets.transitions_push(ctx, endpoint)
@@ -207,7 +284,7 @@ def tandem_send_loop(ctx: zmq.Context, endpoint: str, batch: TransitionBatch, st
     seq = 0
     while not stop.is_set():
         while len(backlog) < backlog.max_batches:  # a new unroll each time: seq goes up, windows continue
-            backlog.push(dataclasses.replace(batch, seq=seq))
+            backlog.push(wire_form(dataclasses.replace(batch, seq=seq), stack))
             seq += 1
         if not backlog.flush(lambda frames: bool(sockets.send_frames(sock, frames)), lambda: sockets.writable(sock)):
             sock.poll(WAIT_MS, zmq.POLLOUT)
@@ -283,7 +360,7 @@ def measure_group(path: str, payload: str, transports: list[str], warmup_s: floa
 def measure_payload(payload: str, repeats: int, warmup_s: float, duration_s: float) -> list[dict]:
     """Every (path, transport) for one payload; ipc and tcp sessions alternate, mp.Queue gets a fresh queue each time."""
     runs: dict[tuple[str, str], list[float]] = {}
-    for path in ("tandem", "tandem-single", "raw-pyzmq"):
+    for path in ("tandem", "tandem-single", "raw-pyzmq", "raw-same"):
         transports = (["ipc"] if path == "tandem-single" else ["ipc", "tcp"]) * repeats
         for transport, rate in zip(transports, measure_group(path, payload, transports, warmup_s, duration_s)):
             runs.setdefault((path, transport), []).append(rate)
@@ -296,9 +373,17 @@ def measure_payload(payload: str, repeats: int, warmup_s: float, duration_s: flo
 def summary(path: str, transport: str, payload: str, runs: list[float]) -> dict:
     batch = make_batch(payload)
     rate = statistics.median(runs)
+    if path in ("tandem", "raw-same"):
+        message, unrolls = same_message(payload)
+        wire = sum(len(f) for f in message) / unrolls
+    elif path == "tandem-single":
+        wire = sum(memoryview(f).nbytes for f in wire_form(batch, stack_of(payload)).to_frames())
+    else:
+        wire = payload_bytes(batch)
     return {"path": path, "transport": transport, "payload": payload, "batches_per_s": round(rate, 1),
             "transitions_per_s": round(rate * batch.num_transitions),
-            "mb_per_s": round(rate * payload_bytes(batch) / 1e6, 1),
+            "mb_per_s": round(rate * payload_bytes(batch) / 1e6, 1),  # the unrolls' arrays as the env made them
+            "wire_bytes_per_unroll": round(wire), "wire_mb_per_s": round(rate * wire / 1e6, 1),
             "runs_batches_per_s": [round(r, 1) for r in runs]}
 
 
@@ -309,6 +394,7 @@ def ratios(results: list[dict]) -> dict[str, float]:
         for transport in ("ipc", "tcp"):
             tandem = rate[("tandem", transport, payload)]
             out[f"{payload}/{transport}/tandem_over_raw"] = round(tandem / max(rate[("raw-pyzmq", transport, payload)], 1e-9), 3)
+            out[f"{payload}/{transport}/tandem_over_raw_same"] = round(tandem / max(rate[("raw-same", transport, payload)], 1e-9), 3)
             if transport == "ipc":
                 single = rate[("tandem-single", "ipc", payload)]
                 out[f"{payload}/ipc/tandem_single_over_raw"] = round(single / max(rate[("raw-pyzmq", "ipc", payload)], 1e-9), 3)
@@ -340,8 +426,10 @@ def machine() -> dict:
 def transport_cmd(as_json: bool, quick: bool, repeats: int) -> None:
     """Actor -> learner batches/s in separate processes: Tandem (decode + n-step + replay insert) vs raw pyzmq and mp.Queue.
 
-    Tandem's sender joins the unrolls waiting in its backlog (up to actors.join_unrolls, 16, a message, and at most 1 MiB) as an actor does; `tandem-single`
-    sends one unroll a message. Raw pyzmq and mp.Queue move one unroll a message.
+    Tandem's sender cuts Atari-like frame stacks to frames and joins the unrolls waiting in its backlog (up to
+    actors.join_unrolls, 16, a message, and at most 1 MiB of observations) as an actor does; `tandem-single` sends
+    one unroll a message. raw-pyzmq and mp.Queue move one unroll a message with its arrays as the env made them;
+    raw-same moves exactly tandem's messages, encoded beforehand, and does nothing with them.
     """
     repeats, warmup_s, duration_s = (1, 0.2, 0.5) if quick else (max(1, repeats), 0.5, 2.0)
     results = []
@@ -349,16 +437,19 @@ def transport_cmd(as_json: bool, quick: bool, repeats: int) -> None:
         results += measure_payload(payload, repeats, warmup_s, duration_s)
         if not as_json:
             for r in results[-len(PATHS):]:
-                click.echo(f"{payload:9s} {r['path']:10s} {r['transport']:9s} {r['batches_per_s']:10.1f} batches/s "
-                           f"{r['transitions_per_s']:>11,d} transitions/s {r['mb_per_s']:8.1f} MB/s")
+                click.echo(f"{payload:9s} {r['path']:13s} {r['transport']:9s} {r['batches_per_s']:10.1f} batches/s "
+                           f"{r['transitions_per_s']:>11,d} transitions/s {r['mb_per_s']:8.1f} MB/s as made "
+                           f"{r['wire_mb_per_s']:8.1f} MB/s on the wire")
     rat = ratios(results)
     met = met_flags(rat)
     record = {"benchmark": "transport", "quick": quick, "machine": machine(), "repeats": repeats,
               "duration_s": duration_s, "replay_capacity": CAPACITIES, "n_step": N_STEP,
-              "results": results, "ratios": rat, "targets": TARGETS, "met": met}
+              "sends": SENDS, "results": results, "ratios": rat, "targets": TARGETS, "met": met}
     if as_json:
         click.echo(json.dumps(record))
         return
+    for path, what in SENDS.items():
+        click.echo(f"{path}: {what}")
     for key, value in rat.items():
         flag = f"  ({'met' if met[key] else 'NOT met'})" if key in met else ""
         click.echo(f"{key:36s} {value:7.2f}x{flag}")

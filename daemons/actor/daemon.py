@@ -132,6 +132,9 @@ class Actor:
         def choose(policy: str, obs: np.ndarray, env_index: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
             return self.links[policy].net.explore(obs, epsilons[env_index])
 
+        if cfg.actors.follow_pace:  # the budget of the version wait_weights took (a credit holds from the first one)
+            for policy, link in self.links.items():
+                self.pacers[policy].advise(time.monotonic(), *link.followed.pace)
         while not self.stop:
             if stepping.at_boundary():
                 # New weights are swapped in only here, so every batch carries the version that acted.
@@ -157,8 +160,14 @@ class Actor:
         wait_s = max((pacer.wait_s(now) for pacer in self.pacers.values()), default=0.0)
         if wait_s <= 0:
             return False
-        time.sleep(wait_s)
-        self.paced_s += wait_s
+        start = time.monotonic()
+        if any(pacer.out_of_credit(now) for pacer in self.pacers.values()):
+            # Woken early by a weight version, which adds credit (a slow learner's updates take seconds, a fast
+            # one's milliseconds; neither should wait a whole slice for it).
+            sockets.poll([sock for link in self.links.values() for sock in link.weight_sockets()], int(wait_s * 1000) + 1)
+        else:
+            time.sleep(wait_s)  # a rate's wait is exact
+        self.paced_s += time.monotonic() - start
         for link in self.links.values():
             link.flush()
         self.report()

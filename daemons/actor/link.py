@@ -37,7 +37,8 @@ class FollowedPolicy:
         self.weights = WeightsClient(ctx, policy, endpoints.weights, endpoints.snapshot, requester,
                                      config.actors.weights_refresh_s, learner_socket_options(config, endpoints))
         self.version = -1
-        self.pace: tuple[float, int] = (0.0, 0)  # the newest version's insert budget: (transitions/s, actors)
+        # the newest version's insert budget: (transitions/s, actors, credit per version, version)
+        self.pace: tuple[float, int, int, int] = (0.0, 0, 0, -1)
 
     def poll(self) -> bool:
         """Load a newer version if one arrived; True when one did."""
@@ -53,7 +54,7 @@ class FollowedPolicy:
             log_dropped(log, f"weights version {blob.version}", self.weights.counters["blobs_rejected"], exc)
             return False
         self.version = blob.version
-        self.pace = (blob.pace_per_s, blob.pace_streams)
+        self.pace = (blob.pace_per_s, blob.pace_streams, blob.pace_credit, blob.version)
         return True
 
     def silent_s(self, now: float) -> float:
@@ -97,9 +98,9 @@ class PolicyLink:
         self.sent_whole = 0  # stacked batches that could not be cut to frames (stacks not FrameStackObservation's)
         # Off-policy learners cut received unrolls into n-step windows, so joined unrolls train the same; an
         # on-policy learner would see longer unrolls (other V-trace traces and batches): it gets them as made.
-        # Frame-stacked unrolls (about 1 MB each) go alone: joining them was slower, and each carries its history.
+        # Frame-stacked unrolls join as their frames (PROTOCOL.md 2.1.2): the message keeps the first one's history.
         replay = feed_kind(policy_config(config, policy)) == "replay"
-        joins = config.actors.join_unrolls if replay and self.frame_stack < 2 else 1
+        joins = config.actors.join_unrolls if replay else 1
         self.backlog = JoiningBacklog(config.actors.backlog_batches, joins)
 
     @property
@@ -119,6 +120,10 @@ class PolicyLink:
         old = self.push_socket
         self.push_socket = sockets.transitions_push(ctx, endpoints.transitions, learner_socket_options(config, endpoints))
         sockets.close(old, linger_ms=0)  # what it still held went to a learner that is gone
+
+    def weight_sockets(self) -> list:
+        """The sockets a new weight version arrives on (to wait on; only poll_weights reads them)."""
+        return [self.followed.weights.sub, self.followed.weights.snapshot]
 
     def push(self, batch: TransitionBatch) -> None:
         # encoded when sent: joined with the unrolls after it if they wait together

@@ -1,4 +1,4 @@
-"""An actor's pace: a token bucket at its share of its learner's advertised insert budget (explicit clock)."""
+"""An actor's pace: its share of its learner's insert budget, a rate (token bucket) and a credit per version (explicit clock)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ BURST_S = 0.25  # the bucket holds this many seconds of sending: a short stall i
 MIN_TTL_S = 2.0  # advice expires after at least this long without a newer weight version ...
 TTL_INTERVALS = 4.0  # ... or this many of the usual intervals between versions, whichever is longer
 INTERVAL_SMOOTHING = 0.2
+CREDIT_VERSIONS = 2  # an actor holds at most (and starts with) this many versions' credit: the on-policy queue's depth
+CREDIT_MIN_TTL_S = 10.0  # a credit lasts this long without a newer version (or TTL_INTERVALS of them), longer than a
+# rate: an actor out of credit waits for the version its data will make, but not forever (another actor that held
+# a share may have died: until the next version says so, the learner lacks that share of an update)
 
 
 class Pacer:
@@ -17,6 +21,11 @@ class Pacer:
     negative), at most `max_slice_s` at a time. A budget of 0, or one older than its time to live (no
     newer version arrived: the learner may be gone, restarting or starved), means no limit, so an actor
     never waits for an absent learner.
+
+    A credit (`pace_credit`, transitions per version for all actors) clocks sending by versions instead of
+    seconds, which fits a learner whose updates take seconds (a rate measured over a window does not exist
+    before its first updates, and swings between them): each new version adds this actor's share, the
+    balance is capped at CREDIT_VERSIONS shares (where it starts), and at or below 0 the actor waits.
     """
 
     def __init__(self, max_slice_s: float = MAX_SLICE_S, burst_s: float = BURST_S, min_ttl_s: float = MIN_TTL_S):
@@ -26,16 +35,43 @@ class Pacer:
         self.interval_s: float | None = None  # smoothed time between two pieces of advice (weight versions)
         self.tokens = 0.0
         self.last: float | None = None
+        self.credit_share = 0  # transitions per version for this actor; 0 = no credit
+        self.credit = 0.0  # balance: what may still be sent before the next version
+        self.credit_version = -1  # the version whose credit was last added
 
-    def advise(self, now: float, pace_per_s: float, streams: int) -> None:
-        """A new weight version arrived carrying the learner's budget for all `streams` actors (0 = none)."""
+    def ttl_credit_s(self) -> float:
+        return max(CREDIT_MIN_TTL_S, TTL_INTERVALS * (self.interval_s or 0.0))
+
+    def credit_active(self, now: float) -> bool:
+        return self.credit_share > 0 and self.advised_at is not None and now - self.advised_at <= self.ttl_credit_s()
+
+    def out_of_credit(self, now: float) -> bool:
+        """Waiting for the next version's credit (not for a rate's tokens)."""
+        return self.credit_active(now) and self.credit <= 0
+
+    def advise(self, now: float, pace_per_s: float, streams: int, credit: int = 0, version: int = -1) -> None:
+        """A new weight version arrived carrying the learner's budget for all `streams` actors (0 = none):
+        a rate and a credit per version; `version` says how many versions' credit this one adds."""
         if self.advised_at is not None:
             gap = max(0.0, now - self.advised_at)
             self.interval_s = gap if self.interval_s is None else (
                 INTERVAL_SMOOTHING * gap + (1 - INTERVAL_SMOOTHING) * self.interval_s)
+        was_active = self.credit_active(now)
         self.advised_at = now
         self.refill(now)  # tokens earned so far accrue at the old rate
         self.share_per_s = pace_per_s / max(1, streams) if pace_per_s > 0 else 0.0
+        self.add_credit(was_active, credit / max(1, streams) if credit > 0 else 0.0, version)
+
+    def add_credit(self, was_active: bool, share: float, version: int) -> None:
+        cap = CREDIT_VERSIONS * share
+        if share <= 0:
+            self.credit = 0.0
+        elif not was_active:
+            self.credit = cap  # a fresh start (or after none): the learner's queue is this deep
+        else:  # versions skipped by the weights client each count; debt is carried, a surplus is not kept past the cap
+            versions = max(1, version - self.credit_version) if version >= 0 and self.credit_version >= 0 else 1
+            self.credit = min(cap, self.credit + versions * share)
+        self.credit_share, self.credit_version = share, version
 
     def ttl_s(self) -> float:
         return max(self.min_ttl_s, TTL_INTERVALS * (self.interval_s or 0.0))
@@ -59,10 +95,14 @@ class Pacer:
         self.refill(now)
         if self.rate(now) > 0:
             self.tokens -= transitions
+        if self.credit_active(now):
+            self.credit -= transitions
 
     def wait_s(self, now: float) -> float:
         """How long to wait before acting on (0 = go now), at most one slice."""
         self.refill(now)
+        if self.out_of_credit(now):
+            return self.max_slice_s  # until the next version adds credit (or the credit expires)
         rate = self.rate(now)
         if rate <= 0 or -self.tokens / rate < MIN_WAIT_S:
             return 0.0

@@ -153,6 +153,7 @@ class LearnerSection:
     samples_per_insert: float = option(4.0, "(dqn) Target ratio of sampled to inserted transitions (Reverb-style rate limit).", above=0.0)
     publish_interval_updates: int = option(10, "(dqn) Updates between two published weight versions; on-policy learners publish after every update.", min=1)
     pace_headroom: float = option(1.1, "The insert budget advertised to actors is this times the transitions/s the learner consumes while it trains; 0 advertises none.", min=0.0, max=100.0)
+    pace_credit: bool = option(True, "(appo, impala) Pace the actors by a credit of one update's transitions per weight version instead of a rate, so that they send what the next update takes however long updates are; false paces by rate.")
     max_lag: int = option(1000, "Batches whose behaviour version is more than this many versions old are dropped (on-policy: checked when trained on).", min=0)
     checkpoint_interval_s: float = option(60.0, "Seconds between checkpoints (one is also written on SIGTERM).", above=0.0)
     checkpoint_replay: bool = option(False, "(dqn) Also save the replay buffer in checkpoints.")

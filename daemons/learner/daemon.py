@@ -71,7 +71,7 @@ class Learner:
         self.last_metrics: dict[str, float] = {}
         self.last_checkpoint: float | None = None
         self.metrics: MetricsLog | None = None
-        self.pace = PaceMeter(self.config.learner.pace_headroom)
+        self.pace = PaceMeter(self.config.learner.pace_headroom, expected_streams=self.config.actors.count)
 
     # ------------------------------------------------------------------ set-up
 
@@ -91,6 +91,8 @@ class Learner:
         self.intake = Intake(self.feed, self.feed_lock, self.policy_id, self.check_content, cfg.learner.max_lag,
                              lambda: self.version, self.counts, heard=self.pace.heard)
         self.consumed_per_update = consumed_per_update(cfg, feed_kind(cfg) == "replay")
+        if feed_kind(cfg) != "replay" and cfg.learner.pace_credit:  # on-policy: one version per update
+            self.pace.credit_per_version = int(self.consumed_per_update) if cfg.learner.pace_headroom > 0 else 0
         # torch's first optimizer imports torch._dynamo (1.5 s of CPU). A thread pays it while the first
         # weights go out and the first unrolls come in; the loop trains only once it is done, so neither
         # the actors' start nor the heartbeats wait for it.
@@ -272,7 +274,7 @@ class Learner:
     def publish(self) -> None:
         pace_per_s, streams = self.pace.advice(time.monotonic(), filling=self.feed.filling())
         blob = WeightBlob.build(self.policy_id, self.version, self.counts["updates"], self.algorithm.weights(),
-                                pace_per_s, streams)
+                                pace_per_s, streams, self.pace.credit_per_version)
         self.latest_frames = blob.to_frames()
         sockets.send_frames(self.weights_pub, self.latest_frames)
         try:

@@ -37,8 +37,15 @@ class PaceMeter:
     the last window: advice never holds a learner back.
     """
 
-    def __init__(self, headroom: float, window_s: float = WINDOW_S, stream_ttl_s: float = STREAM_TTL_S):
+    def __init__(self, headroom: float, window_s: float = WINDOW_S, stream_ttl_s: float = STREAM_TTL_S,
+                 credit_per_version: int = 0, expected_streams: int = 1):
         self.headroom, self.window_s, self.stream_ttl_s = headroom, window_s, stream_ttl_s
+        # Transitions all actors may send against each version (0: none): on-policy, what one update takes.
+        # Unlike the rate it needs no measurement, so it holds from the first version and whatever an update lasts.
+        self.credit_per_version = credit_per_version if headroom > 0 else 0
+        # Shared among this many actors until any is heard from (the first versions: each actor starting with
+        # the whole credit would overfill the queue with two actors or more).
+        self.expected_streams = max(1, expected_streams)
         self.last_tick: float | None = None
         self.window_start = 0.0
         self.busy_s = self.starved_s = self.consumed = self.fill_s = 0.0
@@ -76,8 +83,9 @@ class PaceMeter:
         self.window_start, self.busy_s, self.starved_s, self.consumed, self.fill_s = now, 0.0, 0.0, 0.0, 0.0
 
     def heard(self, actor_id: str, now: float) -> None:
-        """A batch from `actor_id` was taken in."""
-        self.streams[actor_id] = now
+        """A batch from `actor_id` was taken in. Shares are per actor process, which paces all its streams
+        together: a multi-agent actor's streams are named `ACTOR/WORLD/AGENT`, counted once as ACTOR."""
+        self.streams[actor_id.split("/", 1)[0]] = now
 
     def stream_count(self, now: float) -> int:
         # `heard` runs on the receiver thread: iterate over a copy and tolerate a key gone meanwhile.
@@ -89,7 +97,11 @@ class PaceMeter:
     def advice(self, now: float, filling: bool) -> tuple[float, int]:
         """(transitions/s for all actors together, actors heard from lately) to publish; (0.0, n) = no limit."""
         streams = self.stream_count(now)
-        if (filling or self.headroom <= 0 or self.rate_per_s is None or self.rate_per_s <= 0
+        if self.credit_per_version > 0:
+            # A credit clocks the actors by versions: a rate on top would be corrected down by the queue the
+            # credit keeps full (two updates deep, by design) and starve the learner.
+            self.advertised = (0.0, streams or self.expected_streams)
+        elif (filling or self.headroom <= 0 or self.rate_per_s is None or self.rate_per_s <= 0
                 or self.starved_share > STARVED_SHARE_MAX):
             self.advertised = (0.0, streams)
         else:
@@ -100,4 +112,5 @@ class PaceMeter:
     def counters(self) -> dict[str, float]:
         return {"pace_per_s": round(self.advertised[0], 1), "pace_streams": self.advertised[1],
                 "pace_capacity_per_s": round(self.rate_per_s or 0.0, 1),
-                "pace_starved_share": round(self.starved_share, 3), "pace_fill": round(self.fill, 3)}
+                "pace_starved_share": round(self.starved_share, 3), "pace_fill": round(self.fill, 3),
+                "pace_credit": self.credit_per_version}

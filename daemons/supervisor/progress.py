@@ -101,6 +101,7 @@ class RunView:
             # Backpressure: what learners read and threw away, the budget they advertise, how long actors waited.
             "learner_dropped": int(self.learner_counter("batches_over_ratio") + self.learner_counter("unrolls_dropped_full")),
             "pace_per_s": round(self.learner_counter("pace_per_s")),
+            "pace_credit": round(self.learner_counter("pace_credit")),  # on-policy: transitions per version
             "paced_s": round(self._sum("actor", "paced_s"), 1),
             **extra,
         }

@@ -122,7 +122,8 @@ def policy_lines(sup: Any, now: float) -> list[dict[str, Any]]:
                       "dropped_by_learner": int(sum(v for v in learner_dropped if v is not None)) if c else None,
                       "dropped_by_actors": actor_sum(sup, "batches_dropped", policy, single),
                       # backpressure: the insert budget the learner advertises (0 = none), the time actors waited
-                      "pace_per_s": c.get("pace_per_s"), "paced_s": actor_seconds(sup, "paced_s"),
+                      "pace_per_s": c.get("pace_per_s"), "pace_credit": c.get("pace_credit"),
+                      "paced_s": actor_seconds(sup, "paced_s"),
                       "eval_return": policy_return(sup, policy, single)})
     return lines
 

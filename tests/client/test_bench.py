@@ -71,9 +71,13 @@ def test_transport_record_is_complete():
     for payload in ("cartpole", "atari"):
         for transport in ("ipc", "tcp"):
             assert ("tandem", transport, payload) in keys and ("raw-pyzmq", transport, payload) in keys
+            assert ("raw-same", transport, payload) in keys
         assert ("mp.Queue", "mp.Queue", payload) in keys
     assert all(r["batches_per_s"] > 0 for r in data["results"])
-    assert set(data["met"]) and set(data["targets"])
+    assert set(data["met"]) and set(data["targets"]) and {"tandem", "raw-pyzmq", "raw-same"} <= set(data["sends"])
+    wire = {(r["path"], r["payload"]): r["wire_bytes_per_unroll"] for r in data["results"]}
+    # Atari-like stacks travel as their frames (a quarter of the bytes, plus each message's history)
+    assert wire[("tandem", "atari")] == wire[("raw-same", "atari")] < 0.3 * wire[("raw-pyzmq", "atari")]
 
 
 @pytest.mark.timeout(120)

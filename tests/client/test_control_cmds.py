@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from client.cli import cli
+from client.control_cmds import pace_budget
 from daemons.runtime.exit_codes import ExitCode
 from tests.system.test_supervisor import Run, rows
 
@@ -124,3 +125,9 @@ def test_progress_at_80_columns_with_bars_toward_each_stop_condition():
         assert value in text, (value, text)
     eval_line = next(line for line in lines if "eval_return" in line)
     assert "#" * 10 + "-" * 10 in eval_line  # half way to 475
+
+
+def test_the_pace_column_names_a_rate_a_credit_or_none():
+    assert pace_budget({"pace_per_s": 1234.4, "pace_credit": 0}) == "1234/s"
+    assert pace_budget({"pace_per_s": 0.0, "pace_credit": 1024}) == "1024/version"
+    assert pace_budget({"pace_per_s": None, "pace_credit": None}) == "none"

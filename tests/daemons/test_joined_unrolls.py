@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 
 from daemons.actor.backlog import JoiningBacklog
-from daemons.replay import NStepAccumulator
-from protocol import TransitionBatch
-from protocol.transitions import join_unrolls, joinable
+from daemons.replay import FrameReplay, NStepAccumulator
+from protocol import TransitionBatch, stacks
+from protocol.joining import join_unrolls, joinable
+from tests import frame_envs
 from tests.protocol import samples
 
 ENDS = [(1, 0, "terminated"), (3, 2, "truncated"), (6, 1, "truncated"), (9, 0, "truncated"), (10, 2, "terminated")]
@@ -107,3 +109,41 @@ def test_nothing_is_encoded_while_the_socket_would_not_take_it():
     backlog = JoiningBacklog(max_batches=4, max_join=4)
     backlog.push(pieces()[0])
     assert backlog.flush(lambda frames: True, writable=lambda: False) == 0 and len(backlog) == 1
+
+
+def frame_rows(replay: FrameReplay) -> list[tuple]:
+    cols = replay.gather(replay.live_slots())
+    return sorted((cols["obs"][i].tobytes(), int(cols["actions"][i]), round(float(cols["returns"][i]), 5),
+                   cols["next_obs"][i].tobytes(), round(float(cols["discounts"][i]), 5)) for i in range(len(cols["returns"])))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_frame_stacked_unrolls_join_as_frames_and_train_the_same(seed):
+    """Unrolls cut to frames (PROTOCOL.md 2.1.2), joined by the backlog, rebuild to the whole stacks and fill a
+    frame replay exactly as the unrolls sent one by one do, across episode ends and truncations."""
+    actor, rng = frame_envs.Actor(3, seed=seed, end_prob=0.4), np.random.default_rng(seed)
+    whole = [dataclasses.replace(actor.unroll(int(rng.integers(1, 6))), policy_version=2) for _ in range(12)]
+    packed = [stacks.pack(b, frame_envs.STACK) for b in whole]
+    assert all(joinable(a, b) for a, b in zip(packed, packed[1:]))
+    backlog = JoiningBacklog(16, max_join=4)
+    for p in packed:
+        backlog.push(p)
+    messages = []
+    backlog.flush(lambda frames: messages.append(TransitionBatch.from_frames([bytes(f) for f in frames])) or True)
+    assert len(messages) == 3 and [m.seq for m in messages] == [0, 1, 2]
+    for m, group in zip(messages, (whole[0:4], whole[4:8], whole[8:12])):
+        np.testing.assert_array_equal(stacks.unpack(m).obs, join_unrolls(group).obs)
+    joined, one_by_one = (FrameReplay(10_000, (frame_envs.STACK, 3), np.int64, (), np.int64, 3, 0.9) for _ in range(2))
+    for m in messages:
+        joined.add(m)
+    for p in packed:
+        one_by_one.add(p)
+    assert len(joined) == len(one_by_one) > 0 and frame_rows(joined) == frame_rows(one_by_one)
+
+
+def test_stacked_unrolls_whose_history_does_not_follow_are_not_joined():
+    actor = frame_envs.Actor(2, seed=7, end_prob=0.0)
+    a, b = (stacks.pack(dataclasses.replace(actor.unroll(3), policy_version=0), frame_envs.STACK) for _ in range(2))
+    assert joinable(a, b)
+    assert not joinable(a, dataclasses.replace(b, obs_history=b.obs_history + 1))
+    assert not joinable(a, stacks.unpack(b))  # one cut to frames, one whole

@@ -1,4 +1,4 @@
-"""The weight blob's optional insert budget (`pace_per_s`, `pace_streams`): round trip, absence, bad values."""
+"""The weight blob's optional insert budget (`pace_per_s`, `pace_streams`, `pace_credit`): round trip, absence, bad values."""
 
 from __future__ import annotations
 
@@ -27,14 +27,21 @@ def test_budget_round_trips():
     blob = samples.blob()
     paced = WeightBlob.build("default", 3, 30, blob.tensors, pace_per_s=1234.5, pace_streams=4)
     back = decode([bytes(f) for f in paced.to_frames()])
-    assert (back.pace_per_s, back.pace_streams) == (1234.5, 4)
+    assert (back.pace_per_s, back.pace_streams, back.pace_credit) == (1234.5, 4, 0)
     back.verify_checksum()
+
+
+def test_a_credit_travels_without_a_rate():
+    """An on-policy learner grants a credit per version before it has measured any rate."""
+    credited = WeightBlob.build("default", 0, 0, samples.blob().tensors, pace_streams=2, pace_credit=1024)
+    back = decode([bytes(f) for f in credited.to_frames()])
+    assert (back.pace_per_s, back.pace_streams, back.pace_credit) == (0.0, 2, 1024)
 
 
 def test_a_blob_without_the_fields_means_no_limit():
     frames = with_header(samples.blob(), pace_per_s=None, pace_streams=None)
     back = WeightBlob.from_frames(frames)
-    assert (back.pace_per_s, back.pace_streams) == (0.0, 0)
+    assert (back.pace_per_s, back.pace_streams, back.pace_credit) == (0.0, 0, 0)
     header = msgpack.unpackb(bytes(samples.blob().to_frames()[0]), raw=False)
     assert "pace_per_s" not in header  # no limit is sent as no field, as an older learner sends it
 
@@ -49,6 +56,7 @@ def test_an_integer_rate_is_a_number():
     ("pace_per_s", "fast"), ("pace_per_s", True), ("pace_per_s", [1.0]),
     ("pace_streams", -1), ("pace_streams", 1.5), ("pace_streams", True), ("pace_streams", 1 << 21),
     ("pace_streams", "2"),
+    ("pace_credit", -1), ("pace_credit", 2.0), ("pace_credit", True), ("pace_credit", (1 << 40) + 1), ("pace_credit", "8"),
 ])
 def test_bad_values_are_protocol_errors_naming_the_field(key, value):
     frames = with_header(samples.blob(), **{"pace_per_s": 100.0, "pace_streams": 1, key: value})

@@ -1,0 +1,49 @@
+"""Consecutive unrolls of one stream joined into one message, frame-stacked ones (PROTOCOL.md 2.1.2) included."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from protocol.stacks import end_history
+from protocol.transitions import TransitionBatch
+
+
+def joinable(first: TransitionBatch, second: TransitionBatch) -> bool:
+    """True if `second` continues `first` on one stream: same policy, actor, incarnation, version and envs, the
+    next `seq`, the same extras, and `second.obs[0]` is `first.obs[T]` (the one-row overlap of section 2.1).
+
+    Frame-stacked batches (same `obs_stack`) also need `second.obs_history` to be the older frames of
+    `first.obs[T]`'s stacks: then the joined batch, which keeps only `first`'s history, rebuilds both."""
+    return (first.policy_id == second.policy_id and first.actor_id == second.actor_id
+            and first.incarnation == second.incarnation and first.policy_version == second.policy_version
+            and second.seq == first.seq + 1 and first.num_envs == second.num_envs
+            and first.obs.shape[2:] == second.obs.shape[2:] and first.obs.dtype == second.obs.dtype
+            and first.actions.shape[2:] == second.actions.shape[2:] and first.actions.dtype == second.actions.dtype
+            and first.rewards.dtype == second.rewards.dtype
+            and first.extras.keys() == second.extras.keys()
+            and all(first.extras[n].shape[2:] == second.extras[n].shape[2:]
+                    and first.extras[n].dtype == second.extras[n].dtype for n in first.extras)
+            and first.obs_stack == second.obs_stack
+            and np.array_equal(first.obs[-1], second.obs[0])
+            and (first.obs_stack == 1 or np.array_equal(end_history(first), second.obs_history)))
+
+
+def join_unrolls(batches: Sequence[TransitionBatch]) -> TransitionBatch:
+    """Consecutive unrolls of one stream (each `joinable` with the one before) as one unroll of their summed T.
+
+    It carries the first unroll's `seq` (a sender numbers what it sends; see PROTOCOL.md 2.1) and the last
+    one's `env_steps`; `final_obs` rows stay in row-major (t, k) order because the unrolls follow in t. A
+    stacked batch keeps the first unroll's `obs_history`: the later ones' follow from the frames before them.
+    """
+    if len(batches) == 1:
+        return batches[0]
+    first, last = batches[0], batches[-1]
+    obs = np.concatenate([b.obs[:-1] for b in batches] + [last.obs[-1:]])
+    columns = {name: np.concatenate([getattr(b, name) for b in batches])
+               for name in ("actions", "rewards", "terminated", "truncated", "final_obs")}
+    extras = {name: np.concatenate([b.extras[name] for b in batches]) for name in first.extras}
+    return TransitionBatch(policy_id=first.policy_id, actor_id=first.actor_id, incarnation=first.incarnation,
+                           seq=first.seq, policy_version=first.policy_version, env_steps=last.env_steps,
+                           obs=obs, **columns, extras=extras, obs_stack=first.obs_stack, obs_history=first.obs_history)

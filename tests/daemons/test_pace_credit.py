@@ -1,0 +1,104 @@
+"""Pacing by a credit per weight version: a learner whose updates take seconds keeps what its actors send."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from daemons.actor.pacer import CREDIT_VERSIONS, MAX_SLICE_S, Pacer
+from daemons.learner.unroll_feed import UnrollFeed
+from protocol import TransitionBatch
+
+STEPS, ENVS, BATCH = 32, 8, 1024  # the Pong APPO example: unrolls of 256 transitions, 1024 per update
+
+
+def unroll(actor: int, seq: int, version: int) -> TransitionBatch:
+    zeros = np.zeros((STEPS, ENVS), np.float32)
+    return TransitionBatch(policy_id="default", actor_id=f"actor-{actor}", incarnation=0, seq=seq, policy_version=version,
+                           env_steps=0, obs=np.zeros((STEPS + 1, ENVS, 1), np.float32), actions=zeros.astype(np.int64),
+                           rewards=zeros, terminated=zeros.astype(bool), truncated=zeros.astype(bool),
+                           final_obs=np.zeros((0, 1), np.float32))
+
+
+def run(actors: int, credit: int, update_s: float = 5.0, unroll_s: float = 0.3, seconds: float = 120.0) -> dict:
+    """Actors that make an unroll every `unroll_s` unless their pacer says wait, and a real UnrollFeed trained on
+    by a learner that takes `update_s` per update and publishes a version (with `credit`) after each; the
+    learner advertises no rate, as before its first measured window (on an explicit clock, in 10 ms ticks)."""
+    feed, pacers = UnrollFeed(BATCH, max_lag=1000), [Pacer() for _ in range(actors)]
+    version, busy_until, updating, starved_s, sent = 0, 0.0, False, 0.0, 0
+    next_unroll, seqs = [0.0] * actors, [0] * actors
+    for p in pacers:
+        p.advise(0.0, 0.0, actors, credit, version)
+    for tick in range(int(seconds / 0.01)):
+        now = tick * 0.01
+        for a, p in enumerate(pacers):
+            if now >= next_unroll[a] and p.wait_s(now) == 0.0:
+                feed.add(unroll(a, seqs[a], version))
+                p.spend(now, STEPS * ENVS)
+                seqs[a], sent, next_unroll[a] = seqs[a] + 1, sent + 1, now + unroll_s
+        if now >= busy_until:
+            if updating:  # an update just ended: publish its version
+                version, updating = version + 1, False
+                for p in pacers:
+                    p.advise(now, 0.0, actors, credit, version)
+            if feed.next_batch(version) is not None:
+                busy_until, updating = now + update_s, True
+            else:
+                starved_s += 0.01
+    return {"dropped": feed.dropped_full / sent, "updates": version, "starved_s": starved_s}
+
+
+@pytest.mark.parametrize("actors", [1, 2, 3])
+def test_a_credit_per_version_keeps_a_slow_learner_from_throwing_unrolls_away(actors):
+    """The Atari case: without a credit (and before any rate exists) most unrolls are thrown away; with one,
+    almost none, and the learner still trains back to back (it waits for data only at the start)."""
+    unpaced, credited = run(actors, credit=0), run(actors, credit=BATCH)
+    assert unpaced["dropped"] > 0.4
+    assert credited["dropped"] < 0.05
+    assert credited["updates"] >= unpaced["updates"] - 1
+    assert credited["starved_s"] < 2.0
+
+
+def test_the_credit_is_a_share_per_version_capped_at_the_queue_depth():
+    pacer = Pacer()
+    pacer.advise(0.0, 0.0, streams=2, credit=1024, version=5)
+    assert pacer.credit == CREDIT_VERSIONS * 512  # starts full: the learner's queue is that deep
+    pacer.spend(0.1, 256 * 5)  # into debt by 256
+    assert pacer.wait_s(0.1) == MAX_SLICE_S
+    pacer.advise(5.0, 0.0, streams=2, credit=1024, version=6)
+    assert pacer.credit == 256 and pacer.wait_s(5.0) == 0.0
+    pacer.advise(10.0, 0.0, streams=2, credit=1024, version=9)  # versions the weights client skipped count too
+    assert pacer.credit == CREDIT_VERSIONS * 512
+
+
+def test_a_credit_expires_when_no_version_comes():
+    pacer = Pacer()
+    pacer.advise(0.0, 0.0, streams=1, credit=1024, version=0)
+    pacer.spend(0.0, 4096)
+    assert pacer.wait_s(9.0) == MAX_SLICE_S  # a learner in a long update: wait for its version
+    assert pacer.wait_s(11.0) == 0.0  # a learner gone for good holds no actor back
+    pacer.advise(40.0, 0.0, streams=1, credit=0, version=1)  # a learner that grants none: no limit
+    pacer.spend(40.0, 10_000)
+    assert pacer.wait_s(40.0) == 0.0
+
+
+def test_a_learner_granting_a_credit_advertises_no_rate():
+    """The credit keeps the learner's queue two updates deep by design; a rate corrected by that fill would
+    throttle the actors below what the learner takes."""
+    from daemons.learner.pace import PaceMeter
+
+    meter = PaceMeter(1.1, credit_per_version=BATCH)
+    now = 0.0
+    for _ in range(40):  # a measured rate exists: busy updates of 0.1 s
+        meter.tick(now, BATCH, starved=False, fill=1.0)
+        now += 0.1
+    assert meter.rate_per_s and meter.advice(now, filling=False) == (0.0, 1)  # no actor heard: 1 expected
+    two = PaceMeter(1.1, credit_per_version=BATCH, expected_streams=2)
+    assert two.advice(0.0, filling=False) == (0.0, 2)  # the first version: shared among the configured actors
+    two.heard("actor-0", 0.0)
+    assert two.advice(1.0, filling=False) == (0.0, 1)  # then among the actors heard from
+    for agent in ("a_0", "a_1", "b_0"):  # a multi-agent actor's streams: one actor, one pacer, one share
+        two.heard(f"actor-1/0/{agent}", 1.0)
+    assert two.advice(1.0, filling=False) == (0.0, 2)
+    assert meter.counters()["pace_credit"] == BATCH
+    assert PaceMeter(0.0, credit_per_version=BATCH).credit_per_version == 0  # headroom 0: no advice at all
