@@ -67,7 +67,10 @@ def read_public(path: Path) -> bytes:
 
 
 def load_keypair(key_dir: Path, name: str) -> tuple[bytes, bytes]:
-    """(public, secret) of NAME; refused when the secret key file can be read by anyone but its owner."""
+    """(public, secret) of NAME; refused when other users (not owner, not group) can read the secret key file.
+
+    Group read is allowed: Kubernetes mounts a Secret for a non-root container as root:fsGroup 0440.
+    """
     path = key_dir / f"{check_name(name)}.key_secret"
     try:
         mode = os.stat(path).st_mode  # follows a symlink (Kubernetes mounts Secrets so): the file's own mode counts
@@ -75,7 +78,7 @@ def load_keypair(key_dir: Path, name: str) -> tuple[bytes, bytes]:
         raise KeySetupError(f"no secret key {path}; make one with `tandem keys create {name} --dir {key_dir}`") from exc
     except OSError as exc:
         raise KeySetupError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+    if mode & stat.S_IRWXO:
         raise KeySetupError(f"secret key {path} is readable by others (mode {stat.S_IMODE(mode):04o}); "
                             f"`chmod 600 {path}` and make sure it was not copied elsewhere")
     try:

@@ -55,7 +55,7 @@ def test_a_curve_run_trains_and_ignores_clients_off_the_allow_list(tmp_path):
 def test_a_secret_key_readable_by_others_stops_the_run_before_it_starts(tmp_path):
     keys = tmp_path / "keys"
     keystore.create(keys, "host")
-    (keys / "host.key_secret").chmod(0o640)
+    (keys / "host.key_secret").chmod(0o644)
     result = subprocess.run([sys.executable, "-m", "client", "up", str(ROOT / "examples" / "cartpole.toml"),
                              "--set", f"run.dir='{tmp_path}/run'", "--set", f"security.key_dir='{keys}'"],
                             capture_output=True, text=True, timeout=120, cwd=tmp_path)
