@@ -26,8 +26,8 @@ def play(index: int, endpoint: str | None, run_dir: str, seconds: float, fps: fl
     deadline, frame_s = time.monotonic() + seconds, (1.0 / fps if fps > 0 else 0.0)
     episodes = steps = 0
     while time.monotonic() < deadline:
-        address = endpoint or find_endpoint(run_dir, timeout_s=max(1.0, deadline - time.monotonic()))
         try:
+            address = endpoint or find_endpoint(run_dir, timeout_s=max(1.0, deadline - time.monotonic()))
             with Agent(address, game=f"cartpole-{index}", timeout_s=timeout_s) as agent:
                 obs, _ = env.reset(seed=index * 100_003 + episodes)
                 reward, done, truncated = 0.0, False, False
@@ -45,7 +45,6 @@ def play(index: int, endpoint: str | None, run_dir: str, seconds: float, fps: fl
                         time.sleep(max(0.0, tick + frame_s - time.monotonic()))
         except (ServerGone, AgentError) as exc:
             print(f"game {index}: {exc}; connecting again", file=sys.stderr)
-            endpoint = None if run_dir else endpoint
             time.sleep(0.5)
     print(f"game {index}: {episodes} episodes, {steps} steps")
     return 0

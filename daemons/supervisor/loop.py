@@ -88,6 +88,10 @@ def prepare(config: RunConfig, insecure: bool, no_children: bool) -> RunConfig:
     if not insecure and not is_loopback(f"tcp://{config.transport.host}:0"):
         raise SupervisorError(f"transport.host {config.transport.host!r} is not loopback: authentication (CurveZMQ) "
                               "is not built yet, so binding there needs --insecure", ExitCode.USAGE)
+    serve = config.actors.serve_bind
+    if config.actors.mode == "serve" and not insecure and not is_loopback(serve.replace(":*", ":0")):
+        raise SupervisorError(f"actors.serve_bind {serve!r} is not loopback: authentication (CurveZMQ) is not built "
+                              "yet, so binding there needs --insecure", ExitCode.USAGE)
     return config
 
 

@@ -30,6 +30,7 @@ EPSILON_SLOTS = 16  # (dqn) Ape-X epsilons spread over this many slots; stream i
 DRAIN_MAX = 4096  # most messages read before the server acts on what it has (a flood cannot starve inference)
 IDLE_POLL_MS = 20  # with nothing waiting: how long one poll may block (heartbeats, weights, expiry go on)
 EXPIRE_EVERY_S = 0.1
+MIN_FRAME_CAP_BYTES = 4 << 20
 
 
 def serve_endpoint(bind: str, index: int) -> str:
@@ -85,8 +86,11 @@ class GameServer(Actor):
         if not is_loopback(endpoint) and not self.insecure:
             raise ValueError(f"binding {endpoint} exposes the action server beyond this machine; authentication "
                              "(CurveZMQ) is not built yet, so such a bind needs --insecure")
-        limit = GAME_LIMITS.max_header_bytes + 2 * self.stepping.spaces[DEFAULT_POLICY].observation_space.sample().nbytes
-        self.router = sockets.game_router(self.ctx, endpoint, max(limit, 1 << 16), opts=socket_options(self.config))
+        # A larger frame disconnects its sender unanswered (ZeroMQ drops it before we see a byte); below this,
+        # a wrong-sized observation is answered bad_obs. The cap bounds what one game's queue can hold.
+        obs_bytes = self.stepping.spaces[DEFAULT_POLICY].observation_space.sample().nbytes
+        limit = max(MIN_FRAME_CAP_BYTES, GAME_LIMITS.max_header_bytes + 4 * obs_bytes)
+        self.router = sockets.game_router(self.ctx, endpoint, limit, opts=socket_options(self.config))
         self.endpoint = sockets.bound_endpoint(self.router)
         path = endpoint_file(self.config, self.name)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -131,7 +131,7 @@ class GameStreams:
             return
         self.counts[reason] += 1
         for stream in session.streams.values():
-            if stream.record.actions or stream.episode_length:
+            if stream.episode_length:  # an episode in progress (not one that just ended)
                 self.counts["episodes_cut"] += 1
             self.counts["steps_discarded"] += len(stream.record.actions)
         self.open_streams -= len(session.streams)
