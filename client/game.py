@@ -95,6 +95,9 @@ class Agent:
         self.version = reply.version
         if reply.action is None:
             return None
+        want = int(np.prod(self.spaces.action_shape)) if self.spaces.action_kind == "box" else 1
+        if reply.action.size != want:
+            raise AgentError("bad_reply", f"an action of {reply.action.size} values, expected {want}")
         if self.spaces.action_kind == "discrete":
             return int(reply.action[0])
         return reply.action.reshape(self.spaces.action_shape).copy()
