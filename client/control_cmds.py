@@ -106,7 +106,7 @@ def render(data: dict, width: int = 220) -> Any:
                          dropped, pace, fmt(p.get("eval_return")), f"{age:.0f}s ago" if age is not None and age >= 0 else "none yet")
     # The table keeps a short form; the whole error (often the cause is at its end) gets a line of its own.
     errors = [f"{r['name']}: {r['last_error']}" for r in data["processes"] if len(r["last_error"] or "") > ERROR_CELL]
-    return Group(table, policies, *(["", "last errors in full:", *errors] if errors else []))
+    return Group(table, policies, *game_server_lines(data), *(["", "last errors in full:", *errors] if errors else []))
 
 
 def restarts_cell(row: dict) -> str:
@@ -136,7 +136,16 @@ def render_narrow(data: dict) -> Any:
                      f"{short(p['pace_per_s']) + '/s' if p.get('pace_per_s') else 'none'} "
                      f"(actors waited {short(p.get('paced_s'))} s)")
     errors = [f"{r['name']}: {r['last_error']}" for r in data["processes"] if r["last_error"]]
-    return Group(table, *lines, *(["last errors:", *errors] if errors else []))
+    return Group(table, *lines, *game_server_lines(data), *(["last errors:", *errors] if errors else []))
+
+
+def game_server_lines(data: dict) -> list[str]:
+    """A line per action server (actors.mode = 'serve'): its port, games, requests/s, batch, latency."""
+    return [f"game server {g['name']}: port {fmt(g['serve_port'])}, {fmt(g['games'])} games ({fmt(g['streams'])} "
+            f"streams), {fmt(g['serve_requests_per_s'])} requests/s, mean batch {fmt(g['serve_batch_mean'])}, "
+            f"action latency p50 {fmt(g['serve_latency_p50_ms'], ' ms')} p99 {fmt(g['serve_latency_p99_ms'], ' ms')}, "
+            f"{fmt(g['games_timed_out'])} timed out, {fmt(g['game_errors'])} refused"
+            for g in data.get("game_servers", [])]
 
 
 ERROR_CELL = 60  # characters of a last error shown in the table
