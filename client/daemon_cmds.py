@@ -32,7 +32,10 @@ def run_daemon(**fields) -> None:
 @parent_option
 @set_option
 def actor_cmd(config_file, index, control, insecure, die_with_parent, overrides):
-    """Run actor number INDEX of CONFIG_FILE: step envs (or serve games), push transitions, follow the weights."""
+    """Run actor number INDEX of CONFIG_FILE: step envs, push transitions, follow the learner's weights.
+
+    With actors.mode = "serve" it is an action server: game processes connect and ask for actions.
+    """
     run_daemon(role="actor", config_file=config_file, overrides=overrides, control=control, index=index,
                insecure=insecure, die_with_parent=die_with_parent)
 
