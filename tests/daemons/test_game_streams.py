@@ -127,3 +127,16 @@ def test_serve_endpoints_per_actor():
     assert serve_endpoint("ipc:///tmp/g", 1) == "ipc:///tmp/g-1"
     with pytest.raises(ValueError, match="serve_bind"):
         serve_endpoint("udp://x", 0)
+
+
+def test_a_serve_bind_beyond_loopback_needs_insecure_as_other_binds_do():
+    from daemons.config import config_from_dict
+    from daemons.supervisor.loop import prepare
+    from daemons.supervisor.loop import SupervisorError
+
+    exposed = config_from_dict({"actors": {"mode": "serve", "serve_bind": "tcp://0.0.0.0:7000"}})
+    with pytest.raises(SupervisorError, match="actors.serve_bind 'tcp://0.0.0.0:7000' is not loopback"):
+        prepare(exposed, insecure=False, no_children=False)
+    assert prepare(exposed, insecure=True, no_children=False).actors.serve_bind == "tcp://0.0.0.0:7000"
+    local = config_from_dict({"actors": {"mode": "serve"}})
+    assert prepare(local, insecure=False, no_children=False).actors.mode == "serve"
