@@ -140,3 +140,12 @@ def test_a_serve_bind_beyond_loopback_needs_insecure_as_other_binds_do():
     assert prepare(exposed, insecure=True, no_children=False).actors.serve_bind == "tcp://0.0.0.0:7000"
     local = config_from_dict({"actors": {"mode": "serve"}})
     assert prepare(local, insecure=False, no_children=False).actors.mode == "serve"
+
+
+def test_box_actions_and_uint8_observations_have_their_wire_spaces():
+    box = game_spaces(PolicySpaces((), gym.spaces.Box(0, 255, (2, 3), np.uint8),
+                                   gym.spaces.Box(-1.0, 1.0, (2,), np.float32), 0))
+    assert box.to_wire() == {"obs_shape": [2, 3], "obs_dtype": "|u1", "action_kind": "box", "action_n": 0,
+                             "action_shape": [2], "action_dtype": "<f4"}
+    with pytest.raises(ValueError, match="Discrete or Box action space"):
+        game_spaces(PolicySpaces((), gym.spaces.Box(0, 1, (3,), np.float32), gym.spaces.MultiBinary(3), 0))
