@@ -42,9 +42,9 @@ class ServeStats:
             "serve_requests_per_s": round(self.rate.rate(), 1),
             "game_errors": sum(self.errors.values()), "replies_dropped": self.replies_dropped,
         }
-        if self.window_inferences:
-            out["serve_batch_mean"] = round(self.window_requests / self.window_inferences, 2)
-            self.window_requests = self.window_inferences = 0
+        # 0 when nothing was served since the last report (a heartbeat keeps a counter it is not sent again)
+        out["serve_batch_mean"] = round(self.window_requests / self.window_inferences, 2) if self.window_inferences else 0.0
+        self.window_requests = self.window_inferences = 0
         if self.latencies_ms:
             p50, p99 = np.percentile(np.fromiter(self.latencies_ms, float), [50, 99])
             out["serve_latency_p50_ms"], out["serve_latency_p99_ms"] = round(float(p50), 3), round(float(p99), 3)
