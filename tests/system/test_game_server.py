@@ -188,6 +188,8 @@ def test_games_that_leave_stall_or_reconnect_end_their_episodes_and_get_fresh_st
         agents[2].act(np.zeros(4, np.float32), 0.0, done=True)  # ends its episode properly, then stalls
         play(agents[3], 5, tag=agents[3].stream)
         time.sleep(TIMEOUT_S + 0.5)
+        # the server has ended the three silent sessions (waited for: a loaded machine may run it late)
+        wait_counter(collector, "games_timed_out", timed_out + 3 * (round_ + 1))
         with pytest.raises(AgentError) as gone:
             agents[3].act(np.zeros(4, np.float32), 1.0)  # stalled past the timeout: its session is over
         assert gone.value.code in ("timeout", "no_session") and gone.value.fatal
