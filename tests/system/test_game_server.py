@@ -173,6 +173,13 @@ def test_a_flood_of_requests_without_reading_replies_never_blocks_another_game(s
 
 def test_games_that_leave_stall_or_reconnect_end_their_episodes_and_get_fresh_streams(served):
     endpoint, collector, _, _ = served
+    time.sleep(TIMEOUT_S + 0.5)  # raw games of earlier tests left without a bye: let them expire first
+    deadline = time.monotonic() + 20
+    while counter(collector, "games") != 0:  # no game connected: every earlier session has ended
+        assert time.monotonic() < deadline, dict(collector.beats[SERVER].counters)
+        collector.pump()
+    time.sleep(0.5)  # a heartbeat interval or two: the counters below are the ones after those ends
+    collector.pump()
     left, timed_out, cut = (counter(collector, k) for k in ("games_left", "games_timed_out", "episodes_cut"))
     seen: set[int] = set()
     for round_ in range(3):
