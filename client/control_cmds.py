@@ -129,7 +129,8 @@ def render(data: dict, width: int = 220) -> Any:
     # The table keeps a short form; the whole error (often the cause is at its end) gets a line of its own.
     errors = [f"{r['name']}: {r['last_error']}" for r in data["processes"] if len(r["last_error"] or "") > ERROR_CELL]
     control = f"control link: {link_cell(data.get('control_link'))}"
-    return Group(table, policies, control, *(["", "last errors in full:", *errors] if errors else []))
+    return Group(table, policies, control, *game_server_lines(data),
+                 *(["", "last errors in full:", *errors] if errors else []))
 
 
 def link_cell(link: str | None) -> str:
@@ -164,7 +165,16 @@ def render_narrow(data: dict) -> Any:
                      f"{pace_budget(p)} "
                      f"(actors waited {short(p.get('paced_s'))} s)")
     errors = [f"{r['name']}: {r['last_error']}" for r in data["processes"] if r["last_error"]]
-    return Group(table, *lines, *(["last errors:", *errors] if errors else []))
+    return Group(table, *lines, *game_server_lines(data), *(["last errors:", *errors] if errors else []))
+
+
+def game_server_lines(data: dict) -> list[str]:
+    """A line per action server (actors.mode = 'serve'): its port, games, requests/s, batch, latency."""
+    return [f"game server {g['name']}: port {fmt(g['serve_port'])}, {fmt(g['games'])} games ({fmt(g['streams'])} "
+            f"streams), {fmt(g['serve_requests_per_s'])} requests/s, mean batch {fmt(g['serve_batch_mean'])}, "
+            f"action latency p50 {fmt(g['serve_latency_p50_ms'], ' ms')} p99 {fmt(g['serve_latency_p99_ms'], ' ms')}, "
+            f"{fmt(g['games_timed_out'])} timed out, {fmt(g['game_errors'])} refused"
+            for g in data.get("game_servers", [])]
 
 
 ERROR_CELL = 60  # characters of a last error shown in the table

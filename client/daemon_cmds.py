@@ -27,12 +27,17 @@ def run_daemon(**fields) -> None:
 @click.argument("config_file", type=click.Path(dir_okay=False))
 @click.option("--index", type=click.IntRange(min=0), required=True, help="This actor's index (0-based).")
 @control_option
+@click.option("--insecure", is_flag=True,
+              help="(actors.mode = 'serve') Allow a game socket bound beyond loopback without authentication.")
 @parent_option
 @set_option
-def actor_cmd(config_file, index, control, die_with_parent, overrides):
-    """Run actor number INDEX of CONFIG_FILE: step envs, push transitions, follow the learner's weights."""
+def actor_cmd(config_file, index, control, insecure, die_with_parent, overrides):
+    """Run actor number INDEX of CONFIG_FILE: step envs, push transitions, follow the learner's weights.
+
+    With actors.mode = "serve" it is an action server: game processes connect and ask for actions.
+    """
     run_daemon(role="actor", config_file=config_file, overrides=overrides, control=control, index=index,
-               die_with_parent=die_with_parent)
+               insecure=insecure, die_with_parent=die_with_parent)
 
 
 @click.command("learner")

@@ -25,6 +25,8 @@ def format_line(fig: dict) -> str:
             + (f" (learner {fig['learner_dropped']})" if "learner_dropped" in fig else "")
             + (f"  pace {fig['pace_per_s']}/s waited {fig['paced_s']:.1f}s" if fig.get("pace_per_s") else "")
             + (f"  pace {fig['pace_credit']}/version waited {fig['paced_s']:.1f}s" if fig.get("pace_credit") else "")
+            + (f"  games {fig['games']} ({fig['serve_requests_per_s']:.0f} req/s, batch {num(fig['serve_batch_mean'])}, "
+               f"p99 {fig['serve_latency_p99_ms']:.1f} ms)" if "games" in fig else "")
             + "".join(f"  | {p} v{num(f['version'], '{}')} eval {num(f['eval_return'])}"
                       for p, f in fig.get("policies", {}).items())
             + ("  | agents " + " ".join(f"{a} {r:.1f}" for a, r in fig["agent_returns_100"].items())

@@ -37,7 +37,7 @@ class DaemonSpec:
     policy: str = "default"  # learners: the policy trained
     device: str | None = None  # learners: overrides learner.device
     bind: str | None = None  # learners: `tcp://ADDR:PORT` for the three sockets
-    insecure: bool = False  # learners: allow a bind beyond loopback without authentication
+    insecure: bool = False  # learners and action servers: allow a bind beyond loopback without authentication
     die_with_parent: bool = False  # children of `tandem up`: end when it ends
     supervisor_pid: int | None = None  # with die_with_parent: the supervisor's pid, watched too (forked children)
 
@@ -52,6 +52,10 @@ class DaemonSpec:
 
 def make_daemon(spec: DaemonSpec, config: RunConfig, stop: StopFlag) -> Any:
     """The daemon object for `spec`; its module is imported here (torch comes with it)."""
+    if spec.role == "actor" and config.actors.mode == "serve":
+        from daemons.actor.serve.server import GameServer
+
+        return GameServer(config, spec.index, stop, spec.control, insecure=spec.insecure)
     if spec.role == "actor":
         from daemons.actor.daemon import Actor
 

@@ -8,6 +8,7 @@ from typing import Any
 from protocol import framing
 from protocol.control import ControlReply, ControlRequest, Heartbeat
 from protocol.errors import ProtocolError, TransportError
+from protocol.game import GAME_MESSAGES
 from protocol.limits import DEFAULT_LIMITS, PROTOCOL_VERSION, Limits
 from protocol.transitions import TransitionBatch
 from protocol.weights import WeightBlob, WeightRequest
@@ -15,7 +16,7 @@ from protocol.weights import WeightBlob, WeightRequest
 Message = TransitionBatch | WeightBlob | WeightRequest | Heartbeat | ControlRequest | ControlReply
 MESSAGE_TYPES: dict[str, type] = {
     cls.KIND: cls for cls in (TransitionBatch, WeightBlob, WeightRequest, Heartbeat, ControlRequest, ControlReply)
-}
+} | GAME_MESSAGES
 
 
 def decode(frames: Sequence[Any], limits: Limits = DEFAULT_LIMITS) -> Message:

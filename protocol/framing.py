@@ -18,7 +18,8 @@ ALLOWED_DTYPES: dict[str, np.dtype] = {
     for name in ("|b1", "|u1", "|i1", "<u2", "<i2", "<u4", "<i4", "<u8", "<i8", "<f2", "<f4", "<f8")
 }
 MAX_DIM = 1 << 40
-KINDS = ("transition_batch", "weight_blob", "weight_request", "heartbeat", "control_request", "control_reply")
+KINDS = ("transition_batch", "weight_blob", "weight_request", "heartbeat", "control_request", "control_reply",
+         "game_hello", "game_welcome", "game_step", "game_action", "game_error", "game_bye")
 
 Frame = bytes | memoryview
 

@@ -245,6 +245,36 @@ def control_dealer(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAUL
     return sock
 
 
+def game_router(ctx: zmq.Context, endpoint: str, max_message_bytes: int, hwm_msgs: int = 64,
+                opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
+    """Action server side of the game protocol: binds; games connect. ROUTER_MANDATORY so a reply to a game
+    that is gone or not reading fails (counted) instead of vanishing; MAXMSGSIZE drops a sender of a huge frame."""
+    sock = _make(ctx, zmq.ROUTER, "game_router", opts, endpoint)
+    sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+    sock.setsockopt(zmq.SNDHWM, hwm_msgs)
+    sock.setsockopt(zmq.RCVHWM, hwm_msgs)
+    sock.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
+    _bind(sock, "game_router", endpoint)
+    return sock
+
+
+def game_dealer(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
+    """A game's side: connects to one action server; replies are matched to requests by their request_id."""
+    sock = _make(ctx, zmq.DEALER, "game_dealer", opts, endpoint)
+    sock.setsockopt(zmq.IMMEDIATE, 1)  # a send waits (with its timeout) for a server rather than queueing for none
+    sock.setsockopt(zmq.MAXMSGSIZE, 64 << 20)
+    _connect(sock, "game_dealer", endpoint)
+    return sock
+
+
+def send_to(sock: zmq.Socket, identity: bytes, frames: Sequence[Any]) -> bool:
+    """Send to one peer of a ROUTER_MANDATORY socket; False when it is gone or its queue is full (never waits)."""
+    try:
+        return bool(send_frames(sock, [identity, *frames]))
+    except TransportError:
+        return False  # EHOSTUNREACH: the peer disconnected
+
+
 def send_frames(sock: zmq.Socket, frames: Sequence[Any], *, timeout_ms: int = 0, track: bool = False) -> Tracker | None | bool:
     """Send one multipart message; False if it could not be queued within `timeout_ms` (0: don't wait).
 

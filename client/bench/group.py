@@ -25,7 +25,9 @@ BENCHMARKS = {
     "scale": ("client.bench.scale:scale_cmd",
               'Total env steps/s of 1, 2, 4 and 8 real actor daemons (beside a learner that...'),
 }
-COMMANDS = {**BENCHMARKS, "vector": ("client.bench.vector:vector_cmd",
+COMMANDS = {**BENCHMARKS, "game": ("client.bench.game:game_cmd",
+                                    "A game's frames/s alone vs served while the learner trains; action latency..."),
+            "vector": ("client.bench.vector:vector_cmd",
                                       "One actor's env steps/s (stepping + batched inference) with each env.vector..."),
             "all": ("client.bench.all:all_cmd", "Run every benchmark; print each one's targets and whether they were met.")}
 

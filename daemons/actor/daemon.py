@@ -65,6 +65,17 @@ class Actor:
         self.wait_start_token()
         return api, build(self.enter_stage)
 
+    def build(self) -> Any:
+        """What this actor steps (GymStepping or WorldStepping; an action server's games in serve mode)."""
+        cfg = self.config
+        api, envs = self.build_envs()
+        try:
+            return make_stepping(envs, api, cfg, self.name, seed=actor_seed(cfg, self.index),
+                                 incarnation=self.reporter.incarnation)
+        except BaseException:
+            close_all(envs)
+            raise
+
     def enter_stage(self, stage: str) -> None:
         self.reporter.set_stage(stage)
         self.reporter.tick()
@@ -82,13 +93,7 @@ class Actor:
         cfg = self.config
         try:
             set_torch_threads(cfg.actors.torch_threads)
-            api, envs = self.build_envs()
-            try:
-                self.stepping = make_stepping(envs, api, cfg, self.name, seed=actor_seed(cfg, self.index),
-                                              incarnation=self.reporter.incarnation)
-            except BaseException:
-                close_all(envs)
-                raise
+            self.stepping = self.build()
             self.connect()
             self.wait_weights()
             self.reporter.set_stage("running")

@@ -95,6 +95,10 @@ def prepare(config: RunConfig, insecure: bool, no_children: bool) -> RunConfig:
         raise SupervisorError(f"transport.host {config.transport.host!r} is not loopback: set security.key_dir "
                               "(`tandem keys create`) so every link there uses CurveZMQ, or pass --insecure",
                               ExitCode.USAGE)
+    serve = config.actors.serve_bind
+    if config.actors.mode == "serve" and not insecure and not is_loopback(serve.replace(":*", ":0")):
+        raise SupervisorError(f"actors.serve_bind {serve!r} is not loopback: the game socket has no CurveZMQ yet "
+                              "(games would need keys too), so binding there needs --insecure", ExitCode.USAGE)
     return config
 
 

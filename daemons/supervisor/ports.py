@@ -43,7 +43,7 @@ def plan_children(config: RunConfig, insecure: bool = False) -> list[DaemonSpec]
     """The learners (one per policy), the actors and the evaluator of a one-machine run: the process table."""
     specs = [DaemonSpec("learner", "", policy=policy, insecure=insecure) for policy in policy_names(config)
              if not policy_config(config, policy).learner.remote]
-    specs += [DaemonSpec("actor", "", index=i) for i in range(config.actors.count)]
+    specs += [DaemonSpec("actor", "", index=i, insecure=insecure) for i in range(config.actors.count)]  # serve mode binds
     if config.eval.enabled:
         specs.append(DaemonSpec("evaluator", ""))
     return specs

@@ -82,6 +82,13 @@ class RunView:
         extra: dict = {}
         if (policies := self.policy_figures()):
             extra["policies"] = policies
+        servers = [b.counters for b in self.beats.values() if b.role == "actor" and "serve_port" in b.counters]
+        if servers:  # action servers: games connected, requests/s, and the worst server's p99 latency
+            extra["games"] = int(sum(c.get("games", 0) for c in servers))
+            extra["serve_requests_per_s"] = round(sum(c.get("serve_requests_per_s", 0) for c in servers), 1)
+            extra["serve_latency_p99_ms"] = max((c.get("serve_latency_p99_ms", 0) for c in servers), default=0)
+            batches = [c["serve_batch_mean"] for c in servers if c.get("serve_batch_mean")]
+            extra["serve_batch_mean"] = round(sum(batches) / len(batches), 2) if batches else None
         if self.agent_returns:
             extra["agent_returns_100"] = {a: round(sum(v) / len(v), 2) for a, v in sorted(self.agent_returns.items())}
         return {

@@ -128,6 +128,16 @@ def policy_lines(sup: Any, now: float) -> list[dict[str, Any]]:
     return lines
 
 
+GAME_SERVER_KEYS = ("serve_port", "games", "streams", "serve_requests_per_s", "serve_batch_mean",
+                    "serve_latency_p50_ms", "serve_latency_p99_ms", "games_timed_out", "game_errors")
+
+
+def game_servers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Actors in serve mode (their heartbeats carry serve_port): connected games, requests/s, batch, latency."""
+    return [{"name": r["name"], **{key: r["counters"].get(key) for key in GAME_SERVER_KEYS}}
+            for r in rows if r["role"] == "actor" and "serve_port" in r["counters"]]
+
+
 def status_data(sup: Any, now: float) -> dict[str, Any]:
     rows = [process_row(sup, name, now) for name in sup.records]
     rows += [remote_row(sup, name, now) for name in sup.remote]
@@ -135,6 +145,7 @@ def status_data(sup: Any, now: float) -> dict[str, Any]:
         "run": sup.config.run.name, "supervisor_pid": os.getpid(), "time": time.time(),
         "stopping": sup.stopping, "processes": rows, "policies": policy_lines(sup, now),
         "control_link": link_security(sup.control_endpoint, curve_keys(sup.config)),
+        "game_servers": game_servers(rows),
         "dropped": {"control_malformed": sup.view.malformed, "heartbeats_unknown": sup.view.unknown_heartbeats},
         # a daemon started elsewhere that has gone silent counts too (one never heard from may still be starting)
         "unhealthy": [r["name"] for r in rows if r["state"] == State.FATAL.value or r["hung"]

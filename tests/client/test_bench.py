@@ -161,3 +161,13 @@ def test_intake_record_is_complete():
         share = runs["flood_thread"]["samples_per_s"] / runs["no_intake"]["samples_per_s"]
         assert result["share_kept"]["flood_thread"] == pytest.approx(share, rel=0.01)
     assert data["target"]["share_kept_min"] == 0.8 and set(data["met"]) == {"cartpole", "atari"}
+
+
+@pytest.mark.timeout(120)
+def test_game_record_is_complete():
+    data = record("game")
+    assert data["benchmark"] == "game" and [p["games"] for p in data["phases"]] == [1, 8]
+    assert data["alone_frames_per_s"] > 0 and 0 < data["served_share_of_alone"]
+    for p in data["phases"]:
+        assert p["frames_per_s"] > 0 and 0 < p["latency_p50_ms"] <= p["latency_p99_ms"]
+        assert p["batch_mean"] is None or 1 <= p["batch_mean"] <= p["games"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from protocol import ControlReply, ControlRequest, Heartbeat, TransitionBatch, WeightBlob, WeightRequest
+from protocol.game import GameAction, GameBye, GameError, GameHello, GameSpaces, GameStep, GameWelcome
 
 
 def unroll(steps: int = 5, envs: int = 3, obs_shape=(4,), obs_dtype="<f4", ends=(), seed: int = 0,
@@ -42,4 +43,12 @@ def every_kind() -> list:
                   cpu_percent=50.0, error=""),
         ControlRequest(request_id=1, command="status", args={"verbose": True, "names": ["a", "b"]}),
         ControlReply(request_id=1, ok=False, code="unknown_command", message="no such command", data={"x": [1, 2.5]}),
+        *game_kinds(),
     ]
+
+
+def game_kinds() -> list:
+    spaces = GameSpaces((4,), "<f4", "discrete", 2, (), "<i8")
+    return [GameHello(1, "pong", 2, spaces), GameWelcome(1, [3, 4], spaces, 10.0, "actor-0"),
+            GameStep(2, 3, np.arange(4, dtype="<f4"), 0.5, True, False), GameAction(2, 3, 7, np.array([1], "<i8")),
+            GameError(2, "bad_obs", "obs must be <f4 [4]", False), GameBye(5, "quit")]

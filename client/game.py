@@ -1,0 +1,148 @@
+"""The game side of an action server: `Agent(endpoint).act(obs, reward, done)` from a game's own loop; no torch.
+
+Everything happens in the caller's thread, inside its calls (ZeroMQ's own I/O thread aside): no Tandem
+thread runs in a game. Every call waits at most `timeout_s`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from protocol import ProtocolError, sockets
+from protocol.game import GameAction, GameBye, GameError, GameHello, GameSpaces, GameStep, GameWelcome, decode_game
+
+
+class AgentError(RuntimeError):
+    """The server refused a request (`code` as PROTOCOL.md 7.2 lists them); `fatal`: the session is gone."""
+
+    def __init__(self, code: str, message: str, fatal: bool = False):
+        super().__init__(f"{code}: {message}")
+        self.code, self.fatal = code, fatal
+
+
+class ServerGone(AgentError):
+    """No answer within the timeout (the server is gone, stalled or unreachable), or the session ended."""
+
+    def __init__(self, message: str):
+        super().__init__("server_gone", message, True)
+
+
+def find_endpoint(run_dir: str | Path, actor: int = 0, timeout_s: float = 60.0) -> str:
+    """The address serving actor `actor` of the run in `run_dir` bound (waits for its file up to `timeout_s`)."""
+    path = Path(run_dir) / "games" / f"actor-{actor}.endpoint"
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            text = path.read_text().strip()
+            if text:
+                return text
+        except FileNotFoundError:
+            pass
+        if time.monotonic() >= deadline:
+            raise ServerGone(f"no action server wrote {path} within {timeout_s:g} s (is `tandem up` running?)")
+        time.sleep(0.1)
+
+
+class Agent:
+    """One env stream of a game, served by an action server.
+
+    `act(obs, reward, done, truncated)`: `reward`, `done` and `truncated` are the outcome of the previous
+    action. While the episode goes on it returns the next action (an int for a discrete space, an array
+    for a box). When `done` or `truncated` is set, `obs` is the episode's last observation and it returns
+    None; the next `act` starts a new episode with its first observation. `close()` (or `game_over()`)
+    tells the server the game leaves. After a ServerGone the agent is closed: make a new one (a new stream).
+    """
+
+    def __init__(self, endpoint: str, game: str = "game", timeout_s: float = 10.0, spaces: GameSpaces | None = None):
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        self.endpoint, self.timeout_s = endpoint, timeout_s
+        self.ids = itertools.count(1)
+        self.ctx = sockets.new_context()
+        self.sock: Any = None
+        try:
+            self.sock = sockets.game_dealer(self.ctx, endpoint)
+            welcome = self.request(GameHello(next(self.ids), game, 1, spaces))
+        except BaseException:
+            self.close()
+            raise
+        if not isinstance(welcome, GameWelcome):
+            self.close()
+            raise AgentError("bad_reply", f"expected a game_welcome, got {welcome.KIND}", True)
+        self.stream = welcome.streams[0]
+        self.spaces = welcome.spaces
+        self.server = welcome.server
+        self.obs_dtype = np.dtype(self.spaces.obs_dtype)
+        self.version = -1  # the weight version of the last action
+
+    @property
+    def closed(self) -> bool:
+        return self.sock is None
+
+    def act(self, obs: Any, reward: float = 0.0, done: bool = False, truncated: bool = False) -> Any:
+        """The next action for `obs` (None when `done` or `truncated` ended the episode); see the class."""
+        if self.closed:
+            raise ServerGone("this agent is closed; make a new Agent")
+        array = np.ascontiguousarray(obs, dtype=self.obs_dtype)
+        reply = self.request(GameStep(next(self.ids), self.stream, array, float(reward), bool(done), bool(truncated)))
+        if not isinstance(reply, GameAction):
+            raise AgentError("bad_reply", f"expected a game_action, got {reply.KIND}")
+        self.version = reply.version
+        if reply.action is None:
+            return None
+        want = int(np.prod(self.spaces.action_shape)) if self.spaces.action_kind == "box" else 1
+        if reply.action.size != want:
+            raise AgentError("bad_reply", f"an action of {reply.action.size} values, expected {want}")
+        if self.spaces.action_kind == "discrete":
+            return int(reply.action[0])
+        return reply.action.reshape(self.spaces.action_shape).copy()
+
+    def request(self, message: Any) -> Any:
+        """Send `message` and wait (at most timeout_s in all) for the reply carrying its request_id."""
+        deadline = time.monotonic() + self.timeout_s
+        if not sockets.send_frames(self.sock, message.to_frames(), timeout_ms=max(1, int(self.timeout_s * 1000))):
+            self.close(bye=False)
+            raise ServerGone(f"cannot reach an action server at {self.endpoint} within {self.timeout_s:g} s")
+        while True:
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            frames = sockets.recv_frames(self.sock, left_ms) if left_ms > 0 else None
+            if frames is None:
+                self.close(bye=False)
+                raise ServerGone(f"no reply from {self.endpoint} within {self.timeout_s:g} s")
+            try:
+                reply = decode_game(frames)
+            except ProtocolError:
+                continue  # not for us to crash on: wait for the real reply until the deadline
+            if getattr(reply, "request_id", None) != message.request_id and not (
+                    isinstance(reply, GameError) and reply.fatal and reply.request_id == 0):
+                continue  # a late reply to an earlier request
+            if isinstance(reply, GameError):
+                if reply.fatal:
+                    self.close(bye=False)
+                raise AgentError(reply.code, reply.message, reply.fatal)
+            return reply
+
+    def game_over(self, reason: str = "") -> None:
+        """The game leaves: its open episode ends here (the server drops its unfinished unroll)."""
+        self.close(reason=reason)
+
+    def close(self, bye: bool = True, reason: str = "") -> None:
+        if self.sock is not None:
+            if bye:
+                sockets.send_frames(self.sock, GameBye(next(self.ids), reason).to_frames())  # best effort, no wait
+            sockets.close(self.sock, linger_ms=100 if bye else 0)
+            self.sock = None
+        if self.ctx is not None:
+            sockets.close_context(self.ctx, linger_ms=0)
+            self.ctx = None
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

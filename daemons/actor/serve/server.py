@@ -1,0 +1,208 @@
+"""The action server: an actor whose envs are game processes; it batches their steps into one inference each."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from daemons.actor.daemon import Actor
+from daemons.actor.exploration import actor_epsilons, decayed
+from daemons.actor.serve.stats import ServeStats
+from daemons.actor.serve.streams import GameStreams, StepRefused
+from daemons.config.policies import DEFAULT_POLICY
+from daemons.config.schema import RunConfig
+from daemons.envs.probe import probe_policy_spaces
+from daemons.envs.spaces import env_actions
+from daemons.runtime.endpoints import is_loopback, socket_options
+from daemons.runtime.logs import log_dropped
+from daemons.runtime.paths import run_dir
+from daemons.runtime.signals import StopFlag
+from protocol import ProtocolError, sockets
+from protocol.control import reply_address
+from protocol.game import GAME_LIMITS, GameAction, GameBye, GameError, GameHello, GameStep, GameWelcome, decode_game
+
+log = logging.getLogger(__name__)
+EPSILON_SLOTS = 16  # (dqn) Ape-X epsilons spread over this many slots; stream id s explores with slot s % 16
+DRAIN_MAX = 4096  # most messages read before the server acts on what it has (a flood cannot starve inference)
+IDLE_POLL_MS = 20  # with nothing waiting: how long one poll may block (heartbeats, weights, expiry go on)
+EXPIRE_EVERY_S = 0.1
+MIN_FRAME_CAP_BYTES = 4 << 20
+
+
+def serve_endpoint(bind: str, index: int) -> str:
+    """Actor `index`'s bind address: `tcp://H:0` -> a free port; `tcp://H:P` -> P + index; `ipc://X` -> X-index."""
+    if bind.startswith("ipc://"):
+        return bind if index == 0 else f"{bind}-{index}"
+    host, sep, port = bind.removeprefix("tcp://").rpartition(":")
+    if not bind.startswith("tcp://") or not sep or not (port == "*" or port.isdigit()):
+        raise ValueError(f"actors.serve_bind {bind!r}: expected tcp://ADDRESS:PORT (0 for a free port) or ipc://PATH")
+    if port in ("*", "0"):
+        return f"tcp://{host}:*"
+    if not 0 < int(port) + index <= 65535:
+        raise ValueError(f"actors.serve_bind {bind!r}: port {int(port) + index} of actor {index} is out of range")
+    return f"tcp://{host}:{int(port) + index}"
+
+
+def endpoint_file(config: RunConfig, name: str) -> Path:
+    """Where a serving actor writes the address it bound (games read it when the port was 0)."""
+    return run_dir(config) / "games" / f"{name}.endpoint"
+
+
+class GameServer(Actor):
+    """An actor in `actors.mode = 'serve'`: binds a ROUTER that games connect to and answers their steps.
+
+    Requests wait at most `serve_batch_wait_ms` for a fuller batch; one inference answers them all with the
+    newest weights. Each stream's steps become unrolls pushed through the same PolicyLink (backlog, joins,
+    drops, versions) as an env-stepping actor's. Bad input is refused with a game_error, counted by code.
+    """
+
+    def __init__(self, config: RunConfig, index: int, stop: StopFlag, control_endpoint: str | None,
+                 insecure: bool = False):
+        super().__init__(config, index, stop, control_endpoint)
+        if config.policies:
+            raise ValueError("actors.mode = 'serve' plays one policy; remove the [policies] sections")
+        self.insecure = insecure
+        self.router: Any = None
+        self.endpoint = ""
+        self.stats = ServeStats()
+        a = config.actors
+        self.wait_s, self.max_batch, self.timeout_s = a.serve_batch_wait_ms / 1000.0, a.serve_max_batch, a.serve_timeout_s
+        self.base_eps = actor_epsilons(a.epsilon, a.epsilon_alpha, index, a.count, EPSILON_SLOTS)
+        self.epsilons = self.base_eps
+        self.next_expire = 0.0
+
+    def build(self) -> GameStreams:
+        self.reporter.set_stage("probe_spaces")
+        spaces = probe_policy_spaces(self.config)
+        a = self.config.actors
+        return GameStreams(spaces, self.name, self.reporter.incarnation, a.unroll_length, a.serve_max_streams)
+
+    def bind(self) -> None:
+        endpoint = serve_endpoint(self.config.actors.serve_bind, self.index)
+        if not is_loopback(endpoint) and not self.insecure:
+            raise ValueError(f"binding {endpoint} exposes the action server beyond this machine; authentication "
+                             "(CurveZMQ) is not built yet, so such a bind needs --insecure")
+        # A larger frame disconnects its sender unanswered (ZeroMQ drops it before we see a byte); below this,
+        # a wrong-sized observation is answered bad_obs. The cap bounds what one game's queue can hold.
+        obs_bytes = self.stepping.spaces[DEFAULT_POLICY].observation_space.sample().nbytes
+        limit = max(MIN_FRAME_CAP_BYTES, GAME_LIMITS.max_header_bytes + 4 * obs_bytes)
+        self.router = sockets.game_router(self.ctx, endpoint, limit, opts=socket_options(self.config))
+        self.endpoint = sockets.bound_endpoint(self.router)
+        path = endpoint_file(self.config, self.name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(self.endpoint + "\n")
+        tmp.replace(path)  # a game never reads half an address
+        log.info("serving games at %s (written to %s)%s", self.endpoint, path,
+                 "" if is_loopback(endpoint) else " (INSECURE: no authentication)")
+
+    def act(self) -> None:
+        self.bind()
+        try:
+            while not self.stop:
+                self.serve_once(time.monotonic())
+        finally:
+            endpoint_file(self.config, self.name).unlink(missing_ok=True)
+            sockets.close(self.router, linger_ms=0)
+
+    def serve_once(self, now: float) -> None:
+        games, link = self.stepping, self.links[DEFAULT_POLICY]
+        if games.pending:
+            timeout_ms = max(0, int((games.pending[0].received_at + self.wait_s - now) * 1000))
+        else:
+            timeout_ms = IDLE_POLL_MS
+        frames = sockets.recv_frames(self.router, timeout_ms) if timeout_ms else sockets.recv_frames(self.router, 0)
+        read = 0
+        while frames is not None:
+            self.handle(frames, time.monotonic())
+            read += 1
+            if read >= DRAIN_MAX or games.due(time.monotonic(), self.wait_s, self.max_batch):
+                break
+            frames = sockets.recv_frames(self.router, 0)
+        now = time.monotonic()
+        while games.due(now, self.wait_s, self.max_batch):
+            self.infer(now)
+            now = time.monotonic()
+        if now >= self.next_expire:
+            self.next_expire = now + EXPIRE_EVERY_S
+            for identity in games.expire(now, self.timeout_s):
+                log.info("a game went silent for %.1f s: its episodes end here", self.timeout_s)
+                self.reply(identity, GameError(0, "timeout", f"silent for over {self.timeout_s:g} s", True))
+        if link.poll_weights():  # AgentStream keeps the oldest version of each unroll: lag is never understated
+            self.epsilons = decayed(self.base_eps, games.env_steps, self.config.actors.epsilon_decay_steps)
+        for batch in games.outbox:
+            link.push(batch)
+        games.outbox.clear()
+        link.flush()
+        self.report()
+
+    # ------------------------------------------------------------------ messages
+
+    def handle(self, frames: list, now: float) -> None:
+        if len(frames) < 2:
+            return  # a ROUTER always prepends the identity; an empty message has nothing to answer
+        identity, body = bytes(frames[0]), frames[1:]
+        try:
+            message = decode_game(body, GAME_LIMITS)
+        except ProtocolError as exc:
+            _, request_id = reply_address(body, GAME_LIMITS)
+            self.refuse(identity, request_id, StepRefused("malformed", str(exc)))
+            return
+        try:
+            if isinstance(message, GameStep):
+                if not self.stepping.step(identity, message, now):
+                    self.reply(identity, GameAction(message.request_id, message.stream, self.links[DEFAULT_POLICY].version))
+            elif isinstance(message, GameHello):
+                ids = self.stepping.hello(identity, message, now)
+                log.info("game %r joined with streams %s", message.game, ids)
+                self.reply(identity, GameWelcome(message.request_id, ids, self.stepping.wire_spaces, self.timeout_s,
+                                                 self.name))
+            elif isinstance(message, GameBye):
+                self.stepping.end(identity, "games_left")
+            else:
+                raise StepRefused("bad_kind", f"a server takes game_hello, game_step and game_bye, not {message.KIND}")
+        except StepRefused as refused:
+            if refused.fatal:
+                self.stepping.end(identity, "games_left")
+            self.refuse(identity, getattr(message, "request_id", 0), refused)
+
+    def refuse(self, identity: bytes, request_id: int, refused: StepRefused) -> None:
+        total = self.stats.error(refused.code)
+        log_dropped(log, f"a game's message ({refused.code})", total, refused)
+        self.reply(identity, GameError(request_id, refused.code, str(refused)[:500], refused.fatal))
+
+    def reply(self, identity: bytes, message: Any) -> None:
+        if not sockets.send_to(self.router, identity, message.to_frames()):
+            self.stats.replies_dropped += 1
+
+    # ------------------------------------------------------------------ inference
+
+    def infer(self, now: float) -> None:
+        games, link = self.stepping, self.links[DEFAULT_POLICY]
+        batch = games.take_batch(self.max_batch)
+        obs = np.stack([r.obs for r in batch])
+        eps = self.epsilons[np.array([r.stream % EPSILON_SLOTS for r in batch])]
+        chosen, extras = link.net.explore(obs, eps)
+        chosen = np.asarray(chosen)
+        sent = env_actions(games.spaces[DEFAULT_POLICY].action_space, chosen).astype(games.action_dtype, copy=False)
+        version = link.version
+        done = time.monotonic()
+        for j, request in enumerate(batch):
+            if games.acted(request, chosen[j], version, {name: values[j] for name, values in extras.items()}):
+                self.reply(request.session, GameAction(request.request_id, request.stream, version, sent[j]))
+        self.stats.batch(len(batch), [r.received_at for r in batch], done)
+
+    def counters(self, now: float) -> dict[str, float]:
+        counters = super().counters(now)
+        games = self.stepping
+        counters.update(self.stats.counters(now))
+        counters.update(games.counts)
+        counters.update({"games": len(games.sessions), "streams": games.open_streams})
+        port = self.endpoint.rpartition(":")[2]
+        if port.isdigit():
+            counters["serve_port"] = int(port)
+        return counters

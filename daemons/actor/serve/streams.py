@@ -1,0 +1,232 @@
+"""An action server's games and their streams: sessions, strict checks of each step, unrolls; no sockets here."""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+
+import gymnasium as gym
+import numpy as np
+
+from daemons.config.policies import DEFAULT_POLICY
+from daemons.envs.spaces import PolicySpaces
+from daemons.envs.streams import AgentStream
+from protocol import TransitionBatch
+from protocol.framing import wire_array
+from protocol.game import GameHello, GameSpaces, GameStep
+
+MAX_UNREPORTED_EPISODES = 1000
+
+
+class StepRefused(Exception):
+    """A game's message that is refused: `code` (PROTOCOL.md 7.2) and `fatal` (the session is gone)."""
+
+    def __init__(self, code: str, message: str, fatal: bool = False):
+        super().__init__(message)
+        self.code, self.fatal = code, fatal
+
+
+def game_spaces(spaces: PolicySpaces) -> GameSpaces:
+    """The spaces a game must match, from the policy's (a Box observation; Discrete or Box actions)."""
+    obs, act = spaces.observation_space, spaces.action_space
+    if spaces.mask_size or not isinstance(obs, gym.spaces.Box):
+        raise ValueError(f"actors.mode = 'serve' needs a Box observation space, got {obs}")
+    obs_dtype = wire_array("obs", np.zeros((), obs.dtype)).dtype.str  # as it travels: little-endian
+    if isinstance(act, gym.spaces.Discrete):
+        return GameSpaces(tuple(obs.shape), obs_dtype, "discrete", int(act.n), (), "<i8")
+    if isinstance(act, gym.spaces.Box):
+        return GameSpaces(tuple(obs.shape), obs_dtype, "box", 0, tuple(act.shape), np.dtype(act.dtype).str)
+    raise ValueError(f"actors.mode = 'serve' needs a Discrete or Box action space, got {act}")
+
+
+@dataclass
+class Request:
+    """A step waiting for its action."""
+
+    session: bytes
+    stream: int
+    request_id: int
+    obs: np.ndarray
+    received_at: float
+
+
+@dataclass
+class Stream:
+    id: int
+    record: AgentStream
+    pending: Request | None = None
+    episode_return: float = 0.0
+    episode_length: int = 0
+
+
+@dataclass
+class Session:
+    """One connected game (a ROUTER identity) and the streams its hello opened."""
+
+    identity: bytes
+    game: str
+    streams: dict[int, Stream]
+    last_seen: float
+    errors: dict[str, int] = field(default_factory=dict)
+
+
+class GameStreams:
+    """Every game's session and stream; what the actor daemon's `stepping` is in serve mode.
+
+    Each stream is an AgentStream (K=1 unrolls, as a multi-agent actor's), named `<server>/g<id>`: a game
+    that reconnects says hello again and gets fresh stream ids, so no unroll ever holds two connections.
+    """
+
+    multi_agent = False
+
+    def __init__(self, spaces: PolicySpaces, server_name: str, incarnation: int, unroll_length: int,
+                 max_streams: int, return_window: int = 100):
+        self.spaces = {DEFAULT_POLICY: spaces}
+        self.wire_spaces = game_spaces(spaces)
+        self.action_dtype = np.dtype(self.wire_spaces.action_dtype)
+        self.server_name, self.incarnation, self.unroll_length = server_name, incarnation, unroll_length
+        self.max_streams = max_streams
+        self.sessions: dict[bytes, Session] = {}
+        self.open_streams = 0
+        self.next_id = itertools.count(1)
+        self.pending: list[Request] = []
+        self.outbox: list[TransitionBatch] = []
+        self.new_episodes: list[tuple[str | None, float, int]] = []
+        self.finished: deque[float] = deque(maxlen=return_window)
+        self.env_steps = 0
+        self.episodes = 0
+        self.counts = {"games_joined": 0, "games_left": 0, "games_timed_out": 0, "episodes_cut": 0,
+                       "steps_discarded": 0}
+
+    def __len__(self) -> int:
+        return self.open_streams
+
+    # ------------------------------------------------------------------ sessions
+
+    def hello(self, identity: bytes, hello: GameHello, now: float) -> list[int]:
+        """Open a session (ending one this identity had); the new stream ids, or StepRefused."""
+        if identity in self.sessions:
+            self.end(identity, "games_left")
+        if hello.spaces is not None and (diff := hello.spaces.differences(self.wire_spaces)):
+            raise StepRefused("space_mismatch", "the game's spaces differ from the server's: " + "; ".join(diff), True)
+        if self.open_streams + hello.streams > self.max_streams:
+            raise StepRefused("server_busy", f"{self.open_streams} streams are open, at most {self.max_streams}", True)
+        streams = {}
+        for _ in range(hello.streams):
+            sid = next(self.next_id)
+            streams[sid] = Stream(sid, AgentStream(f"{self.server_name}/g{sid}", self.unroll_length, self.action_dtype))
+        self.sessions[identity] = Session(identity, hello.game, streams, now)
+        self.open_streams += len(streams)
+        self.counts["games_joined"] += 1
+        return list(streams)
+
+    def end(self, identity: bytes, reason: str) -> None:
+        """The game left (bye), went silent or said hello again: its open episodes end here.
+
+        The steps since a stream's last full unroll are dropped (counted), so the learner never gets an
+        unroll cut short; the stream id is never used again."""
+        session = self.sessions.pop(identity, None)
+        if session is None:
+            return
+        self.counts[reason] += 1
+        for stream in session.streams.values():
+            if stream.episode_length:  # an episode in progress (not one that just ended)
+                self.counts["episodes_cut"] += 1
+            self.counts["steps_discarded"] += len(stream.record.actions)
+        self.open_streams -= len(session.streams)
+        self.pending = [r for r in self.pending if r.session != identity]
+
+    def expire(self, now: float, timeout_s: float) -> list[bytes]:
+        """End every session silent for `timeout_s` with nothing waiting on the server; their identities."""
+        gone = [s.identity for s in self.sessions.values()
+                if now - s.last_seen > timeout_s and not any(st.pending for st in s.streams.values())]
+        for identity in gone:
+            self.end(identity, "games_timed_out")
+        return gone
+
+    # ------------------------------------------------------------------ steps
+
+    def step(self, identity: bytes, step: GameStep, now: float) -> bool:
+        """Record a checked step; True when it waits for an action, False when it ended an episode."""
+        session = self.sessions.get(identity)
+        if session is None:
+            raise StepRefused("no_session", "no open session: send game_hello first (sessions end after a bye or "
+                              "a silence longer than the server's timeout)", True)
+        session.last_seen = now
+        stream = session.streams.get(step.stream)
+        if stream is None:
+            raise StepRefused("unknown_stream", f"stream {step.stream} is not one of this session's "
+                              f"({', '.join(map(str, session.streams))})")
+        if stream.pending is not None:
+            raise StepRefused("busy", f"stream {step.stream} already waits for the action of request "
+                              f"{stream.pending.request_id}")
+        obs = self.checked_obs(step.obs)
+        record = stream.record
+        if step.done or step.truncated:
+            if not record.awaiting_outcome:
+                raise StepRefused("no_action_pending", f"stream {step.stream} ended an episode it has no action in")
+            record.outcome(step.reward, step.done, step.truncated and not step.done,
+                           obs if step.truncated and not step.done else None)
+            self.episode_end(stream, step.reward)
+            return False
+        if record.awaiting_outcome:
+            record.outcome(step.reward, False, False, None)
+            stream.episode_return += step.reward
+        record.observe(obs)
+        if record.ready():
+            self.outbox.append(record.take(DEFAULT_POLICY, self.incarnation, self.env_steps))
+        request = Request(identity, stream.id, step.request_id, obs, now)
+        stream.pending = request
+        self.pending.append(request)
+        return True
+
+    def checked_obs(self, obs: np.ndarray) -> np.ndarray:
+        want = self.wire_spaces
+        if obs.dtype.str != want.obs_dtype or tuple(obs.shape) != want.obs_shape:
+            raise StepRefused("bad_obs", f"obs must be {want.obs_dtype} {list(want.obs_shape)}, "
+                              f"got {obs.dtype.str} {list(obs.shape)}")
+        if obs.dtype.kind == "f" and not np.isfinite(obs).all():
+            raise StepRefused("bad_obs", "obs holds NaN or infinite values")
+        return obs.copy()  # the received frame's buffer is not ours to keep
+
+    def episode_end(self, stream: Stream, reward: float) -> None:
+        ret = stream.episode_return + reward
+        self.finished.append(ret)
+        self.new_episodes.append((None, ret, stream.episode_length))
+        del self.new_episodes[:-MAX_UNREPORTED_EPISODES]
+        self.episodes += 1
+        stream.episode_return, stream.episode_length = 0.0, 0
+
+    def acted(self, request: Request, action: np.ndarray, version: int, extras: dict[str, np.ndarray]) -> bool:
+        """The action chosen for `request`; False when its session or stream ended meanwhile."""
+        session = self.sessions.get(request.session)
+        stream = session.streams.get(request.stream) if session else None
+        if stream is None or stream.pending is not request:
+            return False
+        stream.pending = None
+        stream.record.acted(action, version, extras)
+        stream.episode_length += 1
+        self.env_steps += 1
+        return True
+
+    def take_batch(self, max_batch: int) -> list[Request]:
+        batch, self.pending = self.pending[:max_batch], self.pending[max_batch:]
+        return batch
+
+    def due(self, now: float, wait_s: float, max_batch: int) -> bool:
+        """Act now: a full batch, every open stream waiting (no one can add to it), or the oldest waited enough."""
+        if not self.pending:
+            return False
+        return (len(self.pending) >= max_batch or len(self.pending) >= self.open_streams
+                or now - self.pending[0].received_at >= wait_s)
+
+    def recent_return_mean(self) -> float | None:
+        return float(np.mean(self.finished)) if self.finished else None
+
+    def agent_returns(self) -> dict[str, float]:
+        return {}
+
+    def close(self) -> None:
+        for identity in list(self.sessions):
+            self.end(identity, "games_left")

@@ -1,0 +1,72 @@
+"""A game that runs its own loop: CartPole stepped on the game's own clock, its actions asked of Tandem.
+
+    tandem up examples/game_cartpole.toml            # learner + action server
+    python examples/cartpole_game.py --run-dir runs/game-cartpole --games 4
+
+Each game is a process of its own (as separate game executables would be); it finds the server's address
+in the run directory (or takes --endpoint), plays episodes until --seconds have passed, and reconnects
+when the server restarts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import sys
+import time
+
+import gymnasium as gym
+
+from client.game import Agent, AgentError, ServerGone, find_endpoint
+
+
+def play(index: int, endpoint: str | None, run_dir: str, seconds: float, fps: float, timeout_s: float) -> int:
+    """One game: its own loop, its own clock (`fps` frames a second; 0 is as fast as it can)."""
+    env = gym.make("CartPole-v1")
+    deadline, frame_s = time.monotonic() + seconds, (1.0 / fps if fps > 0 else 0.0)
+    episodes = steps = 0
+    while time.monotonic() < deadline:
+        try:
+            address = endpoint or find_endpoint(run_dir, timeout_s=max(1.0, deadline - time.monotonic()))
+            with Agent(address, game=f"cartpole-{index}", timeout_s=timeout_s) as agent:
+                obs, _ = env.reset(seed=index * 100_003 + episodes)
+                reward, done, truncated = 0.0, False, False
+                while time.monotonic() < deadline:
+                    tick = time.monotonic()
+                    action = agent.act(obs, reward, done, truncated)
+                    if action is None:  # the episode ended: start the next one
+                        episodes += 1
+                        obs, _ = env.reset()
+                        reward, done, truncated = 0.0, False, False
+                        continue
+                    obs, reward, done, truncated, _ = env.step(action)
+                    steps += 1
+                    if frame_s:
+                        time.sleep(max(0.0, tick + frame_s - time.monotonic()))
+        except (ServerGone, AgentError) as exc:
+            print(f"game {index}: {exc}; connecting again", file=sys.stderr)
+            time.sleep(0.5)
+    print(f"game {index}: {episodes} episodes, {steps} steps")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run-dir", default="runs/game-cartpole", help="The run's directory (the server's address is there).")
+    parser.add_argument("--endpoint", default=None, help="The server's address (tcp://...), instead of --run-dir.")
+    parser.add_argument("--games", type=int, default=2, help="Game processes to start.")
+    parser.add_argument("--seconds", type=float, default=120.0, help="How long each game plays.")
+    parser.add_argument("--fps", type=float, default=0.0, help="Frames a second of each game's clock (0: as fast as it can).")
+    parser.add_argument("--timeout-s", type=float, default=10.0, help="Longest wait for one action.")
+    args = parser.parse_args()
+    games = [multiprocessing.Process(target=play, args=(i, args.endpoint, args.run_dir, args.seconds, args.fps,
+                                                        args.timeout_s)) for i in range(args.games)]
+    for game in games:
+        game.start()
+    for game in games:
+        game.join()
+    return max((game.exitcode or 0) for game in games)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

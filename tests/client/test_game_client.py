@@ -1,0 +1,107 @@
+"""The game client library: no torch, a bounded wait on every call, its own errors when the server is gone."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from client.game import Agent, AgentError, ServerGone, find_endpoint
+from protocol import sockets
+from protocol.game import GameAction, GameError, GameHello, GameSpaces, GameStep, GameWelcome, decode_game
+
+SPACES = GameSpaces((4,), "<f4", "discrete", 2, (), "<i8")
+
+
+def test_importing_the_client_library_loads_no_torch():
+    code = "import sys, client.game; assert 'torch' not in sys.modules, 'torch was imported'; print('ok')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+class FakeServer:
+    """A ROUTER that answers as the test says (real sockets, scripted replies)."""
+
+    def __init__(self, ctx):
+        self.sock = sockets.game_router(ctx, "tcp://127.0.0.1:*", 1 << 20)
+        self.endpoint = sockets.bound_endpoint(self.sock)
+
+    def next(self, timeout_ms: int = 5000):
+        frames = sockets.recv_frames(self.sock, timeout_ms)
+        assert frames is not None
+        return bytes(frames[0]), decode_game(frames[1:])
+
+    def reply(self, identity: bytes, message) -> None:
+        assert sockets.send_to(self.sock, identity, message.to_frames())
+
+
+def connect(server: FakeServer, timeout_s: float = 2.0) -> Agent:
+    """An Agent whose hello the fake server answers from this thread (the Agent waits in another call)."""
+    import threading
+
+    result = {}
+    thread = threading.Thread(target=lambda: result.setdefault("agent", Agent(server.endpoint, "t", timeout_s)))
+    thread.start()
+    identity, hello = server.next()
+    assert isinstance(hello, GameHello) and hello.streams == 1
+    server.reply(identity, GameWelcome(hello.request_id, [7], SPACES, 10.0, "fake"))
+    thread.join(timeout=5)
+    return result["agent"]
+
+
+def test_no_server_is_a_server_gone_error_within_the_timeout():
+    start = time.monotonic()
+    with pytest.raises(ServerGone, match="within 0.5 s"):
+        Agent("tcp://127.0.0.1:1", timeout_s=0.5)
+    assert time.monotonic() - start < 5.0
+
+
+def test_a_server_that_stops_answering_is_a_server_gone_error_and_the_agent_closes(zmq_ctx):
+    server = FakeServer(zmq_ctx)
+    agent = connect(server, timeout_s=0.5)
+    with pytest.raises(ServerGone, match="no reply"):
+        agent.act([0, 0, 0, 0])
+    assert agent.closed
+    with pytest.raises(ServerGone, match="closed"):
+        agent.act([0, 0, 0, 0])
+
+
+def test_actions_errors_and_late_replies(zmq_ctx):
+    import threading
+
+    server = FakeServer(zmq_ctx)
+    agent = connect(server)
+    results = []
+
+    def act(*args):
+        try:
+            results.append(agent.act(*args))
+        except AgentError as exc:
+            results.append(exc)
+
+    def serve(make_reply):
+        thread = threading.Thread(target=act, args=([1, 2, 3, 4], 0.5))
+        thread.start()
+        identity, step = server.next()
+        assert isinstance(step, GameStep) and step.stream == 7 and step.obs.dtype == np.float32
+        server.reply(identity, GameAction(step.request_id - 1, 7, 1, np.array([0])))  # a late one: skipped
+        server.reply(identity, make_reply(step))
+        thread.join(timeout=5)
+        return results.pop()
+
+    assert serve(lambda s: GameAction(s.request_id, 7, 4, np.array([1]))) == 1 and agent.version == 4
+    err = serve(lambda s: GameError(s.request_id, "bad_obs", "nope", False))
+    assert isinstance(err, AgentError) and err.code == "bad_obs" and not agent.closed
+    assert serve(lambda s: GameAction(s.request_id, 7, 4)) is None  # an episode's end
+    agent.close()
+
+
+def test_find_endpoint_waits_for_the_file_then_gives_up(tmp_path):
+    with pytest.raises(ServerGone, match="actor-0.endpoint"):
+        find_endpoint(tmp_path, timeout_s=0.2)
+    (tmp_path / "games").mkdir()
+    (tmp_path / "games" / "actor-0.endpoint").write_text("tcp://127.0.0.1:5\n")
+    assert find_endpoint(tmp_path, timeout_s=0.2) == "tcp://127.0.0.1:5"

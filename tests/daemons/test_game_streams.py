@@ -1,0 +1,151 @@
+"""An action server's bookkeeping (pure logic): streams never mix games, episodes never span a reconnect."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from daemons.actor.serve.server import serve_endpoint
+from daemons.actor.serve.streams import GameStreams, StepRefused, game_spaces
+from daemons.envs.spaces import PolicySpaces
+from protocol.game import GameHello, GameStep
+
+SPACES = PolicySpaces((), gym.spaces.Box(-np.inf, np.inf, (3,), np.float32), gym.spaces.Discrete(2), 0)
+T = 4
+
+
+def streams(max_streams: int = 64) -> GameStreams:
+    return GameStreams(SPACES, "actor-0", incarnation=5, unroll_length=T, max_streams=max_streams)
+
+
+def obs(game: int, episode: int, t: int) -> np.ndarray:
+    return np.array([game, episode, t], np.float32)
+
+
+def answer(games: GameStreams, version: int = 3) -> None:
+    for request in games.take_batch(1000):
+        games.acted(request, np.int64(request.obs[2] % 2), version, {"logp": np.float32(-0.5)})
+
+
+def test_streams_of_many_games_never_mix_and_no_unroll_spans_a_reconnect():
+    games = streams()
+    rng = np.random.default_rng(0)
+    state = {}  # identity -> (game tag, stream, episode, t)
+    tag = 0
+    for tick in range(600):
+        for identity in [b"a", b"b", b"c", b"d"]:
+            if identity not in state or rng.random() < 0.01:  # (re)connect: a new hello, a new game tag
+                tag += 1
+                stream = games.hello(identity, GameHello(1, "g", 1), float(tick))[0]
+                state[identity] = (tag, stream, 0, 0)
+            game, stream, episode, t = state[identity]
+            if t > 0 and rng.random() < 0.1:  # the episode ends; its last observation comes with the flags
+                truncated = bool(rng.random() < 0.5)
+                assert not games.step(identity, GameStep(tick, stream, obs(game, episode, t), 1.0, not truncated,
+                                                         truncated), float(tick))
+                state[identity] = (game, stream, episode + 1, 0)
+                continue
+            assert games.step(identity, GameStep(tick, stream, obs(game, episode, t), 1.0), float(tick))
+            state[identity] = (game, stream, episode, t + 1)
+        answer(games)
+    assert len(games.outbox) > 50
+    tags_of_actor: dict[str, float] = {}
+    for batch in games.outbox:
+        batch.check_shapes()
+        assert batch.num_envs == 1 and batch.num_steps == T and batch.incarnation == 5 and batch.policy_version == 3
+        tags = set(batch.obs[:, 0, 0].tolist()) | set(batch.final_obs[:, 0].tolist())
+        assert len(tags) == 1, f"{batch.actor_id} mixes games {tags}"
+        assert tags_of_actor.setdefault(batch.actor_id, tags.pop()) == batch.obs[0, 0, 0]
+        ended = batch.terminated[:, 0] | batch.truncated[:, 0]
+        for t in range(T):
+            episode, step = batch.obs[t, 0, 1:]
+            nxt_episode, nxt_step = batch.obs[t + 1, 0, 1:]
+            if ended[t]:
+                assert (nxt_episode, nxt_step) == (episode + 1, 0)  # the next episode's first observation
+            else:
+                assert (nxt_episode, nxt_step) == (episode, step + 1)
+        # a truncated episode's final observation is the step after the last action of that episode
+        assert len(batch.final_obs) == int(batch.truncated.sum())
+        assert np.array_equal(batch.extras["logp"], np.full((T, 1), -0.5, np.float32))
+    assert len(set(tags_of_actor.values())) == len(tags_of_actor)  # one game per stream id
+
+
+def test_ending_a_session_cuts_its_episodes_and_drops_its_unfinished_unroll():
+    games = streams()
+    stream = games.hello(b"x", GameHello(1, "g", 1), 0.0)[0]
+    for t in range(T + 2):  # one full unroll and two steps of the next
+        games.step(b"x", GameStep(t, stream, obs(1, 0, t), 1.0), 0.0)
+        answer(games)
+    assert len(games.outbox) == 1
+    games.end(b"x", "games_left")
+    assert games.counts["games_left"] == 1 and games.counts["episodes_cut"] == 1
+    assert games.counts["steps_discarded"] == 2 and len(games.outbox) == 1 and games.open_streams == 0
+    with pytest.raises(StepRefused) as refused:
+        games.step(b"x", GameStep(9, stream, obs(1, 0, 9)), 0.0)
+    assert refused.value.code == "no_session" and refused.value.fatal
+
+
+def test_silence_ends_a_session_but_not_while_the_server_owes_it_an_action():
+    games = streams()
+    a = games.hello(b"a", GameHello(1, "g", 1), 0.0)[0]
+    games.hello(b"b", GameHello(1, "g", 1), 0.0)
+    games.step(b"a", GameStep(1, a, obs(1, 0, 0)), 0.0)  # waits for its action
+    assert games.expire(10.0, timeout_s=5.0) == [b"b"]
+    answer(games)
+    assert games.expire(20.0, timeout_s=5.0) == [b"a"]
+    assert games.counts["games_timed_out"] == 2
+
+
+def test_a_hello_beyond_the_stream_limit_or_with_other_spaces_is_refused():
+    games = streams(max_streams=3)
+    games.hello(b"a", GameHello(1, "g", 2), 0.0)
+    with pytest.raises(StepRefused) as refused:
+        games.hello(b"b", GameHello(2, "g", 2), 0.0)
+    assert refused.value.code == "server_busy"
+    wrong = game_spaces(PolicySpaces((), gym.spaces.Box(0, 1, (3,), np.float64), gym.spaces.Discrete(2), 0))
+    with pytest.raises(StepRefused, match=r"obs_dtype '<f8' != '<f4'") as refused:
+        games.hello(b"b", GameHello(2, "g", 1, wrong), 0.0)
+    assert refused.value.code == "space_mismatch"
+
+
+def test_batches_go_when_full_when_every_stream_waits_or_at_the_deadline():
+    games = streams()
+    ids = games.hello(b"a", GameHello(1, "g", 3), 0.0)
+    games.step(b"a", GameStep(1, ids[0], obs(1, 0, 0)), 0.0)
+    assert not games.due(0.001, wait_s=0.002, max_batch=8)
+    assert games.due(0.0021, wait_s=0.002, max_batch=8)  # the oldest waited its deadline
+    games.step(b"a", GameStep(2, ids[1], obs(1, 0, 0)), 0.0)
+    assert games.due(0.0, wait_s=0.002, max_batch=2)  # full
+    games.step(b"a", GameStep(3, ids[2], obs(1, 0, 0)), 0.0)
+    assert games.due(0.0, wait_s=0.002, max_batch=8)  # every open stream waits: nobody can add to it
+
+
+def test_serve_endpoints_per_actor():
+    assert serve_endpoint("tcp://127.0.0.1:0", 3) == "tcp://127.0.0.1:*"
+    assert serve_endpoint("tcp://127.0.0.1:7000", 2) == "tcp://127.0.0.1:7002"
+    assert serve_endpoint("ipc:///tmp/g", 1) == "ipc:///tmp/g-1"
+    with pytest.raises(ValueError, match="serve_bind"):
+        serve_endpoint("udp://x", 0)
+
+
+def test_a_serve_bind_beyond_loopback_needs_insecure_as_other_binds_do():
+    from daemons.config import config_from_dict
+    from daemons.supervisor.loop import prepare
+    from daemons.supervisor.loop import SupervisorError
+
+    exposed = config_from_dict({"actors": {"mode": "serve", "serve_bind": "tcp://0.0.0.0:7000"}})
+    with pytest.raises(SupervisorError, match="actors.serve_bind 'tcp://0.0.0.0:7000' is not loopback"):
+        prepare(exposed, insecure=False, no_children=False)
+    assert prepare(exposed, insecure=True, no_children=False).actors.serve_bind == "tcp://0.0.0.0:7000"
+    local = config_from_dict({"actors": {"mode": "serve"}})
+    assert prepare(local, insecure=False, no_children=False).actors.mode == "serve"
+
+
+def test_box_actions_and_uint8_observations_have_their_wire_spaces():
+    box = game_spaces(PolicySpaces((), gym.spaces.Box(0, 255, (2, 3), np.uint8),
+                                   gym.spaces.Box(-1.0, 1.0, (2,), np.float32), 0))
+    assert box.to_wire() == {"obs_shape": [2, 3], "obs_dtype": "|u1", "action_kind": "box", "action_n": 0,
+                             "action_shape": [2], "action_dtype": "<f4"}
+    with pytest.raises(ValueError, match="Discrete or Box action space"):
+        game_spaces(PolicySpaces((), gym.spaces.Box(0, 1, (3,), np.float32), gym.spaces.MultiBinary(3), 0))
