@@ -106,3 +106,23 @@ def test_the_container_file_copies_only_what_exists():
     copied = re.findall(r"^COPY (\S+)", containerfile, re.M)
     assert copied and all((ROOT / path).exists() for path in copied), copied
     assert "torch==" in containerfile  # an exact torch spec, never a bare requirement (a multi-GB CUDA pull)
+
+
+def test_every_pod_mounts_the_keys_where_the_config_looks_and_nothing_runs_insecure(tmp_path):
+    config_map = next(d for d in documents() if d["kind"] == "ConfigMap")
+    path = tmp_path / "run.toml"
+    path.write_text(config_map["data"]["run.toml"])
+    key_dir = load_config(path).security.key_dir
+    assert key_dir
+    for doc in documents():
+        if doc["kind"] not in ("Deployment", "StatefulSet"):
+            continue
+        pod = doc["spec"]["template"]["spec"]
+        secret = next(v["secret"] for v in pod["volumes"] if "secret" in v)
+        paths = {item["path"] for item in secret["items"]}
+        assert {"host.key_secret", "host.key"} <= paths and any(p.startswith("allowed/") for p in paths), paths
+        assert secret["defaultMode"] & 0o007 == 0  # other users never read the secret key (Tandem refuses it)
+        for container in pod["containers"]:
+            mounts = {m["mountPath"] for m in container["volumeMounts"]}
+            assert key_dir in mounts, container["name"]
+            assert "--insecure" not in tandem_args(container), container["name"]
