@@ -18,7 +18,7 @@ from daemons.runtime.control_channel import ControlChannel
 from daemons.runtime.endpoints import bind_endpoints, is_loopback, learner_endpoints, socket_options
 from daemons.config.policies import policy_config
 from daemons.envs.probe import probe_policy_spaces
-from daemons.learner.intake import Intake
+from daemons.learner.intake import BadBatch, Intake, check_finite
 from daemons.learner.metrics_log import MetricsLog
 from daemons.learner.pace import PaceMeter, consumed_per_update
 from daemons.learner.prefetch import Prefetcher
@@ -236,8 +236,9 @@ class Learner:
     def check_content(self, batch: TransitionBatch) -> None:
         """ValueError unless a well-framed batch also fits this policy's spaces and algorithm."""
         if batch.obs_shape != self.obs_shape:  # a stacked batch's frames count as their stacks (PROTOCOL.md 2.1.2)
-            raise ValueError(f"obs are {list(batch.obs_shape)} per step, this policy's observations are "
-                             f"{list(self.obs_shape)}")
+            raise BadBatch("obs_shape", f"obs are {list(batch.obs_shape)} per step, this policy's observations are "
+                           f"{list(self.obs_shape)}")
+        check_finite(batch)
         self.algorithm.check_batch(batch)
 
     def train_step(self) -> bool:

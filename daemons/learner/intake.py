@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from daemons.runtime.logs import log_dropped
 from protocol import ProtocolError, TransitionBatch, sockets
 
@@ -15,8 +17,30 @@ log = logging.getLogger(__name__)
 MAX_BATCHES_PER_POLL = 16  # inline: at most this many batches between two training steps
 POLL_MS = 50  # the thread looks at its stop event at least this often
 JOIN_TIMEOUT_S = 5.0
+# Why a batch counted in batches_malformed was dropped, one counter each (`malformed_<reason>`): its frames do not
+# decode, its observations have another shape, it holds NaN or infinite values, or its actions (or extras) do not
+# fit the algorithm (`check_batch`).
+MALFORMED_REASONS = ("frames", "obs_shape", "values", "algorithm")
 INTAKE_COUNTS = ("batches_received", "batches_malformed", "batches_stale", "batches_foreign", "batches_over_ratio",
-                 "transitions_inserted", "intake_errors")
+                 "transitions_inserted", "intake_errors", *(f"malformed_{r}" for r in MALFORMED_REASONS))
+
+
+class BadBatch(ValueError):
+    """A well-framed batch this learner cannot train on; `reason` is one of MALFORMED_REASONS."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+def check_finite(batch: TransitionBatch) -> None:
+    """BadBatch unless rewards and float observations are finite: one NaN reward would make every Q-value NaN."""
+    if not np.isfinite(batch.rewards).all():
+        raise BadBatch("values", "rewards hold NaN or infinite values")
+    for name in ("obs", "final_obs"):
+        arr = getattr(batch, name)
+        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+            raise BadBatch("values", f"{name} hold NaN or infinite values")
 
 
 class IntakeDied(RuntimeError):
@@ -56,8 +80,7 @@ class Intake:
         try:
             batch = TransitionBatch.from_frames(frames)
         except ProtocolError as exc:
-            self.counts["batches_malformed"] += 1
-            log_dropped(log, "a malformed batch", self.counts["batches_malformed"], exc)
+            self.count_malformed("frames", "a malformed batch", exc)
             return
         if batch.policy_id != self.policy_id:
             self.counts["batches_foreign"] += 1
@@ -69,9 +92,8 @@ class Intake:
             return
         try:
             self.check_content(batch)
-        except ValueError as exc:
-            self.counts["batches_malformed"] += 1
-            log_dropped(log, "a batch this learner cannot train on", self.counts["batches_malformed"], exc)
+        except ValueError as exc:  # the algorithm's own check_batch raises plain ValueErrors
+            self.count_malformed(getattr(exc, "reason", "algorithm"), "a batch this learner cannot train on", exc)
             return
         if self.heard is not None:
             self.heard(batch.actor_id, time.monotonic())
@@ -87,6 +109,11 @@ class Intake:
             self.counts["transitions_inserted"] += self.feed.insert(prepared)
             self.lag_window[0] += lag * batch.num_transitions
             self.lag_window[1] += batch.num_transitions
+
+    def count_malformed(self, reason: str, what: str, exc: Exception) -> None:
+        self.counts["batches_malformed"] += 1
+        self.counts[f"malformed_{reason}"] += 1
+        log_dropped(log, what, self.counts["batches_malformed"], exc)
 
     def take_lag_mean(self) -> float | None:
         """Mean lag on arrival of the transitions inserted since the last call (None if there were none)."""

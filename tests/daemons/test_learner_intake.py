@@ -119,3 +119,35 @@ def test_an_on_policy_learner_resumes_from_its_checkpoint(tmp_path, appo_learner
     finally:
         again.metrics.close()
         sockets.close_context(again.ctx, 0)
+
+
+def test_a_dqn_learner_drops_non_finite_values_and_counts_each_bad_batch_under_its_reason(tmp_path):
+    """One NaN reward in replay would make every Q-value NaN: such a batch is dropped like any other bad one."""
+    config = load_config(ROOT / "examples" / "cartpole.toml", [f"run.dir='{tmp_path}'"])
+    learner = Learner(config, "default", StopFlag(), control_endpoint=None)
+    learner.build()
+    try:
+        good = dataclasses.replace(samples.unroll(steps=4, envs=2), policy_version=0)
+        nan_rewards = good.rewards.copy()
+        nan_rewards[1, 1] = np.nan
+        inf_obs = good.obs.astype(np.float32)
+        inf_obs[2, 0, 1] = np.inf
+        bad = {"values": [dataclasses.replace(good, rewards=nan_rewards),
+                          dataclasses.replace(good, obs=inf_obs, final_obs=good.final_obs.astype(np.float32))],
+               "obs_shape": [dataclasses.replace(samples.unroll(steps=4, envs=2, obs_shape=(5,)), policy_version=0)],
+               "algorithm": [dataclasses.replace(good, actions=np.full((4, 2), 7, np.int64)),
+                             dataclasses.replace(good, actions=np.zeros((4, 2, 2), np.int64))]}
+        for batches in bad.values():
+            for batch in batches:
+                learner.insert(frames(batch))
+        learner.insert([b"\x01not a header"])
+        assert len(learner.feed.replay) == 0
+        counts = learner.counts
+        assert {r: counts[f"malformed_{r}"] for r in ("values", "obs_shape", "algorithm", "frames")} == \
+            {"values": 2, "obs_shape": 1, "algorithm": 2, "frames": 1}
+        assert counts["batches_malformed"] == 6
+        learner.insert(frames(good))
+        assert counts["transitions_inserted"] > 0 and counts["batches_malformed"] == 6
+    finally:
+        learner.metrics.close()
+        sockets.close_context(learner.ctx, 0)
