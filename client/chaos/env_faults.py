@@ -23,16 +23,6 @@ def overrides(markers: Path, build_deadline_s: float) -> list[str]:
             "supervisor.crash_loop_max=100"]
 
 
-def began(marker: Path, timeout_s: float) -> float:
-    """Wall-clock time a fault began, from its marker (waits for it)."""
-    deadline = time.monotonic() + timeout_s
-    while not marker.exists() or not marker.read_text():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{marker.name}: the fault never happened")
-        time.sleep(0.05)
-    return float(marker.read_text())
-
-
 def env_faults(run: Run, markers: Path, once: Drill, always: Drill, step: Drill) -> None:
     """One run, three faults at once; the sound actor-3 and the learner must train on through all of them."""
     sup = run.config.supervisor
@@ -41,25 +31,30 @@ def env_faults(run: Run, markers: Path, once: Drill, always: Drill, step: Drill)
         d.thresholds = {"build_env_deadline_s": deadline, "detect_s_max": deadline + 5.0, "others_restarts": 0}
     step.thresholds = {"liveness_timeout_s": sup.liveness_timeout_s, "detect_s_max": sup.liveness_timeout_s + 3.0,
                        "replaced_s_max": sup.liveness_timeout_s + sup.stop_grace_s + 20.0}
-    t_once = began(markers / "hang-build-once-0", 60)
-    data = run.wait(lambda d: rows(d)["actor-0"]["restarts"] >= 1, deadline + 30, "actor-0's hung build killed")
-    once_detect = time.time() - t_once
-    t_always = began(markers / "hang-build-1", 60)
-    data = run.wait(lambda d: rows(d)["actor-1"]["state"] == "FATAL", (deadline + 5) * (sup.start_retries + 2),
-                    "actor-1 FATAL after its builds all hung")
-    always_fatal = time.time() - t_always
-    t_step = began(markers / "hang-step-2", 120)
-    detected = None
+    # The three faults run at once, so one loop watches them all; each is timed from its marker's wall clock.
+    seen: dict[str, float] = {}
 
-    def step_seen(d: dict) -> bool:
-        nonlocal detected
-        row = rows(d)["actor-2"]
-        if detected is None and (row["hung"] or row["restarts"] >= 1 or row["state"] != "RUNNING"):
-            detected = time.time() - t_step
-        return row["restarts"] >= 1 and row["state"] == "RUNNING"
+    def at(marker: str) -> float | None:
+        path = markers / marker
+        text = path.read_text() if path.exists() else ""
+        return float(text) if text else None
 
-    data = run.wait(step_seen, sup.liveness_timeout_s + sup.stop_grace_s + 60, "actor-2 replaced after hanging in step()")
-    step_back = time.time() - t_step
+    def event(key: str, marker: str, happened: bool) -> None:
+        if key not in seen and happened and (t := at(marker)) is not None:
+            seen[key] = time.time() - t
+
+    def watch(d: dict) -> bool:
+        r = rows(d)
+        event("once", "hang-build-once-0", r["actor-0"]["restarts"] >= 1)
+        event("always", "hang-build-1", r["actor-1"]["state"] == "FATAL")
+        step_row = r["actor-2"]
+        event("step_detect", "hang-step-2", step_row["hung"] or step_row["restarts"] >= 1 or step_row["state"] != "RUNNING")
+        event("step_back", "hang-step-2", step_row["restarts"] >= 1 and step_row["state"] == "RUNNING")
+        return len(seen) == 4
+
+    run.wait(watch, (deadline + 5) * (sup.start_retries + 2) + 60, f"the three env faults detected (seen: {seen})")
+    once_detect, always_fatal = seen["once"], seen["always"]
+    detected, step_back = seen["step_detect"], seen["step_back"]
     data = run.wait(lambda d: rows(d)["actor-0"]["state"] == "RUNNING", 60, "actor-0 rebuilt")
     first = updates(data)
     sent = rows(data)[HEALTHY]["counters"].get("batches_sent", 0)

@@ -34,7 +34,7 @@ PLANS = {
     "core": Plan(["actors.count=2", "supervisor.liveness_timeout_s=4.0", "supervisor.crash_loop_max=1000",
                   "learner.checkpoint_interval_s=3.0"],
                  ["actor_kill", "bad_batches", "sigstop_actor", "sigstop_learner", "learner_kill"], "SIGTERM"),
-    "envs": Plan(["supervisor.liveness_timeout_s=4.0"], ["hang_build_once", "hang_build_always", "hang_step"], "SIGINT"),
+    "envs": Plan(["supervisor.liveness_timeout_s=6.0"], ["hang_build_once", "hang_build_always", "hang_step"], "SIGINT"),
     "leak": Plan(["actors.count=1", "env.num_envs=2", "env.id='client.chaos.envs:troubled'", "env.kwargs.leak=0",
                   "supervisor.actor_rss_limit_mb=400", "supervisor.crash_loop_max=1", "learner.checkpoint_interval_s=5.0"],
                  ["leak"], "stop"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -150,4 +151,22 @@ def test_a_dqn_learner_drops_non_finite_values_and_counts_each_bad_batch_under_i
         assert counts["transitions_inserted"] > 0 and counts["batches_malformed"] == 6
     finally:
         learner.metrics.close()
+        sockets.close_context(learner.ctx, 0)
+
+
+def test_a_learner_whose_metrics_cannot_be_written_counts_it_and_trains_on(tmp_path):
+    """A full disk (here /dev/full, which refuses every write with ENOSPC) under metrics.jsonl ends nothing."""
+    from daemons.learner.metrics_log import MetricsLog
+
+    config = load_config(ROOT / "examples" / "cartpole.toml", [f"run.dir='{tmp_path}'"])
+    learner = Learner(config, "default", StopFlag(), control_endpoint=None)
+    learner.build()
+    learner.metrics.close()
+    learner.metrics = MetricsLog(Path("/dev/full"))
+    try:
+        learner.write_metrics()
+        learner.write_metrics()
+        assert learner.counts["disk_write_failures"] == 2
+    finally:
+        learner.metrics.close()  # what is still buffered cannot be written either: logged, not raised
         sockets.close_context(learner.ctx, 0)
