@@ -52,7 +52,7 @@ def env_faults(run: Run, markers: Path, once: Drill, always: Drill, step: Drill)
         event("step_back", "hang-step-2", step_row["restarts"] >= 1 and step_row["state"] == "RUNNING")
         return len(seen) == 4
 
-    run.wait(watch, (deadline + 5) * (sup.start_retries + 2) + 60, f"the three env faults detected (seen: {seen})")
+    run.wait(watch, (deadline + 5) * (sup.start_retries + 2) + 60, "the three env faults detected")
     once_detect, always_fatal = seen["once"], seen["always"]
     detected, step_back = seen["step_detect"], seen["step_back"]
     data = run.wait(lambda d: rows(d)["actor-0"]["state"] == "RUNNING", 60, "actor-0 rebuilt")
