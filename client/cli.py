@@ -26,6 +26,8 @@ COMMANDS = {
     "eval": ("client.policy_cmds:eval_cmd", "Play a trained policy greedily on its run's env; mean and std of the return."),
     "export": ("client.policy_cmds:export_cmd", 'Write a trained policy as safetensors weights and a JSON spec (no pickle).'),
     "keys": ("client.keys_cmds:keys_group", 'CurveZMQ keys: every link that leaves this machine is encrypted and...'),
+    "chaos": ("client.chaos.runner:chaos_cmd",
+              'Fault drills on real `tandem up` runs (kills, SIGSTOP, hangs, leaks, bad...'),
     "bench": ("client.bench.group:bench_group", 'Benchmarks: figures for people, or one JSON record with --json.'),
     "actor": ("client.daemon_cmds:actor_cmd",
               'Run actor number INDEX of CONFIG_FILE: step envs, push transitions, follow...'),

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from daemons.learner.intake import BadBatch
 from protocol import TransitionBatch
 
 
@@ -22,18 +23,18 @@ class BatchContentCheck:
 
     def __call__(self, batch: TransitionBatch) -> None:
         if batch.obs_shape != self.obs_shape:  # a stacked batch's frames count as their stacks (PROTOCOL.md 2.1.2)
-            raise ValueError(f"obs are {list(batch.obs_shape)} per step, this policy's observations are "
-                             f"{list(self.obs_shape)}")
+            raise BadBatch("obs_shape", f"obs are {list(batch.obs_shape)} per step, this policy's observations are "
+                           f"{list(self.obs_shape)}")
         if not np.can_cast(batch.obs.dtype, self.obs_dtype, casting="same_kind"):
-            raise ValueError(f"obs are {batch.obs.dtype}, this policy's observations are {self.obs_dtype} "
-                             "(only a cast within the same kind is taken, e.g. float64 to float32)")
+            raise BadBatch("obs_dtype", f"obs are {batch.obs.dtype}, this policy's observations are {self.obs_dtype} "
+                           "(only a cast within the same kind is taken, e.g. float64 to float32)")
         if not np.isfinite(batch.rewards).all():
-            raise ValueError("rewards hold NaN or infinite values")
+            raise BadBatch("values", "rewards hold NaN or infinite values")
         if batch.obs.dtype.kind == "f":
             for name in ("obs", "final_obs"):
                 if not np.isfinite(getattr(batch, name)).all():
-                    raise ValueError(f"{name} hold NaN or infinite values")
+                    raise BadBatch("values", f"{name} hold NaN or infinite values")
             history = batch.obs_history
             if history is not None and not np.isfinite(history).all():
-                raise ValueError("obs_history holds NaN or infinite values")
+                raise BadBatch("values", "obs_history holds NaN or infinite values")
         self.algorithm_check(batch)

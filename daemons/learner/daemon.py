@@ -211,7 +211,7 @@ class Learner:
                 lag = self.intake.take_lag_mean()
                 if lag is not None:
                     self.lag_mean = lag
-                self.metrics.write(self.counts["updates"], {**self.counters(), **self.last_metrics})
+                self.write_metrics()
                 next_metrics = now + 1.0
             self.reporter.update(self.counters())
             self.reporter.tick(now)
@@ -289,6 +289,13 @@ class Learner:
         """A write under the run directory failed (a full disk): counted and shown, never the end of training."""
         self.counts["disk_write_failures"] += 1
         log_dropped(log, f"a write of {what} in {self.dir}", self.counts["disk_write_failures"], exc)
+
+    def write_metrics(self) -> None:
+        """One line of metrics.jsonl; a full disk is counted and shown, never the end of training."""
+        try:
+            self.metrics.write(self.counts["updates"], {**self.counters(), **self.last_metrics})
+        except OSError as exc:
+            self.disk_failed("the metrics", exc)
 
     def checkpoint(self) -> bool:
         """Save a checkpoint; False (counted, shown, logged) when the disk refuses it: the last good one stays."""

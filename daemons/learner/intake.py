@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+
 from daemons.runtime.logs import log_dropped
 from protocol import ProtocolError, TransitionBatch, sockets
 
@@ -15,8 +16,20 @@ log = logging.getLogger(__name__)
 MAX_BATCHES_PER_POLL = 16  # inline: at most this many batches between two training steps
 POLL_MS = 50  # the thread looks at its stop event at least this often
 JOIN_TIMEOUT_S = 5.0
+# Why a batch counted in batches_malformed was dropped, one counter each (`malformed_<reason>`): its frames do not
+# decode, its observations have another shape, it holds NaN or infinite values, or its actions (or extras) do not
+# fit the algorithm (`check_batch`).
+MALFORMED_REASONS = ("frames", "obs_shape", "obs_dtype", "values", "version", "algorithm")
 INTAKE_COUNTS = ("batches_received", "batches_malformed", "batches_stale", "batches_foreign", "batches_over_ratio",
-                 "transitions_inserted", "intake_errors")
+                 "transitions_inserted", "intake_errors", *(f"malformed_{r}" for r in MALFORMED_REASONS))
+
+
+class BadBatch(ValueError):
+    """A well-framed batch this learner cannot train on; `reason` is one of MALFORMED_REASONS."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
 
 
 class IntakeDied(RuntimeError):
@@ -56,8 +69,7 @@ class Intake:
         try:
             batch = TransitionBatch.from_frames(frames)
         except ProtocolError as exc:
-            self.counts["batches_malformed"] += 1
-            log_dropped(log, "a malformed batch", self.counts["batches_malformed"], exc)
+            self.count_malformed("frames", "a malformed batch", exc)
             return
         if batch.policy_id != self.policy_id:
             self.counts["batches_foreign"] += 1
@@ -68,15 +80,13 @@ class Intake:
             self.counts["batches_stale"] += 1
             return
         if lag < 0:  # versions only rise, across restarts too: no actor can hold one this learner never published
-            self.counts["batches_malformed"] += 1
-            log_dropped(log, "a batch of a version this learner never published", self.counts["batches_malformed"],
-                        ValueError(f"policy_version {batch.policy_version} > {self.current_version()}"))
+            self.count_malformed("version", "a batch of a version this learner never published",
+                                 ValueError(f"policy_version {batch.policy_version} > {self.current_version()}"))
             return
         try:
             self.check_content(batch)
-        except ValueError as exc:
-            self.counts["batches_malformed"] += 1
-            log_dropped(log, "a batch this learner cannot train on", self.counts["batches_malformed"], exc)
+        except ValueError as exc:  # the algorithm's own check_batch raises plain ValueErrors
+            self.count_malformed(getattr(exc, "reason", "algorithm"), "a batch this learner cannot train on", exc)
             return
         if self.heard is not None:
             self.heard(batch.actor_id, time.monotonic())
@@ -92,6 +102,11 @@ class Intake:
             self.counts["transitions_inserted"] += self.feed.insert(prepared)
             self.lag_window[0] += lag * batch.num_transitions
             self.lag_window[1] += batch.num_transitions
+
+    def count_malformed(self, reason: str, what: str, exc: Exception) -> None:
+        self.counts["batches_malformed"] += 1
+        self.counts[f"malformed_{reason}"] += 1
+        log_dropped(log, what, self.counts["batches_malformed"], exc)
 
     def take_lag_mean(self) -> float | None:
         """Mean lag on arrival of the transitions inserted since the last call (None if there were none)."""

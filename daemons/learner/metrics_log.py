@@ -37,6 +37,9 @@ class MetricsLog:
                     self.writer.add_scalar(key, value, step)
 
     def close(self) -> None:
-        self.file.close()
+        try:
+            self.file.close()
+        except OSError as exc:  # a full disk: what is still buffered is lost, the process must still end cleanly
+            log.warning("metrics not all written to %s: %s", self.file.name, exc)
         if self.writer is not None:
             self.writer.close()

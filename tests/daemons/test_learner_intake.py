@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -133,3 +134,54 @@ def test_a_batch_claiming_a_version_this_learner_never_published_is_dropped(appo
     assert learner.counts["batches_malformed"] == 1 and learner.counts["transitions_inserted"] == 0
     learner.insert(frames(good_batch(seq=1, version=learner.version)))
     assert learner.counts["transitions_inserted"] == STEPS * ENVS
+    assert learner.counts["malformed_version"] == 1
+
+
+def test_a_dqn_learner_drops_non_finite_values_and_counts_each_bad_batch_under_its_reason(tmp_path):
+    """One NaN reward in replay would make every Q-value NaN: such a batch is dropped like any other bad one."""
+    config = load_config(ROOT / "examples" / "cartpole.toml", [f"run.dir='{tmp_path}'"])
+    learner = Learner(config, "default", StopFlag(), control_endpoint=None)
+    learner.build()
+    try:
+        good = dataclasses.replace(samples.unroll(steps=4, envs=2), policy_version=0)
+        nan_rewards = good.rewards.copy()
+        nan_rewards[1, 1] = np.nan
+        inf_obs = good.obs.astype(np.float32)
+        inf_obs[2, 0, 1] = np.inf
+        bad = {"values": [dataclasses.replace(good, rewards=nan_rewards),
+                          dataclasses.replace(good, obs=inf_obs, final_obs=good.final_obs.astype(np.float32))],
+               "obs_shape": [dataclasses.replace(samples.unroll(steps=4, envs=2, obs_shape=(5,)), policy_version=0)],
+               "algorithm": [dataclasses.replace(good, actions=np.full((4, 2), 7, np.int64)),
+                             dataclasses.replace(good, actions=np.zeros((4, 2, 2), np.int64))]}
+        for batches in bad.values():
+            for batch in batches:
+                learner.insert(frames(batch))
+        learner.insert([b"\x01not a header"])
+        assert len(learner.feed.replay) == 0
+        counts = learner.counts
+        assert {r: counts[f"malformed_{r}"] for r in ("values", "obs_shape", "algorithm", "frames")} == \
+            {"values": 2, "obs_shape": 1, "algorithm": 2, "frames": 1}
+        assert counts["batches_malformed"] == 6
+        learner.insert(frames(good))
+        assert counts["transitions_inserted"] > 0 and counts["batches_malformed"] == 6
+    finally:
+        learner.metrics.close()
+        sockets.close_context(learner.ctx, 0)
+
+
+def test_a_learner_whose_metrics_cannot_be_written_counts_it_and_trains_on(tmp_path):
+    """A full disk (here /dev/full, which refuses every write with ENOSPC) under metrics.jsonl ends nothing."""
+    from daemons.learner.metrics_log import MetricsLog
+
+    config = load_config(ROOT / "examples" / "cartpole.toml", [f"run.dir='{tmp_path}'"])
+    learner = Learner(config, "default", StopFlag(), control_endpoint=None)
+    learner.build()
+    learner.metrics.close()
+    learner.metrics = MetricsLog(Path("/dev/full"))
+    try:
+        learner.write_metrics()
+        learner.write_metrics()
+        assert learner.counts["disk_write_failures"] == 2
+    finally:
+        learner.metrics.close()  # what is still buffered cannot be written either: logged, not raised
+        sockets.close_context(learner.ctx, 0)

@@ -12,10 +12,7 @@ import time
 
 import gymnasium as gym
 
-
-def actor_index() -> int | None:
-    name = os.environ.get("TANDEM_DAEMON", "")
-    return int(name.removeprefix("actor-")) if name.startswith("actor-") else None
+from client.chaos.envs import Hog, actor_index
 
 
 def hang_once_in_actor(marker: str, index: int = 0) -> gym.Env:
@@ -35,19 +32,6 @@ def raise_in_actor(index: int = 0) -> gym.Env:
     if actor_index() == index:
         raise RuntimeError("the emulator's ROM is missing (test env)")
     return gym.make("CartPole-v1")
-
-
-class Hog(gym.Wrapper):
-    """Keeps another 256 KiB alive (really touched) at every step, stepping at most 1000/s: a steady leak."""
-
-    def __init__(self, env: gym.Env):
-        super().__init__(env)
-        self.kept: list[bytes] = []
-
-    def step(self, action):
-        self.kept.append(b"x" * (256 << 10))
-        time.sleep(0.001)
-        return self.env.step(action)
 
 
 def leak_in_actor(index: int = 0) -> gym.Env:
