@@ -32,11 +32,11 @@ def test_binding_beyond_loopback_needs_insecure(tmp_path):
     result = subprocess.run([sys.executable, "-m", "client", "learner", str(config), "--bind", "tcp://0.0.0.0:*",
                              "--set", f"run.dir='{tmp_path}/run'"], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert result.returncode == 1
-    assert "needs --insecure" in result.stderr and "Traceback" not in result.stderr
+    assert "security.key_dir" in result.stderr and "--insecure" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_up_refuses_a_non_loopback_host_without_insecure(tmp_path):
     result = subprocess.run([sys.executable, "-m", "client", "up", str(ROOT / "examples" / "cartpole.toml"),
                              "--set", "transport.host=0.0.0.0", "--set", f"run.dir='{tmp_path}/run'"],
                             capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    assert result.returncode == 2 and "needs --insecure" in result.stderr
+    assert result.returncode == 2 and "security.key_dir" in result.stderr and "--insecure" in result.stderr

@@ -84,8 +84,8 @@ class GameServer(Actor):
     def bind(self) -> None:
         endpoint = serve_endpoint(self.config.actors.serve_bind, self.index)
         if not is_loopback(endpoint) and not self.insecure:
-            raise ValueError(f"binding {endpoint} exposes the action server beyond this machine; authentication "
-                             "(CurveZMQ) is not built yet, so such a bind needs --insecure")
+            raise ValueError(f"binding {endpoint} exposes the action server beyond this machine; the game socket has "
+                             "no CurveZMQ yet (games would need keys too), so such a bind needs --insecure")
         # A larger frame disconnects its sender unanswered (ZeroMQ drops it before we see a byte); below this,
         # a wrong-sized observation is answered bad_obs. The cap bounds what one game's queue can hold.
         obs_bytes = self.stepping.spaces[DEFAULT_POLICY].observation_space.sample().nbytes
