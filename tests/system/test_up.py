@@ -117,8 +117,9 @@ def test_a_second_up_says_it_resumes_and_fresh_starts_over(tmp_path):
     assert "resuming" not in err and "fresh" in err, err[-2000:]
     (moved,) = (tmp_path / "run" / "previous").iterdir()
     assert max(int(p.stem.split("-")[1]) for p in (moved / "learner-default").glob("ckpt-*.pt")) == newest
-    # the fresh learner counts its versions from the start again, below the previous run's
-    assert max(int(p.stem.split("-")[1]) for p in learner.glob("ckpt-*.pt")) < newest
+    # the fresh learner counts its versions from the start again: its first checkpoint is below the previous
+    # run's newest (its last one may not be: two short runs need not publish the same number of versions)
+    assert min(int(p.stem.split("-")[1]) for p in learner.glob("ckpt-*.pt")) < newest
 
 
 def test_a_daemon_that_cannot_start_ends_the_run_with_its_error(tmp_path):
