@@ -50,6 +50,7 @@ class Learner:
         self.bind_base, self.insecure = bind, insecure
         self.gatekeeper = None  # the ZAP handler, when this learner binds with CURVE
         self.link = "loopback"  # what status shows for its links: curve, loopback or insecure
+        self.public_key = ""
         self.next_register = 0.0
         self.device = device or config.learner.device
         self.name = f"learner-{policy_id}"
@@ -124,6 +125,7 @@ class Learner:
                              "security.key_dir (`tandem keys create`) for CurveZMQ, or pass --insecure")
         self.gatekeeper = gatekeeper_for(self.ctx, self.config, planned)  # before the binds: ZAP fails closed
         self.link = sockets.link_security(endpoints.transitions, opts.curve)
+        self.public_key = opts.curve.public_key.decode() if opts.curve else ""  # registered: actors check it
         self.transitions_pull = sockets.transitions_pull(self.ctx, endpoints.transitions, opts)
         self.weights_pub = sockets.weights_pub(self.ctx, endpoints.weights, opts)
         self.snapshot_router = sockets.snapshot_router(self.ctx, endpoints.snapshot, opts)
@@ -137,10 +139,9 @@ class Learner:
         """Tell the supervisor where this learner is, so actors can find it (repeated: supervisors restart too)."""
         self.next_register = time.monotonic() + 5.0
         if self.channel is not None:
-            curve = socket_options(self.config).curve
             self.channel.send("register", {"name": self.name, "role": "learner", "policy": self.policy_id,
                                            "endpoints": self.endpoints, "insecure": self.link == "insecure",
-                                           "link": self.link, "public_key": curve.public_key.decode() if curve else "",
+                                           "link": self.link, "public_key": self.public_key,
                                            "host": self.reporter.host, "pid": os.getpid()})
 
     # ------------------------------------------------------------------ the loop

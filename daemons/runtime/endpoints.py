@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from daemons.config.schema import RunConfig
@@ -104,8 +105,6 @@ def endpoints_of(reply) -> LearnerEndpoints:
 
 def learner_socket_options(config: RunConfig, endpoints: LearnerEndpoints):
     """Socket options for links to a learner: with CURVE, the learner's public key is the server key."""
-    import dataclasses
-
     opts = socket_options(config)
     if opts.curve is not None and endpoints.public_key:
         opts = dataclasses.replace(opts, curve=dataclasses.replace(opts.curve, server_key=endpoints.public_key.encode()))
