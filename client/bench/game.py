@@ -1,4 +1,4 @@
-"""`tandem bench game`: a cheap game's frames/s alone and served while its learner trains; latency and batches."""
+"""`tandem bench game`: a cheap game's frames/s served beside an idle learner and one training flat out."""
 
 from __future__ import annotations
 
@@ -11,12 +11,22 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from queue import Empty
 
 import click
 import numpy as np
 
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "game_cartpole.toml"
+from client.bench.isolation import IDLE, TRAINING
+
+# The served run, pinned here (an installed package has no examples/): CartPole-v1 games served by one
+# action server, a DQN learner. DQN, because its replay lets the same config either never train (IDLE: the
+# ring must fill first) or train as fast as it can on what the games send (TRAINING: 64 samples per insert).
+BASE = ["run.name='bench-game'", "env.id='CartPole-v1'", "actors.mode='serve'", "actors.count=1",
+        "actors.unroll_length=32", "algorithm.name='double_dqn'", "algorithm.batch_size=256",
+        "algorithm.target_update_interval=100", "eval.enabled=false", "learner.replay_min_size=1000"]
+HEARTBEAT_S = 0.5
 DRIVERS_MAX = 4  # processes that drive the games of one phase (each drives its share, all in lock-step)
+TARGET_SHARE = 0.9  # one game keeps this share of its frame rate when the learner starts training flat out
 
 
 def alone(seconds: float) -> float:
@@ -40,7 +50,7 @@ def drive(endpoint: str, games: int, seconds: float, out: multiprocessing.Queue)
     import gymnasium as gym
 
     from protocol import sockets
-    from protocol.game import GameAction, GameHello, GameStep, decode_game
+    from protocol.game import GameAction, GameBye, GameHello, GameStep, decode_game
 
     ctx = sockets.new_context()
     socks, envs, obs, streams = [], [], [], []
@@ -81,7 +91,9 @@ def drive(endpoint: str, games: int, seconds: float, out: multiprocessing.Queue)
     except Exception as exc:  # reported, not raised: the parent says which phase failed
         out.put({"error": str(exc)})
     finally:
-        sockets.close_context(ctx, linger_ms=0)
+        for sock in socks:  # the server ends these streams now rather than at its timeout
+            sockets.send_frames(sock, GameBye(0, "bench phase over").to_frames(), timeout_ms=1000)
+        sockets.close_context(ctx, linger_ms=1000)
 
 
 def server_counters(run_dir: Path) -> dict:
@@ -90,26 +102,44 @@ def server_counters(run_dir: Path) -> dict:
                             capture_output=True, text=True, timeout=30)
     data = json.loads(status.stdout) if status.returncode in (0, 5) and status.stdout else {}
     rows = {p["name"]: p["counters"] for p in data.get("processes", [])}
-    return {**rows.get("actor-0", {}), "updates": rows.get("learner-default", {}).get("updates")}
+    return {**rows.get("actor-0", {}), "updates": rows.get("learner-default", {}).get("updates") or 0}
 
 
-def phase(endpoint: str, run_dir: Path, games: int, seconds: float, heartbeat_s: float) -> dict:
-    """`games` games for `seconds`; their frames/s, action latency p50/p99 and the server's mean batch."""
-    before = server_counters(run_dir)
+def play(endpoint: str, games: int, seconds: float) -> list[dict]:
+    """Drive `games` games for `seconds` from up to DRIVERS_MAX processes; each driver's frames and latencies."""
     drivers = min(DRIVERS_MAX, games)
-    queue: multiprocessing.Queue = multiprocessing.get_context("spawn").Queue()
     ctx = multiprocessing.get_context("spawn")
+    queue: multiprocessing.Queue = ctx.Queue()
     procs = [ctx.Process(target=drive, args=(endpoint, games // drivers + (i < games % drivers), seconds, queue))
              for i in range(drivers)]
     for p in procs:
         p.start()
-    results = [queue.get(timeout=seconds + 120) for _ in procs]
-    for p in procs:
-        p.join(timeout=30)
+    try:
+        results, deadline = [], time.monotonic() + seconds + 120
+        while len(results) < len(procs):
+            try:
+                results.append(queue.get(timeout=1.0))
+            except Empty:
+                dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+                if dead or time.monotonic() > deadline:
+                    raise click.ClickException(f"{games} games: a driver process {'exited ' + str(dead[0]) if dead else 'hung'}")
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=10)
     errors = [r["error"] for r in results if "error" in r]
     if errors:
         raise click.ClickException(f"{games} games: {errors[0]}")
-    time.sleep(2 * heartbeat_s)  # the server's last counters of this phase reach the supervisor
+    return results
+
+
+def phase(endpoint: str, run_dir: Path, games: int, seconds: float) -> dict:
+    """`games` games for `seconds`; their frames/s, action latency p50/p99, the server's mean batch, updates."""
+    before = server_counters(run_dir)
+    results = play(endpoint, games, seconds)
+    time.sleep(2 * HEARTBEAT_S)  # the server's last counters of this phase reach the supervisor
     after = server_counters(run_dir)
     requests = after.get("serve_requests", 0) - before.get("serve_requests", 0)
     inferences = after.get("serve_inferences", 0) - before.get("serve_inferences", 0)
@@ -120,38 +150,34 @@ def phase(endpoint: str, run_dir: Path, games: int, seconds: float, heartbeat_s:
             "latency_p50_ms": round(float(np.percentile(latencies, 50)), 3),
             "latency_p99_ms": round(float(np.percentile(latencies, 99)), 3),
             "batch_mean": round(requests / inferences, 2) if inferences else None,
-            "learner_updates": (after.get("updates") or 0) - (before.get("updates") or 0)}
+            "learner_updates_per_s": round((after["updates"] - before["updates"]) / (seconds + 2 * HEARTBEAT_S), 1)}
 
 
-@click.command("game")
-@click.option("--config", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="A serve-mode run.  [default: examples/game_cartpole.toml of a checkout]")
-@click.option("--games", "counts", default="1,8,64", show_default=True, help="Game counts, comma-separated.")
-@click.option("--seconds", default=10.0, show_default=True, help="Length of each phase.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
-@click.option("--quick", is_flag=True, help="1 and 8 games, 3 s each (a smoke run, not a figure to quote).")
-def game_cmd(config: Path | None, counts: str, seconds: float, as_json: bool, quick: bool) -> None:
-    """A game's frames/s alone vs served while the learner trains; action latency p50/p99 and batch sizes with 1, 8, 64 games."""
+def served_run(training: bool, counts: list[int], seconds: float) -> list[dict]:
+    """One `tandem up` of the pinned served run (learner idle or training flat out); a phase per game count."""
     from client.game import find_endpoint
+    from daemons.config import apply_overrides, config_from_dict, render_toml
 
-    config = config or DEFAULT_CONFIG
-    if not config.is_file():
-        raise click.UsageError("no examples/ beside this installation: pass --config PATH (a serve-mode config)")
-    game_counts = [int(c) for c in counts.split(",") if c.strip()]
-    if quick:
-        game_counts, seconds = [c for c in game_counts if c <= 8][:2] or [1], 3.0
-    base = alone(min(seconds, 5.0))
-    heartbeat_s = 0.5
     with tempfile.TemporaryDirectory(prefix="tandem-bench-game-") as tmp:
-        run_dir = Path(tmp) / "run"
-        total = len(game_counts) * (seconds + 10) + 120
-        up = subprocess.Popen([sys.executable, "-m", "client", "up", str(config), "--json", "--set", f"run.dir='{run_dir}'",
-                               "--set", "eval.enabled=false", "--set", f"stop.seconds={total}",
-                               "--set", f"supervisor.heartbeat_interval_s={heartbeat_s}"],
+        run_dir, config = Path(tmp) / "run", Path(tmp) / "game.toml"
+        overrides = [*BASE, *(TRAINING if training else IDLE), f"run.dir='{run_dir}'",
+                     f"supervisor.heartbeat_interval_s={HEARTBEAT_S}",
+                     f"stop.seconds={len(counts) * (seconds + 10) + 180}"]
+        config.write_text(render_toml(config_from_dict(apply_overrides({}, overrides))))
+        up = subprocess.Popen([sys.executable, "-m", "client", "up", str(config), "--json"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
             endpoint = find_endpoint(run_dir, timeout_s=120)
-            phases = [phase(endpoint, run_dir, n, seconds, heartbeat_s) for n in game_counts]
+            if training:  # fill the replay until the learner trains: the phases then measure it training
+                deadline = time.monotonic() + 120
+                while server_counters(run_dir)["updates"] == 0:
+                    if time.monotonic() > deadline:
+                        raise click.ClickException("the learner did not start training within 120 s")
+                    play(endpoint, 1, 2.0)
+            phases = [phase(endpoint, run_dir, n, seconds) for n in counts]
+            if not training and server_counters(run_dir)["updates"]:
+                raise click.ClickException("the idle learner trained: its replay filled within the phases")
+            return phases
         finally:
             up.send_signal(signal.SIGTERM)
             try:
@@ -159,17 +185,65 @@ def game_cmd(config: Path | None, counts: str, seconds: float, as_json: bool, qu
             except subprocess.TimeoutExpired:
                 up.kill()
                 up.wait(timeout=10)
-    one = phases[0]
-    record = {"benchmark": "game", "quick": quick, "config": str(config), "seconds": seconds,
-              "alone_frames_per_s": round(base, 1), "phases": phases,
-              # one game's frame rate served (learner training beside it) as a share of the same loop alone
-              "served_share_of_alone": round(one["frames_per_s_per_game"] / base, 4) if base else None,
-              "median_latency_p50_ms": statistics.median(p["latency_p50_ms"] for p in phases)}
+
+
+def median_phases(runs: list[list[dict]]) -> list[dict]:
+    """Per game count, the median of each figure over the repeats."""
+    merged = []
+    for same_count in zip(*runs):
+        row = {"games": same_count[0]["games"]}
+        for key in same_count[0]:
+            values = [p[key] for p in same_count if p[key] is not None]
+            if key != "games":
+                row[key] = round(statistics.median(values), 3) if values else None
+        merged.append(row)
+    return merged
+
+
+@click.command("game")
+@click.option("--games", "counts", default="1,8,64", show_default=True, help="Game counts, comma-separated.")
+@click.option("--seconds", default=10.0, show_default=True, help="Length of each phase.")
+@click.option("--repeats", default=3, show_default=True, help="Idle and training runs, alternated; medians are reported.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
+@click.option("--quick", is_flag=True, help="1 and 8 games, 3 s each, one repeat (a smoke run, not a figure to quote).")
+def game_cmd(counts: str, seconds: float, repeats: int, as_json: bool, quick: bool) -> None:
+    """Served games' frames/s with the learner training flat out as a share of that with it idle; latency, batches."""
+    try:
+        game_counts = [int(c) for c in counts.split(",") if c.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{counts!r}: expected game counts such as 1,8,64", param_hint="--games") from None
+    if not game_counts or min(game_counts) < 1:
+        raise click.BadParameter(f"{counts!r}: expected positive game counts such as 1,8,64", param_hint="--games")
+    if quick:
+        game_counts, seconds, repeats = [c for c in game_counts if c <= 8][:2] or [1], 3.0, 1
+    base = alone(min(seconds, 5.0))
+    idle_runs, training_runs = [], []
+    for r in range(repeats):  # alternated, so that a change in the machine's load falls on both alike
+        idle_runs.append(served_run(False, game_counts, seconds))
+        training_runs.append(served_run(True, game_counts, seconds))
+        if not as_json:
+            click.echo(f"repeat {r}: " + ", ".join(f"{i['games']} games {i['frames_per_s']:.0f} -> {t['frames_per_s']:.0f} frames/s"
+                                                   for i, t in zip(idle_runs[-1], training_runs[-1])))
+    idle, training = median_phases(idle_runs), median_phases(training_runs)
+    # each repeat's ratio from its own pair of runs, then the median: a pair shares the machine's load
+    shares = [round(statistics.median(t[k]["frames_per_s"] / i[k]["frames_per_s"]
+                                      for i, t in zip(idle_runs, training_runs)), 4) for k in range(len(game_counts))]
+    for row, share in zip(training, shares):
+        row["share_of_idle"] = share
+    one = shares[game_counts.index(1)] if 1 in game_counts else None
+    record = {"benchmark": "game", "quick": quick, "seconds": seconds, "repeats": repeats,
+              "alone_frames_per_s": round(base, 1), "idle": idle, "training": training,
+              "target": {"one_game_share_min": TARGET_SHARE},
+              "met": one is not None and one >= TARGET_SHARE}
     if as_json:
         click.echo(json.dumps(record))
         return
-    click.echo(f"the game alone: {base:.0f} frames/s")
-    for p in phases:
-        click.echo(f"{p['games']} game(s), served while the learner trains: {p['frames_per_s']:.0f} frames/s "
-                   f"({p['frames_per_s_per_game']:.0f} per game), action latency p50 {p['latency_p50_ms']} ms "
-                   f"p99 {p['latency_p99_ms']} ms, mean batch {p['batch_mean']}, {p['learner_updates']} learner updates meanwhile")
+    click.echo(f"the game alone, no server: {base:.0f} frames/s")
+    for i, t in zip(idle, training):
+        click.echo(f"{i['games']} game(s): learner idle {i['frames_per_s']:.0f} frames/s, p50 {i['latency_p50_ms']} ms "
+                   f"p99 {i['latency_p99_ms']} ms, batch {i['batch_mean']} | learner training "
+                   f"({t['learner_updates_per_s']:g} updates/s) {t['frames_per_s']:.0f} frames/s "
+                   f"({t['share_of_idle']:.3f}x), p50 {t['latency_p50_ms']} ms p99 {t['latency_p99_ms']} ms, batch {t['batch_mean']}")
+    if one is not None:
+        click.echo(f"one game keeps {one:.3f}x of its frame rate while the learner trains (target >= {TARGET_SHARE}): "
+                   f"{'met' if record['met'] else 'NOT met'}")

@@ -24,11 +24,14 @@ BENCHMARKS = {
                   "One actor's env steps/s with its learner training flat out, as a fraction of..."),
     "scale": ("client.bench.scale:scale_cmd",
               'Total env steps/s of 1, 2, 4 and 8 real actor daemons (beside a learner that...'),
+    "game": ("client.bench.game:game_cmd",
+             "Served games' frames/s with the learner training flat out as a share of that..."),
+    "game-solve": ("client.bench.game_solve:game_solve_cmd",
+                   "Median time from `tandem up` to the evaluation target with games served vs..."),
 }
-COMMANDS = {**BENCHMARKS, "game": ("client.bench.game:game_cmd",
-                                    "A game's frames/s alone vs served while the learner trains; action latency..."),
+COMMANDS = {**BENCHMARKS,
             "vector": ("client.bench.vector:vector_cmd",
-                                      "One actor's env steps/s (stepping + batched inference) with each env.vector..."),
+                       "One actor's env steps/s (stepping + batched inference) with each env.vector..."),
             "all": ("client.bench.all:all_cmd", "Run every benchmark; print each one's targets and whether they were met.")}
 
 

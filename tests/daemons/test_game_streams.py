@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from daemons.actor.serve.server import serve_endpoint
-from daemons.actor.serve.streams import GameStreams, StepRefused, game_spaces
+from daemons.actor.serve.streams import AWAIT_RECENT_S, GameStreams, StepRefused, game_spaces
 from daemons.envs.spaces import PolicySpaces
 from protocol.game import GameHello, GameStep
 
@@ -149,3 +149,21 @@ def test_box_actions_and_uint8_observations_have_their_wire_spaces():
                              "action_shape": [2], "action_dtype": "<f4"}
     with pytest.raises(ValueError, match="Discrete or Box action space"):
         game_spaces(PolicySpaces((), gym.spaces.Box(0, 1, (3,), np.float32), gym.spaces.MultiBinary(3), 0))
+
+
+def test_a_batch_stops_waiting_for_a_game_gone_quiet():
+    games = streams()
+    quiet = games.hello(b"quiet", GameHello(1, "g", 1), 0.0)  # connects, then disappears without a bye
+    ids = games.hello(b"a", GameHello(1, "g", 1), 0.0)
+    games.step(b"a", GameStep(1, ids[0], obs(1, 0, 0)), 0.0)
+    assert not games.due(0.0, wait_s=0.002, max_batch=8)  # both games are new: the batch waits for the other
+    games.acted(games.take_batch(8)[0], np.int64(0), 1, {})
+    later = AWAIT_RECENT_S + 0.1
+    games.step(b"a", GameStep(2, ids[0], obs(1, 0, 0), 1.0), later)
+    games.expire(later, timeout_s=10.0)  # the quiet game is still open (no timeout yet) but not stepping
+    assert games.open_streams == 2 and games.awaited == 1
+    assert games.due(later, wait_s=0.002, max_batch=8)  # nobody else is likely to add to it: it goes at once
+    games.acted(games.take_batch(8)[0], np.int64(0), 1, {})
+    games.step(b"quiet", GameStep(1, quiet[0], obs(1, 0, 0)), later)  # it steps again
+    games.expire(later + 0.1, timeout_s=10.0)
+    assert games.awaited == 2

@@ -133,14 +133,18 @@ def test_hostile_input_is_refused_with_the_request_id_and_counted_while_a_good_g
         assert sockets.recv_frames(huge.sock, 500) is None
         huge.close()
         play(good, 3)
-        # a second step of a stream whose first waits for its action: both sent before reading either reply
+        # a second step of a stream before reading the reply to its first: refused `busy` if the first still
+        # waited for its action when the second arrived; if the server had already answered the first (it does
+        # not wait for a stream that has not stepped lately), the second is an ordinary step. Never a lost reply.
         bad.send(GameStep(40, s1, obs).to_frames())
         bad.send(GameStep(41, s1, obs).to_frames())
         replies = {m.request_id: m for m in (bad.recv(), bad.recv())}
-        assert isinstance(replies[40], GameAction) and replies[41].code == "busy"
+        assert isinstance(replies[40], GameAction)
+        refused_busy = isinstance(replies[41], GameError)
+        assert refused_busy and replies[41].code == "busy" or isinstance(replies[41], GameAction), replies[41]
         play(good, 3)
         expected = {"malformed": 2, "no_session": 1, "unknown_stream": 1, "bad_obs": 4, "space_mismatch": 1,
-                    "busy": 1, "bad_kind": 1, "no_action_pending": 1}
+                    "busy": int(refused_busy), "bad_kind": 1, "no_action_pending": 1}
         for code, n in expected.items():
             wait_counter(collector, f"game_errors.{code}", before[code] + n)
     finally:

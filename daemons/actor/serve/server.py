@@ -30,6 +30,9 @@ EPSILON_SLOTS = 16  # (dqn) Ape-X epsilons spread over this many slots; stream i
 DRAIN_MAX = 4096  # most messages read before the server acts on what it has (a flood cannot starve inference)
 IDLE_POLL_MS = 20  # with nothing waiting: how long one poll may block (heartbeats, weights, expiry go on)
 EXPIRE_EVERY_S = 0.1
+# Weights are looked for at most this often: a look costs several socket polls, too many to pay on every
+# request of a fast game, and a version arrives every few milliseconds at most.
+WEIGHTS_POLL_S = 0.005
 MIN_FRAME_CAP_BYTES = 4 << 20
 
 
@@ -74,6 +77,7 @@ class GameServer(Actor):
         self.base_eps = actor_epsilons(a.epsilon, a.epsilon_alpha, index, a.count, EPSILON_SLOTS)
         self.epsilons = self.base_eps
         self.next_expire = 0.0
+        self.next_weights_poll = 0.0
 
     def build(self) -> GameStreams:
         self.reporter.set_stage("probe_spaces")
@@ -132,8 +136,10 @@ class GameServer(Actor):
             for identity in games.expire(now, self.timeout_s):
                 log.info("a game went silent for %.1f s: its episodes end here", self.timeout_s)
                 self.reply(identity, GameError(0, "timeout", f"silent for over {self.timeout_s:g} s", True))
-        if link.poll_weights():  # AgentStream keeps the oldest version of each unroll: lag is never understated
-            self.epsilons = decayed(self.base_eps, games.env_steps, self.config.actors.epsilon_decay_steps)
+        if now >= self.next_weights_poll:
+            self.next_weights_poll = now + WEIGHTS_POLL_S
+            if link.poll_weights():  # AgentStream keeps the oldest version of each unroll: lag is never understated
+                self.epsilons = decayed(self.base_eps, games.env_steps, self.config.actors.epsilon_decay_steps)
         for batch in games.outbox:
             link.push(batch)
         games.outbox.clear()

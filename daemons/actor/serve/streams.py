@@ -17,6 +17,9 @@ from protocol.framing import wire_array
 from protocol.game import GameHello, GameSpaces, GameStep
 
 MAX_UNREPORTED_EPISODES = 1000
+# A batch waits only for streams that stepped this recently: a game gone without a bye (or one that steps
+# rarely) would otherwise hold every other game's request for the whole batch wait until it timed out.
+AWAIT_RECENT_S = 0.25
 
 
 class StepRefused(Exception):
@@ -58,6 +61,7 @@ class Stream:
     pending: Request | None = None
     episode_return: float = 0.0
     episode_length: int = 0
+    last_step: float = 0.0
 
 
 @dataclass
@@ -89,6 +93,7 @@ class GameStreams:
         self.max_streams = max_streams
         self.sessions: dict[bytes, Session] = {}
         self.open_streams = 0
+        self.awaited = 0  # streams that stepped within AWAIT_RECENT_S, refreshed by expire()
         self.next_id = itertools.count(1)
         self.pending: list[Request] = []
         self.outbox: list[TransitionBatch] = []
@@ -115,9 +120,11 @@ class GameStreams:
         streams = {}
         for _ in range(hello.streams):
             sid = next(self.next_id)
-            streams[sid] = Stream(sid, AgentStream(f"{self.server_name}/g{sid}", self.unroll_length, self.action_dtype))
+            streams[sid] = Stream(sid, AgentStream(f"{self.server_name}/g{sid}", self.unroll_length, self.action_dtype),
+                                  last_step=now)
         self.sessions[identity] = Session(identity, hello.game, streams, now)
         self.open_streams += len(streams)
+        self.awaited += len(streams)  # a new game is about to step
         self.counts["games_joined"] += 1
         return list(streams)
 
@@ -135,14 +142,19 @@ class GameStreams:
                 self.counts["episodes_cut"] += 1
             self.counts["steps_discarded"] += len(stream.record.actions)
         self.open_streams -= len(session.streams)
+        self.awaited = min(self.awaited, self.open_streams)
         self.pending = [r for r in self.pending if r.session != identity]
 
     def expire(self, now: float, timeout_s: float) -> list[bytes]:
-        """End every session silent for `timeout_s` with nothing waiting on the server; their identities."""
+        """End every session silent for `timeout_s` with nothing waiting on the server; their identities.
+
+        Also counts again the streams a batch waits for (those that stepped within AWAIT_RECENT_S)."""
         gone = [s.identity for s in self.sessions.values()
                 if now - s.last_seen > timeout_s and not any(st.pending for st in s.streams.values())]
         for identity in gone:
             self.end(identity, "games_timed_out")
+        recent = now - AWAIT_RECENT_S
+        self.awaited = sum(st.last_step >= recent for s in self.sessions.values() for st in s.streams.values())
         return gone
 
     # ------------------------------------------------------------------ steps
@@ -158,6 +170,7 @@ class GameStreams:
         if stream is None:
             raise StepRefused("unknown_stream", f"stream {step.stream} is not one of this session's "
                               f"({', '.join(map(str, session.streams))})")
+        stream.last_step = now
         if stream.pending is not None:
             raise StepRefused("busy", f"stream {step.stream} already waits for the action of request "
                               f"{stream.pending.request_id}")
@@ -215,10 +228,11 @@ class GameStreams:
         return batch
 
     def due(self, now: float, wait_s: float, max_batch: int) -> bool:
-        """Act now: a full batch, every open stream waiting (no one can add to it), or the oldest waited enough."""
+        """Act now: a full batch, every recently stepping stream waiting (no one else is likely to add to it),
+        or the oldest waited enough."""
         if not self.pending:
             return False
-        return (len(self.pending) >= max_batch or len(self.pending) >= self.open_streams
+        return (len(self.pending) >= max_batch or len(self.pending) >= min(self.open_streams, max(1, self.awaited))
                 or now - self.pending[0].received_at >= wait_s)
 
     def recent_return_mean(self) -> float | None:

@@ -1,0 +1,112 @@
+"""`tandem bench game-solve`: time to a solved CartPole learned through the action server vs the built-in actor."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import click
+
+from client.bench.e2e import run_seed
+from client.bench.game import drive
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "game_cartpole.toml"
+
+
+def summary_of(stdout: str, stderr: str) -> dict:
+    try:
+        return json.loads(stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {"reason": stderr.strip()[-300:]}
+
+
+def served_seed(config: Path, seed: int, games: int, limit_s: float, extra: tuple[str, ...]) -> dict:
+    """One `tandem up` in serve mode with `games` game processes (one game each), from launch to exit."""
+    from client.game import find_endpoint
+
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    players: list = []
+    with tempfile.TemporaryDirectory(prefix="tandem-game-solve-") as tmp:
+        args = [sys.executable, "-m", "client", "up", str(config), "--json", "--quiet", "--set", "actors.mode='serve'",
+                "--set", f"run.seed={seed}", "--set", f"run.dir='{tmp}/run'", "--set", f"stop.seconds={limit_s}"]
+        for item in extra:
+            args += ["--set", item]
+        started, started_unix = time.monotonic(), time.time()
+        up = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            endpoint = find_endpoint(f"{tmp}/run", timeout_s=min(120.0, limit_s))
+            # each game is a process of its own, as game executables would be; they play until the run ends
+            players = [ctx.Process(target=drive, args=(endpoint, 1, limit_s + 60, queue), daemon=True)
+                       for _ in range(games)]
+            for p in players:
+                p.start()
+            out, err = up.communicate(timeout=limit_s + 60)
+        except Exception:
+            up.send_signal(signal.SIGTERM)
+            out, err = up.communicate(timeout=60)
+        finally:
+            for p in players:  # the server is gone: its games end with it
+                p.terminate()
+            for p in players:
+                p.join(timeout=10)
+        wall = time.monotonic() - started
+    summary = summary_of(out, err)
+    solved = up.returncode == 0 and "evaluation return" in summary.get("reason", "")
+    met = summary.get("condition_met_unix")
+    return {"seed": seed, "solve_s": round(met - started_unix, 2) if solved and met else round(wall, 2),
+            "wall_s": round(wall, 2), "solved": solved, "reason": summary.get("reason"),
+            "updates": summary.get("updates"), "env_steps": summary.get("env_steps")}
+
+
+def median_solve(runs: list[dict], limit_s: float) -> float:
+    """An unsolved seed counts as the time limit, so the median never hides a failure."""
+    return statistics.median(r["solve_s"] if r["solved"] else limit_s for r in runs)
+
+
+@click.command("game-solve")
+@click.option("--config", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The run; it must set stop.eval_return and have an evaluator.  [default: examples/game_cartpole.toml of a checkout]")
+@click.option("--games", default=8, show_default=True, help="Game processes in the served runs (the built-in actor steps as many envs).")
+@click.option("--seeds", default=3, show_default=True, help="Seeds 0..N-1: one served and one built-in run each.")
+@click.option("--limit-s", default=180.0, show_default=True, help="Give up on a run after this long (counted as unsolved).")
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides for every run.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
+@click.option("--quick", is_flag=True, help="One seed, 2 games, at most 20 s (a smoke run, not a figure to quote).")
+def game_solve_cmd(config: Path | None, games: int, seeds: int, limit_s: float, overrides: tuple[str, ...],
+                   as_json: bool, quick: bool) -> None:
+    """Median time from `tandem up` to the evaluation target with games served vs the built-in actor."""
+    if config is None:
+        if not DEFAULT_CONFIG.is_file():
+            raise click.UsageError("no examples/ beside this installation: pass --config PATH (a run config that sets "
+                                   "stop.eval_return, such as examples/game_cartpole.toml of the repository)")
+        config = DEFAULT_CONFIG
+    if games < 1:
+        raise click.BadParameter("at least 1", param_hint="--games")
+    if quick:
+        seeds, games, limit_s = 1, 2, min(limit_s, 20.0)
+    served, builtin = [], []
+    for seed in range(seeds):
+        served.append(served_seed(config, seed, games, limit_s, overrides))
+        # the same run with the actor stepping `games` CartPole envs itself
+        builtin.append(run_seed(config, seed, limit_s, (*overrides, "actors.mode='env'", f"env.num_envs={games}")))
+        if not as_json:
+            for name, r in (("served", served[-1]), ("built-in", builtin[-1])):
+                click.echo(f"seed {seed} {name:8}: {r['solve_s']:7.2f} s  {'solved' if r['solved'] else 'NOT solved'}  "
+                           f"env steps {r['env_steps']}  updates {r['updates']}  ({r['reason']})")
+    record = {"benchmark": "game-solve", "quick": quick, "config": str(config), "games": games, "limit_s": limit_s,
+              "served": served, "builtin": builtin,
+              "served_median_s": median_solve(served, limit_s), "builtin_median_s": median_solve(builtin, limit_s),
+              "solved": {"served": sum(r["solved"] for r in served), "builtin": sum(r["solved"] for r in builtin)}}
+    if as_json:
+        click.echo(json.dumps(record))
+        return
+    click.echo(f"median time to the evaluation target over {seeds} seeds: served ({games} game processes) "
+               f"{record['served_median_s']:.1f} s, built-in actor ({games} envs) {record['builtin_median_s']:.1f} s")
