@@ -26,17 +26,27 @@ def run_seed(config: Path, seed: int, limit_s: float, extra: tuple[str, ...]) ->
         started, started_unix = time.monotonic(), time.time()
         proc = subprocess.run(args, capture_output=True, text=True, timeout=limit_s + 60)
         wall = time.monotonic() - started
+    return solve_record(seed, proc.returncode, proc.stdout, proc.stderr, started_unix, wall)
+
+
+def solve_record(seed: int, returncode: int | None, stdout: str, stderr: str, started_unix: float, wall: float) -> dict:
+    """A finished `tandem up --json` run's record; solved when it stopped on its eval_return condition."""
     try:
-        summary = json.loads(proc.stdout.strip().splitlines()[-1])
+        summary = json.loads(stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
-        summary = {"reason": proc.stderr.strip()[-300:]}
-    solved = proc.returncode == 0 and "evaluation return" in summary.get("reason", "")
+        summary = {"reason": stderr.strip()[-300:]}
+    solved = returncode == 0 and "evaluation return" in summary.get("reason", "")
     # Time to solve: from launching `tandem up` to the moment its stop condition held (the daemons'
     # shutdown after that is not part of solving); the wall time to exit is reported beside it.
     met = summary.get("condition_met_unix")
     solve_s = round(met - started_unix, 2) if solved and met else round(wall, 2)
     return {"seed": seed, "solve_s": solve_s, "wall_s": round(wall, 2), "solved": solved, "reason": summary.get("reason"),
             "updates": summary.get("updates"), "env_steps": summary.get("env_steps")}
+
+
+def median_solve_s(runs: list[dict], limit_s: float) -> float:
+    """An unsolved run counts as the time limit, so the median never hides a failure."""
+    return statistics.median(r["solve_s"] if r["solved"] else limit_s for r in runs)
 
 
 @click.command("e2e")
@@ -65,9 +75,7 @@ def e2e_cmd(config: Path, seeds: int, limit_s: float, target_s: float, overrides
             r = runs[-1]
             click.echo(f"seed {seed}: {r['solve_s']:7.2f} s (exit {r['wall_s']:.2f} s)  {'solved' if r['solved'] else 'NOT solved'}  "
                        f"updates {r['updates']}  env steps {r['env_steps']}  ({r['reason']})")
-    # An unsolved seed counts as the time limit, so the median never hides a failure.
-    times = [r["solve_s"] if r["solved"] else limit_s for r in runs]
-    median = statistics.median(times)
+    median = median_solve_s(runs, limit_s)
     record = {"benchmark": "e2e", "quick": quick, "config": str(config), "runs": runs, "median_s": median, "target_s": target_s,
               "met": median <= target_s and all(r["solved"] for r in runs), "solved": sum(r["solved"] for r in runs)}
     if as_json:

@@ -165,7 +165,7 @@ def served_run(training: bool, counts: list[int], seconds: float) -> list[dict]:
                      f"stop.seconds={len(counts) * (seconds + 10) + 180}"]
         config.write_text(render_toml(config_from_dict(apply_overrides({}, overrides))))
         up = subprocess.Popen([sys.executable, "-m", "client", "up", str(config), "--json"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         try:
             endpoint = find_endpoint(run_dir, timeout_s=120)
             if training:  # fill the replay until the learner trains: the phases then measure it training
@@ -174,6 +174,7 @@ def served_run(training: bool, counts: list[int], seconds: float) -> list[dict]:
                     if time.monotonic() > deadline:
                         raise click.ClickException("the learner did not start training within 120 s")
                     play(endpoint, 1, 2.0)
+                time.sleep(2 * HEARTBEAT_S)  # the warm-up's last counters arrive before the first phase's `before`
             phases = [phase(endpoint, run_dir, n, seconds) for n in counts]
             if not training and server_counters(run_dir)["updates"]:
                 raise click.ClickException("the idle learner trained: its replay filled within the phases")

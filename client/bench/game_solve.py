@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -14,22 +13,15 @@ from pathlib import Path
 
 import click
 
-from client.bench.e2e import run_seed
+from client.bench.e2e import median_solve_s, run_seed, solve_record
 from client.bench.game import drive
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "game_cartpole.toml"
 
 
-def summary_of(stdout: str, stderr: str) -> dict:
-    try:
-        return json.loads(stdout.strip().splitlines()[-1])
-    except (IndexError, json.JSONDecodeError):
-        return {"reason": stderr.strip()[-300:]}
-
-
 def served_seed(config: Path, seed: int, games: int, limit_s: float, extra: tuple[str, ...]) -> dict:
     """One `tandem up` in serve mode with `games` game processes (one game each), from launch to exit."""
-    from client.game import find_endpoint
+    from client.game import ServerGone, find_endpoint
 
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
@@ -41,34 +33,35 @@ def served_seed(config: Path, seed: int, games: int, limit_s: float, extra: tupl
             args += ["--set", item]
         started, started_unix = time.monotonic(), time.time()
         up = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        out = err = ""
         try:
-            endpoint = find_endpoint(f"{tmp}/run", timeout_s=min(120.0, limit_s))
+            # the server binds once the run has started; the limit is for learning, not for this
+            endpoint = find_endpoint(f"{tmp}/run", timeout_s=120.0)
             # each game is a process of its own, as game executables would be; they play until the run ends
             players = [ctx.Process(target=drive, args=(endpoint, 1, limit_s + 60, queue), daemon=True)
                        for _ in range(games)]
             for p in players:
                 p.start()
             out, err = up.communicate(timeout=limit_s + 60)
-        except Exception:
-            up.send_signal(signal.SIGTERM)
-            out, err = up.communicate(timeout=60)
+        except ServerGone:
+            out, err = "", "the action server never wrote its address"
+        except subprocess.TimeoutExpired:
+            pass  # the run outlived its own stop.seconds by a minute: ended below, counted as unsolved
         finally:
+            if up.poll() is None:  # Ctrl-C, a hung run or no server: the run (its own session) ends with us
+                up.send_signal(signal.SIGTERM)
+                try:
+                    more_out, more_err = up.communicate(timeout=60)
+                    out, err = out + (more_out or ""), err + (more_err or "")
+                except subprocess.TimeoutExpired:
+                    up.kill()
+                    up.communicate(timeout=10)
             for p in players:  # the server is gone: its games end with it
                 p.terminate()
             for p in players:
                 p.join(timeout=10)
         wall = time.monotonic() - started
-    summary = summary_of(out, err)
-    solved = up.returncode == 0 and "evaluation return" in summary.get("reason", "")
-    met = summary.get("condition_met_unix")
-    return {"seed": seed, "solve_s": round(met - started_unix, 2) if solved and met else round(wall, 2),
-            "wall_s": round(wall, 2), "solved": solved, "reason": summary.get("reason"),
-            "updates": summary.get("updates"), "env_steps": summary.get("env_steps")}
-
-
-def median_solve(runs: list[dict], limit_s: float) -> float:
-    """An unsolved seed counts as the time limit, so the median never hides a failure."""
-    return statistics.median(r["solve_s"] if r["solved"] else limit_s for r in runs)
+    return solve_record(seed, up.returncode, out, err, started_unix, wall)
 
 
 @click.command("game-solve")
@@ -79,7 +72,7 @@ def median_solve(runs: list[dict], limit_s: float) -> float:
 @click.option("--limit-s", default=180.0, show_default=True, help="Give up on a run after this long (counted as unsolved).")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides for every run.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
-@click.option("--quick", is_flag=True, help="One seed, 2 games, at most 20 s (a smoke run, not a figure to quote).")
+@click.option("--quick", is_flag=True, help="One seed, 2 games, at most 30 s (a smoke run, not a figure to quote).")
 def game_solve_cmd(config: Path | None, games: int, seeds: int, limit_s: float, overrides: tuple[str, ...],
                    as_json: bool, quick: bool) -> None:
     """Median time from `tandem up` to the evaluation target with games served vs the built-in actor."""
@@ -91,7 +84,7 @@ def game_solve_cmd(config: Path | None, games: int, seeds: int, limit_s: float, 
     if games < 1:
         raise click.BadParameter("at least 1", param_hint="--games")
     if quick:
-        seeds, games, limit_s = 1, 2, min(limit_s, 20.0)
+        seeds, games, limit_s = 1, 2, min(limit_s, 30.0)
     served, builtin = [], []
     for seed in range(seeds):
         served.append(served_seed(config, seed, games, limit_s, overrides))
@@ -103,7 +96,7 @@ def game_solve_cmd(config: Path | None, games: int, seeds: int, limit_s: float, 
                            f"env steps {r['env_steps']}  updates {r['updates']}  ({r['reason']})")
     record = {"benchmark": "game-solve", "quick": quick, "config": str(config), "games": games, "limit_s": limit_s,
               "served": served, "builtin": builtin,
-              "served_median_s": median_solve(served, limit_s), "builtin_median_s": median_solve(builtin, limit_s),
+              "served_median_s": median_solve_s(served, limit_s), "builtin_median_s": median_solve_s(builtin, limit_s),
               "solved": {"served": sum(r["solved"] for r in served), "builtin": sum(r["solved"] for r in builtin)}}
     if as_json:
         click.echo(json.dumps(record))

@@ -32,25 +32,40 @@ POLICY_OUTPUT_GAIN = 0.01  # a near-uniform first policy (as PPO implementations
 
 
 class ActorCritic(nn.Module):
-    """A policy network (distribution parameters) and a value network, each built from the `[model]` section."""
+    """A policy network (distribution parameters) and a value network, each built from the `[model]` section.
+
+    With `algorithm.shared_torso` one network gives both: its last layer has one output more, the value.
+    """
 
     def __init__(self, model_cfg: ModelSection, obs_space: gym.Space, action_space: gym.Space,
                  algo_cfg: AlgorithmSection, mask_size: int = 0):
         super().__init__()
         self.head = ActionHead(action_space, algo_cfg.log_std_init, algo_cfg.state_dependent_std, mask_size)
-        self.policy = build_q_network(model_cfg, obs_space, self.head.num_outputs)
-        self.value = build_q_network(model_cfg, obs_space, 1)
+        self.shared = algo_cfg.shared_torso
+        outputs = self.head.num_outputs
+        self.policy = build_q_network(model_cfg, obs_space, outputs + 1 if self.shared else outputs)
+        self.value = None if self.shared else build_q_network(model_cfg, obs_space, 1)
         last = last_linear(self.policy)
         if last is not None:  # only for built-in networks: a user's module keeps its own initialisation
-            with torch.no_grad():
-                last.weight.mul_(POLICY_OUTPUT_GAIN)
-                last.bias.zero_()
+            with torch.no_grad():  # the policy's outputs only (a shared network's value output is the last)
+                last.weight[:outputs].mul_(POLICY_OUTPUT_GAIN)
+                last.bias[:outputs].zero_()
 
     def distribution(self, obs: torch.Tensor):
-        return self.head.distribution(self.policy(obs), obs)
+        out = self.policy(obs)
+        return self.head.distribution(out[..., :-1] if self.shared else out, obs)
 
     def values(self, obs: torch.Tensor) -> torch.Tensor:
+        if self.shared:
+            return self.policy(obs)[..., -1]
         return self.value(obs).squeeze(-1)
+
+    def evaluate(self, obs: torch.Tensor, policy_rows: int):
+        """The distribution at the first `policy_rows` observations and the value at every one (one pass when shared)."""
+        if not self.shared:
+            return self.distribution(obs[:policy_rows]), self.values(obs)
+        out = self.policy(obs)
+        return self.head.distribution(out[:policy_rows, :-1], obs[:policy_rows]), out[:, -1]
 
 
 def last_linear(net: nn.Module) -> nn.Linear | None:
@@ -180,11 +195,10 @@ class APPO:
     def step(self, d: UnrollTensors) -> dict[str, float]:
         cfg = self.cfg
         steps, n = d.rewards.shape
-        flat_obs = d.obs[:steps].reshape(steps * n, *d.obs.shape[2:])
-        dist = self.net.distribution(flat_obs)
+        # rows: the T x N observations acted on, then obs[T] (bootstrap), then the truncated episodes' last ones
+        dist, all_values = self.net.evaluate(torch.cat([d.obs.reshape(-1, *d.obs.shape[2:]), d.finals]), steps * n)
         logp = dist.log_prob(d.actions.reshape(steps * n, -1)).reshape(steps, n)
         entropy = dist.entropy().mean()
-        all_values = self.net.values(torch.cat([d.obs.reshape(-1, *d.obs.shape[2:]), d.finals]))
         values = all_values[: (steps + 1) * n].reshape(steps + 1, n)
         next_values = values[1:].detach().clone()
         if d.finals.shape[0]:
@@ -231,7 +245,10 @@ class APPO:
         try:
             check_tensors(self.net.state_dict(), state["net"], numpy=False)
         except (KeyError, ValueError) as exc:
-            raise ValueError(f"saved network does not fit this model: {exc}") from exc
+            saved_shared = not any(str(k).startswith("value.") for k in state["net"])
+            hint = (f" (it was trained with algorithm.shared_torso = {str(saved_shared).lower()}; this run has "
+                    f"{str(self.net.shared).lower()})" if saved_shared != self.net.shared else "")
+            raise ValueError(f"saved network does not fit this model{hint}: {exc}") from exc
         self.optimizer.load_state_dict(state["optimizer"])
         for group in self.optimizer.param_groups:
             group["lr"] = self.cfg.learning_rate

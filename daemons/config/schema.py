@@ -91,6 +91,7 @@ class AlgorithmSection:
     reward_scale: float = option(1.0, "(on-policy) Rewards are multiplied by this before training (returns reported unscaled).", above=0.0)
     log_std_init: float = option(0.0, "(on-policy, Box actions) Initial log standard deviation of the Gaussian policy.")
     state_dependent_std: bool = option(False, "(on-policy, Box actions) The network outputs the log-std per state instead of one learned vector.")
+    shared_torso: bool = option(False, "(on-policy) One network whose last layer gives the policy and the value (IMPALA's and Sample Factory's form: half the learner's compute of two separate networks).")
 
 
 # Defaults of an algorithm where they differ from the schema's (which are double_dqn's): they fill

@@ -91,9 +91,9 @@ def unroll_from_policy(policy, steps=8, envs=4, seed=0, version=0) -> Transition
 
 
 @pytest.mark.parametrize("kind", list(SPACES))
-@pytest.mark.parametrize("name", ["appo", "impala"])
-def test_actor_and_learner_agree_and_an_update_runs(kind, name):
-    config, space = appo_config(name), SPACES[kind]
+@pytest.mark.parametrize("name,shared", [("appo", False), ("impala", False), ("appo", True)])
+def test_actor_and_learner_agree_and_an_update_runs(kind, name, shared):
+    config, space = appo_config(name, shared_torso=shared), SPACES[kind]
     learner = make_algorithm(config, VECTOR, space, "cpu")
     policy = make_policy(config, VECTOR, space, seed=5)
     policy.load_weights(learner.weights())
@@ -132,6 +132,41 @@ def test_appo_learns_a_two_armed_bandit():
     with torch.no_grad():
         p_arm_1 = learner.net.distribution(torch.zeros(1, 3)).log_prob(torch.ones(1, 1, dtype=torch.long)).exp().item()
     assert p_arm_1 > 0.9, p_arm_1
+
+
+def test_a_shared_torso_is_one_network_whose_last_output_is_the_value():
+    config, space = appo_config(shared_torso=True, learning_rate=3e-3, epochs=4, entropy_coef=0.0), gym.spaces.Discrete(2)
+    learner = make_algorithm(config, VECTOR, space, "cpu")
+    names = set(learner.weights())
+    assert names and all(k.startswith("policy.") for k in names)  # no second (value) network
+    separate = make_algorithm(appo_config(), VECTOR, space, "cpu")
+    assert sum(v.size for v in learner.weights().values()) < 0.7 * sum(v.size for v in separate.weights().values())
+    obs = torch.as_tensor(np.random.default_rng(0).uniform(-1, 1, (6, 3)).astype(np.float32))
+    with torch.no_grad():
+        dist, values = learner.net.evaluate(obs, 4)
+        out = learner.net.policy(obs)
+        np.testing.assert_allclose(values.numpy(), out[:, -1].numpy(), rtol=1e-6)
+        np.testing.assert_allclose(values.numpy(), learner.net.values(obs).numpy(), rtol=1e-6)
+        actions = torch.zeros(4, 1, dtype=torch.long)
+        np.testing.assert_allclose(dist.log_prob(actions).numpy(),
+                                   learner.net.distribution(obs[:4]).log_prob(actions).numpy(), rtol=1e-6)
+    # it learns: the bandit of the test above, with one network
+    policy = make_policy(config, VECTOR, space, seed=1)
+    zeros = np.zeros((2, 32, 3), np.float32)
+    for update in range(60):
+        policy.load_weights(learner.weights())
+        chosen, extras = policy.explore(zeros[0], np.zeros(32))
+        learner.update([TransitionBatch("default", "a", 0, update, update, 0, zeros, chosen[None],
+                                        chosen[None].astype(np.float32), np.ones((1, 32), bool), np.zeros((1, 32), bool),
+                                        np.zeros((0, 3), np.float32), {BEHAVIOUR_LOGP: extras[BEHAVIOUR_LOGP][None]})])
+    with torch.no_grad():
+        p_arm_1 = learner.net.distribution(torch.zeros(1, 3)).log_prob(torch.ones(1, 1, dtype=torch.long)).exp().item()
+    assert p_arm_1 > 0.9, p_arm_1
+    # a checkpoint of the other form is refused, saying which setting it was trained with
+    with pytest.raises(ValueError, match=r"does not fit this model \(it was trained with algorithm.shared_torso = true"):
+        separate.load_state_dict(learner.state_dict())
+    with pytest.raises(ValueError, match=r"shared_torso = false; this run has true"):
+        learner.load_state_dict(separate.state_dict())
 
 
 def test_bad_batches_are_refused_with_a_reason():

@@ -167,3 +167,5 @@ def test_a_batch_stops_waiting_for_a_game_gone_quiet():
     games.step(b"quiet", GameStep(1, quiet[0], obs(1, 0, 0)), later)  # it steps again
     games.expire(later + 0.1, timeout_s=10.0)
     assert games.awaited == 2
+    games.end(b"a", "games_left")  # a game that stepped lately leaves: it is no longer waited for at once
+    assert games.awaited == 1 and games.open_streams == 1

@@ -142,7 +142,9 @@ class GameStreams:
                 self.counts["episodes_cut"] += 1
             self.counts["steps_discarded"] += len(stream.record.actions)
         self.open_streams -= len(session.streams)
-        self.awaited = min(self.awaited, self.open_streams)
+        # its streams that counted as stepping lately no longer do (the next expire() counts all again)
+        recent = sum(st.last_step >= session.last_seen - AWAIT_RECENT_S for st in session.streams.values())
+        self.awaited = max(0, min(self.awaited - recent, self.open_streams))
         self.pending = [r for r in self.pending if r.session != identity]
 
     def expire(self, now: float, timeout_s: float) -> list[bytes]:
