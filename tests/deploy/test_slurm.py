@@ -18,7 +18,7 @@ import pytest
 
 from daemons.runtime.control_channel import ControlChannel, ControlTimeout
 from protocol import sockets
-from tests.system.harness import ROOT, write_config
+from tests.system.harness import ROOT, end_group, write_config
 
 SLURM_START_S = 30.0
 TRAIN_S = 150.0
@@ -127,13 +127,7 @@ class SlurmNode:
         subprocess.run(["scancel", "--user=root"], capture_output=True, env=self.env, timeout=30)
         wait_until(lambda: not self.queue().strip(), 30, 0.5)
         for proc in reversed(self.procs):
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait(timeout=10)
+            end_group(proc, 10)
 
 
 @pytest.fixture

@@ -113,6 +113,18 @@ def descendants(proc: subprocess.Popen) -> list[psutil.Process]:
         return []
 
 
+def end_group(proc: subprocess.Popen, timeout_s: float) -> None:
+    """SIGTERM the process group `proc` leads (started with start_new_session), SIGKILL it after `timeout_s`."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
 def finish(proc: subprocess.Popen, timeout_s: float) -> tuple[str, str]:
     try:
         return proc.communicate(timeout=timeout_s)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.system.harness import ROOT
+from tests.system.harness import ROOT, end_group
 from tests.system.test_supervisor import Run, rows
 
 # A private /30 unlikely to be in use; the head keeps .1 in the test's own namespace, the "GPU host" has .2.
@@ -59,15 +59,8 @@ def start_learner_in(ns: str, address: str, tmp_path, control: str, insecure: bo
 
 
 def stop_learner(learner: subprocess.Popen | None) -> None:
-    if learner is None:
-        return
-    if learner.poll() is None:
-        os.killpg(learner.pid, signal.SIGTERM)
-    try:
-        learner.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(learner.pid, signal.SIGKILL)
-        learner.wait(timeout=5)
+    if learner is not None:
+        end_group(learner, 15)
 
 
 def test_a_learner_on_another_host_joins_and_trains(tmp_path, two_hosts):
