@@ -68,6 +68,19 @@ class NatureCNN(nn.Module):
         return self.head(self.convs(x))
 
 
+def init_orthogonal(net: nn.Module, hidden_gain: float = float(np.sqrt(2.0)), output_gain: float = 1.0) -> None:
+    """Orthogonal weights and zero biases for every Linear and Conv2d layer; the last layer gets `output_gain`.
+
+    Why: PyTorch's default scales each ReLU layer's output down by roughly 2.4x, so after the Nature CNN's
+    five layers a policy's logits barely depend on the pixels at the start; gain sqrt(2) keeps the scale.
+    """
+    layers = [m for m in net.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+    for i, layer in enumerate(layers):
+        nn.init.orthogonal_(layer.weight, gain=output_gain if i == len(layers) - 1 else hidden_gain)
+        if layer.bias is not None:
+            nn.init.zeros_(layer.bias)
+
+
 def is_image_space(space: gym.Space) -> bool:
     """A 3-D uint8 Box: what `auto` hands to the Nature CNN."""
     return isinstance(space, gym.spaces.Box) and len(space.shape) == 3 and space.dtype == np.uint8
@@ -161,5 +174,7 @@ def build_q_network(model_cfg: ModelSection, obs_space: gym.Space, num_actions: 
         net = build_from_callable(model_cfg, obs_space, num_actions)
     else:
         raise ValueError(f"model.kind {kind!r} is not one of {', '.join(BUILTIN_KINDS)} or 'module:callable'")
+    if model_cfg.init == "orthogonal" and kind in BUILTIN_KINDS:  # a user's module keeps its own initialisation
+        init_orthogonal(net)
     check_output(model_cfg, net, obs_space, num_actions)
     return net

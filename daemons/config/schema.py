@@ -61,6 +61,9 @@ class ModelSection:
     kind: str = option("auto", "'auto' (MLP for vectors, Nature CNN for images), 'mlp', 'nature_cnn' or 'module:callable'.")
     hidden_sizes: list[int] = option([128, 128], "Hidden layer widths of the MLP.", min=1)
     activation: str = option("relu", "Activation of the MLP.", choices=("relu", "tanh", "elu"))
+    init: str = option("torch", "Initial weights of a built-in network: 'torch' (PyTorch's defaults) or 'orthogonal' "
+                       "(gain sqrt(2) for hidden layers, as PPO implementations start their Atari CNNs).",
+                       choices=("torch", "orthogonal"))
 
 
 @dataclass

@@ -81,6 +81,7 @@ class NStepAccumulator:
         self._incarnation: OrderedDict[str, int] = OrderedDict()
         self._retired: OrderedDict[tuple[str, int], None] = OrderedDict()
         self._powers = self.gamma ** np.arange(n + 1)
+        self._powers32 = self._powers.astype(np.float32)
 
     @property
     def num_streams(self) -> int:
@@ -157,44 +158,56 @@ class NStepAccumulator:
             pending = np.concatenate([carry.pending, pending])
         length = c + steps  # steps carried + steps new; the batch's obs[0] is the obs after the last carried one
 
-        # The window from s takes m = min(n, steps left, steps to its episode's end) steps, all starts at once
-        # from each step's next episode end (no loop over i < n); it has ended when its last step is that end.
-        starts = np.arange(length)[:, None]
-        next_end = np.minimum.accumulate(np.where(done, starts, length)[::-1], axis=0)[::-1]  # `length`: none
-        to_end = next_end - (starts - 1)  # steps up to and including the episode's end
-        m = np.minimum(to_end, np.minimum(length - starts, n))
-        emit = pending & ((m == n) | (to_end == m))
+        # The window from s takes m = min(n, steps left, steps to its episode's end) steps; it has ended when its
+        # last step is that end. n passes over [length, K] (n is small) find each start's first end within n
+        # steps: cheaper than locating every step's next episode end.
+        first_end = np.full((length, envs), n + 1, np.int64)  # n + 1: no episode end within n steps
+        for i in range(min(n, length) - 1, -1, -1):  # from the far step back, so the nearest end wins
+            np.copyto(first_end[:length - i], i + 1, where=done[i:])
+        m = np.minimum(first_end, n)
+        for left in range(1, min(n, length + 1)):  # the last n-1 starts also stop at the batch's end
+            np.minimum(m[length - left], left, out=m[length - left])
+        emit = pending & ((m == n) | (first_end == m))
 
-        s_idx, k_idx = np.nonzero(emit)  # row-major, so starts in the carry come first
-        m_e = m[s_idx, k_idx]
-        # Rewards of the emitted windows only: [E, n] read from the zero-padded column, masked past each m.
-        padded = np.concatenate([rewards, np.zeros((n - 1, envs))]) if n > 1 else rewards
-        window = padded.reshape(-1).take((s_idx[:, None] + np.arange(n)) * envs + k_idx[:, None])
-        returns = np.where(np.arange(n) < m_e[:, None], window, 0.0) @ self._powers[:n]
+        # Flat row-major indices (s * K + k) so every gather is a 1-D take; starts in the carry come first.
+        flat = np.flatnonzero(emit)
+        s_idx = flat // envs
+        m_e = m.reshape(-1).take(flat)
+        # Discounted sums of every start's window, masked past its m, then the emitted ones.
+        sums = rewards.copy()
+        for i in range(1, min(n, length)):
+            sums[:length - i] += np.where(m[:length - i] > i, self._powers[i] * rewards[i:], 0.0)
+        returns = sums.reshape(-1).take(flat)
         # An emitted window always ends inside this batch: an open carried start has no episode end after
-        # it in the carry, and c <= n-1 means a full window reaches the batch. So `last_b` is >= 0.
-        last_b = s_idx + m_e - 1 - c
-        term_e, trunc_e = batch.terminated[last_b, k_idx], batch.truncated[last_b, k_idx]
+        # it in the carry, and c <= n-1 means a full window reaches the batch. So its last step is >= 0.
+        last_flat = flat + (m_e - 1 - c) * envs  # last_b * K + k
+        term_e, trunc_e = batch.terminated.reshape(-1).take(last_flat), batch.truncated.reshape(-1).take(last_flat)
         # After an episode's last step obs[t+1] is the next episode's first observation, never a next_obs:
         # a truncated window takes the episode's final_obs row (also when terminated too); a terminated one,
         # whose discount 0 makes next_obs unused, repeats the last observation the episode showed.
         flat_obs = batch.obs.reshape(((steps + 1) * envs, *batch.obs.shape[2:]))
-        next_obs = np.take(flat_obs, (last_b + 1 - (term_e & ~trunc_e)) * envs + k_idx, axis=0)
+        next_flat = last_flat + envs
+        ended_terminal = term_e & ~trunc_e
+        if ended_terminal.any():
+            next_flat[ended_terminal] -= envs
+        next_obs = np.take(flat_obs, next_flat, axis=0)
         if trunc_e.any():
             # final_obs row of each truncated (t, k) is its rank in row-major order (PROTOCOL.md 2.1).
             final_row = np.cumsum(batch.truncated.reshape(-1)) - 1
-            next_obs[trunc_e] = batch.final_obs[final_row[last_b[trunc_e] * envs + k_idx[trunc_e]]]
+            next_obs[trunc_e] = batch.final_obs[final_row[last_flat[trunc_e]]]
         obs = np.empty_like(next_obs)
-        split = int(np.searchsorted(s_idx, c))
+        split = int(np.searchsorted(flat, c * envs))
         if split:
-            obs[:split] = carry.obs[s_idx[:split], k_idx[:split]]
-        np.take(flat_obs, (s_idx[split:] - c) * envs + k_idx[split:], axis=0, out=obs[split:], mode="clip")
+            obs[:split] = carry.obs[s_idx[:split], flat[:split] - s_idx[:split] * envs]
+        np.take(flat_obs, flat[split:] - c * envs, axis=0, out=obs[split:], mode="clip")
+        discounts = self._powers32.take(m_e)
+        discounts[term_e] = 0.0
         out = NStepTransitions(
             obs=obs,
-            actions=actions[s_idx, k_idx],
+            actions=actions.reshape((length * envs, *actions.shape[2:])).take(flat, axis=0),
             returns=returns.astype(np.float32),
             next_obs=next_obs,
-            discounts=np.where(term_e, 0.0, self._powers[m_e]).astype(np.float32),
+            discounts=discounts,
             versions=versions[s_idx],
         )
 

@@ -139,3 +139,23 @@ def test_set_torch_threads_can_be_called_twice():
             set_torch_threads(0)
     finally:
         torch.set_num_threads(before)
+
+
+def test_orthogonal_init_keeps_the_nature_cnns_output_scale_and_spares_a_users_module():
+    """With model.init = 'orthogonal' every layer's weight rows are orthonormal times sqrt(2) (the last x1) and
+    biases are 0; the logits of random pixels then vary far more than under PyTorch's default init."""
+    pixels = torch.randint(0, 256, (64, 84, 84, 4), dtype=torch.uint8)
+    default, ortho = build(IMAGE_HWC), build(IMAGE_HWC, init="orthogonal")
+    layers = [m for m in ortho.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+    for i, layer in enumerate(layers):
+        w = layer.weight.detach().reshape(layer.weight.shape[0], -1)
+        gain = 1.0 if i == len(layers) - 1 else 2.0
+        rows, cols = w.shape
+        gram = w @ w.T if rows <= cols else w.T @ w
+        assert torch.allclose(gram, gain * torch.eye(min(rows, cols)), atol=1e-4)
+        assert not layer.bias.any()
+    with torch.no_grad():
+        assert ortho(pixels).std(0).mean() > 10 * default(pixels).std(0).mean()
+    user = build(VECTOR, kind="tests.daemons.test_models:tiny_linear", init="orthogonal")
+    torch.manual_seed(0)
+    assert torch.equal(user[1].weight, tiny_linear(VECTOR, 3, None)[1].weight)
