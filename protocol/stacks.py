@@ -103,11 +103,16 @@ def follows_rule(obs: np.ndarray, done: np.ndarray, final_obs: np.ndarray, trunc
 def end_history(batch: TransitionBatch) -> np.ndarray:
     """[K, S-1, *frame]: frames 0..S-2 of obs[T]'s stacks, from a stacked batch (what the next unroll's
     obs_history must be)."""
-    stack, envs = batch.obs_stack, batch.num_envs
-    src = stack_sources(batch.terminated | batch.truncated, stack)[-1, :, :-1]  # [K, S-1] ext positions
+    stack, envs, steps = batch.obs_stack, batch.num_envs, batch.num_steps
+    done = batch.terminated | batch.truncated
+    # ext position (as in stack_sources) of the first frame of obs[T]'s episode in each column: after its
+    # last episode end, or 0 (obs[0]'s history still reaches in) where the batch has none.
+    ended = done.any(axis=0)
+    first = np.where(ended, steps - np.argmax(done[::-1], axis=0) + stack - 1, 0)
     out = np.empty((envs, stack - 1, *batch.obs.shape[2:]), batch.obs.dtype)
-    for k, row in enumerate(src.tolist()):  # K x (S-1) frame copies: a loop beats fancy indexing here
-        for i, pos in enumerate(row):  # still one of obs[0]'s older frames, or a newest frame of this batch
+    for k in range(envs):  # K x (S-1) frame copies: a loop beats fancy indexing here
+        for i in range(stack - 1):  # still one of obs[0]'s older frames, or a newest frame of this batch
+            pos = max(steps + i, int(first[k]))
             out[k, i] = batch.obs_history[k, pos] if pos < stack - 1 else batch.obs[pos - (stack - 1), k]
     return out
 

@@ -193,8 +193,8 @@ class NStepAccumulator:
         next_obs = np.take(flat_obs, next_flat, axis=0)
         if trunc_e.any():
             # final_obs row of each truncated (t, k) is its rank in row-major order (PROTOCOL.md 2.1).
-            final_row = np.cumsum(batch.truncated.reshape(-1)) - 1
-            next_obs[trunc_e] = batch.final_obs[final_row[last_flat[trunc_e]]]
+            rows = np.searchsorted(np.flatnonzero(batch.truncated), last_flat[trunc_e])
+            next_obs[trunc_e] = batch.final_obs[rows]
         obs = np.empty_like(next_obs)
         split = int(np.searchsorted(flat, c * envs))
         if split:
