@@ -14,6 +14,7 @@ import tempfile
 import time
 
 import click
+import msgpack
 import numpy as np
 import zmq
 
@@ -23,16 +24,22 @@ from protocol.transitions import TransitionBatch
 
 # name -> (T, K, obs shape, obs dtype): 256 small transitions, or 32 of stacked 84x84 frames (~1 MB a batch whole)
 PAYLOADS = {"cartpole": (32, 8, (4,), np.float32), "atari": (8, 4, (4, 84, 84), np.uint8)}
-PATHS = (("tandem", "ipc"), ("tandem", "tcp"), ("tandem-single", "ipc"), ("raw-pyzmq", "ipc"), ("raw-pyzmq", "tcp"),
+PATHS = (("tandem", "ipc"), ("tandem", "tcp"), ("tandem-single", "ipc"), ("tandem-sender", "ipc"), ("tandem-receiver", "ipc"),
+         ("raw-pyzmq", "ipc"), ("raw-pyzmq", "tcp"),
          ("raw-same", "ipc"), ("raw-same", "tcp"), ("mp.Queue", "mp.Queue"))
 # Tandem's sender is an actor's backlog: what waits is joined, up to actors.join_unrolls unrolls (and 1 MiB) a message
 # ("tandem"), or sent one unroll a message ("tandem-single"). Batches/s counts unrolls either way.
-JOIN = {"tandem": ActorsSection().join_unrolls, "tandem-single": 1}
+JOIN = {"tandem": ActorsSection().join_unrolls, "tandem-single": 1, "tandem-sender": ActorsSection().join_unrolls}
+# Which processes do Tandem's work on each path: each half alone (the other a bare pyzmq socket) shows which bounds.
+TANDEM_SENDS = ("tandem", "tandem-single", "tandem-sender")
+TANDEM_RECEIVES = ("tandem", "tandem-single", "tandem-receiver")
 # What each path moves per unroll: the same information, in the form each sends it.
 SENDS = {
     "tandem": "an actor's path: frame stacks cut to frames (Atari), unrolls joined as the backlog joins them, "
               "encoded; the receiver decodes, checks, runs n-step windows and inserts into replay",
     "tandem-single": "as tandem, one unroll a message",
+    "tandem-sender": "tandem's sender alone: its messages are received and dropped (counted by their header's T)",
+    "tandem-receiver": "tandem's receiver alone: it gets raw-same's ready-made messages",
     "raw-pyzmq": "the unroll's arrays as the env made them (whole frame stacks), one unroll a message, "
                  "received and dropped",
     "raw-same": "exactly the messages tandem's sender makes (frames once, joined), encoded once beforehand, "
@@ -176,8 +183,9 @@ def tandem_session(ctx: zmq.Context, endpoint: str, replay, payload: str):
     return sockets.bound_endpoint(sock), recv_one, sock.close
 
 
-def raw_session(ctx: zmq.Context, endpoint: str, unrolls: int = 1):
-    """Receives and drops messages of `unrolls` unrolls each."""
+def raw_session(ctx: zmq.Context, endpoint: str, unrolls: int = 1, unrolls_in: int = 0):
+    """Receives and drops messages of `unrolls` unrolls each, or, with `unrolls_in` (an unroll's T), of as many
+    as the header's `actions` shape says (a joining sender's messages need not all hold the same number)."""
     sock = ctx.socket(zmq.PULL)
     sock.setsockopt(zmq.LINGER, 0)
     sock.bind(endpoint)
@@ -185,8 +193,12 @@ def raw_session(ctx: zmq.Context, endpoint: str, unrolls: int = 1):
     def recv_one() -> int:
         if not sock.poll(WAIT_MS, zmq.POLLIN):
             return 0
-        sock.recv_multipart(copy=False)
-        return unrolls
+        frames = sock.recv_multipart(copy=False)
+        if not unrolls_in:
+            return unrolls
+        header = msgpack.unpackb(frames[0].buffer)
+        steps = next(a["shape"][0] for a in header["arrays"] if a["name"] == "actions")
+        return steps // unrolls_in
     return sock.getsockopt_string(zmq.LAST_ENDPOINT), recv_one, sock.close
 
 
@@ -207,16 +219,18 @@ def run_receiver(path: str, payload: str, warmup_s: float, duration_s: float, co
     """
     ctx = zmq.Context()
     try:
-        replay = filled_replay(payload) if path.startswith("tandem") else None
+        replay = filled_replay(payload) if path in TANDEM_RECEIVES else None
         while conn.poll(START_TIMEOUT_S):
             where = conn.recv()
             if where is None:
                 break
-            if path.startswith("tandem"):
+            if path in TANDEM_RECEIVES:
                 endpoint, recv_one, close = tandem_session(ctx, where, replay, payload)
             elif path == "raw-pyzmq":
                 endpoint, recv_one, close = raw_session(ctx, where)
-            elif path == "raw-same":
+            elif path == "tandem-sender":
+                endpoint, recv_one, close = raw_session(ctx, where, unrolls_in=PAYLOADS[payload][0])
+            elif path in ("raw-same", "tandem-receiver"):
                 endpoint, recv_one, close = raw_session(ctx, where, same_message(payload)[1])
             else:
                 endpoint, recv_one, close = queue_session(q)
@@ -263,9 +277,9 @@ def run_sender(path: str, where, payload: str, stop) -> None:
         return
     ctx = zmq.Context()
     try:
-        if path.startswith("tandem"):
+        if path in TANDEM_SENDS:
             tandem_send_loop(ctx, where, batch, stop, JOIN[path], stack_of(payload))
-        elif path == "raw-same":
+        elif path in ("raw-same", "tandem-receiver"):
             raw_send_loop(ctx, where, same_message(payload)[0], stop)
         else:
             raw_send_loop(ctx, where, batch.to_frames(), stop)
@@ -360,8 +374,8 @@ def measure_group(path: str, payload: str, transports: list[str], warmup_s: floa
 def measure_payload(payload: str, repeats: int, warmup_s: float, duration_s: float) -> list[dict]:
     """Every (path, transport) for one payload; ipc and tcp sessions alternate, mp.Queue gets a fresh queue each time."""
     runs: dict[tuple[str, str], list[float]] = {}
-    for path in ("tandem", "tandem-single", "raw-pyzmq", "raw-same"):
-        transports = (["ipc"] if path == "tandem-single" else ["ipc", "tcp"]) * repeats
+    for path in ("tandem", "tandem-single", "tandem-sender", "tandem-receiver", "raw-pyzmq", "raw-same"):
+        transports = (["ipc", "tcp"] if path in ("tandem", "raw-pyzmq", "raw-same") else ["ipc"]) * repeats
         for transport, rate in zip(transports, measure_group(path, payload, transports, warmup_s, duration_s)):
             runs.setdefault((path, transport), []).append(rate)
     # A killed queue writer can leave a half-written message behind: never reuse a queue across senders.
@@ -373,7 +387,7 @@ def measure_payload(payload: str, repeats: int, warmup_s: float, duration_s: flo
 def summary(path: str, transport: str, payload: str, runs: list[float]) -> dict:
     batch = make_batch(payload)
     rate = statistics.median(runs)
-    if path in ("tandem", "raw-same"):
+    if path in ("tandem", "raw-same", "tandem-sender", "tandem-receiver"):
         message, unrolls = same_message(payload)
         wire = sum(len(f) for f in message) / unrolls
     elif path == "tandem-single":
@@ -396,8 +410,10 @@ def ratios(results: list[dict]) -> dict[str, float]:
             out[f"{payload}/{transport}/tandem_over_raw"] = round(tandem / max(rate[("raw-pyzmq", transport, payload)], 1e-9), 3)
             out[f"{payload}/{transport}/tandem_over_raw_same"] = round(tandem / max(rate[("raw-same", transport, payload)], 1e-9), 3)
             if transport == "ipc":
-                single = rate[("tandem-single", "ipc", payload)]
-                out[f"{payload}/ipc/tandem_single_over_raw"] = round(single / max(rate[("raw-pyzmq", "ipc", payload)], 1e-9), 3)
+                raw = max(rate[("raw-pyzmq", "ipc", payload)], 1e-9)
+                out[f"{payload}/ipc/tandem_single_over_raw"] = round(rate[("tandem-single", "ipc", payload)] / raw, 3)
+                out[f"{payload}/ipc/sender_alone_over_raw"] = round(rate[("tandem-sender", "ipc", payload)] / raw, 3)
+                out[f"{payload}/ipc/receiver_alone_over_raw"] = round(rate[("tandem-receiver", "ipc", payload)] / raw, 3)
             queue_rate = rate[("mp.Queue", "mp.Queue", payload)]
             out[f"{payload}/{transport}/tandem_over_mp_queue"] = round(tandem / max(queue_rate, 1e-9), 3)
     return out
@@ -429,7 +445,8 @@ def transport_cmd(as_json: bool, quick: bool, repeats: int) -> None:
     Tandem's sender cuts Atari-like frame stacks to frames and joins the unrolls waiting in its backlog (up to
     actors.join_unrolls, 16, a message, and at most 1 MiB of observations) as an actor does; `tandem-single` sends
     one unroll a message. raw-pyzmq and mp.Queue move one unroll a message with its arrays as the env made them;
-    raw-same moves exactly tandem's messages, encoded beforehand, and does nothing with them.
+    raw-same moves exactly tandem's messages, encoded beforehand, and does nothing with them. tandem-sender and
+    tandem-receiver run one half of tandem's path against a bare socket, to show which half bounds it.
     """
     repeats, warmup_s, duration_s = (1, 0.2, 0.5) if quick else (max(1, repeats), 0.5, 2.0)
     results = []

@@ -75,6 +75,12 @@ def test_transport_record_is_complete():
             assert ("tandem", transport, payload) in keys and ("raw-pyzmq", transport, payload) in keys
             assert ("raw-same", transport, payload) in keys
         assert ("mp.Queue", "mp.Queue", payload) in keys
+        assert {("tandem-sender", "ipc", payload), ("tandem-receiver", "ipc", payload)} <= keys
+        for half in ("sender", "receiver"):  # each half alone, against the same raw baseline
+            rate = next(r["batches_per_s"] for r in data["results"] if r["path"] == f"tandem-{half}" and r["payload"] == payload)
+            raw = next(r["batches_per_s"] for r in data["results"] if r["path"] == "raw-pyzmq" and r["transport"] == "ipc"
+                       and r["payload"] == payload)
+            assert data["ratios"][f"{payload}/ipc/{half}_alone_over_raw"] == pytest.approx(rate / raw, abs=0.002)
     assert all(r["batches_per_s"] > 0 for r in data["results"])
     assert set(data["met"]) and set(data["targets"]) and {"tandem", "raw-pyzmq", "raw-same"} <= set(data["sends"])
     wire = {(r["path"], r["payload"]): r["wire_bytes_per_unroll"] for r in data["results"]}
