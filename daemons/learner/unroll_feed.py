@@ -39,6 +39,7 @@ class UnrollFeed:
 
     def insert(self, batch: TransitionBatch) -> int:
         return self.add(batch)
+
     def filling(self) -> bool:
         return False  # every update takes fresh unrolls: there is nothing to fill first
 

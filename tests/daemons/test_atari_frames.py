@@ -19,13 +19,17 @@ def atari_config(game: str, max_steps: int):
                              "actors": {"unroll_length": UNROLL}})
 
 
-def play(game: str, max_steps: int, unrolls: int, incarnation: int, seed: int) -> list[TransitionBatch]:
-    """What an actor would push: `unrolls` TransitionBatches of ENVS real, preprocessed, frame-stacked envs."""
-    config = atari_config(game, max_steps)
+def play(game: str, max_steps: int, unrolls: int, incarnation: int, seed: int, explore=None,
+         config=None) -> list[TransitionBatch]:
+    """What an actor would push: `unrolls` TransitionBatches of ENVS real, preprocessed, frame-stacked envs
+    (actions uniform at random, or from `explore(obs) -> (actions, extras)` as an actor's policy gives them)."""
+    config = config or atari_config(game, max_steps)
     stepping = make_stepping([make_env(config.env) for _ in range(ENVS)], "gymnasium", config, "actor-0", seed,
                              incarnation)
     rng = np.random.default_rng(seed)
     choose = lambda policy, obs, idx: (rng.integers(0, stepping.spaces["default"].action_space.n, len(idx)), {})
+    if explore is not None:
+        choose = lambda policy, obs, idx: explore(obs)
     try:
         while len(stepping.outbox) < unrolls:
             stepping.tick(choose, {"default": 0})
@@ -96,3 +100,44 @@ def test_the_actor_link_sends_atari_stacks_as_frames_and_anything_else_whole(tmp
     finally:
         link.close()
         ctx.destroy(linger=0)
+
+
+def test_an_appo_learner_scores_the_actors_actions_on_the_screens_the_actor_saw():
+    """Real Breakout (lives lost, games truncated), the actor's APPO policy, frames once over the wire, the
+    on-policy queue's rebuilt stacks: at lag 0 the learner's log pi(a|x) equals the actor's log mu(a|x), so
+    every importance ratio is 1. A policy whose logits depend strongly on the pixels makes any misplaced
+    frame, step or column show (a uniform policy would hide it)."""
+    import torch
+
+    from daemons.algorithms.appo import APPO, BEHAVIOUR_LOGP, StochasticPolicy, stack_unrolls
+    from daemons.learner.unroll_feed import UnrollFeed
+
+    config = config_from_dict({"env": {"id": "ALE/Breakout-v5", "num_envs": ENVS, "max_episode_steps": 60,
+                                       "kwargs": {"repeat_action_probability": 0.0}, "atari": {"enabled": True}},
+                               "actors": {"unroll_length": UNROLL}, "model": {"init": "orthogonal"},
+                               "algorithm": {"name": "appo", "shared_torso": True}})
+    env = make_env(config.env)
+    spaces = env.observation_space, env.action_space
+    env.close()
+    learner = APPO("appo", config, *spaces)
+    with torch.no_grad():
+        learner.net.policy.head[-1].weight.mul_(1000.0)  # undo the near-uniform start, and then some
+    actor = StochasticPolicy(config, *spaces, seed=3)
+    actor.load_weights(learner.weights())
+    batches = play("Breakout", 60, 16, incarnation=0, seed=2, explore=lambda obs: actor.explore(obs, np.zeros(len(obs))),
+                   config=config)
+    assert sum(int(b.terminated.sum()) for b in batches) >= 1 and sum(int(b.truncated.sum()) for b in batches) >= 1
+    feed = UnrollFeed(batch_size=sum(b.num_transitions for b in batches), max_lag=0)
+    for batch in batches:
+        packed = stacks.pack(batch, 4)
+        feed.add(TransitionBatch.from_frames([bytes(f) for f in packed.to_frames()]))
+    unrolls = feed.next_batch(version=0)
+    data = stack_unrolls(unrolls, learner.net.head, learner.device, 1.0)
+    steps, n = data.rewards.shape
+    with torch.no_grad():
+        dist, _ = learner.net.evaluate(data.obs.reshape(-1, *data.obs.shape[2:]), steps * n)
+        logp = dist.log_prob(data.actions.reshape(steps * n, -1)).reshape(steps, n)
+    assert dist.entropy().mean() < 1.0  # far from uniform (log 4 = 1.39): the screens matter
+    torch.testing.assert_close(logp, data.behaviour_logp, atol=1e-4, rtol=0)
+    sent = np.concatenate([b.extras[BEHAVIOUR_LOGP] for b in batches], axis=1)
+    np.testing.assert_array_equal(data.behaviour_logp.numpy(), sent)
