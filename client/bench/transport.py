@@ -117,6 +117,24 @@ def wire_form(batch: TransitionBatch, stack: int) -> TransitionBatch:
     return batch if packed is None else packed
 
 
+def actor_unroll(batch: TransitionBatch, stack: int) -> TransitionBatch:
+    """What an actor's stepping hands its link: `batch` recorded step by step, frame stacks kept as their frames
+    and checked as they come (FrameUnrollBuilder); unstacked batches as they are."""
+    if stack < 2:
+        return batch
+    from daemons.actor.unroll import FrameUnrollBuilder
+    from daemons.envs.gym_envs import StepResult
+
+    u = FrameUnrollBuilder(batch.num_steps, batch.obs[0], batch.actions.shape[2:], batch.actions.dtype)
+    first = 0
+    for t in range(batch.num_steps):
+        ends = int(np.count_nonzero(batch.truncated[t]))
+        u.add(batch.actions[t], StepResult(batch.obs[t + 1], batch.rewards[t], batch.terminated[t], batch.truncated[t],
+                                           batch.final_obs[first:first + ends], []))
+        first += ends
+    return dataclasses.replace(batch, actions=u.actions, **u.batch_arrays())
+
+
 def same_message(payload: str) -> tuple[list, int]:
     """The first message Tandem's sender makes from a full backlog, as bytes, and how many unrolls it holds."""
     from daemons.actor.backlog import JoiningBacklog
@@ -290,7 +308,7 @@ def run_sender(path: str, where, payload: str, stop) -> None:
 def tandem_send_loop(ctx: zmq.Context, endpoint: str, batch: TransitionBatch, stop, max_join: int = 1,
                      stack: int = 1) -> None:
     """An actor faster than its learner: its backlog is kept full and flushed as the actor's link does (with
-    `stack` > 1 each unroll is cut to frames when pushed, as the link does)."""
+    `stack` > 1 each unroll is recorded step by step as the actor's stepping records it: frames kept)."""
     from daemons.actor.backlog import JoiningBacklog
 
     sock = sockets.transitions_push(ctx, endpoint)
@@ -298,7 +316,7 @@ def tandem_send_loop(ctx: zmq.Context, endpoint: str, batch: TransitionBatch, st
     seq = 0
     while not stop.is_set():
         while len(backlog) < backlog.max_batches:  # a new unroll each time: seq goes up, windows continue
-            backlog.push(wire_form(dataclasses.replace(batch, seq=seq), stack))
+            backlog.push(actor_unroll(dataclasses.replace(batch, seq=seq), stack))
             seq += 1
         if not backlog.flush(lambda frames: bool(sockets.send_frames(sock, frames)), lambda: sockets.writable(sock)):
             sock.poll(WAIT_MS, zmq.POLLOUT)

@@ -131,8 +131,8 @@ class PolicyLink:
 
     def wire_form(self, batch: TransitionBatch) -> TransitionBatch:
         """Frame stacks travel as their newest frames (PROTOCOL.md 2.1.2); a batch that cannot goes whole."""
-        if self.frame_stack < 2:
-            return batch
+        if self.frame_stack < 2 or batch.obs_stack == self.frame_stack:
+            return batch  # nothing to cut, or the actor's stepping kept frames already
         packed = stacks.pack(batch, self.frame_stack)
         if packed is None:
             self.sent_whole += 1

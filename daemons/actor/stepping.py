@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from daemons.actor.unroll import UnrollBuilder
+from daemons.actor.unroll import FrameUnrollBuilder, UnrollBuilder
 from daemons.config.policies import DEFAULT_POLICY
 from daemons.config.schema import RunConfig
 from daemons.envs.gym_envs import EnvBuildError, EnvGroup, build_each, make_env
@@ -40,7 +40,9 @@ class GymStepping:
         self.spaces = {DEFAULT_POLICY: PolicySpaces((), self.group.observation_space, self.group.action_space, 0)}
         self.action_shape = self.group.action_space.shape or ()
         self.action_dtype = np.dtype(self.group.action_space.dtype or np.int64)
-        self.unroll: UnrollBuilder | None = None
+        # Frame stacks are kept as their frames from the first step (PROTOCOL.md 2.1.2), checked as they come.
+        self.frame_stack = config.env.atari.frames_per_obs(self.group.observation_space.shape or ())
+        self.unroll: UnrollBuilder | FrameUnrollBuilder | None = None
         self.version = -1
         self.seq = 0
         self.outbox: list[TransitionBatch] = []
@@ -63,7 +65,8 @@ class GymStepping:
     def tick(self, choose: Chooser, versions: dict[str, int]) -> None:
         group = self.group
         if self.unroll is None:
-            self.unroll = UnrollBuilder(self.unroll_length, group.obs, self.action_shape, self.action_dtype)
+            builder = FrameUnrollBuilder if self.frame_stack > 1 else UnrollBuilder
+            self.unroll = builder(self.unroll_length, group.obs, self.action_shape, self.action_dtype)
             self.version = versions.get(DEFAULT_POLICY, -1)
         actions, extras = choose(DEFAULT_POLICY, group.obs, np.arange(len(group)))
         result = group.step(actions)
@@ -74,9 +77,8 @@ class GymStepping:
             u = self.unroll
             self.outbox.append(TransitionBatch(
                 policy_id=DEFAULT_POLICY, actor_id=self.stream_id, incarnation=self.incarnation, seq=self.seq,
-                policy_version=self.version, env_steps=group.env_steps, obs=u.obs, actions=u.actions,
-                rewards=u.rewards, terminated=u.terminated, truncated=u.truncated, final_obs=u.final_obs(),
-                extras=u.extras))
+                policy_version=self.version, env_steps=group.env_steps, actions=u.actions, rewards=u.rewards,
+                terminated=u.terminated, truncated=u.truncated, extras=u.extras, **u.batch_arrays()))
             self.seq += 1
             self.unroll = None
 

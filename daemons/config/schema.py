@@ -38,6 +38,11 @@ class AtariSection:
     episodic_life: bool = option(True, "Training only: a lost life ends the learner's episode (the game goes on).")
     clip_rewards: bool = option(True, "Training only: rewards become their sign; reported returns stay the game's own.")
 
+    def frames_per_obs(self, obs_shape: tuple) -> int:
+        """S when observations are this section's stacks of S > 1 frames ([S, ...]), else 1 (sent whole)."""
+        stacked = self.enabled and self.frame_stack > 1 and tuple(obs_shape)[:1] == (self.frame_stack,)
+        return self.frame_stack if stacked else 1
+
 
 @dataclass
 class EnvSection:

@@ -18,8 +18,8 @@ class ReplayFeed:
 
     def __init__(self, config: RunConfig, obs_space: gym.Space, action_space: gym.Space):
         self.config = config
-        atari, shape = config.env.atari, tuple(obs_space.shape or ())
-        stack = atari.frame_stack if atari.enabled and atari.frame_stack > 1 and shape[:1] == (atari.frame_stack,) else 1
+        shape = tuple(obs_space.shape or ())
+        stack = config.env.atari.frames_per_obs(shape)
         common = dict(prioritized=config.algorithm.prioritized, alpha=config.algorithm.priority_alpha, seed=config.run.seed)
         action_shape, action_dtype = action_space.shape or (), np.dtype(action_space.dtype or np.int64)
         if stack > 1:  # each frame stored once; the replay runs its own n-step windows over frame numbers

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
+import pytest
 
 from daemons.actor.exploration import actor_epsilons, decayed
 from daemons.actor.unroll import UnrollBuilder
@@ -63,3 +65,45 @@ def test_unrolls_from_real_envs_encode_episode_ends():
 def test_episode_quotas():
     assert list(episode_quotas(20, 4)) == [5, 5, 5, 5]
     assert list(episode_quotas(7, 3)) == [3, 2, 2]
+
+
+class BreaksTheRule(gym.ObservationWrapper):
+    """Changes the oldest frame of the stack at the given steps of the env's life (counted across episodes):
+    the stacks no longer follow FrameStackObservation's rule there."""
+
+    def __init__(self, env, at: set[int]):
+        super().__init__(env)
+        self.at, self.calls = at, 0
+
+    def observation(self, obs):
+        self.calls += 1
+        if self.calls in self.at:
+            obs = obs.copy()
+            obs[0, 2] += 10**6
+        return obs
+
+
+@pytest.mark.parametrize("breaks, goes_whole", [(set(), 0), ({1}, 0), ({2}, None), ({7}, 1), ({30}, 1)],
+                         ids=["never", "first-obs", "first-step", "mid", "later"])
+def test_frame_unroll_builder_keeps_frames_while_the_rule_holds_and_whole_stacks_after(breaks, goes_whole):
+    """Frames kept by the builder rebuild exactly what whole stacks hold, across episode ends and truncations;
+    from a stack that breaks the rule on, the unroll goes whole and equals UnrollBuilder's."""
+    from daemons.actor.unroll import FrameUnrollBuilder
+    from protocol import stacks
+    from tests.frame_envs import Actor
+
+    wrap = lambda env, k: BreaksTheRule(env, breaks if k == 1 else set())
+    kept, whole = Actor(3, seed=5, wrap=wrap), Actor(3, seed=5, wrap=wrap)  # same seeds: the same episodes
+    shapes = []
+    for _ in range(6):
+        mine, ref = kept.unroll(8, FrameUnrollBuilder), whole.unroll(8)
+        shapes.append(mine.obs_stack)
+        # frames exactly when the whole unroll's stacks follow the rule (the first obs is sent as it is)
+        assert mine.obs_stack == (1 if stacks.pack(ref, 4) is None else 4)
+        got = stacks.unpack(mine)
+        np.testing.assert_array_equal(got.obs, ref.obs)
+        np.testing.assert_array_equal(got.final_obs, ref.final_obs)
+        for name in ("actions", "rewards", "terminated", "truncated"):
+            np.testing.assert_array_equal(getattr(mine, name), getattr(ref, name))
+    if goes_whole is not None:  # None: the changed obs may end an episode and never be seen
+        assert shapes.count(1) == goes_whole, shapes

@@ -20,12 +20,15 @@ def atari_config(game: str, max_steps: int):
 
 
 def play(game: str, max_steps: int, unrolls: int, incarnation: int, seed: int, explore=None,
-         config=None) -> list[TransitionBatch]:
+         config=None, frames: bool = True) -> list[TransitionBatch]:
     """What an actor would push: `unrolls` TransitionBatches of ENVS real, preprocessed, frame-stacked envs
-    (actions uniform at random, or from `explore(obs) -> (actions, extras)` as an actor's policy gives them)."""
+    (actions uniform at random, or from `explore(obs) -> (actions, extras)` as an actor's policy gives them).
+    The stepping keeps the stacks as frames (as an actor does), or with `frames` False whole (the reference)."""
     config = config or atari_config(game, max_steps)
     stepping = make_stepping([make_env(config.env) for _ in range(ENVS)], "gymnasium", config, "actor-0", seed,
                              incarnation)
+    if not frames:
+        stepping.frame_stack = 1
     rng = np.random.default_rng(seed)
     choose = lambda policy, obs, idx: (rng.integers(0, stepping.spaces["default"].action_space.n, len(idx)), {})
     if explore is not None:
@@ -41,14 +44,17 @@ def play(game: str, max_steps: int, unrolls: int, incarnation: int, seed: int, e
 def test_atari_stacks_survive_the_wire_across_lives_truncation_and_restarts():
     # Breakout loses lives (episodic life ends the learner's episode mid-game), a short limit truncates games,
     # and a second incarnation starts over with new envs.
-    batches = play("Breakout", 60, 24, incarnation=0, seed=0) + play("Breakout", 60, 8, incarnation=1, seed=1)
+    # The same seeds and actions give the same games, so the stepping's frames meet whole stacks of a second run.
+    kept = play("Breakout", 60, 24, incarnation=0, seed=0) + play("Breakout", 60, 8, incarnation=1, seed=1)
+    batches = (play("Breakout", 60, 24, incarnation=0, seed=0, frames=False)
+               + play("Breakout", 60, 8, incarnation=1, seed=1, frames=False))
     assert sum(int(b.terminated.sum()) for b in batches) >= 2 and sum(int(b.truncated.sum()) for b in batches) >= 2
     replay = FrameReplay(10_000, (4, 84, 84), np.uint8, (), np.int64, 3, 0.99)
     ref, acc = ReplayBuffer(10_000, (4, 84, 84), np.uint8, (), np.int64), NStepAccumulator(3, 0.99)
     sent = 0
-    for batch in batches:
-        packed = stacks.pack(batch, 4)
-        assert packed is not None, "the real wrapper's stacks must be rebuildable from frames"
+    for packed, batch in zip(kept, batches, strict=True):
+        assert packed.obs_stack == 4, "the real wrapper's stacks must be kept as frames"
+        np.testing.assert_array_equal(packed.obs_history, stacks.pack(batch, 4).obs_history)
         wire = [bytes(f) for f in packed.to_frames()]
         sent += sum(len(f) for f in wire)
         got = stacks.unpack(TransitionBatch.from_frames(wire))
@@ -67,9 +73,9 @@ def test_atari_stacks_survive_the_wire_across_lives_truncation_and_restarts():
 
 
 def test_pong_batches_cut_to_frames_rebuild_exactly():
-    for batch in play("Pong", 40, 6, incarnation=3, seed=2):
-        packed = stacks.pack(batch, 4)
-        assert packed is not None and packed.obs.shape == (UNROLL + 1, ENVS, 84, 84)
+    kept = play("Pong", 40, 6, incarnation=3, seed=2)
+    for packed, batch in zip(kept, play("Pong", 40, 6, incarnation=3, seed=2, frames=False), strict=True):
+        assert packed.obs_stack == 4 and packed.obs.shape == (UNROLL + 1, ENVS, 84, 84)
         assert packed.obs_history.shape == (ENVS, 3, 84, 84)
         np.testing.assert_array_equal(stacks.unpack(packed).obs, batch.obs)
 
@@ -89,7 +95,8 @@ def test_the_actor_link_sends_atari_stacks_as_frames_and_anything_else_whole(tmp
     ctx = zmq.Context()
     link = PolicyLink(ctx, config, "default", spaces, ends, "actor-0", seed=0)
     try:
-        batch = play("Pong", 40, 1, incarnation=0, seed=4)[0]
+        batch = play("Pong", 40, 1, incarnation=0, seed=4, frames=False)[0]
+        assert link.wire_form(play("Pong", 40, 1, incarnation=0, seed=4)[0]).obs_stack == 4  # kept as frames: as is
         sent = TransitionBatch.from_frames([bytes(f) for f in link.wire_form(batch).to_frames()])
         assert sent.obs_stack == 4 and sent.obs.shape == (UNROLL + 1, ENVS, 84, 84)
         np.testing.assert_array_equal(stacks.unpack(sent).obs, batch.obs)
@@ -129,8 +136,8 @@ def test_an_appo_learner_scores_the_actors_actions_on_the_screens_the_actor_saw(
     assert sum(int(b.terminated.sum()) for b in batches) >= 1 and sum(int(b.truncated.sum()) for b in batches) >= 1
     feed = UnrollFeed(batch_size=sum(b.num_transitions for b in batches), max_lag=0)
     for batch in batches:
-        packed = stacks.pack(batch, 4)
-        feed.add(TransitionBatch.from_frames([bytes(f) for f in packed.to_frames()]))
+        assert batch.obs_stack == 4  # kept as frames by the actor's stepping
+        feed.add(TransitionBatch.from_frames([bytes(f) for f in batch.to_frames()]))
     unrolls = feed.next_batch(version=0)
     data = stack_unrolls(unrolls, learner.net.head, learner.device, 1.0)
     steps, n = data.rewards.shape
