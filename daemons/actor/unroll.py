@@ -82,7 +82,7 @@ class FrameUnrollBuilder(StepColumns):
         self.frames = np.empty((steps + 1, first_obs.shape[0], *first_obs.shape[2:]), first_obs.dtype)
         self.frames[0] = first_obs[:, -1]
         self.history = np.ascontiguousarray(first_obs[:, :-1])
-        self.prev = first_obs
+        self.prev, self.prev_words = first_obs, frame_words(first_obs)
         self.whole: np.ndarray | None = None  # [T+1, K, S, ...] once a stack broke the rule
         self.finals: list[np.ndarray] = []  # newest frames of final observations (whole stacks once whole)
 
@@ -109,7 +109,8 @@ class FrameUnrollBuilder(StepColumns):
         and a truncated episode's last stack is the previous one shifted (PROTOCOL.md 2.1.2)."""
         if obs.shape != self.prev.shape or obs.dtype != self.prev.dtype:
             return False
-        new, old = frame_words(obs), frame_words(self.prev)
+        new, old = frame_words(obs), self.prev_words
+        self.prev_words = new  # the next step compares against these words: one view a step, not two
         if not done.any():  # the common step: one comparison of every env's older frames
             return bool((new[:, :-1] == old[:, 1:]).all())
         for k in range(len(done)):  # an episode ended somewhere: env by env
