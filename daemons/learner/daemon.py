@@ -162,6 +162,8 @@ class Learner:
             if started:
                 self.reporter.set_stage("checkpoint")
                 self.checkpoint()
+                # The final counts: a run that ends between two once-a-second rows still records its last updates.
+                self.write_metrics()
             self.reporter.set_stage("stopping")
             self.reporter.tick()
             if self.metrics is not None:
