@@ -68,6 +68,15 @@ def pack(batch: TransitionBatch, stack: int) -> TransitionBatch | None:
     return dataclasses.replace(batch, obs=frames, final_obs=final_frames, obs_stack=stack, obs_history=history)
 
 
+def frame_words(arr: np.ndarray, frame_ndim: int) -> np.ndarray:
+    """`arr` with its last `frame_ndim` axes (one frame) flattened to words, 8-byte where the frame allows: frames
+    compared this way are compared bitwise, as their bytes travel (a NaN equals itself, -0.0 is not 0.0)."""
+    lead = arr.shape[:arr.ndim - frame_ndim]
+    size = int(np.prod(arr.shape[arr.ndim - frame_ndim:], dtype=np.int64)) * arr.itemsize
+    words = np.ascontiguousarray(arr).view(np.uint8).reshape(*lead, size)
+    return words.view(np.uint64) if size % 8 == 0 else words
+
+
 def follows_rule(obs: np.ndarray, done: np.ndarray, final_obs: np.ndarray, truncated: np.ndarray) -> bool:
     """True when `rebuild` would give `obs` and `final_obs` back exactly, checked without rebuilding them.
 
@@ -75,12 +84,8 @@ def follows_rule(obs: np.ndarray, done: np.ndarray, final_obs: np.ndarray, trunc
     frame, every episode's first stack is its newest frame S times, and every final stack is its step's
     observation shifted (obs[0]'s stack is sent as it is). This runs on every actor unroll: comparing
     slices costs a fraction of rebuilding every stack and comparing."""
-    steps, envs, stack = obs.shape[0] - 1, obs.shape[1], obs.shape[2]
-    size = int(np.prod(obs.shape[3:], dtype=np.int64))
-    # Bitwise, as the bytes travel (a NaN equals itself, -0.0 is not 0.0): as 8-byte words where frames allow.
-    words = np.ascontiguousarray(obs).reshape(steps + 1, envs, stack, size).view(np.uint8)
-    if (size * obs.itemsize) % 8 == 0:
-        words = words.view(np.uint64)
+    frame_ndim = obs.ndim - 3
+    words = frame_words(obs, frame_ndim)  # [T+1, K, S, W]
     same = (words[1:, :, :-1] == words[:-1, :, 1:]).all(axis=(2, 3))
     if not np.all(same | done):
         return False
@@ -93,9 +98,7 @@ def follows_rule(obs: np.ndarray, done: np.ndarray, final_obs: np.ndarray, trunc
     if final_obs.shape != (len(t_idx), *obs.shape[2:]) or final_obs.dtype != obs.dtype:
         return False
     if len(t_idx):
-        older = np.ascontiguousarray(final_obs[:, :-1]).reshape(len(t_idx), stack - 1, size).view(np.uint8)
-        shifted = np.ascontiguousarray(obs[t_idx, k_idx, 1:]).reshape(older.shape[:2] + (size,)).view(np.uint8)
-        if not np.array_equal(older, shifted):
+        if not np.array_equal(frame_words(final_obs, frame_ndim)[:, :-1], words[t_idx, k_idx, 1:]):
             return False
     return True
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from protocol import stacks
+from protocol.stacks import frame_words
 
 
 class StepColumns:
@@ -57,14 +58,6 @@ class UnrollBuilder(StepColumns):
         return {"obs": self.obs, "final_obs": self.final_obs()}
 
 
-def frame_words(stacks_: np.ndarray) -> np.ndarray:
-    """[K, S, W]: each frame of K stacks as W words (8-byte where the frame allows), a view, not a copy; bitwise,
-    as the bytes travel (a NaN equals itself, -0.0 is not 0.0)."""
-    count, stack = stacks_.shape[:2]
-    flat = np.ascontiguousarray(stacks_).reshape(count, stack, -1).view(np.uint8)
-    return flat.view(np.uint64) if flat.shape[2] % 8 == 0 else flat
-
-
 class FrameUnrollBuilder(StepColumns):
     """UnrollBuilder's interface for observations that are stacks of S frames: it keeps only each observation's
     newest frame (plus obs[0]'s older ones), as PROTOCOL.md 2.1.2 sends them, while the stacks follow
@@ -82,7 +75,7 @@ class FrameUnrollBuilder(StepColumns):
         self.frames = np.empty((steps + 1, first_obs.shape[0], *first_obs.shape[2:]), first_obs.dtype)
         self.frames[0] = first_obs[:, -1]
         self.history = np.ascontiguousarray(first_obs[:, :-1])
-        self.prev, self.prev_words = first_obs, frame_words(first_obs)
+        self.prev, self.prev_words = first_obs, frame_words(first_obs, first_obs.ndim - 2)
         self.whole: np.ndarray | None = None  # [T+1, K, S, ...] once a stack broke the rule
         self.finals: list[np.ndarray] = []  # newest frames of final observations (whole stacks once whole)
 
@@ -109,7 +102,7 @@ class FrameUnrollBuilder(StepColumns):
         and a truncated episode's last stack is the previous one shifted (PROTOCOL.md 2.1.2)."""
         if obs.shape != self.prev.shape or obs.dtype != self.prev.dtype:
             return False
-        new, old = frame_words(obs), self.prev_words
+        new, old = frame_words(obs, obs.ndim - 2), self.prev_words
         self.prev_words = new  # the next step compares against these words: one view a step, not two
         if not done.any():  # the common step: one comparison of every env's older frames
             return bool((new[:, :-1] == old[:, 1:]).all())
@@ -123,7 +116,7 @@ class FrameUnrollBuilder(StepColumns):
             if (final_obs.shape[1:] != obs.shape[1:] or final_obs.dtype != obs.dtype
                     or len(final_obs) != np.count_nonzero(truncated)):
                 return False
-            if not (frame_words(final_obs)[:, :-1] == old[truncated, 1:]).all():
+            if not (frame_words(final_obs, final_obs.ndim - 2)[:, :-1] == old[truncated, 1:]).all():
                 return False
         return True
 
