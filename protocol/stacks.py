@@ -10,6 +10,7 @@ shifted by one frame. PROTOCOL.md 2.1.2 specifies the wire form.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -72,9 +73,18 @@ def frame_words(arr: np.ndarray, frame_ndim: int) -> np.ndarray:
     """`arr` with its last `frame_ndim` axes (one frame) flattened to words, 8-byte where the frame allows: frames
     compared this way are compared bitwise, as their bytes travel (a NaN equals itself, -0.0 is not 0.0)."""
     lead = arr.shape[:arr.ndim - frame_ndim]
-    size = int(np.prod(arr.shape[arr.ndim - frame_ndim:], dtype=np.int64)) * arr.itemsize
-    words = np.ascontiguousarray(arr).view(np.uint8).reshape(*lead, size)
-    return words.view(np.uint64) if size % 8 == 0 else words
+    count = math.prod(arr.shape[arr.ndim - frame_ndim:])  # math.prod: np.prod costs ~7 us a call
+    flat = arr.reshape(*lead, count)  # a view where each frame is contiguous (a strided stack of frames too)
+    if count > 1 and flat.strides[-1] != arr.itemsize:
+        flat = np.ascontiguousarray(flat)
+    words = flat.view(np.uint8)
+    return words.view(np.uint64) if words.shape[-1] % 8 == 0 else words
+
+
+def same_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    """True when `a` and `b` are views of the very same elements (then equal without reading them)."""
+    return (a.shape == b.shape and a.dtype == b.dtype and a.strides == b.strides
+            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
 
 
 def follows_rule(obs: np.ndarray, done: np.ndarray, final_obs: np.ndarray, truncated: np.ndarray) -> bool:
@@ -112,12 +122,43 @@ def end_history(batch: TransitionBatch) -> np.ndarray:
     # last episode end, or 0 (obs[0]'s history still reaches in) where the batch has none.
     ended = done.any(axis=0)
     first = np.where(ended, steps - np.argmax(done[::-1], axis=0) + stack - 1, 0)
+    pos = np.maximum(steps + np.arange(stack - 1), first[:, None])  # [K, S-1]
+    if steps >= stack - 1:  # every frame is a newest frame of this batch: one gather (a joinability check each)
+        return batch.obs[pos - (stack - 1), np.arange(envs)[:, None]]
     out = np.empty((envs, stack - 1, *batch.obs.shape[2:]), batch.obs.dtype)
-    for k in range(envs):  # K x (S-1) frame copies: a loop beats fancy indexing here
+    for k in range(envs):
         for i in range(stack - 1):  # still one of obs[0]'s older frames, or a newest frame of this batch
-            pos = max(steps + i, int(first[k]))
-            out[k, i] = batch.obs_history[k, pos] if pos < stack - 1 else batch.obs[pos - (stack - 1), k]
+            p = int(pos[k, i])
+            out[k, i] = batch.obs_history[k, p] if p < stack - 1 else batch.obs[p - (stack - 1), k]
     return out
+
+
+def continues(first: TransitionBatch, second: TransitionBatch) -> bool:
+    """True when `second.obs_history` holds the older frames of `first.obs[T]`'s stacks, as `end_history(first)`
+    would give them, compared in place: most columns' are obs[T-S+1..T-1]'s newest frames (an actor's FrameRows
+    hands out exactly those rows, then nothing is read); a column where an episode started among them has the
+    start's frame repeated."""
+    stack, steps, hist = first.obs_stack, first.num_steps, second.obs_history
+    if hist is None or hist.shape != (first.num_envs, stack - 1, *first.obs.shape[2:]) or hist.dtype != first.obs.dtype:
+        return False
+    if steps < stack - 1:
+        return np.array_equal(end_history(first), hist)
+    tail = slice(steps - stack + 1, steps)  # the steps whose ends would start an episode inside obs[T]'s stack
+    started = first.terminated[tail].any(axis=0) | first.truncated[tail].any(axis=0)  # [K]
+    older = first.obs[tail].swapaxes(0, 1)  # [K, S-1, *frame], newest last
+    if not started.any() and same_memory(older, hist):
+        return True
+    frame_ndim = first.obs.ndim - 2
+    same = (frame_words(older, frame_ndim) == frame_words(hist, frame_ndim)).all(axis=(1, 2))
+    if not same[~started].all():
+        return False
+    done = first.terminated | first.truncated
+    for k in np.flatnonzero(started):  # obs[T]'s episode started at step `begin`: its frame fills the front
+        begin = steps - int(np.argmax(done[::-1, k]))
+        expected = [first.obs[max(steps - stack + 1 + i, begin), k] for i in range(stack - 1)]
+        if not all(np.array_equal(frame, hist[k, i]) for i, frame in enumerate(expected)):
+            return False
+    return True
 
 
 def unpack(batch: TransitionBatch) -> TransitionBatch:

@@ -24,20 +24,25 @@ from protocol.transitions import TransitionBatch
 
 # name -> (T, K, obs shape, obs dtype): 256 small transitions, or 32 of stacked 84x84 frames (~1 MB a batch whole)
 PAYLOADS = {"cartpole": (32, 8, (4,), np.float32), "atari": (8, 4, (4, 84, 84), np.uint8)}
-PATHS = (("tandem", "ipc"), ("tandem", "tcp"), ("tandem-single", "ipc"), ("tandem-sender", "ipc"), ("tandem-receiver", "ipc"),
-         ("raw-pyzmq", "ipc"), ("raw-pyzmq", "tcp"),
+PATHS = (("tandem", "ipc"), ("tandem", "tcp"), ("tandem-single", "ipc"), ("tandem-checked", "ipc"),
+         ("tandem-sender", "ipc"), ("tandem-receiver", "ipc"), ("raw-pyzmq", "ipc"), ("raw-pyzmq", "tcp"),
          ("raw-same", "ipc"), ("raw-same", "tcp"), ("mp.Queue", "mp.Queue"))
+STACKED_ONLY = ("tandem-checked",)  # paths that differ from "tandem" only for frame-stacked payloads
 # Tandem's sender is an actor's backlog: what waits is joined, up to actors.join_unrolls unrolls (and 1 MiB) a message
 # ("tandem"), or sent one unroll a message ("tandem-single"). Batches/s counts unrolls either way.
-JOIN = {"tandem": ActorsSection().join_unrolls, "tandem-single": 1, "tandem-sender": ActorsSection().join_unrolls}
+JOIN = {"tandem": ActorsSection().join_unrolls, "tandem-single": 1, "tandem-checked": ActorsSection().join_unrolls,
+        "tandem-sender": ActorsSection().join_unrolls}
 # Which processes do Tandem's work on each path: each half alone (the other a bare pyzmq socket) shows which bounds.
-TANDEM_SENDS = ("tandem", "tandem-single", "tandem-sender")
-TANDEM_RECEIVES = ("tandem", "tandem-single", "tandem-receiver")
+TANDEM_SENDS = ("tandem", "tandem-single", "tandem-checked", "tandem-sender")
+TANDEM_RECEIVES = ("tandem", "tandem-single", "tandem-checked", "tandem-receiver")
 # What each path moves per unroll: the same information, in the form each sends it.
 SENDS = {
-    "tandem": "an actor's path: frame stacks cut to frames (Atari), unrolls joined as the backlog joins them, "
-              "encoded; the receiver decodes, checks, runs n-step windows and inserts into replay",
+    "tandem": "an actor's path: frame stacks kept as their frames step by step (Atari; env.atari's stacks follow "
+              "the rule by construction, so unchecked), unrolls joined as the backlog joins them, encoded; "
+              "the receiver decodes, checks, runs n-step windows and inserts into replay",
     "tandem-single": "as tandem, one unroll a message",
+    "tandem-checked": "as tandem, the sender checking every stack against the one before (an actor whose envs "
+                      "are not bare FrameStackObservations: env.vector, a user's own wrappers)",
     "tandem-sender": "tandem's sender alone: its messages are received and dropped (counted by their header's T)",
     "tandem-receiver": "tandem's receiver alone: it gets raw-same's ready-made messages",
     "raw-pyzmq": "the unroll's arrays as the env made them (whole frame stacks), one unroll a message, "
@@ -117,22 +122,35 @@ def wire_form(batch: TransitionBatch, stack: int) -> TransitionBatch:
     return batch if packed is None else packed
 
 
-def actor_unroll(batch: TransitionBatch, stack: int) -> TransitionBatch:
-    """What an actor's stepping hands its link: `batch` recorded step by step, frame stacks kept as their frames
-    and checked as they come (FrameUnrollBuilder); unstacked batches as they are."""
-    if stack < 2:
-        return batch
-    from daemons.actor.unroll import FrameUnrollBuilder
-    from daemons.envs.gym_envs import StepResult
+class ActorUnrolls:
+    """Unrolls of `batch` one after another as an actor's stepping records them: step by step, frame stacks kept
+    as their frames (FrameUnrollBuilder; `checked`: each stack checked against the one before), each unroll
+    starting on the observation the one before ended on (so its frames share the stream's FrameRows, as an
+    actor's do); unstacked batches as they are."""
 
-    u = FrameUnrollBuilder(batch.num_steps, batch.obs[0], batch.actions.shape[2:], batch.actions.dtype)
-    first = 0
-    for t in range(batch.num_steps):
-        ends = int(np.count_nonzero(batch.truncated[t]))
-        u.add(batch.actions[t], StepResult(batch.obs[t + 1], batch.rewards[t], batch.terminated[t], batch.truncated[t],
-                                           batch.final_obs[first:first + ends], []))
-        first += ends
-    return dataclasses.replace(batch, actions=u.actions, **u.batch_arrays())
+    def __init__(self, batch: TransitionBatch, stack: int, checked: bool = False):
+        from daemons.actor.unroll import FrameRows
+
+        self.batch, self.stack, self.checked = batch, stack, checked
+        self.rows, self.last = FrameRows(), batch.obs[0]  # make_batch's obs[T] equals its obs[0]
+
+    def next(self, seq: int) -> TransitionBatch:
+        batch = self.batch
+        if self.stack < 2:
+            return dataclasses.replace(batch, seq=seq)
+        from daemons.actor.unroll import FrameUnrollBuilder
+        from daemons.envs.gym_envs import StepResult
+
+        u = FrameUnrollBuilder(batch.num_steps, self.last, batch.actions.shape[2:], batch.actions.dtype, self.checked,
+                               self.rows)
+        first = 0
+        for t in range(batch.num_steps):
+            ends = int(np.count_nonzero(batch.truncated[t]))
+            self.last = batch.obs[t + 1]
+            u.add(batch.actions[t], StepResult(self.last, batch.rewards[t], batch.terminated[t], batch.truncated[t],
+                                               batch.final_obs[first:first + ends], []))
+            first += ends
+        return dataclasses.replace(batch, seq=seq, actions=u.actions, **u.batch_arrays())
 
 
 def same_message(payload: str) -> tuple[list, int]:
@@ -296,7 +314,7 @@ def run_sender(path: str, where, payload: str, stop) -> None:
     ctx = zmq.Context()
     try:
         if path in TANDEM_SENDS:
-            tandem_send_loop(ctx, where, batch, stop, JOIN[path], stack_of(payload))
+            tandem_send_loop(ctx, where, batch, stop, JOIN[path], stack_of(payload), path == "tandem-checked")
         elif path in ("raw-same", "tandem-receiver"):
             raw_send_loop(ctx, where, same_message(payload)[0], stop)
         else:
@@ -306,17 +324,17 @@ def run_sender(path: str, where, payload: str, stop) -> None:
 
 
 def tandem_send_loop(ctx: zmq.Context, endpoint: str, batch: TransitionBatch, stop, max_join: int = 1,
-                     stack: int = 1) -> None:
+                     stack: int = 1, checked: bool = False) -> None:
     """An actor faster than its learner: its backlog is kept full and flushed as the actor's link does (with
     `stack` > 1 each unroll is recorded step by step as the actor's stepping records it: frames kept)."""
     from daemons.actor.backlog import JoiningBacklog
 
     sock = sockets.transitions_push(ctx, endpoint)
     backlog = JoiningBacklog(BACKLOG_BATCHES, max_join)
-    seq = 0
+    unrolls, seq = ActorUnrolls(batch, stack, checked), 0
     while not stop.is_set():
         while len(backlog) < backlog.max_batches:  # a new unroll each time: seq goes up, windows continue
-            backlog.push(actor_unroll(dataclasses.replace(batch, seq=seq), stack))
+            backlog.push(unrolls.next(seq))
             seq += 1
         if not backlog.flush(lambda frames: bool(sockets.send_frames(sock, frames)), lambda: sockets.writable(sock)):
             sock.poll(WAIT_MS, zmq.POLLOUT)
@@ -392,20 +410,23 @@ def measure_group(path: str, payload: str, transports: list[str], warmup_s: floa
 def measure_payload(payload: str, repeats: int, warmup_s: float, duration_s: float) -> list[dict]:
     """Every (path, transport) for one payload; ipc and tcp sessions alternate, mp.Queue gets a fresh queue each time."""
     runs: dict[tuple[str, str], list[float]] = {}
-    for path in ("tandem", "tandem-single", "tandem-sender", "tandem-receiver", "raw-pyzmq", "raw-same"):
+    for path in ("tandem", "tandem-single", "tandem-checked", "tandem-sender", "tandem-receiver", "raw-pyzmq", "raw-same"):
+        if path in STACKED_ONLY and stack_of(payload) == 1:
+            continue
         transports = (["ipc", "tcp"] if path in ("tandem", "raw-pyzmq", "raw-same") else ["ipc"]) * repeats
         for transport, rate in zip(transports, measure_group(path, payload, transports, warmup_s, duration_s)):
             runs.setdefault((path, transport), []).append(rate)
     # A killed queue writer can leave a half-written message behind: never reuse a queue across senders.
     runs[("mp.Queue", "mp.Queue")] = [measure_group("mp.Queue", payload, ["mp.Queue"], warmup_s, duration_s)[0]
                                       for _ in range(repeats)]
-    return [summary(path, transport, payload, runs[(path, transport)]) for path, transport in PATHS]
+    return [summary(path, transport, payload, runs[(path, transport)]) for path, transport in PATHS
+            if (path, transport) in runs]
 
 
 def summary(path: str, transport: str, payload: str, runs: list[float]) -> dict:
     batch = make_batch(payload)
     rate = statistics.median(runs)
-    if path in ("tandem", "raw-same", "tandem-sender", "tandem-receiver"):
+    if path in ("tandem", "tandem-checked", "raw-same", "tandem-sender", "tandem-receiver"):
         message, unrolls = same_message(payload)
         wire = sum(len(f) for f in message) / unrolls
     elif path == "tandem-single":
@@ -432,6 +453,8 @@ def ratios(results: list[dict]) -> dict[str, float]:
                 out[f"{payload}/ipc/tandem_single_over_raw"] = round(rate[("tandem-single", "ipc", payload)] / raw, 3)
                 out[f"{payload}/ipc/sender_alone_over_raw"] = round(rate[("tandem-sender", "ipc", payload)] / raw, 3)
                 out[f"{payload}/ipc/receiver_alone_over_raw"] = round(rate[("tandem-receiver", "ipc", payload)] / raw, 3)
+                if ("tandem-checked", "ipc", payload) in rate:
+                    out[f"{payload}/ipc/tandem_checked_over_raw"] = round(rate[("tandem-checked", "ipc", payload)] / raw, 3)
             queue_rate = rate[("mp.Queue", "mp.Queue", payload)]
             out[f"{payload}/{transport}/tandem_over_mp_queue"] = round(tandem / max(queue_rate, 1e-9), 3)
     return out
@@ -460,18 +483,20 @@ def machine() -> dict:
 def transport_cmd(as_json: bool, quick: bool, repeats: int) -> None:
     """Actor -> learner batches/s in separate processes: Tandem (decode + n-step + replay insert) vs raw pyzmq and mp.Queue.
 
-    Tandem's sender cuts Atari-like frame stacks to frames and joins the unrolls waiting in its backlog (up to
-    actors.join_unrolls, 16, a message, and at most 1 MiB of observations) as an actor does; `tandem-single` sends
-    one unroll a message. raw-pyzmq and mp.Queue move one unroll a message with its arrays as the env made them;
+    Tandem's sender records Atari-like unrolls step by step keeping each stack's newest frame, and joins the
+    unrolls waiting in its backlog (up to actors.join_unrolls, 16, a message, and at most 1 MiB of observations)
+    as an actor does; `tandem-single` sends one unroll a message; `tandem-checked` also checks every stack
+    against the one before, as an actor must where its envs are not bare FrameStackObservations. raw-pyzmq and mp.Queue move one unroll a message with its arrays as the env made them;
     raw-same moves exactly tandem's messages, encoded beforehand, and does nothing with them. tandem-sender and
     tandem-receiver run one half of tandem's path against a bare socket, to show which half bounds it.
     """
     repeats, warmup_s, duration_s = (1, 0.2, 0.5) if quick else (max(1, repeats), 0.5, 2.0)
     results = []
     for payload in PAYLOADS:
-        results += measure_payload(payload, repeats, warmup_s, duration_s)
+        measured = measure_payload(payload, repeats, warmup_s, duration_s)
+        results += measured
         if not as_json:
-            for r in results[-len(PATHS):]:
+            for r in measured:
                 click.echo(f"{payload:9s} {r['path']:13s} {r['transport']:9s} {r['batches_per_s']:10.1f} batches/s "
                            f"{r['transitions_per_s']:>11,d} transitions/s {r['mb_per_s']:8.1f} MB/s as made "
                            f"{r['wire_mb_per_s']:8.1f} MB/s on the wire")

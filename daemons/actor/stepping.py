@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from daemons.actor.unroll import FrameUnrollBuilder, UnrollBuilder
+from daemons.actor.unroll import FrameRows, FrameUnrollBuilder, UnrollBuilder
 from daemons.config.policies import DEFAULT_POLICY
 from daemons.config.schema import RunConfig
+from daemons.envs.atari import stacks_by_rule
 from daemons.envs.gym_envs import EnvBuildError, EnvGroup, build_each, make_env
 from daemons.envs.rollout import Chooser, MultiAgentRollout
 from daemons.envs.spaces import PolicySpaces, policy_spaces
@@ -40,8 +41,12 @@ class GymStepping:
         self.spaces = {DEFAULT_POLICY: PolicySpaces((), self.group.observation_space, self.group.action_space, 0)}
         self.action_shape = self.group.action_space.shape or ()
         self.action_dtype = np.dtype(self.group.action_space.dtype or np.int64)
-        # Frame stacks are kept as their frames from the first step (PROTOCOL.md 2.1.2), checked as they come.
+        # Frame stacks are kept as their frames from the first step (PROTOCOL.md 2.1.2), checked as they come
+        # unless every env is a bare FrameStackObservation (then they follow the rule by construction).
         self.frame_stack = config.env.atari.frames_per_obs(self.group.observation_space.shape or ())
+        self.stacks_checked = not (isinstance(group, EnvGroup)
+                                   and all(stacks_by_rule(env, self.frame_stack) for env in group.envs))
+        self.frame_rows = FrameRows()  # consecutive unrolls' frames share blocks: joining them is a view
         self.unroll: UnrollBuilder | FrameUnrollBuilder | None = None
         self.version = -1
         self.seq = 0
@@ -65,8 +70,11 @@ class GymStepping:
     def tick(self, choose: Chooser, versions: dict[str, int]) -> None:
         group = self.group
         if self.unroll is None:
-            builder = FrameUnrollBuilder if self.frame_stack > 1 else UnrollBuilder
-            self.unroll = builder(self.unroll_length, group.obs, self.action_shape, self.action_dtype)
+            if self.frame_stack > 1:
+                self.unroll = FrameUnrollBuilder(self.unroll_length, group.obs, self.action_shape, self.action_dtype,
+                                                 checked=self.stacks_checked, rows=self.frame_rows)
+            else:
+                self.unroll = UnrollBuilder(self.unroll_length, group.obs, self.action_shape, self.action_dtype)
             self.version = versions.get(DEFAULT_POLICY, -1)
         actions, extras = choose(DEFAULT_POLICY, group.obs, np.arange(len(group)))
         result = group.step(actions)

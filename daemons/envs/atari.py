@@ -102,6 +102,14 @@ def wrap_atari(env: gym.Env, cfg: AtariSection, training: bool, max_episode_step
     return env
 
 
+def stacks_by_rule(env: gym.Env, stack: int) -> bool:
+    """True when `env`'s observations are gymnasium's FrameStackObservation stacks of `stack` frames, padded
+    with the first frame at a reset, and nothing wraps it: every stack then follows PROTOCOL.md 2.1.2's rule
+    by construction (a rolling queue of frames), so an actor need not check it step by step."""
+    return (type(env) is gym.wrappers.FrameStackObservation and env.stack_size == stack
+            and env.padding_type == "reset")
+
+
 def atari_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     """gymnasium.make kwargs for the raw ALE env: one frame per step, since AtariPreprocessing skips frames."""
     if kwargs.get("frameskip", 1) != 1:

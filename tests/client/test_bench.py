@@ -76,6 +76,8 @@ def test_transport_record_is_complete():
             assert ("raw-same", transport, payload) in keys
         assert ("mp.Queue", "mp.Queue", payload) in keys
         assert {("tandem-sender", "ipc", payload), ("tandem-receiver", "ipc", payload)} <= keys
+        # the checking sender differs from tandem's only where stacks are kept as frames
+        assert (("tandem-checked", "ipc", payload) in keys) == (payload == "atari")
         for half in ("sender", "receiver"):  # each half alone, against the same raw baseline
             rate = next(r["batches_per_s"] for r in data["results"] if r["path"] == f"tandem-{half}" and r["payload"] == payload)
             raw = next(r["batches_per_s"] for r in data["results"] if r["path"] == "raw-pyzmq" and r["transport"] == "ipc"

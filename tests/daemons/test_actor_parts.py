@@ -107,3 +107,37 @@ def test_frame_unroll_builder_keeps_frames_while_the_rule_holds_and_whole_stacks
             np.testing.assert_array_equal(getattr(mine, name), getattr(ref, name))
     if goes_whole is not None:  # None: the changed obs may end an episode and never be seen
         assert shapes.count(1) == goes_whole, shapes
+
+
+def test_only_bare_reset_padded_frame_stacks_go_unchecked():
+    """An actor skips the per-step rule check only where the env itself guarantees the rule."""
+    from daemons.envs.atari import stacks_by_rule
+    from tests.frame_envs import Tagged
+
+    bare = gym.wrappers.FrameStackObservation(Tagged(1, 0), 4)
+    assert stacks_by_rule(bare, 4)
+    assert not stacks_by_rule(bare, 3)  # not the stack the actor cuts
+    assert not stacks_by_rule(gym.wrappers.FrameStackObservation(Tagged(1, 0), 4, padding_type="zero"), 4)
+    assert not stacks_by_rule(BreaksTheRule(bare, set()), 4)  # a wrapper over the stack may change it
+    assert not stacks_by_rule(Tagged(1, 0), 4)
+
+
+def test_unchecked_frames_of_bare_frame_stacks_rebuild_exactly():
+    """Frames kept without the check (stacks by construction) rebuild the whole stacks, across many episode
+    ends and truncations (every third step ends an episode on average)."""
+    from functools import partial
+
+    from daemons.actor.unroll import FrameUnrollBuilder
+    from protocol import stacks
+    from tests.frame_envs import Actor
+
+    kept, whole = Actor(3, seed=9, end_prob=0.35), Actor(3, seed=9, end_prob=0.35)
+    ends = 0
+    for _ in range(12):
+        mine, ref = kept.unroll(8, partial(FrameUnrollBuilder, checked=False)), whole.unroll(8)
+        assert mine.obs_stack == 4
+        got = stacks.unpack(mine)
+        np.testing.assert_array_equal(got.obs, ref.obs)
+        np.testing.assert_array_equal(got.final_obs, ref.final_obs)
+        ends += int((ref.terminated | ref.truncated).sum())
+    assert ends >= 30

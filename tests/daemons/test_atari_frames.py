@@ -72,6 +72,17 @@ def test_atari_stacks_survive_the_wire_across_lives_truncation_and_restarts():
     assert len(replay) > 0.9 * sum(b.num_transitions for b in batches)
 
 
+def test_atari_envs_make_stacks_by_rule_so_actors_keep_frames_unchecked():
+    """env.atari's outermost wrapper is FrameStackObservation: the stepping above keeps frames unchecked, so the
+    test before this one is what shows that trust is safe (lives, truncation, restarts); env.vector stays checked."""
+    config = atari_config("Pong", 40)
+    stepping = make_stepping([make_env(config.env) for _ in range(ENVS)], "gymnasium", config, "actor-0", 0, 0)
+    try:
+        assert stepping.frame_stack == 4 and not stepping.stacks_checked
+    finally:
+        stepping.close()
+
+
 def test_pong_batches_cut_to_frames_rebuild_exactly():
     kept = play("Pong", 40, 6, incarnation=3, seed=2)
     for packed, batch in zip(kept, play("Pong", 40, 6, incarnation=3, seed=2, frames=False), strict=True):

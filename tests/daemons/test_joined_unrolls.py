@@ -147,3 +147,49 @@ def test_stacked_unrolls_whose_history_does_not_follow_are_not_joined():
     assert joinable(a, b)
     assert not joinable(a, dataclasses.replace(b, obs_history=b.obs_history + 1))
     assert not joinable(a, stacks.unpack(b))  # one cut to frames, one whole
+
+
+@pytest.mark.parametrize("checked", [True, False], ids=["checked", "unchecked"])
+@pytest.mark.parametrize("seed", range(3))
+def test_an_actors_frame_rows_join_without_copying_and_rebuild_exactly(seed, checked):
+    """Unrolls recorded as an actor records them (FrameUnrollBuilder over the stream's FrameRows) join as a view of
+    their shared rows, and each message rebuilds exactly the whole stacks an identical actor's unrolls hold."""
+    from functools import partial
+
+    from daemons.actor.unroll import FrameRows, FrameUnrollBuilder
+
+    mine, ref = (frame_envs.Actor(3, seed=seed, end_prob=0.15) for _ in range(2))
+    builder = partial(FrameUnrollBuilder, checked=checked, rows=FrameRows(8))
+    kept = [dataclasses.replace(mine.unroll(4, builder), policy_version=1) for _ in range(12)]
+    whole = [dataclasses.replace(ref.unroll(4), policy_version=1) for _ in range(12)]
+    assert all(k.obs_stack == frame_envs.STACK for k in kept)
+    for i in (0, 4, 8):  # FrameRows(8): 8 unrolls a block, so each group of 4 lies in one
+        assert join_unrolls(kept[i:i + 4]).obs.base is kept[i].obs.base is not None
+    # where no episode started in an unroll's last S-1 steps, the next one's history is those very rows
+    tail = slice(4 - frame_envs.STACK + 1, 4)
+    in_rows = [stacks.same_memory(a.obs[tail].swapaxes(0, 1), b.obs_history) for a, b in zip(kept, kept[1:])]
+    quiet = [not (a.terminated[tail] | a.truncated[tail]).any() for a in kept[:-1]]
+    assert any(quiet) and [q and i % 8 != 7 for i, q in enumerate(quiet)] == in_rows
+    backlog = JoiningBacklog(16, max_join=4)
+    for k in kept:
+        backlog.push(k)
+    messages = []
+    backlog.flush(lambda frames: messages.append(TransitionBatch.from_frames([bytes(f) for f in frames])) or True)
+    assert len(messages) == 3
+    for m, group in zip(messages, (whole[0:4], whole[4:8], whole[8:12])):
+        ref_joined, got = join_unrolls(group), stacks.unpack(m)
+        np.testing.assert_array_equal(got.obs, ref_joined.obs)
+        np.testing.assert_array_equal(got.final_obs, ref_joined.final_obs)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_continues_agrees_with_the_rebuilt_history(seed):
+    """The in-place history check says what comparing with end_history says, for every episode-end pattern,
+    and refuses a history with any one element changed."""
+    actor, rng = frame_envs.Actor(4, seed=seed, end_prob=0.5), np.random.default_rng(seed)
+    packed = [stacks.pack(actor.unroll(int(rng.integers(1, 7))), frame_envs.STACK) for _ in range(10)]
+    for a, b in zip(packed, packed[1:]):
+        assert stacks.continues(a, b) and np.array_equal(stacks.end_history(a), b.obs_history)
+        bad = b.obs_history.copy()
+        bad[tuple(rng.integers(0, n) for n in bad.shape)] += 1
+        assert not stacks.continues(a, dataclasses.replace(b, obs_history=bad))

@@ -142,9 +142,11 @@ def test_native_atari_vectors_need_env_atari(kind):
 def test_ale_vector_clips_rewards_and_steps_stacked_frames():
     cfg = config_from_dict({"env": {"id": "ALE/Pong-v5", "num_envs": 2, "vector": "ale", "atari": {"enabled": True}}})
     api, build = actor_envs(cfg, 0)
-    group = make_stepping(build(lambda stage: None), api, cfg, "actor-0", seed=0, incarnation=0).group
+    stepping = make_stepping(build(lambda stage: None), api, cfg, "actor-0", seed=0, incarnation=0)
+    group = stepping.group
     try:
         assert group.obs.shape == (2, 4, 84, 84) and group.obs.dtype == np.uint8
+        assert stepping.stacks_checked  # ALE's own stacking: frames kept, each stack checked as it comes
         rewards = np.concatenate([group.step(np.array([0, 1])).rewards for _ in range(300)])
     finally:
         group.close()
