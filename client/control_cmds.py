@@ -24,7 +24,7 @@ def cli_keys(endpoint: str, run_dir: str | None) -> Any:
 
     directory = Path(run_dir) if run_dir else None
     if directory is None:  # the newest run here whose endpoint file names this endpoint
-        for path in sorted(glob.glob("runs/*/endpoint"), key=os.path.getmtime, reverse=True):
+        for path in endpoint_files():
             try:
                 if Path(path).read_text().strip() == endpoint:
                     directory = Path(path).parent
@@ -32,6 +32,17 @@ def cli_keys(endpoint: str, run_dir: str | None) -> Any:
             except OSError:
                 continue
     return cli_curve_keys(directory)
+
+
+def endpoint_files() -> list[str]:
+    """The endpoint files of the runs here (runs/*/endpoint), newest first; one removed while we look is skipped."""
+    found = []
+    for path in glob.glob("runs/*/endpoint"):
+        try:
+            found.append((os.path.getmtime(path), path))
+        except OSError:  # its run ended between the glob and the stat
+            continue
+    return [path for _, path in sorted(found, reverse=True)]
 
 
 def pace_budget(p: dict) -> str:
@@ -48,7 +59,7 @@ def find_endpoint(endpoint: str | None, run_dir: str | None) -> str:
     candidates = [os.path.join(run_dir, "endpoint")] if run_dir else []
     if not candidates and os.environ.get("TANDEM_ENDPOINT"):
         return os.environ["TANDEM_ENDPOINT"]
-    candidates = candidates or sorted(glob.glob("runs/*/endpoint"), key=os.path.getmtime, reverse=True)
+    candidates = candidates or endpoint_files()
     for path in candidates:
         try:
             return Path(path).read_text().strip()

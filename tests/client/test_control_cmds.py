@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import json
 import socket
 
@@ -131,3 +132,18 @@ def test_the_pace_column_names_a_rate_a_credit_or_none():
     assert pace_budget({"pace_per_s": 1234.4, "pace_credit": 0}) == "1234/s"
     assert pace_budget({"pace_per_s": 0.0, "pace_credit": 1024}) == "1024/version"
     assert pace_budget({"pace_per_s": None, "pace_credit": None}) == "none"
+
+
+def test_endpoint_files_are_newest_first_and_skip_what_cannot_be_read(tmp_path, monkeypatch):
+    """`tandem status` with no --endpoint reads the newest run's endpoint; a dangling one (a run being
+    removed) is skipped, not a traceback."""
+    from client.control_cmds import endpoint_files
+
+    monkeypatch.chdir(tmp_path)
+    for name, mtime in (("old", 1_000_000), ("new", 2_000_000)):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        (tmp_path / "runs" / name / "endpoint").write_text(f"ipc:///{name}")
+        os.utime(tmp_path / "runs" / name / "endpoint", (mtime, mtime))
+    (tmp_path / "runs" / "gone").mkdir()
+    (tmp_path / "runs" / "gone" / "endpoint").symlink_to(tmp_path / "nowhere")
+    assert endpoint_files() == ["runs/new/endpoint", "runs/old/endpoint"]
