@@ -67,7 +67,7 @@ def rows_in_place(arrays: Sequence[np.ndarray]) -> np.ndarray | None:
     """The joined observations as a view, where each array is a row range of one C-contiguous array starting on
     the row the one before ends on (an actor's FrameRows); None otherwise (then they are copied)."""
     base = arrays[0].base
-    if base is None or not base.flags.c_contiguous or base.ndim != arrays[0].ndim:
+    if not isinstance(base, np.ndarray) or not base.flags.c_contiguous or base.ndim != arrays[0].ndim:
         return None
     row = base.strides[0]
     where = [a.__array_interface__["data"][0] for a in arrays]
@@ -75,7 +75,7 @@ def rows_in_place(arrays: Sequence[np.ndarray]) -> np.ndarray | None:
     if row <= 0 or start % row:
         return None
     for i, a in enumerate(arrays):
-        if a.base is not base or a.strides != base.strides or a.shape[1:] != base.shape[1:]:
+        if a.base is not base or a.dtype != base.dtype or a.strides != base.strides or a.shape[1:] != base.shape[1:]:
             return None
         if i and where[i] != where[i - 1] + (len(arrays[i - 1]) - 1) * row:
             return None

@@ -105,7 +105,11 @@ def wrap_atari(env: gym.Env, cfg: AtariSection, training: bool, max_episode_step
 def stacks_by_rule(env: gym.Env, stack: int) -> bool:
     """True when `env`'s observations are gymnasium's FrameStackObservation stacks of `stack` frames, padded
     with the first frame at a reset, and nothing wraps it: every stack then follows PROTOCOL.md 2.1.2's rule
-    by construction (a rolling queue of frames), so an actor need not check it step by step."""
+    by construction (a rolling queue of frames), so an actor need not check it step by step.
+
+    The queue holds the inner env's frames by reference, so this holds only while that env hands out a new
+    array every step: true of `wrap_atari`'s chain (AtariPreprocessing resizes into a fresh array), the only
+    one whose stacks an actor keeps as frames (`AtariSection.frames_per_obs` needs `env.atari`)."""
     return (type(env) is gym.wrappers.FrameStackObservation and env.stack_size == stack
             and env.padding_type == "reset")
 

@@ -193,3 +193,33 @@ def test_continues_agrees_with_the_rebuilt_history(seed):
         bad = b.obs_history.copy()
         bad[tuple(rng.integers(0, n) for n in bad.shape)] += 1
         assert not stacks.continues(a, dataclasses.replace(b, obs_history=bad))
+
+
+def test_rows_in_place_joins_only_consecutive_rows_of_one_array():
+    from protocol.joining import rows_in_place
+
+    block = np.arange(10 * 2 * 3, dtype=np.int32).reshape(10, 2, 3).copy()  # an array that owns its rows
+    joined = rows_in_place([block[0:4], block[3:7], block[6:9]])
+    assert joined.base is block and np.array_equal(joined, block[0:9])
+    assert rows_in_place([block[0:4], block[4:7]]) is None  # not overlapping by the one shared row
+    assert rows_in_place([block[0:4], np.array(block[3:7])]) is None  # a copy, not the block's rows
+    view = block.view(np.float32)
+    assert rows_in_place([view[0:4], view[3:7]]) is None  # another dtype over the same memory
+    foreign = np.ndarray((4, 2, 3), np.int64, buffer=bytearray(4 * 2 * 3 * 8))
+    assert rows_in_place([foreign, foreign]) is None  # a base that is not an array
+
+
+def test_same_frames_compares_big_rows_bitwise():
+    """Atari-sized rows (over 4 KiB) that are not the same memory are compared word by word."""
+    from protocol.joining import same_frames
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 256, (4, 84, 84), dtype=np.uint8)
+    b = a.copy()
+    assert same_frames(a, b) and same_frames(a, a)
+    b[3, 83, 83] ^= 1
+    assert not same_frames(a, b)
+    f = np.zeros((2, 84, 84), np.float32)
+    g = f.copy()
+    g[1, 5, 5] = -0.0  # equal as numbers, not as the bytes that travel
+    assert not same_frames(f, g)
