@@ -133,6 +133,13 @@ def end_history(batch: TransitionBatch) -> np.ndarray:
     return out
 
 
+def starts_in_last_stack(terminated: np.ndarray, truncated: np.ndarray, stack: int) -> np.ndarray:
+    """[K] bool: where an episode starts among the newest S-1 frames of obs[T]'s stack (then its older frames
+    are not simply obs[T-S+1..T-1]'s newest ones). Needs T >= S-1."""
+    tail = slice(len(terminated) - stack + 1, len(terminated))
+    return terminated[tail].any(axis=0) | truncated[tail].any(axis=0)
+
+
 def continues(first: TransitionBatch, second: TransitionBatch) -> bool:
     """True when `second.obs_history` holds the older frames of `first.obs[T]`'s stacks, as `end_history(first)`
     would give them, compared in place: most columns' are obs[T-S+1..T-1]'s newest frames (an actor's FrameRows
@@ -143,9 +150,8 @@ def continues(first: TransitionBatch, second: TransitionBatch) -> bool:
         return False
     if steps < stack - 1:
         return np.array_equal(end_history(first), hist)
-    tail = slice(steps - stack + 1, steps)  # the steps whose ends would start an episode inside obs[T]'s stack
-    started = first.terminated[tail].any(axis=0) | first.truncated[tail].any(axis=0)  # [K]
-    older = first.obs[tail].swapaxes(0, 1)  # [K, S-1, *frame], newest last
+    started = starts_in_last_stack(first.terminated, first.truncated, stack)
+    older = first.obs[steps - stack + 1:steps].swapaxes(0, 1)  # [K, S-1, *frame], newest last
     if not started.any() and same_memory(older, hist):
         return True
     frame_ndim = first.obs.ndim - 2

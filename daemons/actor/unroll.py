@@ -100,9 +100,8 @@ class FrameRows:
         steps, stack = unroll.steps, unroll.stack
         self.row += steps
         self.last_obs = unroll.prev
-        tail = slice(steps - stack + 1, steps)
         self.history_in_rows = (steps >= stack - 1 and self.row >= stack - 1
-                                and not (unroll.terminated[tail].any() or unroll.truncated[tail].any()))
+                                and not stacks.starts_in_last_stack(unroll.terminated, unroll.truncated, stack).any())
 
 
 class FrameUnrollBuilder(StepColumns):
