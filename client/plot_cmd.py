@@ -21,8 +21,19 @@ CHARTS = [
     ("Updates/s", lambda k: k == "updates_per_s"),
     ("Policy lag (versions)", lambda k: k == "lag_mean"),
     ("Batches dropped by actors", lambda k: k == "batches_dropped"),
+    # The learners' diagnostics of their last update (train/NAME, or policies/P/train/NAME with several)
+    ("Losses", lambda k: diagnostic(k) in ("policy_loss", "value_loss")),
+    ("Entropy", lambda k: diagnostic(k) == "entropy"),
+    ("KL and clip fraction", lambda k: diagnostic(k) in ("approx_kl", "clip_fraction")),
+    ("Explained variance", lambda k: diagnostic(k) == "explained_variance"),
 ]
 AXES = [("env_steps", "env steps"), ("elapsed_s", "wall time (s)")]
+
+
+def diagnostic(key: str) -> str | None:
+    """'entropy' for 'train/entropy' or 'policies/P/train/entropy'; None for anything else."""
+    head, sep, name = key.rpartition("train/")
+    return name if sep and (head == "" or (head.startswith("policies/") and head.count("/") == 2)) else None
 
 
 def metrics_path(run: Path) -> Path:

@@ -30,6 +30,8 @@ BENCHMARKS = {
                    "Median time from `tandem up` to the evaluation target with games served vs..."),
 }
 COMMANDS = {**BENCHMARKS,
+            "learn": ("client.bench.learn:learn_cmd",
+                      "Training and evaluation return against env frames and wall time for each..."),
             "vector": ("client.bench.vector:vector_cmd",
                        "One actor's env steps/s (stepping + batched inference) with each env.vector..."),
             "all": ("client.bench.all:all_cmd", "Run every benchmark; print each one's targets and whether they were met.")}

@@ -24,6 +24,8 @@ class RunFigures:
     cpu_percent: list[float] = field(default_factory=list)  # whole process tree, 100 = one core busy
     gpu_percent: list[float] = field(default_factory=list)  # nvidia-smi utilization, where there is one
     eval_curve: list[tuple[float, int, float]] = field(default_factory=list)  # (seconds, env steps, eval return)
+    rows: list[dict] = field(default_factory=list)  # the run's progress rows (`tandem up --json`), one a second
+    started_unix: float = 0.0  # when `tandem up` was launched
 
 
 def learner_rows(run_dir: Path) -> list[dict]:
@@ -68,6 +70,7 @@ def timed_run(config: Path, seconds: float, overrides: tuple[str, ...] | list[st
                 "--set", f"run.dir='{tmp}/run'", "--set", f"stop.seconds={seconds}"]
         for item in overrides:
             args += ["--set", item]
+        started_unix = time.time()
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         root, known, cpu, gpu = psutil.Process(proc.pid), {}, [], []
         deadline = time.monotonic() + seconds + 120
@@ -87,4 +90,5 @@ def timed_run(config: Path, seconds: float, overrides: tuple[str, ...] | list[st
         raise click.ClickException(f"`tandem up {config.name}` failed ({proc.returncode}): {err.strip()[-500:]}")
     curve = [(line["elapsed_s"], line["env_steps"], line["eval_return"]) for line in lines
              if line.get("eval_return") is not None and "elapsed_s" in line]
-    return RunFigures(summary=lines[-1], learner_rows=rows, cpu_percent=cpu[1:], gpu_percent=gpu, eval_curve=curve)
+    return RunFigures(summary=lines[-1], learner_rows=rows, cpu_percent=cpu[1:], gpu_percent=gpu, eval_curve=curve,
+                      rows=lines[:-1], started_unix=started_unix)

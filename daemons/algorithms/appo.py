@@ -17,73 +17,19 @@ import numpy as np
 import torch
 from torch import nn
 
+from daemons.algorithms.actor_critic import seeded_actor_critic
 from daemons.algorithms.base import UpdateResult
 from daemons.algorithms.distributions import ActionHead
-from daemons.algorithms.models import build_q_network
+from daemons.algorithms.ppo_batch import FlatSteps, minibatch_rows
+from daemons.algorithms.ppo_losses import clipped_surrogate, explained_variance, normalized_advantages, value_loss
 from daemons.algorithms.torch_util import (SwappableNet, check_tensors, cpu_copy, make_adam, module_weights,
                                           to_tensor, torch_device)
 from daemons.algorithms.vtrace import vtrace
-from daemons.config.schema import AlgorithmSection, ModelSection, RunConfig
+from daemons.config.schema import RunConfig
 from protocol import TransitionBatch
 
 FEED = "unrolls"  # the learner trains on a queue of fresh unrolls
 BEHAVIOUR_LOGP = "behaviour_logp"  # extra.behaviour_logp: float32 [T, K], log mu(a_t | x_t) of the acting version
-POLICY_OUTPUT_GAIN = 0.01  # a near-uniform first policy (as PPO implementations initialise it)
-
-
-class ActorCritic(nn.Module):
-    """A policy network (distribution parameters) and a value network, each built from the `[model]` section.
-
-    With `algorithm.shared_torso` one network gives both: its last layer has one output more, the value.
-    """
-
-    def __init__(self, model_cfg: ModelSection, obs_space: gym.Space, action_space: gym.Space,
-                 algo_cfg: AlgorithmSection, mask_size: int = 0):
-        super().__init__()
-        self.head = ActionHead(action_space, algo_cfg.log_std_init, algo_cfg.state_dependent_std, mask_size)
-        self.shared = algo_cfg.shared_torso
-        outputs = self.head.num_outputs
-        self.policy = build_q_network(model_cfg, obs_space, outputs + 1 if self.shared else outputs)
-        self.value = None if self.shared else build_q_network(model_cfg, obs_space, 1)
-        last = last_linear(self.policy)
-        if last is not None:  # only for built-in networks: a user's module keeps its own initialisation
-            with torch.no_grad():  # the policy's outputs only (a shared network's value output is the last)
-                last.weight[:outputs].mul_(POLICY_OUTPUT_GAIN)
-                last.bias[:outputs].zero_()
-
-    def distribution(self, obs: torch.Tensor):
-        out = self.policy(obs)
-        return self.head.distribution(out[..., :-1] if self.shared else out, obs)
-
-    def values(self, obs: torch.Tensor) -> torch.Tensor:
-        if self.shared:
-            return self.policy(obs)[..., -1]
-        return self.value(obs).squeeze(-1)
-
-    def evaluate(self, obs: torch.Tensor, policy_rows: int):
-        """The distribution at the first `policy_rows` observations and the value at every one (one pass when shared)."""
-        if not self.shared:
-            return self.distribution(obs[:policy_rows]), self.values(obs)
-        out = self.policy(obs)
-        return self.head.distribution(out[:policy_rows, :-1], obs[:policy_rows]), out[:, -1]
-
-
-def last_linear(net: nn.Module) -> nn.Linear | None:
-    """The output layer of a built-in network (MLP or Nature CNN), or None for anything else."""
-    for attr in ("layers", "head"):
-        seq = getattr(net, attr, None)
-        if isinstance(seq, nn.Sequential) and isinstance(seq[-1], nn.Linear):
-            return seq[-1]
-    return None
-
-
-def seeded_actor_critic(config: RunConfig, obs_space: gym.Space, action_space: gym.Space, mask_size: int,
-                        seed: int | None) -> ActorCritic:
-    if seed is None:
-        return ActorCritic(config.model, obs_space, action_space, config.algorithm, mask_size)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return ActorCritic(config.model, obs_space, action_space, config.algorithm, mask_size)
 
 
 @dataclass
@@ -155,7 +101,7 @@ class APPO:
     def optimizer(self) -> torch.optim.Optimizer:
         """Created on first use, after the first weights are out (the learner warms torch up before that)."""
         if self._optimizer is None:
-            self._optimizer = make_adam(list(self.net.parameters()), self.cfg.learning_rate, eps=1e-5)
+            self._optimizer = make_adam(list(self.net.parameters()), self.cfg.learning_rate, eps=self.cfg.adam_eps)
         return self._optimizer
 
     def check_batch(self, batch: TransitionBatch) -> None:
@@ -172,63 +118,148 @@ class APPO:
             raise ValueError(f"extra.{BEHAVIOUR_LOGP} holds NaN or infinite values")
 
     def update(self, unrolls: Sequence[TransitionBatch]) -> UpdateResult:
-        """`epochs` passes over the unrolls, each in `minibatches` of whole columns; one Adam step per minibatch."""
+        """`epochs` passes over the unrolls, each in `minibatches`; one Adam step per minibatch.
+
+        targets = 'per_minibatch': V-trace runs again before every step, with the weights of that step, on
+        minibatches of whole columns. 'per_update': it runs once, with the weights the update starts from,
+        and minibatches are drawn from the flat steps (whole columns, or single steps with minibatch_by)."""
         cfg = self.cfg
         groups: dict[int, list[TransitionBatch]] = {}
         for u in unrolls:
             groups.setdefault(u.num_steps, []).append(u)
         data = [stack_unrolls(g, self.net.head, self.device, cfg.reward_scale) for g in groups.values()]
+        if self.net.obs_norm is not None:  # statistics first: the targets below see the inputs the steps will
+            for part in data:
+                self.net.obs_norm.update(part.obs[:-1].reshape(-1, *part.obs.shape[2:]))
         totals: dict[str, float] = {}
         steps = 0
-        for _ in range(cfg.epochs):
-            for part in data:
-                n = part.obs.shape[1]
-                order = torch.randperm(n, generator=self.rng).to(self.device)
-                for cols in torch.chunk(order, min(cfg.minibatches, n)):
-                    metrics = self.step(select_columns(part, cols) if cfg.minibatches > 1 else part)
-                    for key, value in metrics.items():
-                        totals[key] = totals.get(key, 0.0) + value
-                    steps += 1
-        self.updates += 1
-        return UpdateResult(metrics={key: value / max(steps, 1) for key, value in totals.items()})
 
-    def step(self, d: UnrollTensors) -> dict[str, float]:
+        def add(metrics: Mapping[str, float]) -> None:
+            nonlocal steps
+            for key, value in metrics.items():
+                totals[key] = totals.get(key, 0.0) + value
+            steps += 1
+
+        if cfg.targets == "per_update":
+            flat, explained = self.targets_once(data)
+            for _ in range(cfg.epochs):
+                for rows in minibatch_rows(flat, cfg.minibatches, cfg.minibatch_by, self.rng):
+                    add(self.flat_step(flat.take(rows)))
+        else:
+            explained = []
+            for _ in range(cfg.epochs):
+                for part in data:
+                    n = part.obs.shape[1]
+                    order = torch.randperm(n, generator=self.rng).to(self.device)
+                    for cols in torch.chunk(order, min(cfg.minibatches, n)):
+                        metrics = self.step(select_columns(part, cols) if cfg.minibatches > 1 else part)
+                        explained.append(metrics.pop("explained_variance"))
+                        add(metrics)
+        self.updates += 1
+        result = {key: value / max(steps, 1) for key, value in totals.items()}
+        if self.net.value_norm is not None:
+            result["return_std"] = float(self.net.value_norm.var.sqrt())
+        finite = [v for v in explained if math.isfinite(v)]
+        if finite:
+            result["explained_variance"] = float(np.mean(finite))
+        return UpdateResult(metrics=result)
+
+    def vtrace_targets(self, d: UnrollTensors, all_values: torch.Tensor, logp: torch.Tensor):
+        """V-trace over [T, N] from value outputs at every row (obs[0..T], then the truncated episodes' last ones)."""
         cfg = self.cfg
         steps, n = d.rewards.shape
-        # rows: the T x N observations acted on, then obs[T] (bootstrap), then the truncated episodes' last ones
+        real = self.net.returns(all_values.detach())
+        values = real[: (steps + 1) * n].reshape(steps + 1, n)
+        next_values = values[1:].clone()
+        if d.finals.shape[0]:
+            next_values[d.final_t, d.final_n] = real[(steps + 1) * n:]
+        log_rhos = logp.detach() - d.behaviour_logp
+        return log_rhos, vtrace(log_rhos, d.rewards, values[:-1], next_values, cfg.gamma * (1.0 - d.terminated),
+                                1.0 - d.ended, rho_clip=cfg.vtrace_rho_clip, c_clip=cfg.vtrace_c_clip,
+                                lam=cfg.vtrace_lambda)
+
+    def evaluate_unrolls(self, d: UnrollTensors):
+        """(distribution at the T x N acted-on rows, log-probs [T, N], value outputs at every row)."""
+        steps, n = d.rewards.shape
         dist, all_values = self.net.evaluate(torch.cat([d.obs.reshape(-1, *d.obs.shape[2:]), d.finals]), steps * n)
         logp = dist.log_prob(d.actions.reshape(steps * n, -1)).reshape(steps, n)
-        entropy = dist.entropy().mean()
-        values = all_values[: (steps + 1) * n].reshape(steps + 1, n)
-        next_values = values[1:].detach().clone()
-        if d.finals.shape[0]:
-            next_values[d.final_t, d.final_n] = all_values[(steps + 1) * n:].detach()
-        log_rhos = logp.detach() - d.behaviour_logp
-        targets = vtrace(log_rhos, d.rewards, values[:-1].detach(), next_values, cfg.gamma * (1.0 - d.terminated),
-                         1.0 - d.ended, rho_clip=cfg.vtrace_rho_clip, c_clip=cfg.vtrace_c_clip, lam=cfg.vtrace_lambda)
-        advantages = targets.pg_advantages
-        if cfg.normalize_advantages and advantages.numel() > 1:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        return dist, logp, all_values
+
+    @torch.no_grad()
+    def targets_once(self, data: list[UnrollTensors]) -> tuple[FlatSteps, list[float]]:
+        """Every step of the update with its V-trace advantage and value target from the starting weights."""
+        parts, offset = [], 0
+        for d in data:
+            steps, n = d.rewards.shape
+            _, logp, all_values = self.evaluate_unrolls(d)
+            _, targets = self.vtrace_targets(d, all_values, logp)
+            parts.append((d, targets, all_values[: steps * n], offset))
+            offset += n
+        norm = self.net.value_norm
+        if norm is not None:  # statistics of this update's targets, then targets in the value output's units
+            norm.update(torch.cat([t.vs.reshape(-1) for _, t, _, _ in parts]))
+        flats, explained = [], []
+        for d, targets, old_values, offset in parts:
+            steps, n = d.rewards.shape
+            vs = targets.vs.reshape(-1)
+            explained.append(explained_variance(self.net.returns(old_values), vs))
+            flats.append(FlatSteps(
+                obs=d.obs[:-1].reshape(steps * n, *d.obs.shape[2:]), actions=d.actions.reshape(steps * n, -1),
+                behaviour_logp=d.behaviour_logp.reshape(-1), advantages=targets.pg_advantages.reshape(-1),
+                targets=vs if norm is None else norm.normalize(vs), old_values=old_values,
+                streams=(torch.arange(n, device=self.device) + offset).repeat(steps)))
+        return FlatSteps.concat(flats), explained
+
+    def flat_step(self, b: FlatSteps) -> dict[str, float]:
+        """One Adam step on steps whose targets were computed at the update's start."""
+        dist, values = self.net.evaluate(b.obs, b.size)
+        logp = dist.log_prob(b.actions)
+        return self.optimize(logp, dist.entropy().mean(), b.behaviour_logp, b.advantages, values, b.targets,
+                             b.old_values, logp.detach() - b.behaviour_logp)
+
+    def step(self, d: UnrollTensors) -> dict[str, float]:
+        """One Adam step with V-trace recomputed from this step's weights (targets = 'per_minibatch')."""
+        dist, logp, all_values = self.evaluate_unrolls(d)
+        steps, n = d.rewards.shape
+        log_rhos, targets = self.vtrace_targets(d, all_values, logp)
+        values = all_values[: steps * n]
+        vs = targets.vs.reshape(-1)
+        norm = self.net.value_norm
+        if norm is not None:
+            norm.update(vs)
+            vs = norm.normalize(vs)
+        metrics = self.optimize(logp.reshape(-1), dist.entropy().mean(), d.behaviour_logp.reshape(-1),
+                                targets.pg_advantages.reshape(-1), values, vs, None, log_rhos.reshape(-1))
+        metrics["explained_variance"] = explained_variance(values.detach(), vs)
+        return metrics
+
+    def optimize(self, logp: torch.Tensor, entropy: torch.Tensor, behaviour_logp: torch.Tensor,
+                 advantages: torch.Tensor, values: torch.Tensor, targets: torch.Tensor,
+                 old_values: torch.Tensor | None, log_rhos: torch.Tensor) -> dict[str, float]:
+        """The loss of one minibatch (flat steps), one optimizer step, and its diagnostics."""
+        cfg = self.cfg
+        if cfg.normalize_advantages:
+            advantages = normalized_advantages(advantages)
         if self.name == "appo":
-            ratio = torch.exp(logp - d.behaviour_logp)
-            clipped = torch.clamp(ratio, 1.0 - cfg.clip_ratio, 1.0 + cfg.clip_ratio)
-            policy_loss = -torch.min(ratio * advantages, clipped * advantages).mean()
-            clip_fraction = ((ratio - 1.0).abs() > cfg.clip_ratio).float().mean()
+            policy_loss, clip_fraction = clipped_surrogate(logp, behaviour_logp, advantages, cfg.clip_ratio)
         else:  # impala: the clipped importance weight is already inside the advantages
             policy_loss = -(logp * advantages).mean()
             clip_fraction = torch.zeros((), device=self.device)
-        value_loss = 0.5 * (targets.vs - values[:-1]).pow(2).mean()
-        loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
+        v_loss = value_loss(values, targets, old_values, cfg.value_clip)
+        loss = policy_loss + cfg.value_coef * v_loss - cfg.entropy_coef * entropy
 
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         clip = cfg.max_grad_norm if cfg.max_grad_norm > 0 else math.inf
         grad_norm = nn.utils.clip_grad_norm_(self.net.parameters(), clip)
         self.optimizer.step()
-        scalars = torch.stack([loss.detach(), policy_loss.detach(), value_loss.detach(), entropy.detach(),
-                               grad_norm.detach().float(), log_rhos.exp().mean(), clip_fraction,
-                               values.detach().mean()]).cpu().numpy()
-        names = ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "rho_mean", "clip_fraction", "value_mean")
+        log_ratio = logp.detach() - behaviour_logp
+        approx_kl = (log_ratio.exp() - 1.0 - log_ratio).mean()  # Schulman's k3 estimator of KL(mu || pi)
+        scalars = torch.stack([loss.detach(), policy_loss.detach(), v_loss.detach(), entropy.detach(),
+                               grad_norm.detach().float(), log_rhos.exp().mean(), clip_fraction, approx_kl,
+                               self.net.returns(values.detach()).mean()]).cpu().numpy()
+        names = ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "rho_mean", "clip_fraction",
+                 "approx_kl", "value_mean")
         return {name: float(value) for name, value in zip(names, scalars)}
 
     def weights(self) -> dict[str, np.ndarray]:

@@ -96,6 +96,14 @@ class AlgorithmSection:
     epochs: int = option(1, "(on-policy) Passes over each batch of unrolls.", min=1, max=100)
     minibatches: int = option(1, "(on-policy) Minibatches per pass; each holds whole unrolls.", min=1)
     normalize_advantages: bool = option(True, "(on-policy) Scale each minibatch's advantages to mean 0, std 1.")
+    targets: str = option("per_minibatch", "(on-policy) When V-trace targets and advantages are computed: 'per_minibatch' with the current weights before each step (IMPALA's form), 'per_update' once with the weights the update starts from (PPO's form; needed by minibatch_by = 'steps' and value_clip).",
+                          choices=("per_minibatch", "per_update"))
+    minibatch_by: str = option("unrolls", "(on-policy) What a minibatch is drawn as: 'unrolls' (whole env columns, in order) or 'steps' (single steps shuffled over the whole batch: less correlated, as PPO does; needs targets = 'per_update').",
+                               choices=("unrolls", "steps"))
+    value_clip: float = option(0.0, "(on-policy) PPO's value clipping: a value moves at most this far from where the update started before its loss stops counting (in normalized units with normalize_returns); 0 is off. Needs targets = 'per_update'.", min=0.0)
+    normalize_returns: bool = option(True, "(on-policy) The value output is in units of the running mean and standard deviation of the value targets (Sample Factory's normalize_returns): one learning rate fits rewards of any scale, and the value loss cannot swamp the policy's gradient.")
+    normalize_obs: bool = option(False, "(on-policy) Vector observations are shifted and scaled by their running mean and standard deviation (kept in the network, so actors and exports use the same statistics); image observations are left as they are.")
+    adam_eps: float = option(1e-5, "(on-policy) Adam's epsilon.", above=0.0)
     reward_scale: float = option(1.0, "(on-policy) Rewards are multiplied by this before training (returns reported unscaled).", above=0.0)
     log_std_init: float = option(0.0, "(on-policy, Box actions) Initial log standard deviation of the Gaussian policy.")
     state_dependent_std: bool = option(False, "(on-policy, Box actions) The network outputs the log-std per state instead of one learned vector.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
 import os
 import threading
 import time
@@ -29,7 +30,7 @@ from daemons.learner.unroll_feed import UnrollFeed
 from daemons.learner.content import BatchContentCheck
 from daemons.runtime.logs import log_dropped
 from daemons.security.curve import gatekeeper_for
-from daemons.runtime.reporter import Reporter
+from daemons.runtime.reporter import TRAIN_PREFIX, Reporter
 from daemons.runtime.signals import StopFlag
 from daemons.runtime.torch_threads import set_torch_threads
 from daemons.learner.version_floor import read_floor, write_floor
@@ -330,4 +331,7 @@ class Learner:
                 "lag_mean": self.lag_mean,
                 "loss": self.last_metrics.get("loss", 0.0),
                 "checkpoint_age_s": time.monotonic() - self.last_checkpoint if self.last_checkpoint else -1.0,
-                "sample_lag_mean": self.last_metrics.get("sample_lag_mean", 0.0)}
+                "sample_lag_mean": self.last_metrics.get("sample_lag_mean", 0.0),
+                # the last update's diagnostics (losses, entropy, KL, clip fraction, explained variance, ...):
+                # the supervisor puts them in the run's curves as train/NAME
+                **{TRAIN_PREFIX + k: v for k, v in self.last_metrics.items() if math.isfinite(v)}}

@@ -26,6 +26,14 @@ def new_incarnation() -> int:
 
 STATUS_COUNTERS = ("updates", "env_steps", "version", "episodes", "return_mean", "eval_return", "batches_dropped")
 STOP_STAGES = ("checkpoint", "stopping")  # a learner checkpoints first when told to stop
+TRAIN_PREFIX = "train_"  # a learner's counters named so are its last update's diagnostics (losses, entropy, KL, ...)
+MAX_TRAIN_DIAGNOSTICS = 32  # a peer sending endless train_ counters cannot grow the run's curves without bound
+
+
+def train_diagnostics(counters: Mapping[str, float]) -> dict[str, float]:
+    """A learner heartbeat's training diagnostics, without the prefix (at most MAX_TRAIN_DIAGNOSTICS, sorted)."""
+    names = sorted(k for k in counters if k.startswith(TRAIN_PREFIX))[:MAX_TRAIN_DIAGNOSTICS]
+    return {k[len(TRAIN_PREFIX):]: counters[k] for k in names}
 
 
 def status_line(stage: str, counters: Mapping[str, int | float], rates: Mapping[str, float]) -> str:

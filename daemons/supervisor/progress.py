@@ -6,6 +6,7 @@ from collections import deque
 
 from daemons.config.schema import StopSection
 from daemons.runtime.rate_meter import RateMeter
+from daemons.runtime.reporter import train_diagnostics
 from protocol import Heartbeat
 
 MAX_AGENTS_SHOWN = 64  # a peer naming endless agents cannot grow the view without bound
@@ -73,7 +74,8 @@ class RunView:
         for name, beat in sorted(learners.items()):
             policy = name.removeprefix("learner-")
             out[policy] = {"version": beat.counters.get("version"), "updates": beat.counters.get("updates"),
-                           "eval_return": evaluator.counters.get(f"eval_return.{policy}") if evaluator else None}
+                           "eval_return": evaluator.counters.get(f"eval_return.{policy}") if evaluator else None,
+                           "train": train_diagnostics(beat.counters)}
         return out
 
     def figures(self, now: float) -> dict:
@@ -82,6 +84,10 @@ class RunView:
         extra: dict = {}
         if (policies := self.policy_figures()):
             extra["policies"] = policies
+        else:
+            learner = next((b for b in self.beats.values() if b.role == "learner"), None)
+            if learner is not None and (train := train_diagnostics(learner.counters)):
+                extra["train"] = train
         servers = [b.counters for b in self.beats.values() if b.role == "actor" and "serve_port" in b.counters]
         if servers:  # action servers: games connected, requests/s, and the worst server's p99 latency
             extra["games"] = int(sum(c.get("games", 0) for c in servers))

@@ -17,7 +17,10 @@ def write_run(directory, records: int) -> None:
     for i in range(records):
         curves.write({"elapsed_s": float(i), "env_steps": 1000 * i, "env_steps_per_s": 1000.0, "updates_per_s": 5.0,
                       "mean_return_100": 10.0 + i, "eval_return": 20.0 + 2 * i if i > 2 else None, "lag_mean": 0.5,
-                      "batches_dropped": 0, "policies": {"a": {"eval_return": float(i)}, "b": {"eval_return": 1.0}}},
+                      "batches_dropped": 0, "policies": {"a": {"eval_return": float(i), "train": {"entropy": 0.4}},
+                                                         "b": {"eval_return": 1.0}},
+                      "train": {"policy_loss": -0.01, "value_loss": 0.2, "entropy": 0.6 - 0.01 * i, "approx_kl": 0.01,
+                                "clip_fraction": 0.1, "explained_variance": 0.5, "grad_norm": 0.4}},
                      wall_time=1000.0 + i)
     curves.close()
 
@@ -34,14 +37,17 @@ def test_plot_writes_a_report_with_each_series_against_steps_and_time(tmp_path):
     assert result.exit_code == 0, result.output
     html = (tmp_path / "report.html").read_text()
     for name in ("mean_return_100", "eval_return", "policies/a/eval_return", "policies/b/eval_return",
-                 "env_steps_per_s", "updates_per_s", "lag_mean", "batches_dropped"):
+                 "env_steps_per_s", "updates_per_s", "lag_mean", "batches_dropped", "train/policy_loss",
+                 "train/value_loss", "train/entropy", "policies/a/train/entropy", "train/approx_kl",
+                 "train/clip_fraction", "train/explained_variance"):
         charts = polyline(html, name)
         assert len(charts) == 2, name
     assert [len(points.split()) for points in polyline(html, "mean_return_100")] == [10, 10]
     assert len(polyline(html, "eval_return")[0].split()) == 7  # only the records that had one
     assert "best evaluation return</th><td>38.0" in html
     svgs = re.findall(r"<svg.*?</svg>", html)
-    assert len(svgs) == 10 and all(ET.fromstring(svg) is not None for svg in svgs)  # well-formed inline SVG
+    assert not polyline(html, "train/grad_norm")  # recorded, but in no chart
+    assert len(svgs) == 18 and all(ET.fromstring(svg) is not None for svg in svgs)  # well-formed inline SVG
 
 
 def test_plot_takes_the_file_and_an_out_path(tmp_path):

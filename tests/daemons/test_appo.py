@@ -228,3 +228,56 @@ def test_actors_device_names_the_key_when_it_cannot_be_used_and_works_when_it_ca
     actions, extras = policy.explore(np.zeros((4, 3), np.float32), np.zeros(4))
     assert isinstance(actions, np.ndarray) and actions.shape == (4,)
     assert all(isinstance(v, np.ndarray) for v in extras.values())
+
+
+@pytest.mark.parametrize("options", [
+    {"targets": "per_update"},
+    {"targets": "per_update", "minibatch_by": "steps", "minibatches": 4, "epochs": 2, "value_clip": 0.2},
+    {"normalize_returns": True, "minibatches": 2},
+    {"targets": "per_update", "minibatch_by": "steps", "minibatches": 4, "normalize_returns": True,
+     "normalize_obs": True},
+])
+def test_every_target_mode_and_normalizer_updates_and_reports_diagnostics(options):
+    config, space = appo_config(**options), SPACES["discrete"]
+    learner, policy = make_algorithm(config, VECTOR, space, "cpu"), make_policy(config, VECTOR, space, seed=5)
+    policy.load_weights(learner.weights())
+    result = learner.update([unroll_from_policy(policy), unroll_from_policy(policy, steps=6, seed=1)])
+    metrics = result.metrics
+    for key in ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "explained_variance"):
+        assert np.isfinite(metrics[key]), key
+    assert metrics["approx_kl"] >= 0.0
+    if options.get("normalize_returns"):
+        assert metrics["return_std"] > 0.0
+    # the weights (normalizer statistics included) load into an actor, and a checkpoint into a new learner
+    policy.load_weights(learner.weights())
+    other = make_algorithm(config, VECTOR, space, "cpu")
+    other.load_state_dict(learner.state_dict())
+    for key, value in learner.weights().items():
+        np.testing.assert_array_equal(other.weights()[key], value)
+
+
+def test_observation_statistics_travel_to_the_actor_and_scale_its_inputs():
+    config, space = appo_config(normalize_obs=True), SPACES["discrete"]
+    learner, policy = make_algorithm(config, VECTOR, space, "cpu"), make_policy(config, VECTOR, space, seed=5)
+    batch = unroll_from_policy(policy)
+    shifted = dataclasses.replace(batch, obs=batch.obs * 50.0 + 100.0, final_obs=batch.final_obs * 50.0 + 100.0)
+    learner.update([shifted])
+    weights = learner.weights()
+    mean = weights["obs_norm.mean"]
+    np.testing.assert_allclose(mean, shifted.obs[:-1].reshape(-1, 3).mean(0), rtol=1e-3)
+    policy.load_weights(weights)
+    # the actor's distribution equals the learner's on raw observations: both normalize the same way
+    obs = shifted.obs[0]
+    with torch.no_grad():
+        mine = policy.nets.current.distribution(torch.as_tensor(obs)).log_prob(torch.zeros(4, 1, dtype=torch.long))
+        theirs = learner.net.distribution(torch.as_tensor(obs)).log_prob(torch.zeros(4, 1, dtype=torch.long))
+    torch.testing.assert_close(mine, theirs)
+    normalized = learner.net.inputs(torch.as_tensor(obs))
+    assert normalized.abs().max() < 5.0  # raw inputs are around 100
+
+
+def test_image_observations_are_not_normalized_and_masks_are_left_alone():
+    image = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)
+    config = config_from_dict({"algorithm": {"name": "appo", "normalize_obs": True}, "model": {"hidden_sizes": [8]}})
+    assert make_algorithm(config, image, gym.spaces.Discrete(2), "cpu").net.obs_norm is None
+    assert make_algorithm(config, VECTOR, gym.spaces.Discrete(2), "cpu").net.obs_norm is not None

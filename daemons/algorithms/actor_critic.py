@@ -1,0 +1,85 @@
+"""The on-policy network: a policy head and a value output built from `[model]`, with optional running normalizers."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+from daemons.algorithms.distributions import ActionHead
+from daemons.algorithms.models import build_q_network, is_image_space
+from daemons.algorithms.running_norm import RunningMeanStd
+from daemons.config.schema import AlgorithmSection, ModelSection, RunConfig
+
+POLICY_OUTPUT_GAIN = 0.01  # a near-uniform first policy (as PPO implementations initialise it)
+OBS_CLIP = 10.0  # normalized observations are clamped here (SB3's VecNormalize and cleanRL's default)
+
+
+class ActorCritic(nn.Module):
+    """A policy network (distribution parameters) and a value network, each built from the `[model]` section.
+
+    With `algorithm.shared_torso` one network gives both: its last layer has one output more, the value.
+    With `normalize_obs` (vector observations) the input is scaled by running statistics the learner
+    updates; they are buffers, so they travel with the published weights. With `normalize_returns` the
+    value output is in units of the value targets' running statistics (`value_norm`, the learner's to keep).
+    """
+
+    def __init__(self, model_cfg: ModelSection, obs_space: gym.Space, action_space: gym.Space,
+                 algo_cfg: AlgorithmSection, mask_size: int = 0):
+        super().__init__()
+        self.head = ActionHead(action_space, algo_cfg.log_std_init, algo_cfg.state_dependent_std, mask_size)
+        self.shared = algo_cfg.shared_torso
+        outputs = self.head.num_outputs
+        self.policy = build_q_network(model_cfg, obs_space, outputs + 1 if self.shared else outputs)
+        self.value = None if self.shared else build_q_network(model_cfg, obs_space, 1)
+        normalizable = (algo_cfg.normalize_obs and isinstance(obs_space, gym.spaces.Box) and mask_size == 0
+                        and not is_image_space(obs_space))
+        self.obs_norm = RunningMeanStd(tuple(obs_space.shape), clip=OBS_CLIP) if normalizable else None
+        self.value_norm = RunningMeanStd(()) if algo_cfg.normalize_returns else None
+        last = last_linear(self.policy)
+        if last is not None:  # only for built-in networks: a user's module keeps its own initialisation
+            with torch.no_grad():  # the policy's outputs only (a shared network's value output is the last)
+                last.weight[:outputs].mul_(POLICY_OUTPUT_GAIN)
+                last.bias[:outputs].zero_()
+
+    def inputs(self, obs: torch.Tensor) -> torch.Tensor:
+        return obs if self.obs_norm is None else self.obs_norm.normalize(obs.float())
+
+    def distribution(self, obs: torch.Tensor):
+        out = self.policy(self.inputs(obs))
+        return self.head.distribution(out[..., :-1] if self.shared else out, obs)
+
+    def values(self, obs: torch.Tensor) -> torch.Tensor:
+        """The value output (normalized units with normalize_returns: `value_norm.denormalize` gives returns)."""
+        if self.shared:
+            return self.policy(self.inputs(obs))[..., -1]
+        return self.value(self.inputs(obs)).squeeze(-1)
+
+    def evaluate(self, obs: torch.Tensor, policy_rows: int):
+        """The distribution at the first `policy_rows` observations and the value at every one (one pass when shared)."""
+        if not self.shared:
+            return self.distribution(obs[:policy_rows]), self.values(obs)
+        out = self.policy(self.inputs(obs))
+        return self.head.distribution(out[:policy_rows, :-1], obs[:policy_rows]), out[:, -1]
+
+    def returns(self, values: torch.Tensor) -> torch.Tensor:
+        """Value outputs in the units of returns."""
+        return values if self.value_norm is None else self.value_norm.denormalize(values)
+
+
+def last_linear(net: nn.Module) -> nn.Linear | None:
+    """The output layer of a built-in network (MLP or Nature CNN), or None for anything else."""
+    for attr in ("layers", "head"):
+        seq = getattr(net, attr, None)
+        if isinstance(seq, nn.Sequential) and isinstance(seq[-1], nn.Linear):
+            return seq[-1]
+    return None
+
+
+def seeded_actor_critic(config: RunConfig, obs_space: gym.Space, action_space: gym.Space, mask_size: int,
+                        seed: int | None) -> ActorCritic:
+    if seed is None:
+        return ActorCritic(config.model, obs_space, action_space, config.algorithm, mask_size)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return ActorCritic(config.model, obs_space, action_space, config.algorithm, mask_size)

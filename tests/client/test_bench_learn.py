@@ -1,0 +1,76 @@
+"""`tandem bench learn`: per-seed curves and medians from real runs, and the pure parts (reading rows, medians, references)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from client.bench.learn import compare, medians, seed_record, value_at
+from client.bench.references import load_reference, shipped
+from client.bench.runs import RunFigures
+from client.cli import cli
+
+ROWS = [{"elapsed_s": 1.0, "env_steps": 0}, {"elapsed_s": 2.0, "env_steps": 400, "mean_return_100": 20.0},
+        {"elapsed_s": 3.0, "env_steps": 900, "mean_return_100": 60.0, "eval_return": 100.0},
+        {"elapsed_s": 4.0, "env_steps": 1600, "mean_return_100": 150.0}]
+
+
+def test_value_at_takes_the_newest_value_at_or_before_the_frames():
+    assert value_at(ROWS, "mean_return_100", 950) == 60.0
+    assert value_at(ROWS, "mean_return_100", 399) is None
+    assert value_at(ROWS, "eval_return", 2000) == 100.0  # the last evaluation holds until the next one
+
+
+def test_a_seed_record_reads_the_curve_and_the_solve():
+    summary = {"reason": "evaluation return 480.0 >= 475", "condition_met_unix": 1010.5, "env_steps": 1700,
+               "updates": 3, "mean_return_100": 170.0, "eval_return": 480.0}
+    run = seed_record(2, RunFigures(summary=summary, learner_rows=[], rows=ROWS, started_unix=1000.0), 1600, 1)
+    assert run["solved"] and run["solve_s"] == 10.5 and run["solve_frames"] == 1700
+    assert [p["frames"] for p in run["points"]] == [400, 800, 1200, 1600]
+    assert [p["train_return"] for p in run["points"]] == [20.0, 20.0, 60.0, 150.0]
+    unsolved = seed_record(3, RunFigures(summary={"reason": "1700 env steps >= 1600", "env_steps": 1700},
+                                         learner_rows=[], rows=ROWS, started_unix=1000.0), 1600, 4)
+    assert not unsolved["solved"] and unsolved["solve_s"] is None and unsolved["frames"] == 6800  # frame skip 4
+    both = medians([run, unsolved], limit_frames=1600, limit_s=60.0)
+    assert both["solved"] == 1 and both["solve_s"] == pytest.approx((10.5 + 60.0) / 2)  # unsolved counts as the limit
+    assert both["solve_frames"] == pytest.approx((1700 + 1600) / 2)
+    ratio = compare(both, {"name": "ref", "solve_frames": 1650, "points": [{"frames": 1600, "train_return": 100.0}]})
+    assert ratio["solve_frames"]["ratio"] == 1.0
+    assert ratio["points"] == [{"frames": 1600, "reference_train_return": 100.0, "tandem_train_return": 85.0}]
+
+
+def test_references_by_name_or_file_and_clear_errors(tmp_path):
+    assert "cartpole-cleanrl-ppo" in shipped()
+    ref = load_reference("cartpole-cleanrl-ppo")
+    assert ref["solve_frames"] > 0 and "measured" in ref
+    with pytest.raises(ValueError, match="no reference named 'nope'; shipped: .*cartpole-cleanrl-ppo"):
+        load_reference("nope")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        load_reference(str(bad))
+    bad.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="must be a JSON object with a 'name'"):
+        load_reference(str(bad))
+
+
+@pytest.mark.timeout(150)
+def test_bench_learn_runs_real_seeds_and_prints_a_complete_record():
+    result = CliRunner().invoke(cli, ["bench", "learn", "--config", "examples/cartpole_appo.toml", "--frames", "6000",
+                                      "--seeds", "1", "--limit-s", "60", "--reference", "cartpole-cleanrl-ppo", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output.strip().splitlines()[-1])
+    assert data["benchmark"] == "learn" and data["frames"] == 6000 and data["frames_per_step"] == 1
+    run = data["runs"][0]
+    assert run["frames"] >= 6000 or run["solved"]  # it stops at the frames, or sooner when solved
+    assert [p["frames"] for p in run["points"]] == [1500, 3000, 4500, 6000]
+    assert run["points"][-1]["train_return"] is not None and run["frames_per_s"] > 0
+    assert data["median"]["seeds"] == 1 and data["reference"]["solve_frames"]["reference"] == 12288
+
+
+def test_bench_learn_names_a_bad_reference():
+    result = CliRunner().invoke(cli, ["bench", "learn", "--config", "examples/cartpole_appo.toml", "--frames", "100",
+                                      "--reference", "nope"])
+    assert result.exit_code == 2 and "no reference named 'nope'" in result.output
