@@ -30,6 +30,8 @@ BENCHMARKS = {
                    "Median time from `tandem up` to the evaluation target with games served vs..."),
 }
 COMMANDS = {**BENCHMARKS,
+            "serial": ("client.bench.serial:serial_cmd",
+                       "Env steps until a greedy evaluation clears the target, the learning rule alone (one..."),
             "learn": ("client.bench.learn:learn_cmd",
                       "Training and evaluation return against env frames and wall time for each..."),
             "vector": ("client.bench.vector:vector_cmd",

@@ -85,7 +85,6 @@ def make_learner(model: str, device: str, tmp: str, mode: str):
     learner = Learner(config, "default", StopFlag(), control_endpoint=None, device=device)
     learner.build()
     learner.bind()
-    learner.warm_up.join(60)
     return learner
 
 

@@ -35,7 +35,7 @@ class ActorCritic(nn.Module):
         normalizable = (algo_cfg.normalize_obs and isinstance(obs_space, gym.spaces.Box) and mask_size == 0
                         and not is_image_space(obs_space))
         self.obs_norm = RunningMeanStd(tuple(obs_space.shape), clip=OBS_CLIP) if normalizable else None
-        self.value_norm = RunningMeanStd(()) if algo_cfg.normalize_returns else None
+        self.value_norm = RunningMeanStd((1,)) if algo_cfg.normalize_returns else None
         last = last_linear(self.policy)
         if last is not None:  # only for built-in networks: a user's module keeps its own initialisation
             with torch.no_grad():  # the policy's outputs only (a shared network's value output is the last)

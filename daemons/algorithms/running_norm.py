@@ -17,12 +17,13 @@ class RunningMeanStd(nn.Module):
     not parameters (no gradient reaches them, the optimizer never sees them).
     """
 
-    def __init__(self, shape: tuple[int, ...] = (), clip: float = 0.0):
+    def __init__(self, shape: tuple[int, ...] = (1,), clip: float = 0.0):
         super().__init__()
         self.clip = clip  # > 0: normalized values are clamped to [-clip, clip] (outliers of a new state)
         self.register_buffer("mean", torch.zeros(shape))
         self.register_buffer("var", torch.ones(shape))
-        self.register_buffer("count", torch.tensor(START_COUNT, dtype=torch.float64))
+        # shape (1,), not (): a weight blob carries arrays of at least one dimension
+        self.register_buffer("count", torch.full((1,), START_COUNT, dtype=torch.float64))
 
     @torch.no_grad()
     def update(self, x: torch.Tensor) -> None:
@@ -34,9 +35,9 @@ class RunningMeanStd(nn.Module):
         batch_var = x.var(dim=0, unbiased=False)
         total = self.count + batch_count
         delta = batch_mean - self.mean
-        share = float(batch_count / total)
+        count, share = float(self.count), float(batch_count / total)
         self.mean.add_(delta * share)
-        m2 = self.var * float(self.count) + batch_var * batch_count + delta.pow(2) * float(self.count) * share
+        m2 = self.var * count + batch_var * batch_count + delta.pow(2) * count * share
         self.var.copy_(m2 / float(total))
         self.count.copy_(total)
 

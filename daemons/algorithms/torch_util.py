@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from daemons.algorithms.adam import Adam
 from daemons.algorithms.models import build_q_network
 from daemons.config.schema import ModelSection
 
@@ -94,12 +95,9 @@ def module_weights(module: nn.Module) -> dict[str, np.ndarray]:
             for name, tensor in module.state_dict().items()}
 
 
-def make_adam(params: list, learning_rate: float, eps: float = 1e-8) -> torch.optim.Optimizer:
-    """Adam, fused where this torch and device have the kernel (several times fewer dispatches per step)."""
-    try:
-        return torch.optim.Adam(params, lr=learning_rate, eps=eps, fused=True)
-    except (RuntimeError, TypeError, ValueError):
-        return torch.optim.Adam(params, lr=learning_rate, eps=eps)
+def make_adam(params: list, learning_rate: float, eps: float = 1e-8) -> Adam:
+    """Adam with torch's fused kernel where there is one, and no torch._dynamo import (see algorithms.adam)."""
+    return Adam(params, lr=learning_rate, eps=eps)
 
 
 class SwappableNet:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
 import os
@@ -95,12 +94,6 @@ class Learner:
         self.consumed_per_update = consumed_per_update(cfg, feed_kind(cfg) == "replay")
         if feed_kind(cfg) != "replay" and cfg.learner.pace_credit:  # on-policy: one version per update
             self.pace.credit_per_version = int(self.consumed_per_update) if cfg.learner.pace_headroom > 0 else 0
-        # torch's first optimizer imports torch._dynamo (1.5 s of CPU). A thread pays it while the first
-        # weights go out and the first unrolls come in; the loop trains only once it is done, so neither
-        # the actors' start nor the heartbeats wait for it.
-        self.warm_up = threading.Thread(target=importlib.import_module, args=("torch._dynamo",),
-                                        name="warm-up", daemon=True)
-        self.warm_up.start()
         self.reporter.set_stage("load_checkpoint")
         self.dir.mkdir(parents=True, exist_ok=True)
         state = load_latest_checkpoint(self.dir)
@@ -198,10 +191,10 @@ class Learner:
                 fill_before = self.feed.fill()
             trained = self.train_step()
             now = time.monotonic()
-            # Starved: wanted to train and had no data (the warm-up thread is neither busy nor starved).
+            # Starved: wanted to train and had no data.
             # The buffer's fill for this pass: the middle of its fill before and after the update.
             self.pace.tick(now, self.consumed_per_update if trained else 0.0,
-                           starved=not trained and not self.warm_up.is_alive(),
+                           starved=not trained,
                            fill=(fill_before + self.feed.fill()) / 2)
             self.serve_snapshots()
             if now >= self.next_register:
@@ -254,8 +247,6 @@ class Learner:
         return self.intake.lag_window
 
     def train_step(self) -> bool:
-        if self.warm_up.is_alive():
-            return False
         if self.prefetcher is not None:
             payload = self.prefetcher.next()
         else:

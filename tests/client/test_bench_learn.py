@@ -74,3 +74,28 @@ def test_bench_learn_names_a_bad_reference():
     result = CliRunner().invoke(cli, ["bench", "learn", "--config", "examples/cartpole_appo.toml", "--frames", "100",
                                       "--reference", "nope"])
     assert result.exit_code == 2 and "no reference named 'nope'" in result.output
+
+
+def serial(*args) -> dict:
+    result = CliRunner().invoke(cli, ["bench", "serial", "--config", "examples/cartpole_appo.toml", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output.strip().splitlines()[-1])
+
+
+@pytest.mark.timeout(120)
+def test_bench_serial_is_deterministic_for_a_seed_and_reports_unsolved_seeds_at_the_limit():
+    args = ("--seeds", "1", "--first-seed", "3", "--max-steps", "3072", "--max-return", "500")
+    first, second = serial(*args), serial(*args)
+    assert first["runs"] == [{**second["runs"][0], "train_s": first["runs"][0]["train_s"]}]  # only the time differs
+    run = first["runs"][0]
+    assert run["seed"] == 3 and run["updates"] == run["env_steps"] // 512
+    if not run["solved"]:
+        assert first["median_env_steps"] == 3072
+    # an easy target is met at the first evaluation
+    easy = serial("--seeds", "1", "--target", "5", "--eval-every", "512")
+    assert easy["runs"][0]["solved"] and easy["runs"][0]["env_steps"] == 512
+
+
+def test_bench_serial_refuses_what_it_cannot_run():
+    result = CliRunner().invoke(cli, ["bench", "serial", "--config", "examples/cartpole.toml"])
+    assert result.exit_code == 2 and "on-policy run" in result.output

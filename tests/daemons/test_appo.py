@@ -15,7 +15,7 @@ from daemons.algorithms.appo import BEHAVIOUR_LOGP
 from daemons.algorithms.distributions import ActionHead, Categorical, DiagGaussian
 from daemons.config.loader import config_from_dict
 from daemons.envs.spaces import env_actions
-from protocol import TransitionBatch
+from protocol import TransitionBatch, WeightBlob
 
 VECTOR = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 SPACES = {
@@ -138,7 +138,7 @@ def test_a_shared_torso_is_one_network_whose_last_output_is_the_value():
     config, space = appo_config(shared_torso=True, learning_rate=3e-3, epochs=4, entropy_coef=0.0), gym.spaces.Discrete(2)
     learner = make_algorithm(config, VECTOR, space, "cpu")
     names = set(learner.weights())
-    assert names and all(k.startswith("policy.") for k in names)  # no second (value) network
+    assert names and all(k.startswith(("policy.", "value_norm.")) for k in names)  # no second (value) network
     separate = make_algorithm(appo_config(), VECTOR, space, "cpu")
     assert sum(v.size for v in learner.weights().values()) < 0.7 * sum(v.size for v in separate.weights().values())
     obs = torch.as_tensor(np.random.default_rng(0).uniform(-1, 1, (6, 3)).astype(np.float32))
@@ -248,8 +248,9 @@ def test_every_target_mode_and_normalizer_updates_and_reports_diagnostics(option
     assert metrics["approx_kl"] >= 0.0
     if options.get("normalize_returns"):
         assert metrics["return_std"] > 0.0
-    # the weights (normalizer statistics included) load into an actor, and a checkpoint into a new learner
-    policy.load_weights(learner.weights())
+    # the weights (normalizer statistics included) cross the wire and load into an actor, a checkpoint into a learner
+    blob = WeightBlob.from_frames([bytes(f) for f in WeightBlob.build("default", 1, 1, learner.weights()).to_frames()])
+    policy.load_weights(blob.tensors)
     other = make_algorithm(config, VECTOR, space, "cpu")
     other.load_state_dict(learner.state_dict())
     for key, value in learner.weights().items():
@@ -281,3 +282,62 @@ def test_image_observations_are_not_normalized_and_masks_are_left_alone():
     config = config_from_dict({"algorithm": {"name": "appo", "normalize_obs": True}, "model": {"hidden_sizes": [8]}})
     assert make_algorithm(config, image, gym.spaces.Discrete(2), "cpu").net.obs_norm is None
     assert make_algorithm(config, VECTOR, gym.spaces.Discrete(2), "cpu").net.obs_norm is not None
+
+
+def test_training_and_checkpoints_never_import_torch_dynamo(tmp_path):
+    """torch.optim's constructor imports torch._dynamo (about a second of CPU at every learner start): the
+    learners' Adam must not need it, for either algorithm, through updates and a checkpoint round trip."""
+    script = f"""
+import sys
+import gymnasium as gym, numpy as np, torch
+from daemons.algorithms import make_algorithm
+from daemons.config.loader import config_from_dict
+from daemons.learner.checkpoint import load_latest_checkpoint, save_checkpoint
+from tests.daemons.test_appo import VECTOR, unroll_from_policy, appo_config
+from daemons.algorithms import make_policy
+space = gym.spaces.Discrete(3, start=1)
+config = appo_config()
+learner = make_algorithm(config, VECTOR, space, "cpu")
+policy = make_policy(config, VECTOR, space, seed=0)
+policy.load_weights(learner.weights())
+learner.update([unroll_from_policy(policy)])
+save_checkpoint(__import__("pathlib").Path({str(tmp_path)!r}), {{"algorithm": learner.state_dict(), "version": 1}})
+learner.load_state_dict(load_latest_checkpoint(__import__("pathlib").Path({str(tmp_path)!r}))["algorithm"])
+dqn = make_algorithm(config_from_dict({{"model": {{"hidden_sizes": [8]}}}}), VECTOR, gym.spaces.Discrete(2), "cpu")
+dqn.optimizer.step()
+assert "torch._dynamo" not in sys.modules, "torch._dynamo was imported"
+print("ok")
+"""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_adam_computes_what_torch_adam_does_and_their_states_load_into_each_other():
+    from daemons.algorithms.adam import Adam
+
+    def net():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+
+    for fused in (True, False):
+        ours_net, torch_net = net(), net()
+        ours = Adam(ours_net.parameters(), lr=1e-2, eps=1e-5, fused=fused)
+        reference = torch.optim.Adam(torch_net.parameters(), lr=1e-2, eps=1e-5)
+        gen = torch.Generator().manual_seed(1)
+        for _ in range(15):
+            x = torch.randn(8, 4, generator=gen)
+            for model, optimizer in ((ours_net, ours), (torch_net, reference)):
+                optimizer.zero_grad()
+                model(x).pow(2).sum().backward()
+                optimizer.step()
+        for a, b in zip(ours_net.parameters(), torch_net.parameters()):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+        resumed = Adam(net().parameters(), lr=1e-2, eps=1e-5)
+        resumed.load_state_dict(reference.state_dict())  # a checkpoint written by torch.optim.Adam
+        assert resumed.steps == 15
+        torch.testing.assert_close(resumed.exp_avg_sq[0], reference.state[list(torch_net.parameters())[0]]["exp_avg_sq"])
+        torch.optim.Adam(net().parameters(), lr=1e-2).load_state_dict(ours.state_dict())  # and the other way
+    with pytest.raises(ValueError, match="optimizer state is for 4 parameters, this network has 2"):
+        Adam(torch.nn.Linear(3, 3).parameters(), lr=1e-3).load_state_dict(reference.state_dict())

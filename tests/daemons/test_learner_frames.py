@@ -51,7 +51,6 @@ def pong_learner(request, tmp_path):
                       control_endpoint=None)
     learner.build()
     learner.bind()
-    learner.warm_up.join(timeout=120)
     yield learner
     learner.metrics.close()
     sockets.close_context(learner.ctx, 0)

@@ -26,7 +26,6 @@ def appo_learner(tmp_path):
     learner = Learner(config, "default", StopFlag(), control_endpoint=None)
     learner.build()
     learner.bind()  # loopback, free ports: each update publishes a version
-    learner.warm_up.join(timeout=60)
     yield learner
     learner.metrics.close()
     sockets.close_context(learner.ctx, 0)

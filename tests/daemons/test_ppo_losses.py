@@ -63,7 +63,7 @@ def test_running_mean_std_equals_the_statistics_of_everything_seen():
 
 
 def test_running_mean_std_clips_normalized_values():
-    norm = RunningMeanStd((), clip=2.0)
+    norm = RunningMeanStd((1,), clip=2.0)
     norm.update(torch.tensor([0.0, 0.0, 2.0, 2.0]))  # mean 1, std 1
     np.testing.assert_allclose(norm.normalize(torch.tensor([1.0, 10.0, -10.0])).numpy(), [0.0, 2.0, -2.0], atol=1e-4)
 

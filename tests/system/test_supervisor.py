@@ -193,8 +193,7 @@ def test_actors_past_max_age_are_recycled_and_the_learner_is_not(run_up):
 def test_fifty_actor_restarts_leave_supervisor_and_learner_flat(run_up):
     run = run_up("actors.count=1", "env.num_envs=2")
     run.wait(lambda d: all(r["state"] == "RUNNING" for r in d["processes"]), 60, "everything running")
-    # The learner trains only once its torch warm-up (a thread importing torch._dynamo) is done; what that
-    # import allocates is start-up, not a leak.
+    # What the learner's first updates allocate is start-up, not a leak.
     run.wait(lambda d: (d["policies"][0]["updates"] or 0) > 0, 60, "the learner training")
     supervisor = psutil.Process(run.proc.pid)
     learner = psutil.Process(run.row("learner-default")["pid"])
