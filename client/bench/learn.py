@@ -34,17 +34,25 @@ def value_at(rows: list[dict], key: str, env_steps: float) -> float | None:
     return found
 
 
-def seed_record(seed: int, figures: RunFigures, frames: int, skip: int) -> dict:
+def point_frames(frames: int, reference: dict | None) -> list[int]:
+    """Where returns are read: quarters of the run, and every frame count the reference gives a return at."""
+    grid = {int(frames * share) for share in POINTS}
+    if reference:
+        grid |= {int(p["frames"]) for p in reference.get("points", []) if 0 < int(p.get("frames", 0)) <= frames}
+    return sorted(grid)
+
+
+def seed_record(seed: int, figures: RunFigures, frames: int, skip: int, at: list[int] | None = None) -> dict:
     """One seed's figures: the stop, the time and frames to solve (if its eval_return stop held), the curve."""
     summary = figures.summary
     rows = [*figures.rows, summary] if "env_steps" in summary else figures.rows  # the summary is the last row
     solved = "evaluation return" in str(summary.get("reason", ""))
     met = summary.get("condition_met_unix")
     points = []
-    for share in POINTS:
-        steps = frames * share / skip
+    for at_frames in at or point_frames(frames, None):
+        steps = at_frames / skip
         reached = rows and rows[-1].get("env_steps", 0) >= steps * 0.98
-        points.append({"frames": int(frames * share), "reached": bool(reached),
+        points.append({"frames": at_frames, "reached": bool(reached),
                        "train_return": value_at(rows, "mean_return_100", steps),
                        "eval_return": value_at(rows, "eval_return", steps)})
     last = rows[-1] if rows else {}
@@ -68,8 +76,8 @@ def medians(runs: list[dict], limit_frames: int, limit_s: float) -> dict:
            "solve_frames": median_or_none([r["solve_frames"] if r["solved"] else limit_frames for r in runs]),
            "solve_s": median_or_none([r["solve_s"] if r["solved"] else limit_s for r in runs]),
            "frames_per_s": median_or_none([r["frames_per_s"] for r in runs]), "points": []}
-    for i, share in enumerate(POINTS):
-        out["points"].append({"frames": int(limit_frames * share),
+    for i, point in enumerate(runs[0]["points"] if runs else []):
+        out["points"].append({"frames": point["frames"],
                               "train_return": median_or_none([r["points"][i]["train_return"] for r in runs]),
                               "eval_return": median_or_none([r["points"][i]["eval_return"] for r in runs])})
     return out
@@ -100,8 +108,10 @@ def print_table(record: dict) -> None:
     for r in record["runs"]:
         solved = f"solved in {fmt(r['solve_s'], 2)} s at {r['solve_frames']} frames" if r["solved"] else "not solved"
         click.echo(f"seed {r['seed']}: {solved}; {r['frames']} frames, {fmt(r['frames_per_s'], 0)} frames/s  ({r['reason']})")
-        click.echo("    " + "  ".join(f"@{p['frames']}: train {fmt(p['train_return'])} eval {fmt(p['eval_return'])}"
-                                     for p in r["points"]))
+        click.echo("    " + "  ".join(f"@{p['frames']}{'' if p['reached'] else '*'}: train {fmt(p['train_return'])} "
+                                     f"eval {fmt(p['eval_return'])}" for p in r["points"]))
+    if any(not p["reached"] for r in record["runs"] for p in r["points"]):
+        click.echo("    (* not reached: the run ended sooner, and its last figures are shown)")
     m = record["median"]
     click.echo(f"median over {m['seeds']} seeds ({m['solved']} solved): {fmt(m['solve_s'], 2)} s, "
                f"{fmt(m['solve_frames'])} frames to solve; {fmt(m['frames_per_s'], 0)} frames/s")
@@ -145,7 +155,7 @@ def learn_cmd(config: Path, frames: int, seeds: int, limit_s: float, reference_f
     runs = []
     for seed in range(seeds):
         figures = timed_run(config, limit_s, [*overrides, f"run.seed={seed}", f"stop.env_steps={steps}"])
-        runs.append(seed_record(seed, figures, frames, skip))
+        runs.append(seed_record(seed, figures, frames, skip, point_frames(frames, reference)))
         if not as_json:
             click.echo(f"seed {seed} done: {runs[-1]['reason']}", err=True)
     record = {"benchmark": "learn", "config": str(config), "frames": frames, "frames_per_step": skip,

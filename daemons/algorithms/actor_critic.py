@@ -21,7 +21,8 @@ class ActorCritic(nn.Module):
     With `algorithm.shared_torso` one network gives both: its last layer has one output more, the value.
     With `normalize_obs` (vector observations) the input is scaled by running statistics the learner
     updates; they are buffers, so they travel with the published weights. With `normalize_returns` the
-    value output is in units of the value targets' running statistics (`value_norm`, the learner's to keep).
+    value output is in units of the value targets' running statistics, which the learner keeps (actors never
+    need values).
     """
 
     def __init__(self, model_cfg: ModelSection, obs_space: gym.Space, action_space: gym.Space,
@@ -35,7 +36,6 @@ class ActorCritic(nn.Module):
         normalizable = (algo_cfg.normalize_obs and isinstance(obs_space, gym.spaces.Box) and mask_size == 0
                         and not is_image_space(obs_space))
         self.obs_norm = RunningMeanStd(tuple(obs_space.shape), clip=OBS_CLIP) if normalizable else None
-        self.value_norm = RunningMeanStd((1,)) if algo_cfg.normalize_returns else None
         last = last_linear(self.policy)
         if last is not None:  # only for built-in networks: a user's module keeps its own initialisation
             with torch.no_grad():  # the policy's outputs only (a shared network's value output is the last)
@@ -50,7 +50,7 @@ class ActorCritic(nn.Module):
         return self.head.distribution(out[..., :-1] if self.shared else out, obs)
 
     def values(self, obs: torch.Tensor) -> torch.Tensor:
-        """The value output (normalized units with normalize_returns: `value_norm.denormalize` gives returns)."""
+        """The value output (in normalized units with normalize_returns)."""
         if self.shared:
             return self.policy(self.inputs(obs))[..., -1]
         return self.value(self.inputs(obs)).squeeze(-1)
@@ -61,10 +61,6 @@ class ActorCritic(nn.Module):
             return self.distribution(obs[:policy_rows]), self.values(obs)
         out = self.policy(self.inputs(obs))
         return self.head.distribution(out[:policy_rows, :-1], obs[:policy_rows]), out[:, -1]
-
-    def returns(self, values: torch.Tensor) -> torch.Tensor:
-        """Value outputs in the units of returns."""
-        return values if self.value_norm is None else self.value_norm.denormalize(values)
 
 
 def last_linear(net: nn.Module) -> nn.Linear | None:

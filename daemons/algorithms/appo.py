@@ -7,6 +7,7 @@ importance ratio pi/mu of the current weights, which is why actors send log mu(a
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from daemons.algorithms.actor_critic import seeded_actor_critic
 from daemons.algorithms.base import UpdateResult
 from daemons.algorithms.distributions import ActionHead
 from daemons.algorithms.ppo_batch import FlatSteps, minibatch_rows
+from daemons.algorithms.running_norm import RunningMeanStd
 from daemons.algorithms.ppo_losses import clipped_surrogate, explained_variance, normalized_advantages, value_loss
 from daemons.algorithms.torch_util import (SwappableNet, check_tensors, cpu_copy, make_adam, module_weights,
                                           to_tensor, torch_device)
@@ -28,6 +30,7 @@ from daemons.algorithms.vtrace import vtrace
 from daemons.config.schema import RunConfig
 from protocol import TransitionBatch
 
+log = logging.getLogger(__name__)
 FEED = "unrolls"  # the learner trains on a queue of fresh unrolls
 BEHAVIOUR_LOGP = "behaviour_logp"  # extra.behaviour_logp: float32 [T, K], log mu(a_t | x_t) of the acting version
 
@@ -93,6 +96,8 @@ class APPO:
         self.device = torch_device(device)
         self.net = seeded_actor_critic(config, obs_space, action_space, mask_size, config.run.seed).to(self.device)
         self.net.train()
+        # normalize_returns: the value output's units, the running statistics of the value targets (learner only)
+        self.value_norm = RunningMeanStd((1,)).to(self.device) if self.cfg.normalize_returns else None
         self._optimizer: torch.optim.Optimizer | None = None
         self.rng = torch.Generator().manual_seed(config.run.seed)
         self.updates = 0
@@ -157,18 +162,22 @@ class APPO:
                         add(metrics)
         self.updates += 1
         result = {key: value / max(steps, 1) for key, value in totals.items()}
-        if self.net.value_norm is not None:
-            result["return_std"] = float(self.net.value_norm.var.sqrt())
+        if self.value_norm is not None:
+            result["return_std"] = float(self.value_norm.var.sqrt())
         finite = [v for v in explained if math.isfinite(v)]
         if finite:
             result["explained_variance"] = float(np.mean(finite))
         return UpdateResult(metrics=result)
 
+    def returns(self, values: torch.Tensor) -> torch.Tensor:
+        """Value outputs in the units of returns."""
+        return values if self.value_norm is None else self.value_norm.denormalize(values)
+
     def vtrace_targets(self, d: UnrollTensors, all_values: torch.Tensor, logp: torch.Tensor):
         """V-trace over [T, N] from value outputs at every row (obs[0..T], then the truncated episodes' last ones)."""
         cfg = self.cfg
         steps, n = d.rewards.shape
-        real = self.net.returns(all_values.detach())
+        real = self.returns(all_values.detach())
         values = real[: (steps + 1) * n].reshape(steps + 1, n)
         next_values = values[1:].clone()
         if d.finals.shape[0]:
@@ -195,14 +204,14 @@ class APPO:
             _, targets = self.vtrace_targets(d, all_values, logp)
             parts.append((d, targets, all_values[: steps * n], offset))
             offset += n
-        norm = self.net.value_norm
+        norm = self.value_norm
         if norm is not None:  # statistics of this update's targets, then targets in the value output's units
             norm.update(torch.cat([t.vs.reshape(-1) for _, t, _, _ in parts]))
         flats, explained = [], []
         for d, targets, old_values, offset in parts:
             steps, n = d.rewards.shape
             vs = targets.vs.reshape(-1)
-            explained.append(explained_variance(self.net.returns(old_values), vs))
+            explained.append(explained_variance(self.returns(old_values), vs))
             flats.append(FlatSteps(
                 obs=d.obs[:-1].reshape(steps * n, *d.obs.shape[2:]), actions=d.actions.reshape(steps * n, -1),
                 behaviour_logp=d.behaviour_logp.reshape(-1), advantages=targets.pg_advantages.reshape(-1),
@@ -224,7 +233,7 @@ class APPO:
         log_rhos, targets = self.vtrace_targets(d, all_values, logp)
         values = all_values[: steps * n]
         vs = targets.vs.reshape(-1)
-        norm = self.net.value_norm
+        norm = self.value_norm
         if norm is not None:
             norm.update(vs)
             vs = norm.normalize(vs)
@@ -257,7 +266,7 @@ class APPO:
         approx_kl = (log_ratio.exp() - 1.0 - log_ratio).mean()  # Schulman's k3 estimator of KL(mu || pi)
         scalars = torch.stack([loss.detach(), policy_loss.detach(), v_loss.detach(), entropy.detach(),
                                grad_norm.detach().float(), log_rhos.exp().mean(), clip_fraction, approx_kl,
-                               self.net.returns(values.detach()).mean()]).cpu().numpy()
+                               self.returns(values.detach()).mean()]).cpu().numpy()
         names = ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "rho_mean", "clip_fraction",
                  "approx_kl", "value_mean")
         return {name: float(value) for name, value in zip(names, scalars)}
@@ -266,8 +275,20 @@ class APPO:
         return module_weights(self.net)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"algorithm": self.name, "net": cpu_copy(self.net.state_dict()),
-                "optimizer": cpu_copy(self.optimizer.state_dict()), "updates": int(self.updates)}
+        state = {"algorithm": self.name, "net": cpu_copy(self.net.state_dict()),
+                 "optimizer": cpu_copy(self.optimizer.state_dict()), "updates": int(self.updates)}
+        if self.value_norm is not None:
+            state["value_norm"] = cpu_copy(self.value_norm.state_dict())
+        return state
+
+    def form_hint(self, saved: Mapping[str, Any]) -> str:
+        """Which setting that changes the network's tensors a saved network was trained with, where it differs."""
+        names = [str(k) for k in saved]
+        forms = {"algorithm.shared_torso": (not any(k.startswith("value.") for k in names), self.net.shared),
+                 "algorithm.normalize_obs": (any(k.startswith("obs_norm.") for k in names), self.net.obs_norm is not None)}
+        differ = [f"{key} = {str(was).lower()}; this run has {str(now).lower()}"
+                  for key, (was, now) in forms.items() if was != now]
+        return f" (it was trained with {', '.join(differ)})" if differ else ""
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from `state_dict()` output; the config's learning rate wins over the saved one."""
@@ -276,15 +297,20 @@ class APPO:
         try:
             check_tensors(self.net.state_dict(), state["net"], numpy=False)
         except (KeyError, ValueError) as exc:
-            saved_shared = not any(str(k).startswith("value.") for k in state["net"])
-            hint = (f" (it was trained with algorithm.shared_torso = {str(saved_shared).lower()}; this run has "
-                    f"{str(self.net.shared).lower()})" if saved_shared != self.net.shared else "")
-            raise ValueError(f"saved network does not fit this model{hint}: {exc}") from exc
+            raise ValueError(f"saved network does not fit this model{self.form_hint(state['net'])}: {exc}") from exc
         self.optimizer.load_state_dict(state["optimizer"])
         for group in self.optimizer.param_groups:
             group["lr"] = self.cfg.learning_rate
         self.net.load_state_dict(state["net"])
         self.updates = int(state["updates"])
+        saved_norm = state.get("value_norm")
+        if self.value_norm is not None and isinstance(saved_norm, Mapping):
+            check_tensors(self.value_norm.state_dict(), saved_norm, numpy=False)
+            self.value_norm.load_state_dict(saved_norm)
+        elif self.value_norm is not None:  # a checkpoint from before normalize_returns: its statistics start afresh
+            self.value_norm = RunningMeanStd((1,)).to(self.device)
+            log.warning("the checkpoint has no return statistics (trained without algorithm.normalize_returns): "
+                        "they start afresh, and the value output is read in their units from now on")
 
 
 class StochasticPolicy:

@@ -69,6 +69,13 @@ def check_relations(config: RunConfig) -> None:
                               f"learner.replay_capacity ({c.learner.replay_capacity}): training would never start")
         if c.algorithm.name == "double_dqn" and c.algorithm.batch_size > c.learner.replay_capacity:
             raise ConfigError(f"{where}algorithm.batch_size", "is larger than learner.replay_capacity")
+        if c.algorithm.targets != "per_update":  # these need targets fixed at the update's start
+            if c.algorithm.minibatch_by == "steps":
+                raise ConfigError(f"{where}algorithm.minibatch_by", "'steps' needs algorithm.targets = 'per_update' "
+                                  "(recomputed V-trace needs whole unrolls in order)")
+            if c.algorithm.value_clip > 0:
+                raise ConfigError(f"{where}algorithm.value_clip", "needs algorithm.targets = 'per_update' (the values "
+                                  "it clips around are those the update starts from)")
     if config.supervisor.liveness_timeout_s <= config.supervisor.heartbeat_interval_s:
         raise ConfigError("supervisor.liveness_timeout_s", "must be longer than supervisor.heartbeat_interval_s")
     if config.model.kind not in ("auto", "mlp", "nature_cnn") and ":" not in config.model.kind:

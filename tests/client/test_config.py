@@ -59,6 +59,9 @@ def test_rendered_config_loads_back_to_the_same(tmp_path):
     ("[supervisor]\nliveness_timeout_s = nan\n", "supervisor.liveness_timeout_s", ["finite number", "nan"]),
     ("[stop]\nseconds = nan\n", "stop.seconds", ["finite number"]),
     ("[algorithm]\nlearning_rate = inf\n", "algorithm.learning_rate", ["finite number", "inf"]),
+    ("[algorithm]\nname = 'appo'\nminibatch_by = 'steps'\n", "algorithm.minibatch_by", ["targets = 'per_update'"]),
+    ("[algorithm]\nname = 'appo'\nvalue_clip = 0.2\n", "algorithm.value_clip", ["targets = 'per_update'"]),
+    ("[algorithm]\nname = 'appo'\ntargets = 'once'\n", "algorithm.targets", ["not one of: per_minibatch, per_update"]),
 ])
 def test_each_kind_of_mistake_names_its_key(tmp_path, text, key, words):
     with pytest.raises(ConfigError) as err:

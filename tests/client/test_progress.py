@@ -66,3 +66,16 @@ def test_backpressure_figures():
     assert "(learner 7)" in format_line(fig) and "pace 12000/s waited 1.8s" in format_line(fig)
     fig["pace_per_s"] = 0
     assert "pace" not in format_line(fig)
+
+
+def test_learner_diagnostics_become_train_curves_per_policy_and_are_bounded():
+    view = RunView(StopSection(), started=0.0)
+    view.heartbeat(beat("learner-default", "learner", updates=3, train_entropy=0.6, train_approx_kl=0.01), 1.0)
+    fig = view.figures(1.0)
+    assert fig["train"] == {"approx_kl": 0.01, "entropy": 0.6} and "train_entropy" not in fig
+    # several policies: each one's under its own name; a peer's endless train_ counters are cut off
+    flood = {f"train_x{i:03d}": 1.0 for i in range(100)}
+    view.heartbeat(beat("learner-b", "learner", updates=1, **flood), 1.0)
+    fig = view.figures(1.0)
+    assert "train" not in fig and fig["policies"]["default"]["train"]["entropy"] == 0.6
+    assert len(fig["policies"]["b"]["train"]) == 32

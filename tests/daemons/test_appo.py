@@ -138,7 +138,7 @@ def test_a_shared_torso_is_one_network_whose_last_output_is_the_value():
     config, space = appo_config(shared_torso=True, learning_rate=3e-3, epochs=4, entropy_coef=0.0), gym.spaces.Discrete(2)
     learner = make_algorithm(config, VECTOR, space, "cpu")
     names = set(learner.weights())
-    assert names and all(k.startswith(("policy.", "value_norm.")) for k in names)  # no second (value) network
+    assert names and all(k.startswith("policy.") for k in names)  # no second (value) network
     separate = make_algorithm(appo_config(), VECTOR, space, "cpu")
     assert sum(v.size for v in learner.weights().values()) < 0.7 * sum(v.size for v in separate.weights().values())
     obs = torch.as_tensor(np.random.default_rng(0).uniform(-1, 1, (6, 3)).astype(np.float32))
@@ -341,3 +341,22 @@ def test_adam_computes_what_torch_adam_does_and_their_states_load_into_each_othe
         torch.optim.Adam(net().parameters(), lr=1e-2).load_state_dict(ours.state_dict())  # and the other way
     with pytest.raises(ValueError, match="optimizer state is for 4 parameters, this network has 2"):
         Adam(torch.nn.Linear(3, 3).parameters(), lr=1e-3).load_state_dict(reference.state_dict())
+
+
+def test_return_statistics_are_checkpointed_and_a_checkpoint_without_them_still_resumes(caplog):
+    space = SPACES["discrete"]
+    trained = make_algorithm(appo_config(), VECTOR, space, "cpu")
+    policy = make_policy(appo_config(), VECTOR, space, seed=0)
+    policy.load_weights(trained.weights())
+    trained.update([unroll_from_policy(policy)])
+    assert not any(k.startswith("value_norm") for k in trained.weights())  # the actors never need them
+    resumed = make_algorithm(appo_config(), VECTOR, space, "cpu")
+    resumed.load_state_dict(trained.state_dict())
+    torch.testing.assert_close(resumed.value_norm.var, trained.value_norm.var)
+    assert trained.value_norm.count.item() > 1  # the update's targets were counted
+    old = make_algorithm(appo_config(normalize_returns=False), VECTOR, space, "cpu")
+    with caplog.at_level("WARNING"):
+        resumed.load_state_dict(old.state_dict())  # the same network: it loads, and says what it did
+    assert "start afresh" in caplog.text and resumed.value_norm.count.item() < 1
+    with pytest.raises(ValueError, match=r"algorithm.normalize_obs = false; this run has true"):
+        make_algorithm(appo_config(normalize_obs=True), VECTOR, space, "cpu").load_state_dict(old.state_dict())
