@@ -139,9 +139,12 @@ def print_table(record: dict) -> None:
 @click.option("--reference", "reference_file", default=None, metavar="FILE|NAME",
               help="Reference figures to show beside Tandem's: a JSON file, or the name of one shipped with Tandem "
                    "(e.g. cartpole-cleanrl-ppo).")
+@click.option("--heartbeat-s", type=click.FloatRange(min=0.05, max=1.0), default=0.2, show_default=True,
+              help="supervisor.heartbeat_interval_s of the runs: the supervisor's figures at the stop are at most "
+                   "this old (at 15k env steps/s, 1 s is 15k frames).")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides for every run.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
-def learn_cmd(config: Path, frames: int, seeds: int, limit_s: float, reference_file: str | None,
+def learn_cmd(config: Path, frames: int, seeds: int, limit_s: float, reference_file: str | None, heartbeat_s: float,
               overrides: tuple[str, ...], as_json: bool) -> None:
     """Training and evaluation return against env frames and wall time for each seed, with the medians."""
     from daemons.config.fields import ConfigError
@@ -154,11 +157,13 @@ def learn_cmd(config: Path, frames: int, seeds: int, limit_s: float, reference_f
     steps = math.ceil(frames / skip)
     runs = []
     for seed in range(seeds):
-        figures = timed_run(config, limit_s, [*overrides, f"run.seed={seed}", f"stop.env_steps={steps}"])
+        figures = timed_run(config, limit_s, [f"supervisor.heartbeat_interval_s={heartbeat_s}", *overrides,
+                                              f"run.seed={seed}", f"stop.env_steps={steps}"])
         runs.append(seed_record(seed, figures, frames, skip, point_frames(frames, reference)))
         if not as_json:
             click.echo(f"seed {seed} done: {runs[-1]['reason']}", err=True)
     record = {"benchmark": "learn", "config": str(config), "frames": frames, "frames_per_step": skip,
+              "heartbeat_s": heartbeat_s,
               "overrides": list(overrides), "runs": runs, "median": medians(runs, frames, limit_s)}
     if reference is not None:
         record["reference"] = compare(record["median"], reference)

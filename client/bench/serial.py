@@ -21,7 +21,7 @@ class SerialRun:
     learning rule alone, deterministic for a seed.
     """
 
-    def __init__(self, config, seed: int):
+    def __init__(self, config, seed: int, lag: int = 0):
         import gymnasium as gym
 
         from daemons.algorithms import make_algorithm, make_policy
@@ -36,6 +36,8 @@ class SerialRun:
         self.policy.load_weights(self.learner.weights())
         self.eval_env = gym.make(config.env.id, **config.env.kwargs)
         self.env_steps, self.version, self.queue, self.queued = 0, 0, [], 0
+        self.lag = lag  # the acting policy trails the learner by this many versions, as an async actor does
+        self.published = [self.learner.weights()]  # the newest lag + 1 versions, oldest first
 
     def unroll(self):
         from protocol import TransitionBatch
@@ -63,7 +65,8 @@ class SerialRun:
         obs[t_max] = self.obs
         final_obs = np.stack(finals).astype(obs.dtype) if finals else np.zeros((0, *obs.shape[2:]), obs.dtype)
         self.env_steps += t_max * k_max
-        return TransitionBatch("default", "serial", 0, self.version, self.version, self.env_steps, obs,
+        acted = max(0, self.version - self.lag)
+        return TransitionBatch("default", "serial", 0, self.version, acted, self.env_steps, obs,
                                np.stack(actions), rewards, terminated, truncated, final_obs,
                                {name: np.stack(values) for name, values in extras.items()})
 
@@ -76,7 +79,8 @@ class SerialRun:
             self.learner.update(self.queue)
             self.queue, self.queued = [], 0
             self.version += 1
-            self.policy.load_weights(self.learner.weights())
+            self.published = [*self.published, self.learner.weights()][-(self.lag + 1):]
+            self.policy.load_weights(self.published[0])
 
     def greedy_return(self, target: float, max_return: float | None) -> float | None:
         """Mean return of EVAL_EPISODES greedy episodes from fixed seeds; None as soon as it cannot reach `target`
@@ -95,8 +99,9 @@ class SerialRun:
         return total / EVAL_EPISODES
 
 
-def run_seed(config, seed: int, target: float, max_steps: int, eval_every: int, max_return: float | None) -> dict:
-    run = SerialRun(config, seed)
+def run_seed(config, seed: int, target: float, max_steps: int, eval_every: int, max_return: float | None,
+             lag: int = 0) -> dict:
+    run = SerialRun(config, seed, lag)
     started, eval_s, next_eval, last = time.monotonic(), 0.0, eval_every, None
     while run.env_steps < max_steps:
         run.step()
@@ -125,10 +130,12 @@ def run_seed(config, seed: int, target: float, max_steps: int, eval_every: int, 
 @click.option("--max-return", type=float, default=None,
               help="The most one episode can score (CartPole-v1: 500): an evaluation stops once the target is out of "
                    "reach. The result is the same; only the time spent evaluating is shorter.")
+@click.option("--lag", type=click.IntRange(min=0, max=16), default=0, show_default=True,
+              help="Act with the weights this many versions behind the learner's (an async run's actor is about 1).")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 def serial_cmd(config_path: Path, seeds: int, first_seed: int, target: float | None, max_steps: int, eval_every: int,
-               max_return: float | None, overrides: tuple[str, ...], as_json: bool) -> None:
+               max_return: float | None, lag: int, overrides: tuple[str, ...], as_json: bool) -> None:
     """Env steps until a greedy evaluation clears the target, the learning rule alone (one process, one core)."""
     from daemons.algorithms import feed_kind
     from daemons.config.fields import ConfigError
@@ -148,13 +155,13 @@ def serial_cmd(config_path: Path, seeds: int, first_seed: int, target: float | N
     set_torch_threads(1)
     runs = []
     for seed in range(first_seed, first_seed + seeds):
-        runs.append(run_seed(config, seed, target, max_steps, eval_every, max_return))
+        runs.append(run_seed(config, seed, target, max_steps, eval_every, max_return, lag))
         if not as_json:
             r = runs[-1]
             click.echo(f"seed {seed}: {'solved' if r['solved'] else 'NOT solved'} at {r['env_steps']} env steps, "
                        f"{r['updates']} updates, {r['train_s']:.2f} s of training")
     steps = [r["env_steps"] if r["solved"] else max_steps for r in runs]  # unsolved counts as the limit
-    record = {"benchmark": "serial", "config": str(config_path), "overrides": list(overrides), "target": target,
+    record = {"benchmark": "serial", "config": str(config_path), "overrides": list(overrides), "target": target, "lag": lag,
               "runs": runs, "median_env_steps": statistics.median(steps), "max_env_steps": max(steps),
               "median_train_s": statistics.median(r["train_s"] for r in runs), "solved": sum(r["solved"] for r in runs)}
     if as_json:

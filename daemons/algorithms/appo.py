@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from daemons.algorithms.actor_critic import seeded_actor_critic
+from daemons.algorithms.adam import Adam
 from daemons.algorithms.base import UpdateResult
 from daemons.algorithms.distributions import ActionHead
 from daemons.algorithms.ppo_batch import FlatSteps, minibatch_rows
@@ -98,13 +99,13 @@ class APPO:
         self.net.train()
         # normalize_returns: the value output's units, the running statistics of the value targets (learner only)
         self.value_norm = RunningMeanStd((1,)).to(self.device) if self.cfg.normalize_returns else None
-        self._optimizer: torch.optim.Optimizer | None = None
+        self._optimizer: Adam | None = None
         self.rng = torch.Generator().manual_seed(config.run.seed)
         self.updates = 0
 
     @property
-    def optimizer(self) -> torch.optim.Optimizer:
-        """Created on first use, after the first weights are out (the learner warms torch up before that)."""
+    def optimizer(self) -> Adam:
+        """Created on first use."""
         if self._optimizer is None:
             self._optimizer = make_adam(list(self.net.parameters()), self.cfg.learning_rate, eps=self.cfg.adam_eps)
         return self._optimizer
@@ -202,19 +203,20 @@ class APPO:
             steps, n = d.rewards.shape
             _, logp, all_values = self.evaluate_unrolls(d)
             _, targets = self.vtrace_targets(d, all_values, logp)
-            parts.append((d, targets, all_values[: steps * n], offset))
+            parts.append((d, targets, all_values[: steps * n], logp.reshape(-1), offset))
             offset += n
         norm = self.value_norm
         if norm is not None:  # statistics of this update's targets, then targets in the value output's units
-            norm.update(torch.cat([t.vs.reshape(-1) for _, t, _, _ in parts]))
+            norm.update(torch.cat([t.vs.reshape(-1) for _, t, _, _, _ in parts]))
         flats, explained = [], []
-        for d, targets, old_values, offset in parts:
+        for d, targets, old_values, start_logp, offset in parts:
             steps, n = d.rewards.shape
             vs = targets.vs.reshape(-1)
             explained.append(explained_variance(self.returns(old_values), vs))
             flats.append(FlatSteps(
                 obs=d.obs[:-1].reshape(steps * n, *d.obs.shape[2:]), actions=d.actions.reshape(steps * n, -1),
-                behaviour_logp=d.behaviour_logp.reshape(-1), advantages=targets.pg_advantages.reshape(-1),
+                behaviour_logp=d.behaviour_logp.reshape(-1), start_logp=start_logp,
+                advantages=targets.pg_advantages.reshape(-1),
                 targets=vs if norm is None else norm.normalize(vs), old_values=old_values,
                 streams=(torch.arange(n, device=self.device) + offset).repeat(steps)))
         return FlatSteps.concat(flats), explained
@@ -223,7 +225,10 @@ class APPO:
         """One Adam step on steps whose targets were computed at the update's start."""
         dist, values = self.net.evaluate(b.obs, b.size)
         logp = dist.log_prob(b.actions)
-        return self.optimize(logp, dist.entropy().mean(), b.behaviour_logp, b.advantages, values, b.targets,
+        # 'proximal': the clip's trust region is around the policy the update started from (decoupled PPO); the
+        # acting version's lag is already weighted into the V-trace advantages, so it is not counted twice
+        anchor = b.start_logp if self.cfg.clip_anchor == "proximal" else b.behaviour_logp
+        return self.optimize(logp, dist.entropy().mean(), anchor, b.advantages, values, b.targets,
                              b.old_values, logp.detach() - b.behaviour_logp)
 
     def step(self, d: UnrollTensors) -> dict[str, float]:
@@ -242,7 +247,7 @@ class APPO:
         metrics["explained_variance"] = explained_variance(values.detach(), vs)
         return metrics
 
-    def optimize(self, logp: torch.Tensor, entropy: torch.Tensor, behaviour_logp: torch.Tensor,
+    def optimize(self, logp: torch.Tensor, entropy: torch.Tensor, anchor_logp: torch.Tensor,
                  advantages: torch.Tensor, values: torch.Tensor, targets: torch.Tensor,
                  old_values: torch.Tensor | None, log_rhos: torch.Tensor) -> dict[str, float]:
         """The loss of one minibatch (flat steps), one optimizer step, and its diagnostics."""
@@ -250,7 +255,7 @@ class APPO:
         if cfg.normalize_advantages:
             advantages = normalized_advantages(advantages)
         if self.name == "appo":
-            policy_loss, clip_fraction = clipped_surrogate(logp, behaviour_logp, advantages, cfg.clip_ratio)
+            policy_loss, clip_fraction = clipped_surrogate(logp, anchor_logp, advantages, cfg.clip_ratio)
         else:  # impala: the clipped importance weight is already inside the advantages
             policy_loss = -(logp * advantages).mean()
             clip_fraction = torch.zeros((), device=self.device)
@@ -262,8 +267,8 @@ class APPO:
         clip = cfg.max_grad_norm if cfg.max_grad_norm > 0 else math.inf
         grad_norm = nn.utils.clip_grad_norm_(self.net.parameters(), clip)
         self.optimizer.step()
-        log_ratio = logp.detach() - behaviour_logp
-        approx_kl = (log_ratio.exp() - 1.0 - log_ratio).mean()  # Schulman's k3 estimator of KL(mu || pi)
+        log_ratio = logp.detach() - anchor_logp
+        approx_kl = (log_ratio.exp() - 1.0 - log_ratio).mean()  # Schulman's k3 estimator of KL(anchor || pi)
         scalars = torch.stack([loss.detach(), policy_loss.detach(), v_loss.detach(), entropy.detach(),
                                grad_norm.detach().float(), log_rhos.exp().mean(), clip_fraction, approx_kl,
                                self.returns(values.detach()).mean()]).cpu().numpy()

@@ -15,6 +15,7 @@ from torch import nn
 from daemons.algorithms.base import UpdateResult
 from daemons.replay.batch import SampledBatch
 from daemons.config.schema import AlgorithmSection, ModelSection, RunConfig
+from daemons.algorithms.adam import Adam
 from daemons.algorithms.torch_util import (SwappableNet, check_tensors, cpu_copy, make_adam, module_weights,
                                           seeded_network, to_tensor, torch_device)
 
@@ -58,13 +59,12 @@ class DoubleDQN:
         self.online = seeded_network(model_cfg, obs_space, self.num_actions, seed).to(self.device).train()
         self.target = copy.deepcopy(self.online).eval()
         self.target.requires_grad_(False)
-        self._optimizer: torch.optim.Optimizer | None = None
+        self._optimizer: Adam | None = None
         self.updates = 0
 
     @property
-    def optimizer(self) -> torch.optim.Optimizer:
-        """Created on first use: torch's first optimizer imports torch._dynamo (about 1.5 s of CPU), and a
-        learner publishes its first weights before that so its actors can start acting meanwhile."""
+    def optimizer(self) -> Adam:
+        """Created on first use."""
         if self._optimizer is None:
             self._optimizer = make_adam(list(self.online.parameters()), self.learning_rate)
         return self._optimizer

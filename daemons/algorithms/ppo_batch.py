@@ -14,6 +14,7 @@ class FlatSteps:
     obs: torch.Tensor  # [M, ...] the observations acted on
     actions: torch.Tensor  # [M, ...] in the action head's form
     behaviour_logp: torch.Tensor  # [M] log mu(a|x) of the acting version
+    start_logp: torch.Tensor  # [M] log pi(a|x) of the weights the update starts from (the proximal policy)
     advantages: torch.Tensor  # [M] V-trace policy-gradient advantages (not yet normalized)
     targets: torch.Tensor  # [M] value targets, in the units of the value output
     old_values: torch.Tensor  # [M] value outputs before the update (value clipping's anchor)

@@ -100,6 +100,8 @@ class AlgorithmSection:
                           choices=("per_minibatch", "per_update"))
     minibatch_by: str = option("unrolls", "(on-policy) What a minibatch is drawn as: 'unrolls' (whole env columns, in order) or 'steps' (single steps shuffled over the whole batch: less correlated, as PPO does; needs targets = 'per_update').",
                                choices=("unrolls", "steps"))
+    clip_anchor: str = option("proximal", "(appo, targets = 'per_update') What PPO's clipped ratio is taken against: 'proximal', the policy the update starts from (decoupled PPO: an unroll's lag behind it is weighted in by V-trace once), or 'behaviour', the version that acted.",
+                              choices=("proximal", "behaviour"))
     value_clip: float = option(0.0, "(on-policy) PPO's value clipping: a value moves at most this far from where the update started before its loss stops counting (in normalized units with normalize_returns); 0 is off. Needs targets = 'per_update'.", min=0.0)
     normalize_returns: bool = option(True, "(on-policy) The value output is in units of the running mean and standard deviation of the value targets (Sample Factory's normalize_returns): one learning rate fits rewards of any scale, and the value loss cannot swamp the policy's gradient.")
     normalize_obs: bool = option(False, "(on-policy) Vector observations are shifted and scaled by their running mean and standard deviation (kept in the network, so actors and exports use the same statistics); image observations are left as they are.")
@@ -113,7 +115,9 @@ class AlgorithmSection:
 # Defaults of an algorithm where they differ from the schema's (which are double_dqn's): they fill
 # every key the config does not set, so `algorithm.name = "appo"` alone is a sensible run.
 ALGORITHM_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
-    "appo": {"algorithm": {"learning_rate": 3e-4, "batch_size": 1024, "max_grad_norm": 0.5},
+    # targets once per update, single-step minibatches, value clipping: measured best on CartPole (docs/learning.md)
+    "appo": {"algorithm": {"learning_rate": 3e-4, "batch_size": 1024, "max_grad_norm": 0.5, "targets": "per_update",
+                           "minibatch_by": "steps", "value_clip": 0.2},
              "learner": {"max_lag": 32}},
     "impala": {"algorithm": {"learning_rate": 3e-4, "batch_size": 1024, "max_grad_norm": 40.0, "vtrace_lambda": 1.0},
                "learner": {"max_lag": 32}},

@@ -71,7 +71,7 @@ def test_running_mean_std_clips_normalized_values():
 def flat(steps: int, columns: int) -> FlatSteps:
     m = steps * columns
     return FlatSteps(obs=torch.arange(m, dtype=torch.float32)[:, None], actions=torch.zeros(m, 1),
-                     behaviour_logp=torch.zeros(m), advantages=torch.zeros(m), targets=torch.zeros(m),
+                     behaviour_logp=torch.zeros(m), start_logp=torch.zeros(m), advantages=torch.zeros(m), targets=torch.zeros(m),
                      old_values=torch.zeros(m), streams=torch.arange(columns).repeat(steps))
 
 
