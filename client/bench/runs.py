@@ -24,15 +24,25 @@ class RunFigures:
     cpu_percent: list[float] = field(default_factory=list)  # whole process tree, 100 = one core busy
     gpu_percent: list[float] = field(default_factory=list)  # nvidia-smi utilization, where there is one
     eval_curve: list[tuple[float, int, float]] = field(default_factory=list)  # (seconds, env steps, eval return)
-    rows: list[dict] = field(default_factory=list)  # the run's progress rows (`tandem up --json`), one a second
+    rows: list[dict] = field(default_factory=list)  # the run's curves (run.dir/metrics.jsonl), one row a second
     started_unix: float = 0.0  # when `tandem up` was launched
 
 
 def learner_rows(run_dir: Path) -> list[dict]:
-    path = run_dir / "learner-default" / "metrics.jsonl"
+    return json_rows(run_dir / "learner-default" / "metrics.jsonl")
+
+
+def json_rows(path: Path) -> list[dict]:
+    """The JSON objects of a .jsonl file, one a line; a line cut short (a writer stopped mid-line) is skipped."""
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue
+    return rows
 
 
 def tree_cpu(root: psutil.Process, known: dict[int, psutil.Process]) -> float:
@@ -85,10 +95,11 @@ def timed_run(config: Path, seconds: float, overrides: tuple[str, ...] | list[st
             proc.kill()
             out, err = proc.communicate(timeout=10)
         rows = learner_rows(Path(tmp) / "run")
+        curves = json_rows(Path(tmp) / "run" / "metrics.jsonl")
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise click.ClickException(f"`tandem up {config.name}` failed ({proc.returncode}): {err.strip()[-500:]}")
     curve = [(line["elapsed_s"], line["env_steps"], line["eval_return"]) for line in lines
              if line.get("eval_return") is not None and "elapsed_s" in line]
     return RunFigures(summary=lines[-1], learner_rows=rows, cpu_percent=cpu[1:], gpu_percent=gpu, eval_curve=curve,
-                      rows=lines[:-1], started_unix=started_unix)
+                      rows=curves, started_unix=started_unix)
