@@ -31,7 +31,7 @@ BENCHMARKS = {
 }
 COMMANDS = {**BENCHMARKS,
             "serial": ("client.bench.serial:serial_cmd",
-                       "Env steps until a greedy evaluation clears the target, the learning rule alone (one..."),
+                       "Env steps until a greedy evaluation clears the target, the learning rule..."),
             "learn": ("client.bench.learn:learn_cmd",
                       "Training and evaluation return against env frames and wall time for each..."),
             "vector": ("client.bench.vector:vector_cmd",

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -25,6 +24,7 @@ from daemons.algorithms.distributions import ActionHead
 from daemons.algorithms.ppo_batch import FlatSteps, minibatch_rows
 from daemons.algorithms.running_norm import RunningMeanStd
 from daemons.algorithms.ppo_losses import clipped_surrogate, explained_variance, normalized_advantages, value_loss
+from daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP, UnrollTensors, select_columns, stack_unrolls
 from daemons.algorithms.torch_util import (SwappableNet, check_tensors, cpu_copy, make_adam, module_weights,
                                           to_tensor, torch_device)
 from daemons.algorithms.vtrace import vtrace
@@ -33,59 +33,6 @@ from protocol import TransitionBatch
 
 log = logging.getLogger(__name__)
 FEED = "unrolls"  # the learner trains on a queue of fresh unrolls
-BEHAVIOUR_LOGP = "behaviour_logp"  # extra.behaviour_logp: float32 [T, K], log mu(a_t | x_t) of the acting version
-
-
-@dataclass
-class UnrollTensors:
-    """Unrolls of one length T side by side as N = sum of their K columns, on the learner's device."""
-
-    obs: torch.Tensor  # [T+1, N, ...]
-    actions: torch.Tensor  # [T, N, ...] in the head's form
-    rewards: torch.Tensor  # [T, N]
-    terminated: torch.Tensor  # [T, N] float
-    ended: torch.Tensor  # [T, N] float: terminated or truncated
-    behaviour_logp: torch.Tensor  # [T, N]
-    finals: torch.Tensor  # [F, ...] last observations of truncated episodes
-    final_t: torch.Tensor  # [F] row of each final observation
-    final_n: torch.Tensor  # [F] column of each final observation
-
-
-def stack_unrolls(unrolls: Sequence[TransitionBatch], head: ActionHead, device: torch.device,
-                  reward_scale: float) -> UnrollTensors:
-    """Concatenate unrolls of equal T along K; final observations keep their (t, column) places."""
-    obs = np.concatenate([u.obs for u in unrolls], axis=1)
-    actions = np.concatenate([u.actions for u in unrolls], axis=1)
-    rows, cols, offset = [], [], 0
-    for u in unrolls:
-        t, k = np.nonzero(u.truncated)  # row-major, the order of final_obs rows
-        rows.append(t)
-        cols.append(k + offset)
-        offset += u.num_envs
-    steps, n = actions.shape[:2]
-    return UnrollTensors(
-        obs=to_tensor(obs, device),
-        actions=head.from_wire(to_tensor(actions.reshape(steps * n, *actions.shape[2:]), device)).reshape(steps, n, -1),
-        rewards=to_tensor(np.concatenate([u.rewards for u in unrolls], axis=1), device, torch.float32) * reward_scale,
-        terminated=to_tensor(np.concatenate([u.terminated for u in unrolls], axis=1), device, torch.float32),
-        ended=to_tensor(np.concatenate([u.terminated | u.truncated for u in unrolls], axis=1), device, torch.float32),
-        behaviour_logp=to_tensor(np.concatenate([u.extras[BEHAVIOUR_LOGP] for u in unrolls], axis=1), device,
-                                 torch.float32),
-        finals=to_tensor(np.concatenate([u.final_obs for u in unrolls]), device),
-        final_t=torch.as_tensor(np.concatenate(rows), dtype=torch.long, device=device),
-        final_n=torch.as_tensor(np.concatenate(cols), dtype=torch.long, device=device),
-    )
-
-
-def select_columns(data: UnrollTensors, cols: torch.Tensor) -> UnrollTensors:
-    """The minibatch of columns `cols` (whole streams, so V-trace still sees each unroll in order)."""
-    position = torch.full((data.obs.shape[1],), -1, dtype=torch.long, device=cols.device)
-    position[cols] = torch.arange(len(cols), device=cols.device)
-    keep = position[data.final_n] >= 0
-    return UnrollTensors(
-        obs=data.obs[:, cols], actions=data.actions[:, cols], rewards=data.rewards[:, cols],
-        terminated=data.terminated[:, cols], ended=data.ended[:, cols], behaviour_logp=data.behaviour_logp[:, cols],
-        finals=data.finals[keep], final_t=data.final_t[keep], final_n=position[data.final_n[keep]])
 
 
 class APPO:

@@ -75,7 +75,7 @@ def check_relations(config: RunConfig) -> None:
                                   "(recomputed V-trace needs whole unrolls in order)")
             if c.algorithm.value_clip > 0:
                 raise ConfigError(f"{where}algorithm.value_clip", "needs algorithm.targets = 'per_update' (the values "
-                                  "it clips around are those the update starts from)")
+                                  "it clips around are those the update starts from); with 'per_minibatch' set it to 0")
     if config.supervisor.liveness_timeout_s <= config.supervisor.heartbeat_interval_s:
         raise ConfigError("supervisor.liveness_timeout_s", "must be longer than supervisor.heartbeat_interval_s")
     if config.model.kind not in ("auto", "mlp", "nature_cnn") and ":" not in config.model.kind:

@@ -124,6 +124,9 @@ ALGORITHM_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 
+PER_UPDATE_ONLY = ("minibatch_by", "value_clip")  # an algorithm's defaults for these assume targets = 'per_update'
+
+
 def algorithm_default_values(name: str, part: str) -> dict[str, Any]:
     """Section `part`'s values that depend on the algorithm, as algorithm `name` has them."""
     cls = {"algorithm": AlgorithmSection, "learner": LearnerSection}[part]
@@ -141,6 +144,8 @@ def fill_algorithm_defaults(data: dict[str, Any]) -> dict[str, Any]:
         section = data.setdefault(part, {})
         if isinstance(section, dict):
             for key, value in values.items():
+                if part == "algorithm" and key in PER_UPDATE_ONLY and section.get("targets") == "per_minibatch":
+                    continue  # a config asking for per-minibatch targets keeps the schema's value for these
                 section.setdefault(key, value)
     return data
 

@@ -59,8 +59,9 @@ def test_rendered_config_loads_back_to_the_same(tmp_path):
     ("[supervisor]\nliveness_timeout_s = nan\n", "supervisor.liveness_timeout_s", ["finite number", "nan"]),
     ("[stop]\nseconds = nan\n", "stop.seconds", ["finite number"]),
     ("[algorithm]\nlearning_rate = inf\n", "algorithm.learning_rate", ["finite number", "inf"]),
-    ("[algorithm]\nname = 'appo'\nminibatch_by = 'steps'\n", "algorithm.minibatch_by", ["targets = 'per_update'"]),
-    ("[algorithm]\nname = 'appo'\nvalue_clip = 0.2\n", "algorithm.value_clip", ["targets = 'per_update'"]),
+    ("[algorithm]\nname = 'appo'\ntargets = 'per_minibatch'\nminibatch_by = 'steps'\n",
+     "algorithm.minibatch_by", ["targets = 'per_update'"]),
+    ("[algorithm]\nname = 'impala'\nvalue_clip = 0.2\n", "algorithm.value_clip", ["targets = 'per_update'", "set it to 0"]),
     ("[algorithm]\nname = 'appo'\ntargets = 'once'\n", "algorithm.targets", ["not one of: per_minibatch, per_update"]),
 ])
 def test_each_kind_of_mistake_names_its_key(tmp_path, text, key, words):
@@ -69,6 +70,14 @@ def test_each_kind_of_mistake_names_its_key(tmp_path, text, key, words):
     assert err.value.key == key
     for word in words:
         assert word in str(err.value)
+
+
+def test_per_minibatch_targets_leave_appo_with_whole_unroll_minibatches_and_no_value_clip(tmp_path):
+    config = load_config(write(tmp_path, "[algorithm]\nname = 'appo'\ntargets = 'per_minibatch'\n"))
+    assert (config.algorithm.minibatch_by, config.algorithm.value_clip) == ("unrolls", 0.0)
+    config = load_config(write(tmp_path, "[algorithm]\nname = 'appo'\n"))
+    assert (config.algorithm.targets, config.algorithm.minibatch_by, config.algorithm.value_clip) == (
+        "per_update", "steps", 0.2)
 
 
 def test_overrides(tmp_path):

@@ -127,7 +127,8 @@ def test_an_appo_learner_scores_the_actors_actions_on_the_screens_the_actor_saw(
     frame, step or column show (a uniform policy would hide it)."""
     import torch
 
-    from daemons.algorithms.appo import APPO, BEHAVIOUR_LOGP, StochasticPolicy, stack_unrolls
+    from daemons.algorithms.appo import APPO, BEHAVIOUR_LOGP, StochasticPolicy
+    from daemons.algorithms.unroll_tensors import stack_unrolls
     from daemons.learner.unroll_feed import UnrollFeed
 
     config = config_from_dict({"env": {"id": "ALE/Breakout-v5", "num_envs": ENVS, "max_episode_steps": 60,
