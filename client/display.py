@@ -12,6 +12,13 @@ from client.screen import progress_lines
 PLAIN_INTERVAL_S = 5.0
 
 
+def rate_text(per_s: float) -> str:
+    """A rate with the digits it needs: 1234, 5.3, 0.13 (a slow learner must not read as 0/s)."""
+    if per_s >= 10 or per_s == 0:
+        return f"{per_s:.0f}"
+    return f"{per_s:.1f}" if per_s >= 1 else f"{per_s:.2f}"
+
+
 def format_line(fig: dict) -> str:
     """One progress line for a terminal or a log."""
 
@@ -19,7 +26,7 @@ def format_line(fig: dict) -> str:
         return "-" if value is None else fmt.format(value)
 
     return (f"{fig['elapsed_s']:6.1f}s  steps {fig['env_steps']} ({fig['env_steps_per_s']:.0f}/s)  "
-            f"updates {fig['updates']} ({fig['updates_per_s']:.0f}/s)  episodes {fig['episodes']}  "
+            f"updates {fig['updates']} ({rate_text(fig['updates_per_s'])}/s)  episodes {fig['episodes']}  "
             f"return100 {num(fig['mean_return_100'])}  eval {num(fig['eval_return'])}  "
             f"version {num(fig['version'], '{}')}  lag {fig['lag_mean']:.1f}  dropped {fig['batches_dropped']}"
             + (f" (learner {fig['learner_dropped']})" if "learner_dropped" in fig else "")

@@ -102,7 +102,7 @@ class RunView:
             "env_steps": self.env_steps(),
             "env_steps_per_s": round(self.env_steps_rate.rate(), 1),
             "updates": int(self.learner_counter("updates")),
-            "updates_per_s": round(self.updates_rate.rate(), 1),
+            "updates_per_s": round(self.updates_rate.rate(), 3),
             "episodes": self.episodes,
             "mean_return_100": self.mean_return(),
             "eval_return": self.eval_counter("eval_return"),

@@ -259,6 +259,13 @@ def restart_requested(rec: ProcessRecord, now: float) -> None:
     rec.next_start_at = now
 
 
+def kill_grace_s(rec: ProcessRecord, hb: HeartbeatPolicy) -> float:
+    """Seconds from SIGTERM to SIGKILL for this process. A constructor hung in native code never runs Python's
+    SIGTERM handler: waiting the full grace for a process that has not started (and has nothing to
+    checkpoint) only delays its rebuild."""
+    return hb.start_grace_s if rec.state == State.STARTING and rec.kill_reason else hb.stop_grace_s
+
+
 def due(rec: ProcessRecord, now: float, hb: HeartbeatPolicy) -> tuple[Action, str]:
     """What the supervisor should do for this process now, and why."""
     if rec.state == State.BACKOFF:
@@ -269,9 +276,7 @@ def due(rec: ProcessRecord, now: float, hb: HeartbeatPolicy) -> tuple[Action, st
         return Action.NONE, ""
 
     if rec.terminate_sent_at is not None:
-        # A constructor hung in native code never runs Python's SIGTERM handler: waiting the full grace
-        # for a process that has not started (and has nothing to checkpoint) only delays its rebuild.
-        grace_s = hb.start_grace_s if rec.state == State.STARTING and rec.kill_reason else hb.stop_grace_s
+        grace_s = kill_grace_s(rec, hb)
         if now < rec.terminate_sent_at + grace_s:
             return Action.NONE, ""  # a terminate is pending: no new verdicts while it exits
         if rec.kill_sent_at is not None and now < rec.kill_sent_at + grace_s:

@@ -119,7 +119,8 @@ class Supervisor:
                     rec.terminate_sent_at = now
                 self.signal(name, signal.SIGTERM)
             elif action == Action.KILL:
-                log.warning("killing %s after %.1f s of grace", name, self.heartbeat_policy.stop_grace_s)
+                log.warning("killing %s after %.1f s of grace: %s", name,
+                            states.kill_grace_s(rec, self.heartbeat_policy), reason)
                 self.signal(name, signal.SIGKILL)
                 states.killed(rec, now)
 

@@ -79,3 +79,26 @@ def test_learner_diagnostics_become_train_curves_per_policy_and_are_bounded():
     fig = view.figures(1.0)
     assert "train" not in fig and fig["policies"]["default"]["train"]["entropy"] == 0.6
     assert len(fig["policies"]["b"]["train"]) == 32
+
+
+def test_a_slow_learner_shows_its_rate_not_zero():
+    """One update every 7.5 s (0.13/s), heartbeats every second: the line says 0.13/s at every row, never 0/s."""
+    view = RunView(StopSection(), started=0.0)
+    shown = []
+    for second in range(0, 90):
+        view.heartbeat(beat("learner-default", "learner", updates=int(second / 7.5)), float(second))
+        if second >= 30:
+            fig = view.figures(float(second))
+            shown.append(fig["updates_per_s"])
+            assert "updates" in format_line(fig) and " (0/s)  episodes" not in format_line(fig), format_line(fig)
+    assert min(shown) > 0.08 and max(shown) < 0.21, shown
+
+
+def test_rate_meter_memory_is_bounded_at_any_call_rate():
+    from daemons.runtime.rate_meter import RateMeter
+
+    meter = RateMeter()
+    for i in range(100_000):  # 1000 calls a second for 100 s, a slow counter
+        meter.add(i / 1000.0, float(i // 20_000))
+    assert len(meter.samples) <= 130 * 4 + 2
+    assert 0.0 < meter.rate() < 0.1

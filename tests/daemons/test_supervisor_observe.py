@@ -153,3 +153,17 @@ def test_without_tensorboard_the_log_says_so_in_one_line(tmp_path, monkeypatch, 
     curves.close()
     assert curves.tensorboard is None and not (tmp_path / "tensorboard").exists()
     assert [r.getMessage() for r in caplog.records if "tensorboard is not installed" in r.getMessage()]
+
+
+def test_the_kill_message_names_the_grace_that_applied(tmp_path, caplog):
+    """A process killed before RUNNING gets start_grace_s (2 s), and the log says so, not stop_grace_s (10 s)."""
+    from daemons.supervisor import states
+
+    sup = make(tmp_path, "supervisor.stop_grace_s=10")
+    rec = sup.records["actor-0"]
+    rec.state = State.STARTING
+    states.terminate(rec, "build_env 1/8 over its deadline", now=0.0)
+    with caplog.at_level("WARNING", logger="daemons.supervisor.supervisor"):
+        sup.step(2.5)
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("killing actor-0")]
+    assert said and "after 2.0 s of grace" in said[0] and "still alive 2.5 s after SIGTERM" in said[0], said
