@@ -223,7 +223,7 @@ class SupervisorSection:
     liveness_timeout_s: float = option(15.0, "A daemon silent for this long is hung: SIGTERM, SIGKILL after stop_grace_s, restart.", above=0.0)
     stop_grace_s: float = option(10.0, "Seconds between SIGTERM and SIGKILL when stopping a daemon.", above=0.0)
     max_concurrent_starts: int = option(2, "Actors allowed to build their environments at the same time.", min=1)
-    start_token_lease_s: float = option(30.0, "A builder stuck this long in one build stage lends its start token to the next actor (it builds on until build_env_deadline_s); 0: never.", min=0.0)
+    start_token_lease_s: float = option(30.0, "A builder stuck this long in one build stage lends its start token to the next actor (it builds on until build_env_deadline_s); at most half of build_env_deadline_s is used, so the lease always fires before the deadline; 0: never.", min=0.0)
     first_heartbeat_s: float = option(60.0, "Deadline from process start to its first heartbeat (imports).", above=0.0)
     build_env_deadline_s: float = option(120.0, "Deadline of each env build stage; a hung constructor gets its actor killed and restarted.", above=0.0)
     connect_deadline_s: float = option(60.0, "Deadline of the connect stage.", above=0.0)

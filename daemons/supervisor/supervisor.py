@@ -40,6 +40,12 @@ def policies(config: RunConfig) -> tuple[RestartPolicy, HeartbeatPolicy]:
     return restart, heartbeat
 
 
+def token_lease_s(lease_s: float, build_deadline_s: float) -> float:
+    """The start-token lease in force: at most half the build deadline, so a hung builder lends its token on
+    well before it is killed whatever the config says (0 stays 0: never lend)."""
+    return min(lease_s, build_deadline_s / 2) if lease_s > 0 else 0.0
+
+
 class Supervisor:
     """Owns the process table of one run. Call `step(now)` often and `handle()` for each control message."""
 
@@ -129,7 +135,7 @@ class Supervisor:
         building, and a builder stuck in one stage past `start_token_lease_s` (it builds on until its
         deadline, but a hung constructor no longer keeps every other actor from starting)."""
         timeout = self.heartbeat_policy.liveness_timeout_s
-        lease = self.config.supervisor.start_token_lease_s
+        lease = token_lease_s(self.config.supervisor.start_token_lease_s, self.config.supervisor.build_env_deadline_s)
         for name in list(self.tokens.holders):
             rec = self.records.get(name)
             if rec is None:

@@ -100,3 +100,21 @@ def test_a_builder_stuck_in_one_stage_lends_its_start_token_on(tmp_path):
     assert not sup.handle(ControlRequest(3, "start_token", {"name": "actor-1"}), 20.0).data["granted"]
     sup.step(31.5)  # stuck past the lease
     assert sup.handle(ControlRequest(4, "start_token", {"name": "actor-1"}), 31.5).data["granted"]
+
+
+def test_a_lease_longer_than_the_build_deadline_still_fires_before_it(tmp_path):
+    """start_token_lease_s 30 with build_env_deadline_s 15: the token moves on after 7.5 s, not after the kill."""
+    config = load_config(ROOT / "examples" / "cartpole.toml", ["supervisor.max_concurrent_starts=1",
+                                                                "supervisor.build_env_deadline_s=15",
+                                                                "supervisor.start_token_lease_s=30"])
+    specs = [DaemonSpec("actor", "x.toml", index=0), DaemonSpec("actor", "x.toml", index=1)]
+    sup = Supervisor(config, tmp_path / "config.toml", "tcp://127.0.0.1:1", tmp_path / "logs", specs)
+    for name, pid in (("actor-0", 10), ("actor-1", 11)):
+        states.started(sup.records[name], pid, 0.0)
+    sup.heartbeat(Heartbeat(role="actor", name="actor-0", pid=10, host="h", incarnation=1, seq=0,
+                            stage="build_env 1/8", stage_elapsed_s=0.0), 1.0)
+    assert sup.handle(ControlRequest(1, "start_token", {"name": "actor-0"}), 1.0).data["granted"]
+    sup.step(8.0)  # 7 s in the stage: still its token
+    assert not sup.handle(ControlRequest(2, "start_token", {"name": "actor-1"}), 8.0).data["granted"]
+    sup.step(9.0)  # past half the deadline, long before the 16 s it would take to be killed
+    assert sup.handle(ControlRequest(3, "start_token", {"name": "actor-1"}), 9.0).data["granted"]
