@@ -16,7 +16,8 @@ from daemons.actor.stepping import actor_envs, actor_seed, make_stepping
 from daemons.envs.gym_envs import close_all
 from daemons.config.policies import policy_config
 from daemons.config.schema import RunConfig
-from daemons.runtime.control_channel import ControlChannel, ControlTimeout
+from daemons.runtime.start_token import wait_start_token
+from daemons.runtime.control_channel import ControlChannel
 from daemons.runtime.endpoints import find_learner, socket_options
 from daemons.runtime.reporter import Reporter
 from daemons.runtime.signals import StopFlag
@@ -45,18 +46,7 @@ class Actor:
 
     def wait_start_token(self) -> None:
         """Ask the supervisor for one of its start tokens so at most N actors build envs at once."""
-        if self.channel is None:
-            return
-        self.reporter.set_stage("wait_start_token")
-        while not self.stop:
-            self.reporter.tick()
-            try:
-                reply = self.channel.request("start_token", {"name": self.name}, timeout_s=2.0)
-                if reply.data.get("granted") or (not reply.ok and reply.code == "unknown_command"):
-                    return  # granted, or a control endpoint that hands out no tokens
-            except ControlTimeout:
-                log.warning("no answer from the supervisor about a start token; asking again")
-            time.sleep(0.1)
+        wait_start_token(self.channel, self.name, self.reporter, lambda: bool(self.stop))
 
     def build_envs(self) -> tuple[str, list[Any]]:
         """Build `env.num_envs` envs (or env.vector's one vector env of them) in reported stages (stages with a

@@ -16,6 +16,7 @@ from daemons.envs.gym_envs import build_each, close_all
 from daemons.config.schema import RunConfig
 from daemons.evaluator.rounds import make_rounds, round_counters
 from daemons.runtime.control_channel import ControlChannel
+from daemons.runtime.start_token import wait_start_token
 from daemons.runtime.endpoints import find_learner, socket_options
 from daemons.runtime.reporter import Reporter
 from daemons.runtime.signals import StopFlag
@@ -39,6 +40,8 @@ class Evaluator:
     def build(self) -> Any:
         cfg = self.config
         api, build_one = env_builder(cfg, training=False)
+        # the evaluator's envs count toward supervisor.max_concurrent_starts too (a native emulator each)
+        wait_start_token(self.channel, "evaluator", self.reporter, lambda: bool(self.stop))
         envs = build_each(min(cfg.eval.num_envs, cfg.eval.window_episodes), build_one, self.enter_stage)
         try:
             return make_rounds(envs, api, cfg)

@@ -141,3 +141,37 @@ def test_unchecked_frames_of_bare_frame_stacks_rebuild_exactly():
         np.testing.assert_array_equal(got.final_obs, ref.final_obs)
         ends += int((ref.terminated | ref.truncated).sum())
     assert ends >= 30
+
+
+class GrantingChannel:
+    """The control channel's request side as the supervisor answers it: every start token granted, each ask kept."""
+
+    def __init__(self, stages):
+        self.asked, self.stages = [], stages
+
+    def request(self, command, args, timeout_s):
+        from protocol import ControlReply
+
+        self.asked.append((command, dict(args), list(self.stages)))
+        return ControlReply(1, True, data={"granted": True, "holders": [args["name"]]})
+
+
+def test_the_evaluator_takes_a_start_token_before_it_builds_envs(caplog):
+    """One more native emulator than supervisor.max_concurrent_starts allows must not start: the evaluator asks
+    for a token, as actors do, before its first env constructor runs."""
+    from daemons.config.loader import config_from_dict
+    from daemons.evaluator.daemon import Evaluator
+    from daemons.runtime.signals import StopFlag
+
+    evaluator = Evaluator(config_from_dict({"eval": {"num_envs": 2}}), StopFlag(), control_endpoint=None)
+    stages = []
+    evaluator.reporter.set_stage = lambda stage: stages.append(stage)  # what the heartbeats would carry
+    evaluator.channel = GrantingChannel(stages)
+    rounds = evaluator.build()
+    try:
+        assert [(c, a) for c, a, _ in evaluator.channel.asked] == [("start_token", {"name": "evaluator"})]
+        seen_then = evaluator.channel.asked[0][2]
+        assert seen_then == ["wait_start_token"]  # asked before any env was built
+        assert [s for s in stages if s.startswith("build_env")]  # and built after
+    finally:
+        rounds.close()
