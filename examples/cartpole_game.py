@@ -46,7 +46,10 @@ def play(index: int, endpoint: str | None, run_dir: str, seconds: float, fps: fl
         except (ServerGone, AgentError) as exc:
             print(f"game {index}: {exc}; connecting again", file=sys.stderr)
             time.sleep(0.5)
-    print(f"game {index}: {episodes} episodes, {steps} steps")
+    # One write for the whole line: the games are processes sharing one stdout, and print() writes the text
+    # and its newline separately (unbuffered, two games' lines ran together).
+    sys.stdout.write(f"game {index}: {episodes} episodes, {steps} steps\n")
+    sys.stdout.flush()
     return 0
 
 
