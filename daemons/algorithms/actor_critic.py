@@ -57,9 +57,11 @@ class ActorCritic(nn.Module):
 
     def evaluate(self, obs: torch.Tensor, policy_rows: int):
         """The distribution at the first `policy_rows` observations and the value at every one (one pass when shared)."""
+        x = self.inputs(obs)  # normalized once for both networks
         if not self.shared:
-            return self.distribution(obs[:policy_rows]), self.values(obs)
-        out = self.policy(self.inputs(obs))
+            out = self.policy(x[:policy_rows])
+            return self.head.distribution(out, obs[:policy_rows]), self.value(x).squeeze(-1)
+        out = self.policy(x)
         return self.head.distribution(out[:policy_rows, :-1], obs[:policy_rows]), out[:, -1]
 
 

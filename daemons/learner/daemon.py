@@ -288,7 +288,9 @@ class Learner:
     def write_metrics(self) -> None:
         """One line of metrics.jsonl; a full disk is counted and shown, never the end of training."""
         try:
-            self.metrics.write(self.counts["updates"], {**self.counters(), **self.last_metrics})
+            # the diagnostics once, by their own names (the heartbeat's train_ copies are for the supervisor)
+            counters = {k: v for k, v in self.counters().items() if not k.startswith(TRAIN_PREFIX)}
+            self.metrics.write(self.counts["updates"], {**counters, **self.last_metrics})
         except OSError as exc:
             self.disk_failed("the metrics", exc)
 
