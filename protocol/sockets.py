@@ -218,12 +218,28 @@ def snapshot_router(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAU
 
 def snapshot_dealer(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
     """Actor side: asks for the latest weights; IMMEDIATE so a request to an absent learner fails fast."""
+    return watched_snapshot_dealer(ctx, endpoint, opts, watch=False)[0]
+
+
+def watched_snapshot_dealer(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS, *,
+                            watch: bool = True) -> tuple[zmq.Socket, zmq.Socket | None]:
+    """A snapshot dealer and, with `watch`, a monitor of its handshakes (read with `connected_since`).
+
+    The monitor is attached before `connect()`: attached after, a connection made at once (the learner
+    already bound) reports before anyone listens and the event is lost.
+    """
     sock = _make(ctx, zmq.DEALER, "snapshot_dealer", opts, endpoint)
     sock.setsockopt(zmq.IMMEDIATE, 1)
     sock.setsockopt(zmq.RCVHWM, opts.weights_hwm_msgs)
     sock.setsockopt(zmq.MAXMSGSIZE, opts.max_message_bytes)
-    _connect(sock, "snapshot_dealer", endpoint, opts.curve)
-    return sock
+    monitor = watch_connects(sock) if watch else None
+    try:
+        _connect(sock, "snapshot_dealer", endpoint, opts.curve)
+    except TransportError:
+        if monitor is not None:
+            monitor.close(linger=0)
+        raise
+    return sock, monitor
 
 
 def control_router(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
@@ -346,9 +362,13 @@ def close(sock: zmq.Socket, linger_ms: int = DEFAULT_SOCKET_OPTIONS.linger_ms) -
 
 
 def watch_connects(sock: zmq.Socket) -> zmq.Socket:
-    """A monitor socket reporting each (re)connection of `sock` to a peer; read it with `connected_since`."""
+    """A monitor socket reporting each (re)connection of `sock` to a peer; read it with `connected_since`.
+
+    It reports the end of the ZMTP handshake, not the TCP connect: with IMMEDIATE a message sent between
+    the two is refused, so a request made on the TCP event could fail and wait a whole refresh period.
+    """
     try:
-        monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED)
+        monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
     except zmq.ZMQError as exc:
         raise TransportError(f"cannot monitor socket: {exc}") from exc
     monitor.setsockopt(zmq.LINGER, 0)
@@ -363,7 +383,7 @@ def connected_since(monitor: zmq.Socket) -> bool:
     try:
         while monitor.poll(0, zmq.POLLIN):
             event = recv_monitor_message(monitor, zmq.NOBLOCK)
-            seen = seen or event["event"] == zmq.EVENT_CONNECTED
+            seen = seen or event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED
     except zmq.ZMQError as exc:
         raise TransportError(f"monitor read failed: {exc}") from exc
     return seen

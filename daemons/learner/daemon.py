@@ -24,7 +24,7 @@ from daemons.learner.pace import PaceMeter, consumed_per_update
 from daemons.learner.prefetch import Prefetcher
 from daemons.runtime.paths import run_dir
 from daemons.learner.replay_feed import ReplayFeed
-from daemons.learner.snapshots import serve_snapshots
+from daemons.learner.snapshots import SnapshotServer, serve_snapshots
 from daemons.learner.unroll_feed import UnrollFeed
 from daemons.learner.content import BatchContentCheck
 from daemons.runtime.logs import log_dropped
@@ -67,6 +67,9 @@ class Learner:
         # The feed is shared by the training thread and, with learner.intake_thread, the receiver thread.
         self.feed_lock = threading.Lock()
         self.intake_threaded = False
+        # The snapshot socket is served on its own thread while the loop runs (inline before, in tests).
+        self.snapshots = SnapshotServer(policy_id, self.counts)
+        self.snapshots_threaded = False
         self.prefetcher: Prefetcher | None = None
         self.lag_mean = 0.0
         self.last_metrics: dict[str, float] = {}
@@ -196,7 +199,10 @@ class Learner:
             self.pace.tick(now, self.consumed_per_update if trained else 0.0,
                            starved=not trained,
                            fill=(fill_before + self.feed.fill()) / 2)
-            self.serve_snapshots()
+            if self.snapshots_threaded:
+                self.snapshots.check()
+            else:
+                self.serve_snapshots()
             if now >= self.next_register:
                 self.register()
                 if self.gatekeeper is not None:
@@ -213,13 +219,21 @@ class Learner:
             self.reporter.update(self.counters())
             self.reporter.tick(now)
             if not received and not trained:
-                waited = [self.snapshot_router] if self.intake_threaded else [self.transitions_pull, self.snapshot_router]
-                sockets.poll(waited, IDLE_POLL_MS)
+                waited = [] if self.intake_threaded else [self.transitions_pull]
+                if not self.snapshots_threaded:
+                    waited.append(self.snapshot_router)
+                if waited:
+                    sockets.poll(waited, IDLE_POLL_MS)
+                else:
+                    time.sleep(IDLE_POLL_MS / 1000)
 
     def start_threads(self) -> None:
         """learner.intake_thread: the receiver thread takes the transitions socket (this thread never touches it
         again); learner.prefetch: replay batches are sampled one update ahead."""
         cfg = self.config.learner
+        self.snapshots.offer(self.version, self.latest_frames)
+        self.snapshots.start(self.snapshot_router)
+        self.snapshots_threaded = True
         if cfg.intake_thread:
             self.intake.start(self.transitions_pull)
             self.intake_threaded = True
@@ -233,6 +247,8 @@ class Learner:
             self.prefetcher.stop()
         if self.intake_threaded:
             self.intake.stop()
+        if self.snapshots_threaded:
+            self.snapshots.stop()
 
     def receive(self) -> int:
         """Inline intake (learner.intake_thread off): handle up to a few waiting batches between two updates."""
@@ -271,6 +287,7 @@ class Learner:
         blob = WeightBlob.build(self.policy_id, self.version, self.counts["updates"], self.algorithm.weights(),
                                 pace_per_s, streams, self.pace.credit_per_version)
         self.latest_frames = blob.to_frames()
+        self.snapshots.offer(self.version, self.latest_frames)
         sockets.send_frames(self.weights_pub, self.latest_frames)
         try:
             write_floor(self.dir / "version", self.version)
