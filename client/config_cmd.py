@@ -46,7 +46,29 @@ def show(file: str, overrides: tuple[str, ...], as_json: bool, no_docs: bool) ->
 @config_group.command("check")
 @click.argument("file", type=click.Path(dir_okay=False))
 @set_option
-def check(file: str, overrides: tuple[str, ...]) -> None:
-    """Exit 0 if FILE is a valid run config; otherwise name what is wrong and exit 3."""
+@click.option("--no-probe", is_flag=True,
+              help="Only read the file: do not build an env and the networks (for a config meant for another machine).")
+def check(file: str, overrides: tuple[str, ...], no_probe: bool) -> None:
+    """Exit 0 if FILE is a valid run config that can run here; otherwise name what is wrong and exit 3.
+
+    Besides the keys and values, it probes as the daemons will: imports a `module:callable` env or network
+    (looking beside FILE and in the working directory, as `tandem up` does), builds one env, checks the
+    algorithm against its spaces, builds each policy's network and checks the devices.
+    """
+    from client.preflight import ProbeFailed, probe
+
     config = load_or_exit(file, overrides)
-    click.echo(f"{file}: ok (run {config.run.name!r}, env {config.env.id!r}, {config.actors.count} actors)")
+    summary = f"run {config.run.name!r}, env {config.env.id!r}, {config.actors.count} actors"
+    if no_probe:
+        click.echo(f"{file}: ok ({summary}; not probed)")
+        return
+    try:
+        report = probe(config, file, config.supervisor.build_env_deadline_s)
+    except ProbeFailed as exc:
+        click.echo(f"error: {file}: {exc}", err=True)
+        raise SystemExit(int(ExitCode.CONFIG)) from None
+    click.echo(f"{file}: ok ({summary})")
+    for line in report.lines:
+        click.echo(f"  {line}")
+    for line in report.skipped:
+        click.echo(f"  not probed: {line}")

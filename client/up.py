@@ -18,6 +18,7 @@ insecure_option = click.option("--insecure", is_flag=True,
 def run_supervisor(config_file: str, overrides: tuple[str, ...], display: Display | None, honour_stop: bool,
                    insecure: bool = False, no_children: bool = False, fresh: bool = False) -> None:
     """Load the config, run the supervisor loop, print how it ended and exit with its code."""
+    from daemons.runtime.plugins import plugin_folders
     from daemons.supervisor.loop import SupervisorError, supervise
 
     config = load_or_exit(config_file, overrides)
@@ -27,7 +28,8 @@ def run_supervisor(config_file: str, overrides: tuple[str, ...], display: Displa
         try:
             outcome = supervise(config, honour_stop, insecure=insecure, no_children=no_children,
                                 show=display.show if display is not None else None, fresh=fresh,
-                                announce=lambda line: click.echo(line, err=True))
+                                announce=lambda line: click.echo(line, err=True),
+                                plugin_paths=plugin_folders(config_file))
         finally:
             if display is not None:
                 display.close()
@@ -49,7 +51,7 @@ def run_supervisor(config_file: str, overrides: tuple[str, ...], display: Displa
 @click.option("--json", "as_json", is_flag=True, help="Progress and summary as JSON lines.")
 @insecure_option
 @click.option("--fresh", is_flag=True,
-              help="Start over: move the run directory's earlier checkpoints under previous/ instead of resuming.")
+              help="Start over: move the run directory's earlier checkpoints and curves under previous/ instead of resuming.")
 def up_cmd(config_file: str, overrides: tuple[str, ...], quiet: bool, as_json: bool, insecure: bool, fresh: bool) -> None:
     """Train CONFIG_FILE on this machine until a stop condition, `tandem stop`, Ctrl-C or SIGTERM.
 

@@ -18,6 +18,8 @@ from typing import Any
 from daemons.config import ConfigError, RunConfig, load_config
 from daemons.runtime.exit_codes import ExitCode
 from daemons.runtime.logs import setup_logging
+from daemons.runtime.plugins import add_to_path, plugin_folders
+from daemons.runtime.setup_errors import SetupError
 from daemons.runtime.process_name import set_process_name
 from daemons.runtime.signals import StopFlag, die_with_parent
 
@@ -40,6 +42,7 @@ class DaemonSpec:
     insecure: bool = False  # learners and action servers: allow a bind beyond loopback without authentication
     die_with_parent: bool = False  # children of `tandem up`: end when it ends
     supervisor_pid: int | None = None  # with die_with_parent: the supervisor's pid, watched too (forked children)
+    plugin_paths: tuple[str, ...] = ()  # children of `tandem up`: the folders of the user's config and of its cwd
 
     @property
     def name(self) -> str:
@@ -81,6 +84,10 @@ def run(spec: DaemonSpec) -> int:
     except ConfigError as exc:
         sys.stderr.write(f"error: {spec.config_file}: {exc}\n")
         return int(ExitCode.CONFIG)
+    # An env or network module beside the user's config (or in the working directory) is found without
+    # PYTHONPATH: children of `tandem up` get those folders in `plugin_paths` (their config_file is the run
+    # directory's copy), and a daemon started on its own looks beside its config file.
+    add_to_path([*spec.plugin_paths, *plugin_folders(spec.config_file)])
     os.environ[DAEMON_NAME_ENV] = spec.name
     setup_logging(config.run.log_level, spec.name)
     set_process_name(f"tandem-{spec.name}")
@@ -90,9 +97,15 @@ def run(spec: DaemonSpec) -> int:
     # Where a hung daemon is stuck: the supervisor sends SIGUSR1 before it terminates one, and faulthandler
     # writes every thread's stack to stderr (the daemon's log) from C, even while Python code is stuck.
     faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
+    log = logging.getLogger(spec.name)
     try:
         return int(make_daemon(spec, config, stop).run())
+    except SetupError as exc:  # the same at every start: the supervisor makes it FATAL at once, with this line
+        log.error("%s", exc)
+        sys.stderr.write(f"error: {spec.name}: {exc}\n")
+        return int(ExitCode.SETUP)
     except (EnvBuildError, TransportError, ValueError, OSError) as exc:
-        logging.getLogger(spec.name).error("%s", exc)
+        # A user's env constructor that raised: its traceback, not only its message, is what they need.
+        log.error("%s", exc, exc_info=isinstance(exc, EnvBuildError) and exc.__cause__ is not None)
         sys.stderr.write(f"error: {spec.name}: {exc}\n")
         return int(ExitCode.FAILURE)

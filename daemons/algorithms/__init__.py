@@ -11,6 +11,7 @@ from types import ModuleType
 from typing import Any
 
 from daemons.config.schema import RunConfig
+from daemons.runtime.setup_errors import SetupError
 
 # algorithm.name -> the module that implements it (one module may serve several related names)
 ALGORITHMS = {
@@ -34,7 +35,7 @@ def check_supported(config: RunConfig, action_space: Any) -> ModuleType:
     try:
         module.check_action_space(name, action_space)
     except ValueError as exc:
-        raise ValueError(f"algorithm.name {name!r} cannot be used with this env: {exc}") from exc
+        raise SetupError(f"algorithm.name {name!r} cannot be used with this env: {exc}") from exc
     return module
 
 
@@ -58,5 +59,5 @@ def make_policy(config: RunConfig, obs_space: Any, action_space: Any, seed: int 
         return module.make_policy(config.algorithm.name, config, obs_space, action_space, seed, mask_size)
     except ValueError as exc:
         if str(exc).startswith(f"device {config.actors.device!r}"):
-            raise ValueError(f"actors.device: {exc}") from exc
+            raise SetupError(f"actors.device: {exc}") from exc
         raise

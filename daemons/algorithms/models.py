@@ -11,6 +11,7 @@ from torch import nn
 
 from daemons.config.schema import ModelSection
 from daemons.runtime.plugins import import_callable
+from daemons.runtime.setup_errors import SetupError
 
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU}
 BUILTIN_KINDS = ("auto", "mlp", "nature_cnn")
@@ -99,19 +100,19 @@ def build_mlp(model_cfg: ModelSection, obs_space: gym.Space, num_actions: int) -
     if isinstance(obs_space, (gym.spaces.Box, gym.spaces.MultiBinary)):
         in_features = int(np.prod(obs_space.shape, dtype=np.int64))
         return MLPQNetwork(in_features, num_actions, model_cfg.hidden_sizes, model_cfg.activation)
-    raise ValueError(f"model.kind {model_cfg.kind!r}: the MLP takes Box, MultiBinary or Discrete (one-hot) "
+    raise SetupError(f"model.kind {model_cfg.kind!r}: the MLP takes Box, MultiBinary or Discrete (one-hot) "
                      f"observations, not {obs_space}")
 
 
 def build_nature_cnn(model_cfg: ModelSection, obs_space: gym.Space, num_actions: int) -> nn.Module:
     if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 3:
-        raise ValueError(f"model.kind {model_cfg.kind!r}: the Nature CNN needs a 3-D Box observation "
+        raise SetupError(f"model.kind {model_cfg.kind!r}: the Nature CNN needs a 3-D Box observation "
                          f"([C, H, W] or [H, W, C]), got {obs_space}")
     shape = obs_space.shape
     channels_last = image_channels_last(shape)
     h, w = (shape[0], shape[1]) if channels_last else (shape[1], shape[2])
     if min(h, w) < NATURE_CNN_MIN_SIZE:
-        raise ValueError(f"model.kind {model_cfg.kind!r}: the Nature CNN needs images of at least "
+        raise SetupError(f"model.kind {model_cfg.kind!r}: the Nature CNN needs images of at least "
                          f"{NATURE_CNN_MIN_SIZE}x{NATURE_CNN_MIN_SIZE}, got observation shape {shape}")
     return NatureCNN(shape, num_actions, channels_last, scale=obs_space.dtype == np.uint8)
 
@@ -121,7 +122,7 @@ def build_from_callable(model_cfg: ModelSection, obs_space: gym.Space, num_actio
     target = import_callable(kind, "model.kind")
     net = target(obs_space, num_actions, model_cfg)
     if not isinstance(net, nn.Module):
-        raise ValueError(f"model.kind {kind!r}: the callable returned a {type(net).__name__}, not a torch.nn.Module")
+        raise SetupError(f"model.kind {kind!r}: the callable returned a {type(net).__name__}, not a torch.nn.Module")
     return net
 
 

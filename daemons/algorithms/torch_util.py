@@ -14,6 +14,7 @@ from torch import nn
 from daemons.algorithms.adam import Adam
 from daemons.algorithms.models import build_q_network
 from daemons.config.schema import ModelSection
+from daemons.runtime.setup_errors import SetupError
 
 
 def torch_device(device: str) -> torch.device:
@@ -21,9 +22,9 @@ def torch_device(device: str) -> torch.device:
     try:
         parsed = torch.device(device)
     except RuntimeError as exc:
-        raise ValueError(f"device {device!r} is not a torch device ({exc})") from exc
+        raise SetupError(f"device {device!r} is not a torch device ({exc})") from exc
     if parsed.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r}: CUDA is not available in this torch build or on this machine")
+        raise SetupError(f"device {device!r}: CUDA is not available in this torch build or on this machine")
     return parsed
 
 

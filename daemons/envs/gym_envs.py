@@ -14,11 +14,22 @@ import numpy as np
 from daemons.config.schema import EnvSection
 from daemons.envs.atari import GAME_LENGTH, GAME_RETURN, atari_kwargs, register_ale, wrap_atari
 from daemons.envs.spaces import env_actions
-from daemons.runtime.plugins import import_callable
+from daemons.runtime.plugins import import_callable, not_found_hint
+from daemons.runtime.setup_errors import SetupError
 
 
 class EnvBuildError(RuntimeError):
     """The env could not be built; the message says which env id or callable and why."""
+
+
+class EnvSetupError(EnvBuildError, SetupError):
+    """The env cannot be built from this config at any try: an unknown id, a module that does not import, a
+    factory that returns something other than an env (so no restart is tried: see SetupError)."""
+
+
+# gymnasium's errors for an id it cannot resolve: the same at every start
+UNKNOWN_ID_ERRORS = (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound,
+                     gym.error.DeprecatedEnv, gym.error.UnregisteredEnv)
 
 
 def resolve_callable(spec: str) -> Callable[..., Any]:
@@ -26,7 +37,7 @@ def resolve_callable(spec: str) -> Callable[..., Any]:
     try:
         return import_callable(spec, "env.id")
     except ValueError as exc:
-        raise EnvBuildError(str(exc)) from exc
+        raise EnvSetupError(str(exc)) from exc
 
 
 def has_attribute(spec: str) -> bool:
@@ -35,7 +46,8 @@ def has_attribute(spec: str) -> bool:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise EnvBuildError(f"cannot import module {module_name!r} of {spec!r}: {exc}") from exc
+        raise EnvSetupError(f"env.id {spec!r}: cannot import module {module_name!r} ({exc})"
+                            f"{not_found_hint(exc, module_name)}") from exc
     return hasattr(module, attr.split(".")[0])
 
 
@@ -57,7 +69,7 @@ def make_env(cfg: EnvSection, training: bool = True) -> gym.Env:
         kwargs = cfg.kwargs
         if atari:
             if not cfg.id.startswith("ALE/") and ":" not in cfg.id:
-                raise EnvBuildError(f"env.atari is enabled but {cfg.id!r} is not an ALE env (use an 'ALE/Game-v5' id)")
+                raise EnvSetupError(f"env.atari is enabled but {cfg.id!r} is not an ALE env (use an 'ALE/Game-v5' id)")
             register_ale()
             kwargs = atari_kwargs(kwargs)
         if ":" in cfg.id and has_attribute(cfg.id):
@@ -66,14 +78,16 @@ def make_env(cfg: EnvSection, training: bool = True) -> gym.Env:
             env = gym.make(cfg.id, **kwargs)
         if atari:
             if not hasattr(env.unwrapped, "ale"):
-                raise ValueError("env.atari is enabled but the env is not an ALE env (use an 'ALE/Game-v5' id)")
+                raise EnvSetupError("env.atari is enabled but the env is not an ALE env (use an 'ALE/Game-v5' id)")
             return wrap_atari(env, cfg.atari, training, cfg.max_episode_steps)
     except EnvBuildError:
         raise
+    except UNKNOWN_ID_ERRORS as exc:
+        raise EnvSetupError(f"env.id {cfg.id!r}: {exc}") from exc
     except Exception as exc:  # a user's env may raise anything while being built
         raise EnvBuildError(f"building env {cfg.id!r} failed: {type(exc).__name__}: {exc}") from exc
     if not isinstance(env, gym.Env):
-        raise EnvBuildError(f"{cfg.id!r} returned {type(env).__name__}, not a gymnasium.Env{pettingzoo_hint(env)}")
+        raise EnvSetupError(f"{cfg.id!r} returned {type(env).__name__}, not a gymnasium.Env{pettingzoo_hint(env)}")
     if cfg.max_episode_steps:
         env = gym.wrappers.TimeLimit(env, max_episode_steps=cfg.max_episode_steps)
     return env

@@ -10,4 +10,5 @@ class ExitCode(IntEnum):
     CONFIG = 3  # the config file is unreadable or invalid
     UNREACHABLE = 4  # no answer from the supervisor or a daemon within the timeout
     UNHEALTHY = 5  # status found a process FATAL or hung
+    SETUP = 6  # a daemon's setup cannot work here (env id, plug-in, algorithm vs env, device): no restart helps
     INTERRUPTED = 130  # stopped by Ctrl-C or SIGTERM before the run's stop condition

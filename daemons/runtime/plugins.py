@@ -3,23 +3,52 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from daemons.runtime.setup_errors import SetupError
 
 
 def import_callable(spec: str, key: str) -> Callable[..., Any]:
-    """The callable `spec` names; ValueError starting with the config `key` and saying what is missing."""
+    """The callable `spec` names; SetupError (a ValueError) starting with the config `key` and saying what is
+    missing; a module that is not found gets a hint about where Tandem looks for it."""
     module_name, _, attr_path = spec.partition(":")
     if not module_name or not attr_path:
-        raise ValueError(f"{key} {spec!r}: expected 'module:callable'")
+        raise SetupError(f"{key} {spec!r}: expected 'module:callable'")
     try:
         target = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValueError(f"{key} {spec!r}: cannot import module {module_name!r} ({exc})") from exc
+        raise SetupError(f"{key} {spec!r}: cannot import module {module_name!r} ({exc}){not_found_hint(exc, module_name)}") from exc
     for part in attr_path.split("."):
         if not hasattr(target, part):
-            raise ValueError(f"{key} {spec!r}: module {module_name!r} has no attribute {attr_path!r}")
+            raise SetupError(f"{key} {spec!r}: module {module_name!r} has no attribute {attr_path!r}")
         target = getattr(target, part)
     if not callable(target):
-        raise ValueError(f"{key} {spec!r}: {attr_path!r} is a {type(target).__name__}, not a callable")
+        raise SetupError(f"{key} {spec!r}: {attr_path!r} is a {type(target).__name__}, not a callable")
     return target
+
+
+def not_found_hint(exc: ImportError, module_name: str) -> str:
+    """Where a missing module was looked for: `tandem up` puts the config file's folder and the working
+    directory on every daemon's path; anything else needs installing or PYTHONPATH."""
+    if not isinstance(exc, ModuleNotFoundError) or not (exc.name and module_name.startswith(exc.name)):
+        return ""  # the module itself was found; something it imports is missing, and the message says what
+    return ("; Tandem looks in the config file's folder, the working directory, PYTHONPATH and the installed "
+            "packages: install it (pip install -e) or add its folder to PYTHONPATH")
+
+
+def plugin_folders(config_file: str | os.PathLike[str]) -> tuple[str, ...]:
+    """Where a user's env or network module is looked for besides the installed packages and PYTHONPATH:
+    the config file's folder, then the working directory."""
+    return tuple(dict.fromkeys([str(Path(config_file).resolve().parent), str(Path.cwd())]))
+
+
+def add_to_path(folders: tuple[str, ...] | list[str]) -> None:
+    """Append `folders` to `sys.path` (appended, not prepended: a file there never shadows an installed
+    package, so a stray `gymnasium.py` cannot replace gymnasium)."""
+    for folder in folders:
+        if folder not in sys.path:
+            sys.path.append(folder)

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
+from daemons.runtime.exit_codes import ExitCode
+
 
 class State(str, Enum):
     STARTING = "STARTING"  # spawned, has not reported `running` yet
@@ -178,6 +180,12 @@ def exited(rec: ProcessRecord, code: int | None, now: float, policy: RestartPoli
 
     # Everything else is a failure, exit 0 included: a daemon that was not asked to stop should not stop.
     rec.last_error = error or kill_reason or _exit_reason(code)
+    if code == ExitCode.SETUP and not terminated_by_us:
+        # A setup mistake (env id, plug-in, algorithm vs env, device) fails the same way at every start:
+        # FATAL now, with its one line, instead of a backoff ladder of identical retries.
+        _set_state(rec, State.FATAL, now)
+        rec.last_error = f"{rec.last_error} (a setup mistake: not restarted; `tandem config check` finds it)"
+        return
     rec.exit_times.append(now)
     while rec.exit_times and now - rec.exit_times[0] > policy.crash_loop_window_s:
         rec.exit_times.popleft()

@@ -50,13 +50,14 @@ class Supervisor:
     """Owns the process table of one run. Call `step(now)` often and `handle()` for each control message."""
 
     def __init__(self, config: RunConfig, config_path: Path, control_endpoint: str, logs: Path, specs: list[DaemonSpec],
-                 adopt: bool = False, started: float | None = None):
+                 adopt: bool = False, started: float | None = None, plugin_paths: tuple[str, ...] = ()):
         self.config, self.config_path, self.control_endpoint, self.logs = config, config_path, control_endpoint, logs
         # adopt: watch any daemon that heartbeats here (started by systemd or tmux), as joined learners are watched
         self.adopt = adopt
         self.restart_policy, self.heartbeat_policy = policies(config)
         self.specs = {spec.name: replace(spec, config_file=str(config_path), control=control_endpoint,
-                                         die_with_parent=True, supervisor_pid=os.getpid()) for spec in specs}
+                                         die_with_parent=True, supervisor_pid=os.getpid(),
+                                         plugin_paths=plugin_paths) for spec in specs}
         self.view = RunView(config.stop, time.monotonic() if started is None else started)
         self.records = {spec.name: ProcessRecord(spec.name, spec.role) for spec in specs}
         self.children: dict[str, Child | None] = {spec.name: None for spec in specs}

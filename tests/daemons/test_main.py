@@ -42,7 +42,7 @@ def test_a_failing_daemon_says_why_in_its_last_heartbeat(tmp_path):
             beats.pump(50)
     finally:
         beats.close()
-    assert proc.returncode == ExitCode.FAILURE and "NoSuchEnv-v9" in err
+    assert proc.returncode == ExitCode.SETUP and "NoSuchEnv-v9" in err  # an unknown id: a setup mistake
     last = beats.last("actor-0")
     assert last is not None and "NoSuchEnv-v9" in last.error
     assert last.stage.startswith("build_env"), "the stage it failed in is kept"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from daemons.runtime.exit_codes import ExitCode
 from daemons.supervisor import states
 from daemons.supervisor.states import (
     Action,
@@ -86,6 +87,20 @@ def test_start_failures_go_fatal_after_start_retries_keeping_the_evidence():
     assert rec.last_error.startswith("error: emulator crashed (3)")
     assert rec.restarts == 2
     assert states.due(rec, now + 1000.0, HB) == (Action.NONE, "")
+
+
+def test_a_setup_mistake_is_fatal_at_the_first_exit_and_a_terminated_one_is_not():
+    rec = ProcessRecord("actor-0", "actor")
+    states.started(rec, 300, 0.0)
+    states.heartbeat(rec, "build_env 1/8", 1.0, 2.0)
+    states.exited(rec, int(ExitCode.SETUP), 3.0, RP, error="env.id 'CartPol-v1': unknown")
+    assert rec.state == State.FATAL and rec.start_failures == 0
+    assert rec.last_error.startswith("env.id 'CartPol-v1': unknown") and "not restarted" in rec.last_error
+    assert states.due(rec, 1000.0, HB) == (Action.NONE, "")
+    other = running_record()
+    states.terminate(other, "hung", 5.0)  # asked to go: whatever code it ends with, the usual ladder applies
+    states.exited(other, int(ExitCode.SETUP), 6.0, RP)
+    assert other.state == State.BACKOFF
 
 
 def test_exit_message_defaults_to_kill_reason_then_code():
