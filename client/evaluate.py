@@ -12,6 +12,7 @@ from client.policy import load_policy, locate, read_run_config
 from client.trained import PolicyError, TrainedPolicy
 from daemons.config.policies import policy_names
 from daemons.config.schema import RunConfig
+from daemons.evaluator.kept import KEPT_FILES
 from daemons.runtime.exit_codes import ExitCode
 
 VIDEO_FPS = 30  # when the env's metadata names no render_fps
@@ -93,8 +94,11 @@ def play_gym(policy: TrainedPolicy, config: RunConfig, episodes: int, seed: int,
     return {"returns": returns, "lengths": lengths, "return": summary(returns), "length": summary(lengths)}
 
 
-def play_world(source: Path, policy: TrainedPolicy, episodes: int, seed: int, sample: bool) -> dict[str, Any]:
-    """A PettingZoo world with every policy of the run acting; `episodes` world episodes (as the evaluator counts)."""
+def play_world(source: Path, policy: TrainedPolicy, episodes: int, seed: int, sample: bool,
+               checkpoint: str | None = None) -> dict[str, Any]:
+    """A PettingZoo world with every policy of the run acting; `episodes` world episodes (as the evaluator counts).
+
+    The other policies play their `checkpoint` of the run (a kept file given as the source names its kind)."""
     from daemons.actor.stepping import env_builder
     from daemons.evaluator.rounds import make_rounds
 
@@ -105,9 +109,12 @@ def play_world(source: Path, policy: TrainedPolicy, episodes: int, seed: int, sa
         raise PolicyError(f"{source} is an exported policy of a multi-agent world; `tandem eval` needs the run "
                           "directory to play every policy of the world", ExitCode.USAGE)
     policies = {policy.name: policy}
+    if source.is_file():
+        checkpoint = next((kind for kind, file in KEPT_FILES.items() if source.name == file), None)
     for name in policy_names(config):
         if name not in policies:
-            policies[name] = load_policy(source if source.is_dir() else source.parent.parent, name)
+            policies[name] = load_policy(source if source.is_dir() else source.parent.parent, name,
+                                         checkpoint=checkpoint)
     config = dataclasses.replace(config, eval=dataclasses.replace(config.eval, window_episodes=episodes))
     api, build_one = env_builder(config, training=False)
     rounds = make_rounds([build_one()], api, config)
@@ -137,12 +144,15 @@ def default_policy(source: Path) -> str | None:
 
 
 def evaluate(source: str | Path, policy: str | None = None, episodes: int = 10, seed: int = 0, sample: bool = False,
-             render: str | None = None, video: str | Path | None = None, device: str = "cpu") -> dict[str, Any]:
-    """Play `episodes` episodes (greedy unless `sample`) and report returns and lengths with their mean and std."""
+             render: str | None = None, video: str | Path | None = None, device: str = "cpu",
+             checkpoint: str | None = None) -> dict[str, Any]:
+    """Play `episodes` episodes (greedy unless `sample`) and report returns and lengths with their mean and std.
+
+    `checkpoint` picks a run directory's 'latest' (default), 'best' or 'solved' checkpoint (see load_policy)."""
     from daemons.envs.worlds import MULTI_AGENT_APIS, env_api
 
     source = Path(source)
-    trained = load_policy(source, policy or default_policy(source), device=device, seed=seed)
+    trained = load_policy(source, policy or default_policy(source), device=device, seed=seed, checkpoint=checkpoint)
     config = trained.spec.config
     video_dir = Path(video) if video else None
     if video_dir:
@@ -155,9 +165,10 @@ def evaluate(source: str | Path, policy: str | None = None, episodes: int = 10, 
         if render or video_dir:
             raise PolicyError("--render and --video are for gymnasium envs; a PettingZoo world is not rendered here",
                               ExitCode.USAGE)
-        result = play_world(source, trained, episodes, seed, sample)
+        result = play_world(source, trained, episodes, seed, sample, checkpoint)
     else:
         result = play_gym(trained, config, episodes, seed, sample, render, video_dir)
     return {"policy": trained.name, "algorithm": trained.algorithm, "version": trained.version,
             "checkpoint": trained.spec.source, "env": config.env.id, "episodes": episodes, "seed": seed,
-            "greedy": not sample, **result, **({"video": str(video_dir)} if video_dir else {})}
+            "greedy": not sample, **result, **({"video": str(video_dir)} if video_dir else {}),
+            **({"evaluation": trained.spec.evaluation} if trained.spec.evaluation else {})}

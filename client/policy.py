@@ -11,39 +11,45 @@ from typing import Any
 
 import numpy as np
 
+from client.checkpoint_choice import available, pick, refuse_choice
 from client.export import SPEC_FILE, load_exported
 from client.trained import PolicyError, PolicySpec, TrainedPolicy
 from daemons.config import ConfigError, RunConfig, load_config
 from daemons.config.policies import DEFAULT_POLICY, policy_config
+from daemons.evaluator.kept import LATEST
 from daemons.runtime.exit_codes import ExitCode
 
 CONFIG_FILE = "config.toml"  # the resolved config `tandem up` writes into the run directory
 LEARNER_PREFIX = "learner-"
-# The part of a learner's state_dict() that the actors run: what its weights() publishes.
-ACTING_NETWORK = {"double_dqn": "online", "appo": "net", "impala": "net"}
 
 
 def load_policy(source: str | Path, policy: str | None = None, device: str = "cpu",
-                seed: int | None = None) -> TrainedPolicy:
-    """Policy `policy` (default 'default') of a run directory (its newest checkpoint), of a checkpoint file
+                seed: int | None = None, checkpoint: str | None = None) -> TrainedPolicy:
+    """Policy `policy` (default 'default') of a run directory, of a checkpoint file
     (runs/NAME/learner-POLICY/ckpt-*.pt, the run's config.toml two levels up), or of an exported directory.
 
+    From a run directory, `checkpoint` picks which: 'latest' (the default: the newest ckpt-*.pt), 'best'
+    (the evaluator's best-evaluated weights, best.pt) or 'solved' (the first that met stop.eval_return).
     Builds one env of the run to learn the policy's spaces (an export needs none). PolicyError naming
     what is missing or wrong otherwise.
     """
     path = Path(source)
     if path.is_dir() and (path / SPEC_FILE).is_file():
+        refuse_choice(checkpoint, path, "an exported policy")
         return load_exported(path, device=device, seed=seed, policy=policy)
-    run_dir, name, checkpoint = locate(path, policy)
+    run_dir, name, file = locate(path, policy)
+    if file is not None:
+        refuse_choice(checkpoint, file, "a checkpoint file")
     config = read_run_config(run_dir)
     try:
         pconf = policy_config(config, name)
     except ConfigError as exc:
         raise PolicyError(f"{run_dir}: {exc}", ExitCode.USAGE) from exc
-    state, where = read_checkpoint(checkpoint or run_dir / f"{LEARNER_PREFIX}{name}")
+    state, where = read_checkpoint(file or pick(run_dir / f"{LEARNER_PREFIX}{name}", checkpoint))
     spaces = probe_spaces(config, name, run_dir)
+    evaluation = state.get("evaluation")  # what the evaluator measured, in the files it keeps
     spec = PolicySpec(name, pconf, spaces.observation_space, spaces.action_space, spaces.mask_size,
-                      int(state.get("version", -1)), str(where))
+                      int(state.get("version", -1)), str(where), evaluation if isinstance(evaluation, dict) else None)
     return TrainedPolicy(spec, acting_weights(state, pconf.algorithm.name, where), device=device, seed=seed)
 
 
@@ -96,6 +102,8 @@ def read_checkpoint(where: Path) -> tuple[dict, Path]:
     if state is None:
         others = sorted(p.name for p in where.parent.glob(f"{LEARNER_PREFIX}*") if p.is_dir())
         detail = f" (policy directories here: {', '.join(others)})" if others and not where.is_dir() else ""
+        kept = [name for name in available(where) if name != LATEST]  # a remote learner's run dir holds only these
+        detail += f" (the evaluator kept: {', '.join(kept)}; pick one with --checkpoint)" if kept else ""
         raise PolicyError(f"no readable checkpoint in {where}{detail}; learners write one every "
                           "learner.checkpoint_interval_s and when stopped")
     version = int(state.get("version", -1))
@@ -106,6 +114,8 @@ def read_checkpoint(where: Path) -> tuple[dict, Path]:
 def acting_weights(state: Mapping[str, Any], algorithm: str, where: Path) -> dict[str, np.ndarray]:
     """The network the actors run, from a learner checkpoint, as the numpy arrays its learner would publish."""
     import torch
+
+    from daemons.evaluator.kept import ACTING_NETWORK
 
     saved = state.get("algorithm")
     saved_name = saved.get("algorithm") if isinstance(saved, Mapping) else None

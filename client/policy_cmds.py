@@ -9,9 +9,15 @@ import click
 
 from client.trained import PolicyError
 
-SOURCE_HELP = "CHECKPOINT_OR_RUN is a run directory (runs/NAME, newest checkpoint), a checkpoint file or an exported directory."
+SOURCE_HELP = ("CHECKPOINT_OR_RUN is a run directory (runs/NAME; its newest checkpoint unless --checkpoint says), "
+               "a checkpoint file or an exported directory.")
 policy_option = click.option("--policy", default=None, metavar="NAME",
                              help="Which policy of a multi-agent run (default: 'default').")
+# choices written out, not imported: `tandem --help` stays light (client.checkpoint_choice refuses others too)
+checkpoint_option = click.option(
+    "--checkpoint", type=click.Choice(["latest", "best", "solved"]), default=None,
+    help="Which checkpoint of a run directory: latest (the default: the learner's newest), best (the weights "
+         "of the evaluator's highest return so far) or solved (the first to reach stop.eval_return).")
 
 
 def fail(exc: PolicyError) -> None:
@@ -23,6 +29,7 @@ def fail(exc: PolicyError) -> None:
 @click.command("eval", epilog=SOURCE_HELP)
 @click.argument("source", metavar="CHECKPOINT_OR_RUN")
 @policy_option
+@checkpoint_option
 @click.option("--episodes", default=10, show_default=True, type=click.IntRange(min=1), help="Episodes to play.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
               help="Episode i starts from reset(seed=SEED + i).")
@@ -34,15 +41,15 @@ def fail(exc: PolicyError) -> None:
               help="Write each episode as DIR/episode-NNN.mp4 (OpenCV, installed with Tandem; moviepy not needed).")
 @click.option("--device", default="cpu", show_default=True, help="Torch device to infer on.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (every return and length too).")
-def eval_cmd(source: str, policy: str | None, episodes: int, seed: int, sample: bool, render: str | None,
-             video: str | None, device: str, as_json: bool) -> None:
+def eval_cmd(source: str, policy: str | None, checkpoint: str | None, episodes: int, seed: int, sample: bool,
+             render: str | None, video: str | None, device: str, as_json: bool) -> None:
     """Play a trained policy greedily on its run's env; mean and std of the return."""
     from client.evaluate import evaluate
     from daemons.runtime.torch_threads import set_torch_threads
 
     set_torch_threads(1)  # one observation per step gains nothing from more threads; they only contend for cores
     try:
-        result = evaluate(source, policy, episodes, seed, sample, render, video, device)
+        result = evaluate(source, policy, episodes, seed, sample, render, video, device, checkpoint)
     except PolicyError as exc:
         fail(exc)
         return
@@ -52,6 +59,11 @@ def eval_cmd(source: str, policy: str | None, episodes: int, seed: int, sample: 
     mode = "greedy" if result["greedy"] else "sampled"
     click.echo(f"policy {result['policy']!r} ({result['algorithm']}, version {result['version']}) from "
                f"{result['checkpoint']}")
+    if "evaluation" in result:
+        e = result["evaluation"]
+        value = f"{e['return']:.2f}" if isinstance(e.get("return"), (int, float)) else "unknown"
+        click.echo(f"kept as {e.get('kind')} by the evaluator: return {value} over {e.get('episodes')} "
+                   f"episodes in its round {e.get('round')}")
     click.echo(f"{result['env']}: {episodes} episodes, {mode}, seeds {seed}..{seed + episodes - 1}")
     r = result["return"]
     click.echo(f"return  {r['mean']:.2f} +- {r['std']:.2f}  (min {r['min']:.2f}, max {r['max']:.2f})")
@@ -68,13 +80,14 @@ def eval_cmd(source: str, policy: str | None, episodes: int, seed: int, sample: 
 @click.argument("source", metavar="CHECKPOINT_OR_RUN")
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @policy_option
-def export_cmd(source: str, out_dir: str, policy: str | None) -> None:
+@checkpoint_option
+def export_cmd(source: str, out_dir: str, policy: str | None, checkpoint: str | None) -> None:
     """Write a trained policy as safetensors weights and a JSON spec (no pickle)."""
     from client.export import export_policy
     from client.policy import load_policy
 
     try:
-        trained = load_policy(source, policy)
+        trained = load_policy(source, policy, checkpoint=checkpoint)
         spec_file = export_policy(trained, out_dir)
     except PolicyError as exc:
         fail(exc)

@@ -37,6 +37,7 @@ class PolicySpec:
     mask_size: int  # > 0: observations end with this many action-mask entries
     version: int  # the weight version of the checkpoint
     source: str  # where the weights came from, for messages
+    evaluation: dict | None = None  # the evaluator's record of a best or solved checkpoint (return, round, ...)
 
     @property
     def algorithm(self) -> str:

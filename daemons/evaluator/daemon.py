@@ -14,10 +14,12 @@ from daemons.actor.stepping import env_builder
 from daemons.config.policies import policy_config
 from daemons.envs.gym_envs import build_each, close_all
 from daemons.config.schema import RunConfig
+from daemons.evaluator.kept import KeptCheckpoints
 from daemons.evaluator.rounds import make_rounds, round_counters
 from daemons.runtime.control_channel import ControlChannel
 from daemons.runtime.start_token import wait_start_token
 from daemons.runtime.endpoints import find_learner, socket_options
+from daemons.runtime.paths import run_dir
 from daemons.runtime.reporter import Reporter
 from daemons.runtime.signals import StopFlag
 from daemons.runtime.torch_threads import set_torch_threads
@@ -35,6 +37,7 @@ class Evaluator:
         self.channel = ControlChannel(self.ctx, control_endpoint, socket_options(config)) if control_endpoint else None
         self.reporter = Reporter("evaluator", "evaluator", config.supervisor.heartbeat_interval_s, self.channel)
         self.policies: dict[str, FollowedPolicy] = {}
+        self.kept: KeptCheckpoints | None = None
         self.rounds = 0
 
     def build(self) -> Any:
@@ -65,6 +68,10 @@ class Evaluator:
                 endpoints = find_learner(self.channel, pconf, policy, self.stop, self.reporter.tick)
                 self.policies[policy] = FollowedPolicy(self.ctx, pconf, policy, spaces, endpoints, "evaluator",
                                                        seed=cfg.run.seed + 999 + n)
+            self.kept = KeptCheckpoints({p: run_dir(cfg) / f"learner-{p}" for p in self.policies},
+                                        {p: policy_config(cfg, p).algorithm.name for p in self.policies},
+                                        cfg.stop.eval_return)
+            self.reporter.update(self.kept.counters())
             self.reporter.set_stage("wait_weights")
             follower = LearnerFollower(self.channel, cfg.actors.relookup_after_s)
             while not self.stop:
@@ -107,10 +114,19 @@ class Evaluator:
         if returns is None:
             return False
         self.rounds += 1
-        self.reporter.update({**round_counters(returns, rounds.spaces, versions), "eval_rounds": self.rounds})
+        counters = round_counters(returns, rounds.spaces, versions)
+        # before the report: a stop on this round's return finds its solved.pt written
+        self.kept.after_round(counters, versions, self.rounds, cfg.eval.window_episodes, self.weights)
+        self.reporter.update({**counters, **self.kept.counters(), "eval_rounds": self.rounds})
         self.reporter.next_beat = 0.0  # report each finished round at once
         self.reporter.tick()
         while not self.stop and time.monotonic() < started + cfg.eval.interval_s:
             time.sleep(0.01)
             self.reporter.tick()
         return True
+
+    def weights(self, policy: str) -> dict[str, np.ndarray]:
+        """The weights `policy` played the round with: no poll() ran during it, so no newer version came in."""
+        from daemons.algorithms.torch_util import module_weights
+
+        return module_weights(self.policies[policy].net.nets.current)

@@ -85,7 +85,17 @@ def save_checkpoint(directory: Path, state: dict, keep: int = 3) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     final = checkpoint_path(directory, version)
-    fd, temp_name = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=directory)
+    write_atomic(final, state, TEMP_PREFIX)
+    prune(directory, keep, final)
+    return final
+
+
+def write_atomic(final: Path, state: dict, temp_prefix: str) -> None:
+    """torch.save `state` as `final`: temp file, flush, fsync, rename, directory fsync; never a half file.
+
+    Each writer of a directory has its own `temp_prefix`, so one never removes another's temp file as leftover.
+    """
+    fd, temp_name = tempfile.mkstemp(prefix=temp_prefix, suffix=TEMP_SUFFIX, dir=final.parent)
     temp = Path(temp_name)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -96,9 +106,7 @@ def save_checkpoint(directory: Path, state: dict, keep: int = 3) -> Path:
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-    fsync_directory(directory)
-    prune(directory, keep, final)
-    return final
+    fsync_directory(final.parent)
 
 
 def prune(directory: Path, keep: int, just_written: Path) -> None:

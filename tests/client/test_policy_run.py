@@ -1,10 +1,12 @@
-"""`tandem eval` and `tandem export` on what a real `tandem up` run leaves behind (its learner's own checkpoint)."""
+"""`tandem eval` and `tandem export` on what a real `tandem up` run leaves behind (its learner's own checkpoint,
+and the best and solving checkpoints its evaluator kept)."""
 
 from __future__ import annotations
 
 import json
 
 import numpy as np
+import torch
 from click.testing import CliRunner
 
 from client import export_policy, load_exported, load_policy
@@ -29,3 +31,29 @@ def test_a_short_real_run_can_be_evaluated_and_exported(tmp_path):
     export_policy(policy, tmp_path / "export")
     obs = np.random.default_rng(0).normal(size=(256, 4)).astype(np.float32)
     np.testing.assert_array_equal(load_exported(tmp_path / "export").act(obs), policy.act(obs))
+
+
+def test_a_real_run_keeps_its_best_evaluated_checkpoint_and_the_one_that_solved_it(tmp_path):
+    target = 150.0  # reached in seconds on CartPole; rounds at least 2 s apart, so metrics.jsonl has every round
+    proc = up(tmp_path, "run.seed=3", f"stop.eval_return={target}", "stop.seconds=150", "eval.interval_s=2")
+    out, err = finish(proc, timeout_s=240)
+    assert proc.returncode == 0, err[-3000:]
+    run, kept = tmp_path / "run", tmp_path / "run" / "learner-default"
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    reported = [r["eval_return"] for r in records if isinstance(r, dict) and r.get("eval_return") is not None]
+    assert reported, "the evaluator reported no round"
+    best = torch.load(kept / "best.pt", map_location="cpu", weights_only=True)
+    assert best["evaluation"]["return"] == max(reported), (best["evaluation"], reported)
+    assert sorted(p.name for p in kept.iterdir() if p.name.startswith(".")) == []  # no temp file left
+
+    solved_run = "evaluation return" in json.loads(out.strip().splitlines()[-1]).get("reason", "")
+    assert (kept / "solved.pt").is_file() == solved_run
+    if solved_run:
+        solved = torch.load(kept / "solved.pt", map_location="cpu", weights_only=True)
+        assert target <= solved["evaluation"]["return"] <= best["evaluation"]["return"]
+
+    result = CliRunner().invoke(cli, ["eval", str(run), "--checkpoint", "best", "--episodes", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["checkpoint"] == str(kept / "best.pt") and report["version"] == best["version"]
+    assert report["evaluation"]["return"] == best["evaluation"]["return"]
