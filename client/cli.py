@@ -21,7 +21,7 @@ COMMANDS = {
     "restart": ("client.control_cmds:restart_cmd",
                 'Restart one process by NAME (e.g. actor-3); also brings a FATAL one back.'),
     "plot": ("client.plot_cmd:plot_cmd",
-             "Write an HTML report (SVG charts) of a run's curves from RUN_DIR/metrics.jsonl."),
+             "Draw a run's curves from RUN_DIR/metrics.jsonl into a PNG (or SVG, PDF)."),
     "config": ("client.config_cmd:config_group", 'Inspect and validate run configs (TOML).'),
     "eval": ("client.policy_cmds:eval_cmd", "Play a trained policy greedily on its run's env; mean and std of the return."),
     "export": ("client.policy_cmds:export_cmd", 'Write a trained policy as safetensors weights and a JSON spec (no pickle).'),

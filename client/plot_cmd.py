@@ -1,18 +1,14 @@
-"""`tandem plot RUN_DIR`: a self-contained HTML report (inline SVG charts) of a run's metrics.jsonl."""
+"""`tandem plot RUN_DIR`: a picture (PNG, SVG or PDF, drawn with matplotlib) of the curves in a run's metrics.jsonl."""
 
 from __future__ import annotations
 
-import json
-import math
-from html import escape
 from pathlib import Path
 
 import click
 
-from client.svg_chart import line_chart
+from client.run_curves import Segment, load, series
 from daemons.runtime.exit_codes import ExitCode
 
-MAX_POINTS = 2000  # per series: a week-long run is thinned to this, so the report stays small
 # (title, which flat keys belong to the chart)
 CHARTS = [
     ("Return", lambda k: k in ("mean_return_100", "eval_return") or k.startswith("agent_returns_100/")
@@ -27,7 +23,8 @@ CHARTS = [
     ("KL and clip fraction", lambda k: diagnostic(k) in ("approx_kl", "clip_fraction")),
     ("Explained variance", lambda k: diagnostic(k) == "explained_variance"),
 ]
-AXES = [("env_steps", "env steps"), ("elapsed_s", "wall time (s)")]
+AXES = [("env_steps", "env steps"), ("elapsed_s", "training time (s)")]
+CHART_SIZE_IN = (6.4, 2.9)  # width, height of one chart
 
 
 def diagnostic(key: str) -> str | None:
@@ -40,82 +37,96 @@ def metrics_path(run: Path) -> Path:
     return run / "metrics.jsonl" if run.is_dir() else run
 
 
-def load(path: Path, max_points: int = MAX_POINTS) -> tuple[list[dict], int]:
-    """Every k-th record (k chosen so at most max_points are kept; the last one always) and the record count.
-
-    A line cut short by a run still writing it, or otherwise not JSON, is skipped.
-    """
-    with path.open(encoding="utf-8") as f:
-        total = sum(1 for _ in f)
-    stride = max(1, math.ceil(total / max_points))
-    kept: list[dict] = []
-    with path.open(encoding="utf-8") as f:
-        for i, line in enumerate(f):
-            if i % stride and i != total - 1:
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                kept.append(record)
-    return kept, total
-
-
-def series_for(records: list[dict], wanted, x_key: str) -> dict[str, list[tuple[float, float]]]:
-    out: dict[str, list[tuple[float, float]]] = {}
-    for record in records:
-        x = record.get(x_key)
-        if not isinstance(x, (int, float)):
-            continue
-        for key, value in record.items():
-            if wanted(key) and isinstance(value, (int, float)):
-                out.setdefault(key, []).append((float(x), float(value)))
-    return out
-
-
-def summary(records: list[dict]) -> list[tuple[str, str]]:
+def summary(segments: list[Segment]) -> list[tuple[str, str]]:
+    records = [r for s in segments for r in s.records]
     last = records[-1]
     evals = [r["eval_return"] for r in records if isinstance(r.get("eval_return"), (int, float))]
-    rows = [("env steps", last.get("env_steps")), ("elapsed (s)", last.get("elapsed_s")),
-            ("updates", last.get("updates")), ("episodes", last.get("episodes")),
-            ("mean return (last 100)", last.get("mean_return_100")), ("last evaluation return", last.get("eval_return")),
-            ("best evaluation return", max(evals) if evals else None)]
-    return [(name, "-" if value is None else str(value)) for name, value in rows]
+    training_s = sum(s.records[-1].get("elapsed_s", 0.0) for s in segments if s.records)
+    rows = [("env steps", last.get("env_steps")), ("training time (s)", round(training_s, 1)),
+            ("starts", len(segments)), ("updates", last.get("updates")), ("episodes", last.get("episodes")),
+            ("mean return (last 100)", last.get("mean_return_100")),
+            ("last evaluation return", last.get("eval_return")), ("best evaluation return", max(evals) if evals else None)]
+    return [(name, "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value))
+            for name, value in rows]
 
 
-def render(records: list[dict], total: int, source: Path) -> str:
-    """The report: a summary table, then each chart against env steps and against wall time."""
-    table = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in summary(records))
-    sections = []
-    for title, wanted in CHARTS:
-        charts = "".join(line_chart(title, label, series_for(records, wanted, key)) for key, label in AXES)
-        sections.append(f"<h2>{escape(title)}</h2><div class='row'>{charts}</div>")
-    return ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
-            f"<title>tandem run: {escape(str(source.parent.name or source))}</title><style>"
-            "body{font-family:sans-serif;margin:2em}th{text-align:left;padding-right:1em}"
-            ".row{display:flex;flex-wrap:wrap;gap:1em}h2{font-size:1.1em;margin-top:1.5em}</style></head><body>"
-            f"<h1>{escape(str(source))}</h1><p>{total} records"
-            f"{f', {len(records)} plotted' if len(records) < total else ''}.</p>"
-            f"<table>{table}</table>{''.join(sections)}</body></html>\n")
+def draw_chart(ax, title: str, wanted, x_key: str, x_label: str, segments: list[Segment]) -> None:
+    """One chart: each series a line per segment (one colour, one legend entry), a dashed line at each resume."""
+    from matplotlib.ticker import EngFormatter
+
+    by_segment = [series(segment, wanted, x_key) for segment in segments]
+    names = sorted({name for found in by_segment for name in found})
+    colours = {name: f"C{i % 10}" for i, name in enumerate(names)}
+    labelled: set[str] = set()
+    for segment, found in zip(segments, by_segment):
+        for name in names:
+            points = found.get(name)
+            if not points:
+                continue
+            xs, ys = zip(*points)
+            (line,) = ax.plot(xs, ys, color=colours[name], linewidth=1.2, marker="." if len(xs) == 1 else None,
+                              label=None if name in labelled else name)
+            line.set_gid(f"{x_key}:{name}:{segment.number}")  # the line's id in an SVG
+            labelled.add(name)
+    for segment in segments[1:]:  # where the run was resumed
+        if names and (x := segment.start(x_key)) is not None:
+            resumed = ax.axvline(x, color="0.55", linestyle="--", linewidth=0.8)
+            resumed.set_gid(f"{x_key}:resumed:{segment.number}")
+    ax.set_title(title, fontsize=10, loc="left")
+    ax.set_xlabel(x_label, fontsize=8)
+    ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 20k, 1.5M: readable env-step counts
+    ax.tick_params(labelsize=8)
+    ax.grid(True, alpha=0.3)
+    if names:
+        ax.legend(fontsize=7, loc="best")
+    else:
+        ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="0.5")
+
+
+def render(segments: list[Segment], total: int, source: Path, out: Path) -> None:
+    """Every chart against env steps (left) and training time (right), under a summary; written to `out`,
+    in the format its suffix names."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display needed, and no GUI toolkit is imported
+    import matplotlib.pyplot as plt
+
+    width, height = CHART_SIZE_IN
+    fig, axes = plt.subplots(len(CHARTS), len(AXES), figsize=(width * len(AXES), height * len(CHARTS) + 1.2),
+                             squeeze=False, layout="constrained")
+    try:
+        for row, (title, wanted) in zip(axes, CHARTS):
+            for ax, (x_key, x_label) in zip(row, AXES):
+                draw_chart(ax, title, wanted, x_key, x_label, segments)
+        kept = sum(len(s.records) for s in segments)
+        text = "   ".join(f"{name}: {value}" for name, value in summary(segments))
+        fig.suptitle(f"{source}: {total} records{f', {kept} plotted' if kept < total else ''}\n{text}",
+                     fontsize=9, ha="left", x=0.01)
+        fig.savefig(out)
+    finally:
+        plt.close(fig)
 
 
 @click.command("plot")
 @click.argument("run_dir", type=click.Path(exists=True, path_type=Path))
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Where to write the report (default RUN_DIR/report.html).")
+              help="Where to write the picture; .png, .svg or .pdf (default RUN_DIR/report.png).")
 @click.pass_obj
 def plot_cmd(obj, run_dir: Path, out: Path | None) -> None:
-    """Write an HTML report (SVG charts) of a run's curves from RUN_DIR/metrics.jsonl."""
+    """Draw a run's curves from RUN_DIR/metrics.jsonl into a PNG (or SVG, PDF)."""
     source = metrics_path(run_dir)
     if not source.is_file():
         obj.fail(f"{source} does not exist: runs write it from the supervisor, once a second", ExitCode.USAGE)
-    records, total = load(source)
-    if not records:
+    out = out or source.parent / "report.png"
+    if out.suffix.lower() not in (".png", ".svg", ".pdf"):
+        obj.fail(f"--out {out}: the picture is written as .png, .svg or .pdf", ExitCode.USAGE)
+    segments, total = load(source)
+    if not any(s.records for s in segments):
         obj.fail(f"{source} holds no records yet", ExitCode.FAILURE)
-    out = out or source.parent / "report.html"
+    segments = [s for s in segments if s.records]
     try:
-        out.write_text(render(records, total, source), encoding="utf-8")
+        render(segments, total, source, out)
     except OSError as exc:
         obj.fail(f"cannot write {out}: {exc.strerror or exc}", ExitCode.FAILURE)
-    click.echo(f"wrote {out} ({total} records)")
+    starts = f", {len(segments)} starts" if len(segments) > 1 else ""
+    click.echo(f"wrote {out} ({total} records{starts})")

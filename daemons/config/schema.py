@@ -211,8 +211,8 @@ class StopSection:
 
     eval_return: float | None = option(None, "Stop when the evaluator's mean return reaches this.")
     mean_return: float | None = option(None, "Stop when the mean of the last 100 training episodes reaches this.")
-    env_steps: int | None = option(None, "Stop after this many env steps over all actors.", min=1)
-    seconds: float | None = option(None, "Stop after this many seconds.", above=0.0)
+    env_steps: int | None = option(None, "Stop after this many env steps over all actors; a resumed run's earlier starts count too.", min=1)
+    seconds: float | None = option(None, "Stop after this many seconds of this start.", above=0.0)
 
 
 @dataclass

@@ -26,6 +26,7 @@ from daemons.security.keystore import KeySetupError
 from daemons.supervisor.observer import Observer, ObserverError
 from daemons.supervisor.ports import fix_ports, free_port, plan_children
 from daemons.supervisor.resume import move_previous, resume_message
+from daemons.supervisor.segments import earlier_starts
 from daemons.supervisor.status import state_summary
 from daemons.supervisor.supervisor import Supervisor
 from protocol import ControlReply, ControlRequest, Heartbeat, ProtocolError, TransportError, decode, sockets
@@ -137,7 +138,8 @@ def announce_resume(config: RunConfig, directory: Path, fresh: bool, announce: C
         except OSError as exc:
             raise SupervisorError(f"--fresh could not move the previous run aside in {directory}: {exc}") from exc
         if moved is not None:
-            announce(f"starting run {config.run.name!r} fresh; the previous learners' checkpoints are in {moved}")
+            announce(f"starting run {config.run.name!r} fresh; "
+                     f"the previous run's checkpoints and curves are in {moved}")
     elif (message := resume_message(config.run.name, directory)) is not None:
         announce(message)
 
@@ -166,6 +168,7 @@ def _supervise_locked(config: RunConfig, directory: Path, notifier, honour_stop:
     endpoint_file.write_text(control + "\n")
     specs = [] if no_children else plan_children(config, insecure)
     sup = Supervisor(config, resolved, control, directory / "logs", specs, adopt=no_children, started=started)
+    sup.view.continue_from(earlier_starts(directory / "metrics.jsonl"))  # before the observer appends to it
     try:
         observer = Observer(config, directory)  # metrics.jsonl, TensorBoard, /metrics: before any child starts
     except ObserverError as exc:

@@ -7,6 +7,7 @@ from collections import deque
 from daemons.config.schema import StopSection
 from daemons.runtime.rate_meter import RateMeter
 from daemons.runtime.reporter import train_diagnostics
+from daemons.supervisor.segments import Earlier
 from protocol import Heartbeat
 
 MAX_AGENTS_SHOWN = 64  # a peer naming endless agents cannot grow the view without bound
@@ -23,6 +24,8 @@ class RunView:
         self.agent_returns: dict[str, deque[float]] = {}  # multi-agent runs: each agent's last 100 episodes
         self.episodes = 0
         self.carried_steps: dict[str, int] = {}
+        self.segment = 1  # which start of the run this is (a resumed run is its second, third...)
+        self.earlier_steps = 0  # env steps of the run's earlier starts
         self.malformed = 0  # control messages dropped as malformed
         self.unknown_heartbeats = 0  # heartbeats from daemons this supervisor did not start (and does not adopt)
         self.env_steps_rate = RateMeter()
@@ -36,6 +39,12 @@ class RunView:
         self.beats[beat.name] = beat
         self.env_steps_rate.add(now, self.env_steps())
         self.updates_rate.add(now, self.learner_counter("updates"))
+
+    def continue_from(self, earlier: Earlier) -> None:
+        """A resumed run: env steps and episodes count on from what its earlier starts recorded."""
+        self.segment = earlier.segment + 1
+        self.earlier_steps = earlier.env_steps
+        self.episodes = earlier.episodes + self.episodes
 
     def episodes_report(self, returns: list, now: float, agents: list | None = None) -> None:
         """Episode returns an actor reported; with `agents` (multi-agent runs), one agent's episode each."""
@@ -52,7 +61,7 @@ class RunView:
         return sum(b.counters.get(key, 0) for b in self.beats.values() if b.role == role)
 
     def env_steps(self) -> int:
-        return int(self._sum("actor", "env_steps")) + sum(self.carried_steps.values())
+        return int(self._sum("actor", "env_steps")) + sum(self.carried_steps.values()) + self.earlier_steps
 
     def learner_counter(self, key: str) -> float:
         return self._sum("learner", key)
@@ -98,7 +107,8 @@ class RunView:
         if self.agent_returns:
             extra["agent_returns_100"] = {a: round(sum(v) / len(v), 2) for a, v in sorted(self.agent_returns.items())}
         return {
-            "elapsed_s": round(now - self.started, 1),
+            "segment": self.segment,
+            "elapsed_s": round(now - self.started, 1),  # of this start (as stop.seconds counts)
             "env_steps": self.env_steps(),
             "env_steps_per_s": round(self.env_steps_rate.rate(), 1),
             "updates": int(self.learner_counter("updates")),
@@ -128,6 +138,7 @@ class RunView:
         mean = self.mean_return()
         if s.mean_return is not None and len(self.returns) == self.returns.maxlen and mean >= s.mean_return:
             return f"mean return of the last 100 episodes {mean:.1f} >= {s.mean_return:g}"
+        # The run's env steps, earlier starts included: a resumed run ends where it would have without a break.
         if s.env_steps is not None and self.env_steps() >= s.env_steps:
             return f"{self.env_steps()} env steps >= {s.env_steps}"
         if s.seconds is not None and now - self.started >= s.seconds:

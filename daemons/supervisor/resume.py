@@ -1,4 +1,4 @@
-"""What a run directory already holds: learners' checkpoints to resume from, or, with --fresh, moved aside."""
+"""What a run directory already holds: learners' checkpoints to resume from, or, with --fresh, moved aside with the curves."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from pathlib import Path
 
 CHECKPOINT = re.compile(r"^ckpt-(\d{12})\.pt$")  # as daemons/learner/checkpoint.py names them (no torch here)
 PREVIOUS = "previous"  # fresh starts move earlier learners' state under RUN_DIR/previous/<UTC time>/
+# The run's curves (the supervisor's) and what `tandem plot` drew from them: a fresh run would append to them.
+CURVES = ("metrics.jsonl", "tensorboard", "report.png", "report.html")
 
 
 def newest_checkpoints(directory: Path) -> dict[str, tuple[int, Path]]:
@@ -30,10 +32,11 @@ def resume_message(name: str, directory: Path) -> str | None:
 
 
 def move_previous(directory: Path) -> Path | None:
-    """Move every learner's directory (checkpoints, version floor, metrics) under previous/<UTC time>/;
-    returns where, or None when there was nothing to move. Nothing is deleted."""
-    learners = sorted(directory.glob("learner-*"))
-    if not learners:
+    """Move every learner's directory (checkpoints, version floor, metrics) and the run's curves under
+    previous/<UTC time>/, so the fresh run's curves start on their own; returns where, or None when there was
+    nothing to move. Nothing is deleted."""
+    moving = sorted(directory.glob("learner-*")) + [p for name in CURVES if (p := directory / name).exists()]
+    if not moving:
         return None
     target = directory / PREVIOUS / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     n = 1
@@ -41,6 +44,6 @@ def move_previous(directory: Path) -> Path | None:
         target = target.with_name(f"{target.name.split('.')[0]}.{n}")
         n += 1
     target.mkdir(parents=True)
-    for learner in learners:
-        learner.rename(target / learner.name)
+    for path in moving:
+        path.rename(target / path.name)
     return target
