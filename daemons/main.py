@@ -7,16 +7,15 @@ one line on stderr (never a traceback for an error a user can fix).
 
 from __future__ import annotations
 
-import faulthandler
 import logging
 import os
-import signal
 import sys
 from dataclasses import dataclass
 from typing import Any
 
 from daemons.config import ConfigError, RunConfig, load_config
 from daemons.runtime.exit_codes import ExitCode
+from daemons.runtime import stack_dump
 from daemons.runtime.logs import setup_logging
 from daemons.runtime.plugins import add_to_path, plugin_folders
 from daemons.runtime.setup_errors import SetupError
@@ -94,9 +93,9 @@ def run(spec: DaemonSpec) -> int:
     if spec.die_with_parent:
         die_with_parent(spec.supervisor_pid)
     stop = StopFlag().install()
-    # Where a hung daemon is stuck: the supervisor sends SIGUSR1 before it terminates one, and faulthandler
-    # writes every thread's stack to stderr (the daemon's log) from C, even while Python code is stuck.
-    faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
+    # Where a hung daemon is stuck: the supervisor sends SIGUSR1 before it terminates one; every thread's
+    # stack goes to stderr (the daemon's log), its env workers' stacks after it.
+    stack_dump.install_in_daemon()
     log = logging.getLogger(spec.name)
     try:
         return int(make_daemon(spec, config, stop).run())

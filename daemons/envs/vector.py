@@ -23,6 +23,7 @@ from daemons.envs.atari import GAME_LENGTH, GAME_RETURN
 from daemons.envs.gym_envs import EnvBuildError, StepResult, make_env
 from daemons.envs.native_vectors import make_ale, make_envpool
 from daemons.envs.spaces import env_actions
+from daemons.runtime import stack_dump
 from daemons.runtime.signals import die_with_parent
 
 VECTOR_API = "vector"  # the api name an actor's stepping is built for when env.vector is set
@@ -46,6 +47,7 @@ def become_worker() -> None:
     build deadline while this worker hangs in a constructor, and leave SIGINT to the actor, which closes us."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the actor's StopFlag handler would keep us alive
+    stack_dump.install_in_worker()  # the actor forwards the supervisor's SIGUSR1: where this worker is stuck
     die_with_parent()
 
 

@@ -105,11 +105,13 @@ def prepare(config: RunConfig, insecure: bool, no_children: bool) -> RunConfig:
 
 def supervise(config: RunConfig, honour_stop: bool, insecure: bool = False, no_children: bool = False,
               show: Callable[[dict, float], None] | None = None, fresh: bool = False,
-              announce: Callable[[str], None] = log.info) -> Outcome:
+              announce: Callable[[str], None] = log.info, plugin_paths: tuple[str, ...] = ()) -> Outcome:
     """Start and keep the run's daemons alive until a stop condition, `tandem stop`, a FATAL, or a signal.
 
     With `no_children` it starts nothing: daemons started elsewhere (systemd units, tmux windows) connect
     with --control, and it hands out start tokens, keeps the learner registry and watches heartbeats.
+    `plugin_paths`: folders every child adds to its import path (the user's config folder and working
+    directory: the children read the run directory's copy of the config).
     """
     notifier = shared()  # made now, before its variables leave the environment
     for key in NOTIFY_ENV:  # as sd_notify(unset_environment=1): children must not speak for this unit
@@ -125,7 +127,7 @@ def supervise(config: RunConfig, honour_stop: bool, insecure: bool = False, no_c
         raise SupervisorError(f"cannot write the run directory {directory}: {exc.strerror or exc}") from exc
     try:
         announce_resume(config, directory, fresh, announce)
-        return _supervise_locked(config, directory, notifier, honour_stop, insecure, no_children, show)
+        return _supervise_locked(config, directory, notifier, honour_stop, insecure, no_children, show, plugin_paths)
     finally:
         lock.close()
 
@@ -145,7 +147,8 @@ def announce_resume(config: RunConfig, directory: Path, fresh: bool, announce: C
 
 
 def _supervise_locked(config: RunConfig, directory: Path, notifier, honour_stop: bool, insecure: bool,
-                      no_children: bool, show: Callable[[dict, float], None] | None) -> Outcome:
+                      no_children: bool, show: Callable[[dict, float], None] | None,
+                      plugin_paths: tuple[str, ...] = ()) -> Outcome:
     try:
         resolved = directory / "config.toml"
         resolved.write_text(render_toml(config))
@@ -167,7 +170,8 @@ def _supervise_locked(config: RunConfig, directory: Path, notifier, honour_stop:
     endpoint_file = directory / "endpoint"
     endpoint_file.write_text(control + "\n")
     specs = [] if no_children else plan_children(config, insecure)
-    sup = Supervisor(config, resolved, control, directory / "logs", specs, adopt=no_children, started=started)
+    sup = Supervisor(config, resolved, control, directory / "logs", specs, adopt=no_children, started=started,
+                     plugin_paths=plugin_paths)
     sup.view.continue_from(earlier_starts(directory / "metrics.jsonl"))  # before the observer appends to it
     try:
         observer = Observer(config, directory)  # metrics.jsonl, TensorBoard, /metrics: before any child starts

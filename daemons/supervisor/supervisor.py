@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from daemons.main import DaemonSpec
+from daemons.runtime import stack_dump
 from daemons.runtime.logs import log_dropped
 from daemons.supervisor import commands
 from daemons.supervisor.children import Child
@@ -24,7 +25,6 @@ from daemons.supervisor.tokens import StartTokens
 from protocol import ControlReply, ControlRequest, Heartbeat
 
 log = logging.getLogger(__name__)
-STACK_DUMP_SIGNAL = signal.SIGUSR1  # daemons.main registers faulthandler on it
 BUILD_STAGES = ("start", "wait_start_token", "build_env")
 
 
@@ -61,6 +61,7 @@ class Supervisor:
         self.view = RunView(config.stop, time.monotonic() if started is None else started)
         self.records = {spec.name: ProcessRecord(spec.name, spec.role) for spec in specs}
         self.children: dict[str, Child | None] = {spec.name: None for spec in specs}
+        self.worker_dumps: dict[str, stack_dump.WorkerDumps] = {}  # terminated daemons' env workers, in turn
         self.beats: dict[str, Heartbeat] = {}
         self.beat_times: dict[str, float] = {}
         self.rates: dict[tuple[str, str], RateMeter] = {}
@@ -99,10 +100,13 @@ class Supervisor:
     def step(self, now: float) -> None:
         """Reap exits, then start, terminate or kill whatever the state machine says is due."""
         self._release_lost_tokens(now)
+        for name in [n for n, dumps in self.worker_dumps.items() if dumps.poll(now)]:
+            del self.worker_dumps[name]
         for name, rec in self.records.items():
             child = self.children.get(name)
             if child is not None and (code := child.poll()) is not None:
                 self.children[name] = None
+                self.worker_dumps.pop(name, None)  # no marker may land in the next incarnation's log
                 self.tokens.release(name)
                 if rec.state == State.STOPPING or rec.recycle_pending:
                     error = ""
@@ -121,7 +125,9 @@ class Supervisor:
                 if rec.state != State.STOPPING:
                     states.terminate(rec, reason, now)
                     log.warning("terminating %s: %s", name, reason)
-                    self.signal(name, STACK_DUMP_SIGNAL)  # every thread's stack into its log, hung or not
+                    self.signal(name, stack_dump.STACK_DUMP_SIGNAL)  # every thread's stack into its log, hung or not
+                    if (child := self.children.get(name)) is not None and child.pid is not None:
+                        self.worker_dumps[name] = stack_dump.WorkerDumps(child.pid, child.log_path, now)
                 else:
                     rec.terminate_sent_at = now
                 self.signal(name, signal.SIGTERM)
@@ -282,25 +288,13 @@ class Supervisor:
         return last_error_line(child, code)
 
 
-STACK_LINES = 80  # of a log's tail searched for a stack dump
+STACK_LINES = 600  # of a log's tail searched for stack dumps (the daemon's threads, then its workers')
 
 
 def hung_at(log_tail: str) -> str:
-    """'; at FILE:LINE in FUNC': the innermost frame of the main thread in the newest stack dump of a log.
-
-    faulthandler lists threads newest first, so the main thread (the oldest) is the last block of a dump;
-    "Current thread" marks whichever thread took the signal, which may be a helper thread. '' without a dump."""
-    lines = log_tail.splitlines()
-    heads = [i for i, line in enumerate(lines) if "(most recent call first)" in line]
-    if not heads:
-        return ""
-    head = heads[-1]
-    frame = lines[head + 1].strip() if head + 1 < len(lines) else ""
-    if not frame.startswith('File "') or '", line ' not in frame:
-        return ""
-    path, rest = frame[len('File "'):].split('", line ', 1)
-    number, _, func = rest.partition(" in ")
-    return f"; at {path}:{number} in {func}"
+    """'; at FILE:LINE in FUNC' where the daemon's main thread is stuck, and where each env worker is
+    (see `stack_dump.where_stuck`); '' without a dump."""
+    return stack_dump.where_stuck(log_tail)
 
 
 def last_error_line(child: Child, code: int) -> str:

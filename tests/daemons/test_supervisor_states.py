@@ -236,6 +236,35 @@ Thread 0x00007f0000000002 (most recent call first):
     assert hung_at("no dump here\n") == ""
 
 
+
+def test_hung_at_names_each_env_worker_dumped_after_the_daemon():
+    from daemons.runtime.stack_dump import WORKER_BEGIN, WORKERS_END
+    from daemons.supervisor.supervisor import hung_at
+
+    old_worker = f"""{WORKER_BEGIN.format(pid=7)}
+Current thread 0x1 (most recent call first):
+  File "/srv/old.py", line 1 in stale
+{WORKERS_END}
+"""
+    dump = old_worker + f"""Current thread 0x00007f0000000001 (most recent call first):
+  File "/usr/lib/python3.11/multiprocessing/connection.py", line 395 in _recv
+  File "/usr/lib/python3.11/multiprocessing/connection.py", line 430 in _recv_bytes
+
+{WORKER_BEGIN.format(pid=4242)}
+Current thread 0x00007f0000000003 (most recent call first):
+  File "/srv/game/envs.py", line 28 in hang_in_init
+  File "/srv/tandem/daemons/envs/vector.py", line 40 in __call__
+
+{WORKER_BEGIN.format(pid=4243)}
+Current thread 0x00007f0000000004 (most recent call first):
+  File "/usr/lib/python3.11/multiprocessing/connection.py", line 395 in _recv
+
+{WORKERS_END}
+"""
+    assert hung_at(dump) == ("; at /usr/lib/python3.11/multiprocessing/connection.py:395 in _recv"
+                             "; env worker pid 4242 at /srv/game/envs.py:28 in hang_in_init"
+                             "; env worker pid 4243 at /usr/lib/python3.11/multiprocessing/connection.py:395 in _recv")
+
 def test_liveness_timeout_terminates_then_kills_after_grace():
     rec = running_record(now=0.0)
     states.heartbeat(rec, "running", 30.0, now=50.0)

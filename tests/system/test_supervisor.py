@@ -240,6 +240,8 @@ def test_async_vector_env_whose_worker_hangs_is_killed_at_its_deadline_with_ever
                     "actor-0 rebuilt after its hung vector env")
     error = rows(data)["actor-0"]["last_error"]
     assert "build_env async x3" in error and "deadline" in error
+    # where it hung: not only the actor's wait for its workers, but the worker's own constructor
+    assert f"env worker pid {hung} at" in error and "in hang_once_in_vector_worker" in error, error
     deadline = time.monotonic() + 10
     while (alive := [p for p in pids if live(p)]) and time.monotonic() < deadline:
         time.sleep(0.1)
