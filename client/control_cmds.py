@@ -74,18 +74,33 @@ def find_endpoint(endpoint: str | None, run_dir: str | None) -> str:
 def ask(endpoint: str, command: str, args: dict | None, timeout_s: float, run_dir: str | None = None) -> Any:
     """One request/reply; unreachable or refused -> a message saying what to check, and a non-zero exit."""
     ctx = sockets.new_context()
+    watch = None
     try:
-        channel = ControlChannel(ctx, endpoint, sockets.SocketOptions(curve=cli_keys(endpoint, run_dir)))
+        keys = cli_keys(endpoint, run_dir)
+        channel = ControlChannel(ctx, endpoint, sockets.SocketOptions(curve=keys))
+        if keys is not None:  # a refused key looks like silence unless the handshake is watched
+            watch = sockets.watch_handshake_failures(channel.socket)
         reply = channel.request(command, args, timeout_s=timeout_s)
     except ControlTimeout:
-        click.echo(f"error: the supervisor at {endpoint} did not answer {command!r} within {timeout_s:g} s. "
-                   "Check that `tandem up` (or `tandem supervise`) is running, that the endpoint is right "
-                   "(runs/<name>/endpoint) and that the port is reachable from here.", err=True)
+        why = sockets.handshake_failure(watch) if watch is not None else ""
+        if why:
+            click.echo(f"error: the supervisor at {endpoint} refused this client's CurveZMQ handshake ({why}). "
+                       "Its allow list must hold this client's public key: on the supervisor's machine run "
+                       "`tandem keys allow 'PUBLIC_KEY' --name NAME` (`tandem keys show` here prints it), "
+                       "then `kill -HUP` the supervisor.", err=True)
+        else:
+            click.echo(f"error: the supervisor at {endpoint} did not answer {command!r} within {timeout_s:g} s. "
+                       "Check that `tandem up` (or `tandem supervise`) is running, that the endpoint is right "
+                       "(runs/<name>/endpoint) and that the port is reachable from here"
+                       + (" (with CurveZMQ, also that it allows this client's key)." if keys is not None else "."),
+                       err=True)
         sys.exit(int(ExitCode.UNREACHABLE))
     except (TransportError, ValueError) as exc:  # ValueError: a key that cannot be used (KeySetupError)
         click.echo(f"error: {exc}", err=True)
         sys.exit(int(ExitCode.UNREACHABLE))
     finally:
+        if watch is not None:
+            watch.close(linger=0)
         sockets.close_context(ctx, linger_ms=0)
     if not reply.ok:
         click.echo(f"error: {reply.code}: {reply.message}", err=True)

@@ -127,9 +127,13 @@ def play_world(source: Path, policy: TrainedPolicy, episodes: int, seed: int, sa
     finally:
         rounds.close()
     agents = {agent: summary(values) for agent, values in returns.items() if values}
-    mine = [summary(returns[a])["mean"] for a in rounds.spaces[policy.name].agents if returns.get(a)]
+    # The policy's return in each episode: the mean over the agents it plays (one list per agent, an entry
+    # per episode), so the headline's spread is over episodes, not over a single mean.
+    own = [returns[a] for a in rounds.spaces[policy.name].agents if returns.get(a)]
+    episodes_played = min((len(values) for values in own), default=0)
+    mine = [float(np.mean([values[i] for values in own])) for i in range(episodes_played)]
     everything = [r for values in returns.values() for r in values]
-    return {"returns": everything, "return": summary(mine) if mine else summary(everything), "agents": agents}
+    return {"returns": mine or everything, "return": summary(mine) if mine else summary(everything), "agents": agents}
 
 
 def default_policy(source: Path) -> str | None:

@@ -146,11 +146,11 @@ def check_output(model_cfg: ModelSection, net: nn.Module, obs_space: gym.Space, 
         try:
             out = net(torch.as_tensor(obs))
         except Exception as exc:
-            raise ValueError(f"model.kind {model_cfg.kind!r}: forward pass on observations of shape "
+            raise SetupError(f"model.kind {model_cfg.kind!r}: forward pass on observations of shape "
                              f"{obs.shape} failed ({type(exc).__name__}: {exc})") from exc
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, num_actions) or not out.is_floating_point():
         got = f"shape {tuple(out.shape)} {out.dtype}" if isinstance(out, torch.Tensor) else type(out).__name__
-        raise ValueError(f"model.kind {model_cfg.kind!r}: a batch of 2 observations must give float Q-values of "
+        raise SetupError(f"model.kind {model_cfg.kind!r}: a batch of 2 observations must give float outputs of "
                          f"shape (2, {num_actions}), got {got}")
 
 
@@ -174,7 +174,7 @@ def build_q_network(model_cfg: ModelSection, obs_space: gym.Space, num_actions: 
     elif ":" in kind:
         net = build_from_callable(model_cfg, obs_space, num_actions)
     else:
-        raise ValueError(f"model.kind {kind!r} is not one of {', '.join(BUILTIN_KINDS)} or 'module:callable'")
+        raise SetupError(f"model.kind {kind!r} is not one of {', '.join(BUILTIN_KINDS)} or 'module:callable'")
     if model_cfg.init == "orthogonal" and kind in BUILTIN_KINDS:  # a user's module keeps its own initialisation
         init_orthogonal(net)
     check_output(model_cfg, net, obs_space, num_actions)

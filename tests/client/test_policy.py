@@ -199,6 +199,10 @@ def test_tandem_eval_plays_a_multiagent_world_with_every_policy(world_run):
     assert report["policy"] == "listener"
     assert set(report["agents"]) == {"speaker_0", "listener_0"}
     assert report["return"]["mean"] == pytest.approx(report["agents"]["listener_0"]["mean"])
+    # the headline's spread is over the episodes played, as the agent's own (not one mean: +- 0.00)
+    assert len(report["returns"]) == 2
+    assert report["return"]["std"] == pytest.approx(report["agents"]["listener_0"]["std"])
+    assert report["return"]["min"] == pytest.approx(report["agents"]["listener_0"]["min"])
     unnamed = json.loads(invoke("eval", run, "--episodes", 2, "--json").output)  # every policy plays anyway
     assert unnamed["policy"] == "speaker" and unnamed["agents"] == report["agents"]
 

@@ -112,3 +112,15 @@ def test_tmux_launcher_reports_a_bad_config_in_one_line(tmp_path):
                              str(tmp_path / "missing.toml")], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert result.returncode == 1 and result.stderr.startswith("error:") and "Traceback" not in result.stderr
     assert not sock.exists()  # no tmux server was started
+
+
+def test_tmux_launcher_finds_tandem_beside_its_python_without_path(tmp_path):
+    if not (Path(sys.executable).parent / "tandem").exists():
+        pytest.skip("no tandem script beside this Python (not a venv install)")
+    sock = tmp_path / "tmux.sock"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}  # a shell where the venv is not activated
+    result = subprocess.run([sys.executable, str(LAUNCHER), "-S", str(sock), "start", str(tmp_path / "missing.toml")],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    # tandem itself ran (it is the one saying the file is missing), rather than "could not run tandem"
+    assert result.returncode == 1 and "missing.toml" in result.stderr, result.stderr
+    assert "could not run" not in result.stderr and "cannot find tandem" not in result.stderr, result.stderr

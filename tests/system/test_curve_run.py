@@ -3,10 +3,12 @@ the run's keys, and control requests from clients off the allow-list do nothing.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 from daemons.runtime.control_channel import ControlChannel
+from daemons.runtime.exit_codes import ExitCode
 from daemons.security import keystore
 from protocol import ControlRequest, sockets
 from protocol.sockets import CurveKeys, SocketOptions
@@ -46,6 +48,13 @@ def test_a_curve_run_trains_and_ignores_clients_off_the_allow_list(tmp_path):
         status = subprocess.run([sys.executable, "-m", "client", "status", "--run-dir", str(tmp_path / "run"),
                                  "--json", "--timeout", "20"], capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert status.returncode == 0, status.stderr
+        # A CLI holding a key the run does not allow is told so, not only that nobody answered.
+        refused = subprocess.run([sys.executable, "-m", "client", "status", "--endpoint", run.endpoint,
+                                  "--timeout", str(REFUSED_S)], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                                 env={**os.environ, "TANDEM_KEY_DIR": str(rogue), "TANDEM_KEY_NAME": "rogue",
+                                      "TANDEM_SUPERVISOR_KEY": server_key, "TANDEM_CURVE_ON_LOOPBACK": "1"})
+        assert refused.returncode == ExitCode.UNREACHABLE, refused.stderr
+        assert "refused this client's CurveZMQ handshake" in refused.stderr and "tandem keys allow" in refused.stderr
     finally:
         for ctx in contexts:
             sockets.close_context(ctx, 0)
