@@ -155,7 +155,7 @@ def render(data: dict, width: int = 220) -> Any:
     # The table keeps a short form; the whole error (often the cause is at its end) gets a line of its own.
     errors = [f"{r['name']}: {r['last_error']}" for r in data["processes"] if len(r["last_error"] or "") > ERROR_CELL]
     control = f"control link: {link_cell(data.get('control_link'))}"
-    return Group(table, policies, control, *game_server_lines(data),
+    return Group(table, policies, control, *evaluator_lines(data), *game_server_lines(data),
                  *(["", "last errors in full:", *errors] if errors else []))
 
 
@@ -191,7 +191,21 @@ def render_narrow(data: dict) -> Any:
                      f"{pace_budget(p)} "
                      f"(actors waited {short(p.get('paced_s'))} s)")
     errors = [f"{r['name']}: {r['last_error']}" for r in data["processes"] if r["last_error"]]
-    return Group(table, *lines, *game_server_lines(data), *(["last errors:", *errors] if errors else []))
+    return Group(table, *lines, *evaluator_lines(data), *game_server_lines(data),
+                 *(["last errors:", *errors] if errors else []))
+
+
+def evaluator_lines(data: dict) -> list[str]:
+    """What the evaluator costs: the cores it used on average, what it may use, its rounds and pauses."""
+    lines = []
+    for row in data["processes"]:
+        c = row.get("counters") or {}
+        if row["role"] != "evaluator" or "eval_cpu_cores" not in c:
+            continue
+        lines.append(f"evaluator: {c['eval_cpu_cores']:.2f} cores on average (eval.max_cpu_share allows "
+                     f"{c.get('eval_cores_allowed', 0):.2f}), rounds of {c.get('eval_round_s', 0):.1f} s, each "
+                     f"followed by {c.get('eval_wait_s', 0):.1f} s of pause, {whole(c.get('eval_rounds'))} rounds")
+    return lines
 
 
 def game_server_lines(data: dict) -> list[str]:

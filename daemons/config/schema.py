@@ -203,6 +203,7 @@ class EvalSection:
     num_envs: int = option(4, "Environments the evaluator steps.", min=1)
     epsilon: float = option(0.0, "Exploration of the evaluator (0 is greedy; on-policy: the chance of a sampled action instead of the most likely).", min=0.0, max=1.0)
     interval_s: float = option(0.5, "Least time from the start of one evaluation round to the next (CPU left to training).", min=0.0)
+    max_cpu_share: float = option(0.1, "Most of the machine's cores the evaluator takes on average: after each round it waits until its CPU since the round began is within this share (0.1 of 2 cores: a fifth of one; on 10 or more cores no wait beyond interval_s).", above=0.0, max=1.0)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from daemons.config.policies import policy_config
 from daemons.envs.gym_envs import build_each, close_all
 from daemons.config.schema import RunConfig
 from daemons.evaluator.kept import KeptCheckpoints
+from daemons.evaluator.cadence import Cadence, machine_cores
 from daemons.evaluator.rounds import make_rounds, round_counters
 from daemons.runtime.control_channel import ControlChannel
 from daemons.runtime.start_token import wait_start_token
@@ -39,6 +40,7 @@ class Evaluator:
         self.policies: dict[str, FollowedPolicy] = {}
         self.kept: KeptCheckpoints | None = None
         self.rounds = 0
+        self.cadence: Cadence | None = None  # made at the first round: its average starts there
 
     def build(self) -> Any:
         cfg = self.config
@@ -102,7 +104,9 @@ class Evaluator:
     def play(self, rounds: Any) -> bool:
         """One round with the versions loaded now, reported at once; False if stopped midway."""
         cfg = self.config
-        started = time.monotonic()
+        started, cpu_started = time.monotonic(), time.process_time()
+        if self.cadence is None:
+            self.cadence = Cadence(cfg.eval.interval_s, cfg.eval.max_cpu_share, machine_cores(), started, cpu_started)
         epsilon = cfg.eval.epsilon
 
         def choose(policy: str, obs: np.ndarray, env_index: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -117,12 +121,17 @@ class Evaluator:
         counters = round_counters(returns, rounds.spaces, versions)
         # before the report: a stop on this round's return finds its solved.pt written
         self.kept.after_round(counters, versions, self.rounds, cfg.eval.window_episodes, self.weights)
-        self.reporter.update({**counters, **self.kept.counters(), "eval_rounds": self.rounds})
+        ended, cpu_ended = time.monotonic(), time.process_time()
+        next_at = self.cadence.next_round_at(started, ended, cpu_ended - cpu_started)
+        self.reporter.update({**counters, **self.kept.counters(), "eval_rounds": self.rounds,
+                              **self.cadence.counters(ended, cpu_ended)})
         self.reporter.next_beat = 0.0  # report each finished round at once
         self.reporter.tick()
-        while not self.stop and time.monotonic() < started + cfg.eval.interval_s:
+        while not self.stop and time.monotonic() < next_at:
             time.sleep(0.01)
             self.reporter.tick()
+        # the average over whole cycles (a round and its pause), which the share bounds
+        self.reporter.update(self.cadence.counters(time.monotonic(), time.process_time()))
         return True
 
     def weights(self, policy: str) -> dict[str, np.ndarray]:
