@@ -287,6 +287,17 @@ class SecuritySection:
 
 
 @dataclass
+class TrackingSection:
+    """[tracking]: experiment tracking beyond metrics.jsonl and TensorBoard (Weights & Biases)."""
+
+    wandb: bool = option(False, "Log the run's curves (the same as TensorBoard's, against env steps) to Weights & Biases; needs `pip install 'tandem[tracking]'`.")
+    project: str = option("tandem", "The W&B project.")
+    entity: str = option("", "The W&B entity (user or team); empty: your default entity.")
+    run_name: str = option("", "The W&B run's name; empty: run.name.")
+    mode: str = option("online", "'online' uploads as it goes; 'offline' writes RUN_DIR/wandb only (`wandb sync` uploads it later).", choices=("online", "offline"))
+
+
+@dataclass
 class RunConfig:
     """A whole run, as one TOML file describes it."""
 
@@ -301,5 +312,6 @@ class RunConfig:
     supervisor: SupervisorSection = field(default_factory=SupervisorSection)
     transport: TransportSection = field(default_factory=TransportSection)
     security: SecuritySection = field(default_factory=SecuritySection)
+    tracking: TrackingSection = field(default_factory=TrackingSection)
     # Empty: one policy, "default", plays every agent and uses [transport]'s learner ports.
     policies: dict[str, PolicySection] = field(default_factory=dict)

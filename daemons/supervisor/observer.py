@@ -30,10 +30,22 @@ class Observer:
                 self.server = MetricsServer(section.metrics_host, section.metrics_port)
             except MetricsPortBusy as exc:
                 raise ObserverError(str(exc)) from exc
+        sink = None
+        if config.tracking.wandb:
+            from daemons.config import config_to_dict
+            from daemons.supervisor.wandb_sink import TrackingError, WandbSink  # wandb on use only
+
+            try:
+                sink = WandbSink(directory, config.tracking, config.run.name, config_to_dict(config))
+            except TrackingError as exc:
+                self.close_server()
+                raise ObserverError(str(exc)) from exc
         try:
-            self.curves = RunMetricsLog(directory)
+            self.curves = RunMetricsLog(directory, wandb=sink)
         except OSError as exc:
             self.close_server()
+            if sink is not None:
+                sink.close()
             raise ObserverError(f"cannot write {directory / 'metrics.jsonl'}: {exc.strerror or exc}") from exc
         self.next_due = 0.0
 

@@ -61,10 +61,11 @@ class RunMetricsLog:
     Nothing is kept in memory: each record goes to the file (and the event writer's bounded queue) at once.
     """
 
-    def __init__(self, directory: Path, tensorboard: bool = True):
+    def __init__(self, directory: Path, tensorboard: bool = True, wandb: Any = None):
         self.path = directory / "metrics.jsonl"
         self.file = self.path.open("a", encoding="utf-8")
         self.tensorboard = open_tensorboard(directory / "tensorboard") if tensorboard else None
+        self.wandb = wandb  # a WandbSink, with [tracking] wandb = true
         self.records = 0
 
     def write(self, figures: dict[str, Any], wall_time: float | None = None) -> None:
@@ -74,12 +75,17 @@ class RunMetricsLog:
         self.file.write(json.dumps(record) + "\n")
         self.file.flush()
         self.records += 1
+        step = int(scalars.get("env_steps", 0))
+        curves = {k: v for k, v in scalars.items() if k != "env_steps"}
         if self.tensorboard is not None:
-            step = int(scalars.get("env_steps", 0))
-            self.tensorboard.add(wall_time, step, {k: v for k, v in scalars.items() if k != "env_steps"})
+            self.tensorboard.add(wall_time, step, curves)
             self.tensorboard.flush()
+        if self.wandb is not None:
+            self.wandb.add(step, curves)
 
     def close(self) -> None:
         self.file.close()
         if self.tensorboard is not None:
             self.tensorboard.close()
+        if self.wandb is not None:
+            self.wandb.close()
