@@ -33,6 +33,16 @@ def preprocessing(config: Any) -> dict[str, Any]:
             f"ALE env with frameskip=1, then gymnasium AtariPreprocessing(noop_max={a.noop_max}, "
             f"frame_skip={a.frame_skip}, screen_size={a.screen_size}, grayscale_obs={a.grayscale}, scale_obs=False), "
             f"then FrameStackObservation({a.frame_stack}): uint8 frames, unscaled (the network divides by 255)")}
+    if config.env.pixels.enabled:
+        p = config.env.pixels
+        steps = [f"MaxAndSkipObservation(skip={p.frame_skip})"] * (p.frame_skip > 1)
+        steps += ["GrayscaleObservation()"] * p.grayscale + [f"ResizeObservation(({p.screen_size}, {p.screen_size}))"]
+        steps += ["HxWxC moved to CxHxW"] * (not p.grayscale)
+        if p.frame_stack > 1:
+            steps.append(f"FrameStackObservation({p.frame_stack})" + ", reshaped to [stack*C, H, W]" * (not p.grayscale))
+        return {"kind": "pixels", "describe": (
+            f"the env's HxWxC (or HxW) uint8 frames, then gymnasium {', then '.join(steps)}: uint8 frames, "
+            "unscaled (the network divides by 255)")}
     return {"kind": "none", "describe": "the env's observation as it is (a dict with an action mask is flattened "
                                         "to [observation..., action_mask...] by act)"}
 

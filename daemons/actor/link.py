@@ -93,8 +93,7 @@ class PolicyLink:
         self.policy_id = policy
         self.followed = FollowedPolicy(ctx, config, policy, spaces, endpoints, name, seed)
         self.push_socket = sockets.transitions_push(ctx, endpoints.transitions, learner_socket_options(config, endpoints))
-        atari = config.env.atari
-        self.frame_stack = atari.frame_stack if atari.enabled else 1
+        self.frame_stack = config.env.frames_per_obs(spaces.observation_space.shape or ())
         self.sent_whole = 0  # stacked batches that could not be cut to frames (stacks not FrameStackObservation's)
         # Off-policy learners cut received unrolls into n-step windows, so joined unrolls train the same; an
         # on-policy learner would see longer unrolls (other V-trace traces and batches): it gets them as made.

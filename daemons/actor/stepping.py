@@ -43,7 +43,7 @@ class GymStepping:
         self.action_dtype = np.dtype(self.group.action_space.dtype or np.int64)
         # Frame stacks are kept as their frames from the first step (PROTOCOL.md 2.1.2), checked as they come
         # unless every env is a bare FrameStackObservation (then they follow the rule by construction).
-        self.frame_stack = config.env.atari.frames_per_obs(self.group.observation_space.shape or ())
+        self.frame_stack = config.env.frames_per_obs(self.group.observation_space.shape or ())
         self.stacks_checked = not (isinstance(group, EnvGroup)
                                    and all(stacks_by_rule(env, self.frame_stack) for env in group.envs))
         self.frame_rows = FrameRows()  # consecutive unrolls' frames share blocks: joining them is a view
@@ -184,6 +184,6 @@ def make_stepping(envs: list[Any], api: str, config: RunConfig, stream_id: str, 
     """The stepping for `envs` already built by `env_builder`'s or `actor_envs`'s function."""
     if api in MULTI_AGENT_APIS:
         return WorldStepping(envs, api, config, stream_id, seed, incarnation, record=record)
-    games = config.env.atari.enabled
+    games = config.env.games
     group = VectorGroup(envs[0], seed, games=games) if api == VECTOR_API else EnvGroup(envs, seed=seed, games=games)
     return GymStepping(group, config, stream_id, incarnation)

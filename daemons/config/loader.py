@@ -82,9 +82,23 @@ def check_relations(config: RunConfig) -> None:
         raise ConfigError("model.kind", f"{config.model.kind!r} is not 'auto', 'mlp', 'nature_cnn' or 'module:callable'")
     if not config.env.id.strip():
         raise ConfigError("env.id", "must name a gymnasium id or 'module:callable'")
+    check_pixels(config)
     if not config.run.name or any(c in config.run.name for c in "/\\ "):
         raise ConfigError("run.name", f"{config.run.name!r} must be non-empty, without '/', '\\' or spaces")
     ports = port_table(config)
     chosen = [p for p in ports.values() if p]
     if len(chosen) != len(set(chosen)):
         raise ConfigError("transport", f"two sockets are given the same port: {ports}")
+
+
+def check_pixels(config: RunConfig) -> None:
+    """[env.pixels] is one preprocessing among others: not twice, and not where a native vector does its own."""
+    env = config.env
+    if not env.pixels.enabled:
+        return
+    if env.atari.enabled:
+        raise ConfigError("env.pixels.enabled", "cannot be true with env.atari.enabled: both skip, pool, resize and "
+                          "stack frames (for an ALE id keep [env.atari], for any other image env [env.pixels])")
+    if env.vector in ("envpool", "ale"):
+        raise ConfigError("env.vector", f"{env.vector!r} builds its envs natively, without [env.pixels]' wrappers: "
+                          "use env.vector = '', 'sync' or 'async'")

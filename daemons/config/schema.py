@@ -45,6 +45,26 @@ class AtariSection:
 
 
 @dataclass
+class PixelsSection:
+    """[env.pixels]: frame skip, grayscale, resize and frame stack around any env whose observation is an image."""
+
+    enabled: bool = option(False, "Wrap env.id (any env whose observation is an HxWxC or HxW uint8 Box of 0-255; for an ALE "
+                                  "id use [env.atari]) in the preprocessing below.")
+    frame_skip: int = option(4, "Each action repeats this many frames, rewards summed; the last two are max-pooled (1: none).", min=1)
+    screen_size: int = option(84, "Frames are resized to screen_size x screen_size.", min=8)
+    grayscale: bool = option(True, "Grayscale frames [H, W]; false keeps colour, each frame [C, H, W] and a stack [stack*C, H, W] "
+                                   "(sent whole: only single-channel stacks travel as frames).")
+    frame_stack: int = option(4, "Observations are the last this many frames, [stack, H, W] uint8 (channels first).", min=1)
+    clip_rewards: bool = option(False, "Training only: rewards become their sign; reported returns stay the env's own.")
+
+    def frames_per_obs(self, obs_shape: tuple) -> int:
+        """S when observations are this section's stacks of S > 1 single-channel frames ([S, H, W]), else 1."""
+        shape = tuple(obs_shape)
+        stacked = self.enabled and self.frame_stack > 1 and len(shape) == 3 and shape[0] == self.frame_stack
+        return self.frame_stack if stacked else 1
+
+
+@dataclass
 class EnvSection:
     """[env]: what each actor steps."""
 
@@ -57,6 +77,16 @@ class EnvSection:
     vector: str = option("", "How an actor steps its K gymnasium envs: '' its own loop, 'sync'/'async' gymnasium's Sync/AsyncVectorEnv, 'envpool' EnvPool, 'ale' ale-py's Atari vector env.",
                          choices=("", "sync", "async", "envpool", "ale"))
     atari: AtariSection = field(default_factory=AtariSection)
+    pixels: PixelsSection = field(default_factory=PixelsSection)
+
+    @property
+    def games(self) -> bool:
+        """The envs report whole games in info (the Atari and pixel wrappers' GameReturn): returns are those."""
+        return self.atari.enabled or self.pixels.enabled
+
+    def frames_per_obs(self, obs_shape: tuple) -> int:
+        """S when observations are [env.atari]'s or [env.pixels]'s stacks of S > 1 frames, else 1 (sent whole)."""
+        return max(self.atari.frames_per_obs(obs_shape), self.pixels.frames_per_obs(obs_shape))
 
 
 @dataclass

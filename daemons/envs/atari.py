@@ -108,8 +108,9 @@ def stacks_by_rule(env: gym.Env, stack: int) -> bool:
     by construction (a rolling queue of frames), so an actor need not check it step by step.
 
     The queue holds the inner env's frames by reference, so this holds only while that env hands out a new
-    array every step: true of `wrap_atari`'s chain (AtariPreprocessing resizes into a fresh array), the only
-    one whose stacks an actor keeps as frames (`AtariSection.frames_per_obs` needs `env.atari`)."""
+    array every step: true of `wrap_atari`'s chain (AtariPreprocessing resizes into a fresh array) and of
+    `wrap_pixels`' (ResizeObservation does), the only ones whose stacks an actor keeps as frames
+    (`EnvSection.frames_per_obs` needs `env.atari` or `env.pixels`)."""
     return (type(env) is gym.wrappers.FrameStackObservation and env.stack_size == stack
             and env.padding_type == "reset")
 

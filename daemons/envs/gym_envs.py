@@ -13,6 +13,7 @@ import numpy as np
 
 from daemons.config.schema import EnvSection
 from daemons.envs.atari import GAME_LENGTH, GAME_RETURN, atari_kwargs, register_ale, wrap_atari
+from daemons.envs.pixels import image_problem, wrap_pixels
 from daemons.envs.spaces import env_actions
 from daemons.runtime.plugins import import_callable, not_found_hint
 from daemons.runtime.setup_errors import SetupError
@@ -63,7 +64,8 @@ def pettingzoo_hint(env: object) -> str:
 
 def make_env(cfg: EnvSection, training: bool = True) -> gym.Env:
     """One env from `env.id` (a gymnasium id, or 'module:callable') and `env.kwargs`, with the Atari
-    preprocessing of `env.atari` when enabled (`training` False: the evaluator's whole games, true rewards)."""
+    preprocessing of `env.atari` or the image preprocessing of `env.pixels` when enabled (`training` False:
+    the evaluator's whole games, true rewards)."""
     atari = cfg.atari.enabled
     try:
         kwargs = cfg.kwargs
@@ -88,9 +90,21 @@ def make_env(cfg: EnvSection, training: bool = True) -> gym.Env:
         raise EnvBuildError(f"building env {cfg.id!r} failed: {type(exc).__name__}: {exc}") from exc
     if not isinstance(env, gym.Env):
         raise EnvSetupError(f"{cfg.id!r} returned {type(env).__name__}, not a gymnasium.Env{pettingzoo_hint(env)}")
+    if cfg.pixels.enabled:
+        return pixel_env(env, cfg, training)
     if cfg.max_episode_steps:
         env = gym.wrappers.TimeLimit(env, max_episode_steps=cfg.max_episode_steps)
     return env
+
+
+def pixel_env(env: gym.Env, cfg: EnvSection, training: bool) -> gym.Env:
+    """`env` in `[env.pixels]`' wrappers; an observation that is no image is a setup mistake, named by its key
+    (image_problem checks what gymnasium's wrappers would refuse, so wrapping itself does not fail)."""
+    problem = image_problem(env.observation_space, cfg.pixels)
+    if problem:
+        close_all([env])  # a native emulator holds its resources until closed
+        raise EnvSetupError(f"{problem} (env.id {cfg.id!r})")
+    return wrap_pixels(env, cfg.pixels, training, cfg.max_episode_steps)
 
 
 @dataclass

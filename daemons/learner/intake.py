@@ -20,8 +20,8 @@ JOIN_TIMEOUT_S = 5.0
 # decode, its observations have another shape, it holds NaN or infinite values, or its actions (or extras) do not
 # fit the algorithm (`check_batch`).
 MALFORMED_REASONS = ("frames", "obs_shape", "obs_dtype", "values", "version", "algorithm")
-INTAKE_COUNTS = ("batches_received", "batches_malformed", "batches_stale", "batches_foreign", "batches_over_ratio",
-                 "transitions_inserted", "intake_errors", *(f"malformed_{r}" for r in MALFORMED_REASONS))
+INTAKE_COUNTS = ("batches_received", "batches_framed", "batches_malformed", "batches_stale", "batches_foreign",
+                 "batches_over_ratio", "transitions_inserted", "intake_errors", *(f"malformed_{r}" for r in MALFORMED_REASONS))
 
 
 class BadBatch(ValueError):
@@ -75,6 +75,8 @@ class Intake:
             self.counts["batches_foreign"] += 1
             return
         self.counts["batches_received"] += 1
+        if batch.obs_stack > 1:  # its frame stacks came as their frames, each once (PROTOCOL.md 2.1.2)
+            self.counts["batches_framed"] += 1
         lag = self.current_version() - batch.policy_version
         if batch.policy_version < 0 or lag > self.max_lag:
             self.counts["batches_stale"] += 1

@@ -19,7 +19,7 @@ class ReplayFeed:
     def __init__(self, config: RunConfig, obs_space: gym.Space, action_space: gym.Space):
         self.config = config
         shape = tuple(obs_space.shape or ())
-        stack = config.env.atari.frames_per_obs(shape)
+        stack = config.env.frames_per_obs(shape)
         common = dict(prioritized=config.algorithm.prioritized, alpha=config.algorithm.priority_alpha, seed=config.run.seed)
         action_shape, action_dtype = action_space.shape or (), np.dtype(action_space.dtype or np.int64)
         if stack > 1:  # each frame stored once; the replay runs its own n-step windows over frame numbers
