@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Prepares a CI machine (Debian, root) so that `make test` skips nothing. Called by .ci/run; idempotent:
+# what is already there is neither installed nor downloaded again, so it is safe to run twice.
+#
+# What each optional test needs (grep tests/ for skipif, importorskip and pytest.skip to check):
+#   gcc, make, libzmq3-dev, libmsgpack-dev   tests/system/test_game_server.py builds examples/c_game
+#   munge, slurmctld, slurmd, slurm-client   tests/deploy/test_slurm.py; the test starts its own munged,
+#                                            slurmctld and slurmd (its own slurm.conf, key and spool in a temp
+#                                            dir, as root), so no system daemon is started here
+#   tmux, systemd (systemd-analyze)          tests/deploy/test_tmux.py, tests/deploy/test_systemd_units.py
+#   iproute2 (ip), util-linux (unshare)      tests/system/test_multihost.py (network namespaces, root) and the
+#                                            full_disk chaos drill (a tmpfs in a private mount namespace, root)
+#   the envpool, tensorboard, tracking extras  tests/daemons/test_vector_envs.py, test_observe.py and
+#                                            test_supervisor_observe.py, tests/system/test_tracking.py (wandb)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(gcc make libc6-dev libzmq3-dev libmsgpack-dev munge slurmctld slurmd slurm-client tmux systemd
+              iproute2 util-linux)
+EXTRAS="test,envpool,tensorboard,tracking"
+
+started=$SECONDS
+step() {  # step NAME COMMAND...: runs it and says how long it took
+    local name=$1 t0=$SECONDS
+    shift
+    echo "prepare: $name ..." >&2
+    "$@"
+    echo "prepare: $name took $((SECONDS - t0)) s" >&2
+}
+
+apt_install() {
+    local missing=() p
+    for p in "${APT_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if [ ${#missing[@]} -eq 0 ]; then
+        echo "prepare: apt packages already installed" >&2
+        return
+    fi
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "prepare: installing ${missing[*]} needs root" >&2
+        return 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+pip_extras() {
+    .venv/bin/python -m pip install -q -e ".[$EXTRAS]"
+}
+
+step "apt packages" apt_install
+step "make setup (.venv, torch, tandem[test])" make setup
+step "pip extras [$EXTRAS]" pip_extras
+echo "prepare: done in $((SECONDS - started)) s" >&2
