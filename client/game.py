@@ -16,6 +16,8 @@ import numpy as np
 from protocol import ProtocolError, sockets
 from protocol.game import GameAction, GameBye, GameError, GameHello, GameSpaces, GameStep, GameWelcome, decode_game
 
+RUN_OVER_POLL_S = 0.1
+
 
 class AgentError(RuntimeError):
     """The server refused a request (`code` as PROTOCOL.md 7.2 lists them); `fatal`: the session is gone."""
@@ -32,20 +34,46 @@ class ServerGone(AgentError):
         super().__init__("server_gone", message, True)
 
 
+def endpoint_path(run_dir: str | Path, actor: int = 0) -> Path:
+    """The file holding the address serving actor `actor` bound (PROTOCOL.md 7.5)."""
+    return Path(run_dir) / "games" / f"actor-{actor}.endpoint"
+
+
+def read_endpoint(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except FileNotFoundError:
+        return None
+
+
 def find_endpoint(run_dir: str | Path, actor: int = 0, timeout_s: float = 60.0) -> str:
     """The address serving actor `actor` of the run in `run_dir` bound (waits for its file up to `timeout_s`)."""
-    path = Path(run_dir) / "games" / f"actor-{actor}.endpoint"
+    path = endpoint_path(run_dir, actor)
     deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            text = path.read_text().strip()
-            if text:
-                return text
-        except FileNotFoundError:
-            pass
+    while (text := read_endpoint(path)) is None:
         if time.monotonic() >= deadline:
             raise ServerGone(f"no action server wrote {path} within {timeout_s:g} s (is `tandem up` running?)")
-        time.sleep(0.1)
+        time.sleep(RUN_OVER_POLL_S)
+    return text
+
+
+def find_endpoint_again(run_dir: str | Path, actor: int = 0, timeout_s: float = 60.0) -> str | None:
+    """After the server went away (a `shutdown` notice, a ServerGone): its successor's address, or None when
+    the run is over.
+
+    A stopping server removes its endpoint file before it tells its games; a restarted one writes a new one.
+    The run is over when the run's own `endpoint` file (the supervisor's, removed when `tandem up` ends) is
+    gone while no server's is there. Raises ServerGone when neither happens within `timeout_s`.
+    """
+    path, supervisor = endpoint_path(run_dir, actor), Path(run_dir) / "endpoint"
+    deadline = time.monotonic() + timeout_s
+    while (text := read_endpoint(path)) is None:
+        if not supervisor.exists():
+            return None
+        if time.monotonic() >= deadline:
+            raise ServerGone(f"no action server wrote {path} within {timeout_s:g} s, and the run has not ended")
+        time.sleep(RUN_OVER_POLL_S)
+    return text
 
 
 class Agent:
@@ -55,7 +83,9 @@ class Agent:
     action. While the episode goes on it returns the next action (an int for a discrete space, an array
     for a box). When `done` or `truncated` is set, `obs` is the episode's last observation and it returns
     None; the next `act` starts a new episode with its first observation. `close()` (or `game_over()`)
-    tells the server the game leaves. After a ServerGone the agent is closed: make a new one (a new stream).
+    tells the server the game leaves. After a ServerGone, or a fatal AgentError (code `shutdown`: the server
+    stops, `timeout`, ...), the agent is closed: make a new one (a new stream), at the address
+    `find_endpoint_again` gives after a server went away (None: the run is over, stop).
     """
 
     def __init__(self, endpoint: str, game: str = "game", timeout_s: float = 10.0, spaces: GameSpaces | None = None):
@@ -105,27 +135,41 @@ class Agent:
     def request(self, message: Any) -> Any:
         """Send `message` and wait (at most timeout_s in all) for the reply carrying its request_id."""
         deadline = time.monotonic() + self.timeout_s
+        # A server that stopped said so (a notice already queued here): no need to wait out its silence.
+        self.read_notices()
         if not sockets.send_frames(self.sock, message.to_frames(), timeout_ms=max(1, int(self.timeout_s * 1000))):
             self.close(bye=False)
-            raise ServerGone(f"cannot reach an action server at {self.endpoint} within {self.timeout_s:g} s")
+            raise ServerGone(f"cannot queue a request for {self.endpoint} within {self.timeout_s:g} s")
         while True:
             left_ms = int((deadline - time.monotonic()) * 1000)
             frames = sockets.recv_frames(self.sock, left_ms) if left_ms > 0 else None
             if frames is None:
                 self.close(bye=False)
                 raise ServerGone(f"no reply from {self.endpoint} within {self.timeout_s:g} s")
-            try:
-                reply = decode_game(frames)
-            except ProtocolError:
-                continue  # not for us to crash on: wait for the real reply until the deadline
-            if getattr(reply, "request_id", None) != message.request_id and not (
-                    isinstance(reply, GameError) and reply.fatal and reply.request_id == 0):
-                continue  # a late reply to an earlier request
+            reply = self.decoded(frames)
+            if reply is None or getattr(reply, "request_id", None) != message.request_id:
+                continue  # not for us to crash on, or a late reply to an earlier request
             if isinstance(reply, GameError):
                 if reply.fatal:
                     self.close(bye=False)
                 raise AgentError(reply.code, reply.message, reply.fatal)
             return reply
+
+    def read_notices(self) -> None:
+        """Read what is queued without waiting; raise the first notice (request_id 0, fatal: the session is over)."""
+        while (frames := sockets.recv_frames(self.sock, 0)) is not None:
+            self.decoded(frames)
+
+    def decoded(self, frames: list) -> Any:
+        """The message (None if unreadable); a notice closes the agent and raises its AgentError."""
+        try:
+            reply = decode_game(frames)
+        except ProtocolError:
+            return None
+        if isinstance(reply, GameError) and reply.fatal and reply.request_id == 0:
+            self.close(bye=False)
+            raise AgentError(reply.code, reply.message, True)
+        return reply
 
     def game_over(self, reason: str = "") -> None:
         """The game leaves: its open episode ends here (the server drops its unfinished unroll)."""

@@ -4,8 +4,9 @@
     python examples/cartpole_game.py --run-dir runs/game-cartpole --games 4
 
 Each game is a process of its own (as separate game executables would be); it finds the server's address
-in the run directory (or takes --endpoint), plays episodes until --seconds have passed, and reconnects
-when the server restarts.
+in the run directory (or takes --endpoint) and plays episodes until --seconds have passed. When its server
+goes away it reads the run directory again: it reconnects to a restarted server and stops when the run is
+over (given only --endpoint, it stops when its server says it stops).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 
 import gymnasium as gym
 
-from client.game import Agent, AgentError, ServerGone, find_endpoint
+from client.game import Agent, AgentError, ServerGone, find_endpoint, find_endpoint_again
 
 
 def play(index: int, endpoint: str | None, run_dir: str, seconds: float, fps: float, timeout_s: float) -> int:
@@ -25,9 +26,10 @@ def play(index: int, endpoint: str | None, run_dir: str, seconds: float, fps: fl
     env = gym.make("CartPole-v1")
     deadline, frame_s = time.monotonic() + seconds, (1.0 / fps if fps > 0 else 0.0)
     episodes = steps = 0
+    address = endpoint
     while time.monotonic() < deadline:
         try:
-            address = endpoint or find_endpoint(run_dir, timeout_s=max(1.0, deadline - time.monotonic()))
+            address = address or find_endpoint(run_dir, timeout_s=max(1.0, deadline - time.monotonic()))
             with Agent(address, game=f"cartpole-{index}", timeout_s=timeout_s) as agent:
                 obs, _ = env.reset(seed=index * 100_003 + episodes)
                 reward, done, truncated = 0.0, False, False
@@ -44,8 +46,20 @@ def play(index: int, endpoint: str | None, run_dir: str, seconds: float, fps: fl
                     if frame_s:
                         time.sleep(max(0.0, tick + frame_s - time.monotonic()))
         except (ServerGone, AgentError) as exc:
-            print(f"game {index}: {exc}; connecting again", file=sys.stderr)
-            time.sleep(0.5)
+            print(f"game {index}: {exc}", file=sys.stderr)
+            if endpoint:  # given only an address, nothing tells a restart from the end of the run
+                if exc.code == "shutdown":
+                    break
+                time.sleep(0.5)
+                continue
+            try:  # the run directory tells: a restarted server's new address, or the end of the run
+                address = find_endpoint_again(run_dir, timeout_s=max(1.0, deadline - time.monotonic()))
+            except ServerGone:
+                address = None
+                continue
+            if address is None:
+                print(f"game {index}: the run is over", file=sys.stderr)
+                break
     # One write for the whole line: the games are processes sharing one stdout, and print() writes the text
     # and its newline separately (unbuffered, two games' lines ran together).
     sys.stdout.write(f"game {index}: {episodes} episodes, {steps} steps\n")

@@ -23,8 +23,10 @@ GAME_KINDS = ("game_hello", "game_welcome", "game_step", "game_action", "game_er
 ACTION_KINDS = ("discrete", "box")
 
 # Error codes a server sends in a game_error (PROTOCOL.md 7.2); `fatal` ones end the connection's session.
-ERROR_CODES = ("malformed", "bad_kind", "no_session", "space_mismatch", "bad_streams", "unknown_stream",
-               "bad_obs", "busy", "no_action_pending", "server_busy", "timeout")
+ERROR_CODES = ("malformed", "bad_kind", "no_session", "space_mismatch", "server_busy", "unknown_stream", "bad_obs",
+               "busy", "no_action_pending", "cancelled", "timeout", "shutdown")
+# Notices answer no request: they carry request_id 0 and are fatal (the session is gone).
+NOTICE_CODES = ("timeout", "shutdown")
 
 
 def name_string(name: str, value: Any) -> str:
@@ -225,7 +227,7 @@ class GameAction:
 
 @dataclass(frozen=True)
 class GameError(HeaderOnly):
-    """Server -> game: request `request_id` (0 where unreadable) was refused; `fatal`: the session is gone."""
+    """Server -> game: request `request_id` was refused (0: unreadable, or a notice); `fatal`: the session is gone."""
 
     request_id: int
     code: str

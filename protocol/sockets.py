@@ -277,7 +277,8 @@ def game_router(ctx: zmq.Context, endpoint: str, max_message_bytes: int, hwm_msg
 def game_dealer(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
     """A game's side: connects to one action server; replies are matched to requests by their request_id."""
     sock = _make(ctx, zmq.DEALER, "game_dealer", opts, endpoint)
-    sock.setsockopt(zmq.IMMEDIATE, 1)  # a send waits (with its timeout) for a server rather than queueing for none
+    # No IMMEDIATE: with it, libzmq discards what came in but was not yet read when the connection closes,
+    # and a stopping server's `shutdown` notice arrives just before it closes (PROTOCOL.md 7.5).
     sock.setsockopt(zmq.MAXMSGSIZE, 64 << 20)
     _connect(sock, "game_dealer", endpoint)
     return sock

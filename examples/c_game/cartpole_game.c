@@ -3,7 +3,8 @@
  *   make && ./cartpole_game tcp://127.0.0.1:PORT [STEPS]
  *
  * Written from protocol/PROTOCOL.md section 7 alone: a DEALER socket, msgpack headers, the observation as
- * a raw little-endian float32 frame. Prints "steps N episodes M version V" and exits 0, or 1 with a reason.
+ * a raw little-endian float32 frame. Prints "steps N episodes M version V" and exits 0 (also when the server
+ * says it stops: a `shutdown` notice, at the end of the run or before a restart), or 1 with a reason.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -117,7 +118,8 @@ int main(int argc, char **argv) {
     long steps = 0, episodes = 0, request = 2;
     int64_t version = -1;
     unsigned seed = 12345;
-    while (steps < steps_wanted) {
+    int stopped = 0;  /* the server said it stops: no bye to send, nothing more to wait for */
+    while (steps < steps_wanted && !stopped) {
         msgpack_sbuffer_clear(&buf);
         msgpack_pack_map(&pk, 8);
         pack_str(&pk, "v"); msgpack_pack_int(&pk, 1);
@@ -137,6 +139,12 @@ int main(int argc, char **argv) {
         if (zmq_send(sock, s, sizeof s, 0) < 0) die("send failed");
         int64_t action = 0;
         receive(sock, &r, &action, sizeof action, &len, NULL);
+        if (strcmp(r.kind, "game_error") == 0 && r.fatal && strcmp(r.code, "shutdown") == 0) {
+            /* the answer to this step, or a notice (request_id 0) that came first: either way the server is gone */
+            fprintf(stderr, "the action server stopped (the run ended or it restarts)\n");
+            stopped = 1;
+            continue;
+        }
         if (strcmp(r.kind, "game_error") == 0) { fprintf(stderr, "refused: %s\n", r.code); die("the server refused a step"); }
         if (strcmp(r.kind, "game_action") != 0 || r.request_id != request) die("an unexpected reply");
         request++;
@@ -159,13 +167,15 @@ int main(int argc, char **argv) {
         done = s[0] < -2.4f || s[0] > 2.4f || s[2] < -0.2095f || s[2] > 0.2095f;
         truncated = !done && t >= 500;
     }
-    msgpack_sbuffer_clear(&buf);  /* bye: no reply */
-    msgpack_pack_map(&pk, 4);
-    pack_str(&pk, "v"); msgpack_pack_int(&pk, 1);
-    pack_str(&pk, "kind"); pack_str(&pk, "game_bye");
-    pack_str(&pk, "request_id"); msgpack_pack_int64(&pk, request);
-    pack_str(&pk, "reason"); pack_str(&pk, "done");
-    send_header(sock, &buf, 0);
+    if (!stopped) {
+        msgpack_sbuffer_clear(&buf);  /* bye: no reply */
+        msgpack_pack_map(&pk, 4);
+        pack_str(&pk, "v"); msgpack_pack_int(&pk, 1);
+        pack_str(&pk, "kind"); pack_str(&pk, "game_bye");
+        pack_str(&pk, "request_id"); msgpack_pack_int64(&pk, request);
+        pack_str(&pk, "reason"); pack_str(&pk, "done");
+        send_header(sock, &buf, 0);
+    }
     printf("steps %ld episodes %ld version %lld\n", steps, episodes, (long long)version);
     msgpack_sbuffer_destroy(&buf);
     zmq_close(sock);

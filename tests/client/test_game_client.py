@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from client.game import Agent, AgentError, ServerGone, find_endpoint
+from client.game import Agent, AgentError, ServerGone, find_endpoint, find_endpoint_again
 from protocol import sockets
 from protocol.game import GameAction, GameError, GameHello, GameSpaces, GameStep, GameWelcome, decode_game
 
@@ -49,6 +49,7 @@ def connect(server: FakeServer, timeout_s: float = 2.0) -> Agent:
     assert isinstance(hello, GameHello) and hello.streams == 1
     server.reply(identity, GameWelcome(hello.request_id, [7], SPACES, 10.0, "fake"))
     thread.join(timeout=5)
+    server.identity = identity
     return result["agent"]
 
 
@@ -105,3 +106,32 @@ def test_find_endpoint_waits_for_the_file_then_gives_up(tmp_path):
     (tmp_path / "games").mkdir()
     (tmp_path / "games" / "actor-0.endpoint").write_text("tcp://127.0.0.1:5\n")
     assert find_endpoint(tmp_path, timeout_s=0.2) == "tcp://127.0.0.1:5"
+
+
+def test_a_shutdown_notice_that_came_while_the_game_was_busy_ends_its_next_step_at_once(zmq_ctx):
+    server = FakeServer(zmq_ctx)
+    agent = connect(server, timeout_s=10.0)
+    server.reply(server.identity, GameError(0, "shutdown", "stopping", True))
+    sockets.close(server.sock, linger_ms=500)  # the server goes, its notice delivered
+    time.sleep(0.3)  # the game was busy with its frame: the connection closed before it read anything
+    start = time.monotonic()
+    with pytest.raises(AgentError) as gone:
+        agent.act([0, 0, 0, 0])
+    assert (gone.value.code, gone.value.fatal) == ("shutdown", True) and agent.closed
+    assert time.monotonic() - start < 5.0  # not its 10 s timeout
+
+
+def test_find_endpoint_again_waits_for_a_successor_or_the_end_of_the_run(tmp_path):
+    import threading
+
+    (tmp_path / "games").mkdir()
+    (tmp_path / "endpoint").write_text("tcp://127.0.0.1:9\n")  # the supervisor's: the run goes on
+    with pytest.raises(ServerGone, match="has not ended"):
+        find_endpoint_again(tmp_path, timeout_s=0.2)
+    later = threading.Timer(0.3, lambda: (tmp_path / "games" / "actor-0.endpoint").write_text("tcp://127.0.0.1:6\n"))
+    later.start()
+    assert find_endpoint_again(tmp_path, timeout_s=5.0) == "tcp://127.0.0.1:6"
+    later.join()
+    (tmp_path / "games" / "actor-0.endpoint").unlink()
+    (tmp_path / "endpoint").unlink()
+    assert find_endpoint_again(tmp_path, timeout_s=5.0) is None

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from daemons.actor.serve.server import serve_endpoint
+from daemons.actor.serve.stream_ids import reserve_stream_ids
 from daemons.actor.serve.streams import AWAIT_RECENT_S, GameStreams, StepRefused, game_spaces
 from daemons.envs.spaces import PolicySpaces
 from protocol.game import GameHello, GameStep
@@ -169,3 +170,32 @@ def test_a_batch_stops_waiting_for_a_game_gone_quiet():
     assert games.awaited == 2
     games.end(b"a", "games_left")  # a game that stepped lately leaves: it is no longer waited for at once
     assert games.awaited == 1 and games.open_streams == 1
+
+
+def test_a_step_waiting_when_its_session_ends_is_handed_back_to_be_answered():
+    games = streams()
+    ids = games.hello(b"a", GameHello(1, "g", 2), 0.0)
+    games.step(b"a", GameStep(7, ids[0], obs(1, 0, 0)), 0.0)
+    games.hello(b"a", GameHello(8, "g", 1), 0.0)  # a new hello ends the session the step belongs to
+    assert [(r.request_id, r.session) for r in games.cancelled] == [(7, b"a")]
+    assert games.pending == [] and games.counts["steps_cancelled"] == 1
+
+
+def test_a_server_out_of_stream_ids_refuses_hellos_instead_of_reusing_one():
+    games = GameStreams(SPACES, "actor-0", incarnation=5, unroll_length=T, max_streams=64, ids=range(10, 13))
+    assert games.hello(b"a", GameHello(1, "g", 2), 0.0) == [10, 11]
+    with pytest.raises(StepRefused) as refused:
+        games.hello(b"b", GameHello(1, "g", 2), 0.0)
+    assert refused.value.code == "server_busy" and refused.value.fatal
+    assert games.hello(b"b", GameHello(1, "g", 1), 0.0) == [12]
+
+
+def test_each_life_of_a_server_reserves_stream_ids_past_every_earlier_life(tmp_path):
+    path = tmp_path / "games" / "actor-0.streams"
+    first = reserve_stream_ids(path, block=100)
+    second = reserve_stream_ids(path, block=100)
+    assert (first.start, first.stop, second.start, second.stop) == (1, 101, 101, 201)
+    assert path.read_text() == "201\n"
+    path.write_text("garbage\n")
+    with pytest.raises(ValueError, match="not the next free stream id"):
+        reserve_stream_ids(path)

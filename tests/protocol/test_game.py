@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 import msgpack
 import numpy as np
 import pytest
 
 from protocol import ProtocolError, decode, framing
-from protocol.game import (GAME_LIMITS, GameAction, GameBye, GameError, GameHello, GameSpaces, GameStep, GameWelcome,
-                           decode_game)
+from protocol.game import (ERROR_CODES, GAME_LIMITS, NOTICE_CODES, GameAction, GameBye, GameError, GameHello, GameSpaces,
+                           GameStep, GameWelcome, decode_game)
+from protocol.game_requests import BadRequest, decode_request
+from tests.system.harness import ROOT
 
 SPACES = GameSpaces((4,), "<f4", "discrete", 2, (), "<i8")
 
@@ -88,3 +92,44 @@ def test_a_non_game_kind_is_not_a_game_message():
     frames = framing.encode("heartbeat", {"role": "x"})
     with pytest.raises(ProtocolError, match="not a game message"):
         decode_game(frames)
+
+
+def test_a_hello_may_leave_out_its_spaces():
+    hello = decode_game(framing.encode("game_hello", {"request_id": 1, "game": "g", "streams": 2}))
+    assert isinstance(hello, GameHello) and hello.spaces is None and hello.streams == 2
+
+
+@pytest.mark.parametrize("frames, code, request_id", [
+    ([b"\xc1garbage"], "malformed", 0),
+    ([b"\x00" * (GAME_LIMITS.max_header_bytes + 1)], "malformed", 0),
+    ([msgpack.packb([1, 2])], "malformed", 0),  # not a map
+    (frames_with(GOOD_STEP, v=2), "malformed", 3),  # another version: the id is still readable
+    (frames_with(GOOD_STEP, v=2, kind="game_nonsense"), "malformed", 3),  # the version comes first
+    (frames_with(GOOD_STEP, kind="game_nonsense"), "bad_kind", 3),
+    (frames_with(GOOD_STEP, kind="heartbeat"), "bad_kind", 3),
+    (frames_with(GOOD_STEP, kind="game_welcome"), "bad_kind", 3),  # before its fields: none of them are there
+    (frames_with(GOOD_STEP, kind=None), "malformed", 3),
+    (frames_with(GOOD_STEP, reward="x"), "malformed", 3),
+    (frames_with(GOOD_STEP, request_id=-1), "malformed", 0),
+    (frames_with(GOOD_STEP, request_id=1.0), "malformed", 0),
+    (frames_with(GOOD_STEP, stream=-1), "malformed", 3),
+    (GameHello(9, "g", 0).to_frames(), "malformed", 9),
+    (GameHello(9, "g", 257).to_frames(), "malformed", 9),
+])
+def test_a_server_refuses_in_order_and_answers_with_every_readable_request_id(frames, code, request_id):
+    with pytest.raises(BadRequest) as bad:
+        decode_request(frames)
+    assert (bad.value.code, bad.value.request_id) == (code, request_id), str(bad.value)
+
+
+def test_a_server_takes_hello_step_and_bye():
+    for message in (GameHello(1, "g"), GameStep(2, 1, np.zeros(4, np.float32)), GameBye(3)):
+        assert type(decode_request(message.to_frames())) is type(message)
+
+
+def test_every_error_code_is_in_the_protocols_table_and_back():
+    text = (ROOT / "protocol" / "PROTOCOL.md").read_text()
+    table = text[text.index("### 7.2 Errors"):text.index("### 7.3")]
+    codes = re.findall(r"^\| `([a-z_]+)` \| (?:yes|no) \|", table, re.M)
+    assert codes == list(ERROR_CODES)
+    assert set(NOTICE_CODES) <= set(codes)

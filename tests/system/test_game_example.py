@@ -1,4 +1,5 @@
-"""The example as a user runs it: `tandem up examples/game_cartpole.toml`, then two game processes that learn."""
+"""The example as a user runs it: `tandem up examples/game_cartpole.toml`, then two game processes that learn
+and stop when the run ends."""
 
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ from tests.system.harness import ROOT, finish, up
 def test_two_game_processes_train_the_learner_through_the_action_server(tmp_path):
     proc = up(tmp_path, "stop.seconds=35", "eval.enabled=false", "algorithm.batch_size=256", example="game_cartpole.toml")
     games = subprocess.Popen([sys.executable, str(ROOT / "examples" / "cartpole_game.py"), "--run-dir",
-                              str(tmp_path / "run"), "--games", "2", "--seconds", "25"],
+                              str(tmp_path / "run"), "--games", "2", "--seconds", "300"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         server = status_while_served(tmp_path, deadline_s=60)
+        # asked to play 300 s, the games stop when the run does (its server's `shutdown`, then no run)
         game_out, game_err = games.communicate(timeout=90)
     finally:
         if games.poll() is None:
@@ -30,7 +32,7 @@ def test_two_game_processes_train_the_learner_through_the_action_server(tmp_path
     out, err = finish(proc, 60)
     assert server["games"] == 2 and server["serve_requests_per_s"] > 0 and server["serve_batch_mean"] >= 1, server
     assert 0 < server["serve_latency_p50_ms"] <= server["serve_latency_p99_ms"], server
-    assert games.returncode == 0, game_err[-3000:]
+    assert games.returncode == 0 and game_err.count("the run is over") == 2, game_err[-3000:]
     assert proc.returncode == ExitCode.OK, err[-3000:]
     played = [line for line in game_out.splitlines() if line.startswith("game ")]
     assert len(played) == 2 and all(" 0 steps" not in line for line in played), game_out

@@ -12,6 +12,7 @@ import numpy as np
 from daemons.actor.daemon import Actor
 from daemons.actor.exploration import actor_epsilons, decayed
 from daemons.actor.serve.stats import ServeStats
+from daemons.actor.serve.stream_ids import reserve_stream_ids
 from daemons.actor.serve.streams import GameStreams, StepRefused
 from daemons.config.policies import DEFAULT_POLICY
 from daemons.config.schema import RunConfig
@@ -21,9 +22,9 @@ from daemons.runtime.endpoints import is_loopback, socket_options
 from daemons.runtime.logs import log_dropped
 from daemons.runtime.paths import run_dir
 from daemons.runtime.signals import StopFlag
-from protocol import ProtocolError, sockets
-from protocol.control import reply_address
-from protocol.game import GAME_LIMITS, GameAction, GameBye, GameError, GameHello, GameStep, GameWelcome, decode_game
+from protocol import sockets
+from protocol.game import GAME_LIMITS, GameAction, GameBye, GameError, GameHello, GameStep, GameWelcome
+from protocol.game_requests import BadRequest, decode_request
 
 log = logging.getLogger(__name__)
 EPSILON_SLOTS = 16  # (dqn) Ape-X epsilons spread over this many slots; stream id s explores with slot s % 16
@@ -34,6 +35,10 @@ EXPIRE_EVERY_S = 0.1
 # request of a fast game, and a version arrives every few milliseconds at most.
 WEIGHTS_POLL_S = 0.005
 MIN_FRAME_CAP_BYTES = 4 << 20
+# How long the closing socket may spend handing the shutdown notices to games (a game not reading loses its own).
+SHUTDOWN_LINGER_MS = 500
+SHUTDOWN_MESSAGE = ("the action server is stopping (a restart or the end of the run): read the endpoint file "
+                    "again for its successor")
 
 
 def serve_endpoint(bind: str, index: int) -> str:
@@ -55,12 +60,18 @@ def endpoint_file(config: RunConfig, name: str) -> Path:
     return run_dir(config) / "games" / f"{name}.endpoint"
 
 
+def stream_ids_file(config: RunConfig, name: str) -> Path:
+    """Where a serving actor keeps the first stream id no life of it has reserved (stream_ids.py)."""
+    return run_dir(config) / "games" / f"{name}.streams"
+
+
 class GameServer(Actor):
     """An actor in `actors.mode = 'serve'`: binds a ROUTER that games connect to and answers their steps.
 
     Requests wait at most `serve_batch_wait_ms` for a fuller batch; one inference answers them all with the
     newest weights. Each stream's steps become unrolls pushed through the same PolicyLink (backlog, joins,
     drops, versions) as an env-stepping actor's. Bad input is refused with a game_error, counted by code.
+    Every step gets exactly one reply; on the way out every session gets a `shutdown` notice.
     """
 
     def __init__(self, config: RunConfig, index: int, stop: StopFlag, control_endpoint: str | None,
@@ -78,12 +89,14 @@ class GameServer(Actor):
         self.epsilons = self.base_eps
         self.next_expire = 0.0
         self.next_weights_poll = 0.0
+        self.clock = time.monotonic  # tests drive a server's time (silence, expiry) without sleeping
 
     def build(self) -> GameStreams:
         self.reporter.set_stage("probe_spaces")
         spaces = probe_policy_spaces(self.config)
         a = self.config.actors
-        return GameStreams(spaces, self.name, self.reporter.incarnation, a.unroll_length, a.serve_max_streams)
+        ids = reserve_stream_ids(stream_ids_file(self.config, self.name))
+        return GameStreams(spaces, self.name, self.reporter.incarnation, a.unroll_length, a.serve_max_streams, ids=ids)
 
     def bind(self) -> None:
         endpoint = serve_endpoint(self.config.actors.serve_bind, self.index)
@@ -108,10 +121,25 @@ class GameServer(Actor):
         self.bind()
         try:
             while not self.stop:
-                self.serve_once(time.monotonic())
+                self.serve_once(self.clock())
         finally:
-            endpoint_file(self.config, self.name).unlink(missing_ok=True)
-            sockets.close(self.router, linger_ms=0)
+            self.close_games()
+
+    def close_games(self) -> None:
+        """The server goes: every waiting step and every session gets a fatal `shutdown`, then the socket closes.
+
+        The endpoint file goes first, so a game told to look again never finds this server's address."""
+        endpoint_file(self.config, self.name).unlink(missing_ok=True)
+        games = self.stepping
+        for request in games.pending:
+            self.notify(request.session, request.request_id, "shutdown", SHUTDOWN_MESSAGE, True)
+        for identity in games.sessions:
+            self.notify(identity, 0, "shutdown", SHUTDOWN_MESSAGE, True)
+        if games.sessions:
+            log.info("told %d games that this server stops", len(games.sessions))
+        games.close()
+        games.cancelled.clear()  # answered above with `shutdown`
+        sockets.close(self.router, linger_ms=SHUTDOWN_LINGER_MS)
 
     def serve_once(self, now: float) -> None:
         games, link = self.stepping, self.links[DEFAULT_POLICY]
@@ -122,20 +150,20 @@ class GameServer(Actor):
         frames = sockets.recv_frames(self.router, timeout_ms) if timeout_ms else sockets.recv_frames(self.router, 0)
         read = 0
         while frames is not None:
-            self.handle(frames, time.monotonic())
+            self.handle(frames, self.clock())
             read += 1
-            if read >= DRAIN_MAX or games.due(time.monotonic(), self.wait_s, self.max_batch):
+            if read >= DRAIN_MAX or games.due(self.clock(), self.wait_s, self.max_batch):
                 break
             frames = sockets.recv_frames(self.router, 0)
-        now = time.monotonic()
+        now = self.clock()
         while games.due(now, self.wait_s, self.max_batch):
             self.infer(now)
-            now = time.monotonic()
+            now = self.clock()
         if now >= self.next_expire:
             self.next_expire = now + EXPIRE_EVERY_S
             for identity in games.expire(now, self.timeout_s):
                 log.info("a game went silent for %.1f s: its episodes end here", self.timeout_s)
-                self.reply(identity, GameError(0, "timeout", f"silent for over {self.timeout_s:g} s", True))
+                self.notify(identity, 0, "timeout", f"silent for over {self.timeout_s:g} s", True)
         if now >= self.next_weights_poll:
             self.next_weights_poll = now + WEIGHTS_POLL_S
             if link.poll_weights():  # AgentStream keeps the oldest version of each unroll: lag is never understated
@@ -152,34 +180,47 @@ class GameServer(Actor):
         if len(frames) < 2:
             return  # a ROUTER always prepends the identity; an empty message has nothing to answer
         identity, body = bytes(frames[0]), frames[1:]
+        games = self.stepping
+        games.seen(identity, now)  # a game sending only garbage is alive: refused, not timed out for silence
         try:
-            message = decode_game(body, GAME_LIMITS)
-        except ProtocolError as exc:
-            _, request_id = reply_address(body, GAME_LIMITS)
-            self.refuse(identity, request_id, StepRefused("malformed", str(exc)))
+            message = decode_request(body, GAME_LIMITS)
+        except BadRequest as bad:
+            self.refuse(identity, bad.request_id, StepRefused(bad.code, str(bad)))
             return
         try:
             if isinstance(message, GameStep):
-                if not self.stepping.step(identity, message, now):
+                if not games.step(identity, message, now):
+                    # an episode's end: no action was chosen; the version is the one that would act next
                     self.reply(identity, GameAction(message.request_id, message.stream, self.links[DEFAULT_POLICY].version))
             elif isinstance(message, GameHello):
-                ids = self.stepping.hello(identity, message, now)
+                ids = games.hello(identity, message, now)
                 log.info("game %r joined with streams %s", message.game, ids)
-                self.reply(identity, GameWelcome(message.request_id, ids, self.stepping.wire_spaces, self.timeout_s,
-                                                 self.name))
+                self.reply(identity, GameWelcome(message.request_id, ids, games.wire_spaces, self.timeout_s, self.name))
             elif isinstance(message, GameBye):
-                self.stepping.end(identity, "games_left")
-            else:
-                raise StepRefused("bad_kind", f"a server takes game_hello, game_step and game_bye, not {message.KIND}")
+                games.end(identity, "games_left")
         except StepRefused as refused:
             if refused.fatal:
-                self.stepping.end(identity, "games_left")
-            self.refuse(identity, getattr(message, "request_id", 0), refused)
+                games.end(identity, "games_left")
+            self.refuse(identity, message.request_id, refused)
+        finally:
+            self.answer_cancelled()
+
+    def answer_cancelled(self) -> None:
+        """Steps whose session ended while they waited (a bye, a new hello) get their one reply: `cancelled`."""
+        games = self.stepping
+        for request in games.cancelled:
+            self.notify(request.session, request.request_id, "cancelled",
+                        f"stream {request.stream}'s session ended before this step was answered", False)
+        games.cancelled.clear()
 
     def refuse(self, identity: bytes, request_id: int, refused: StepRefused) -> None:
         total = self.stats.error(refused.code)
         log_dropped(log, f"a game's message ({refused.code})", total, refused)
-        self.reply(identity, GameError(request_id, refused.code, str(refused)[:500], refused.fatal))
+        self.notify(identity, request_id, refused.code, str(refused)[:500], refused.fatal)
+
+    def notify(self, identity: bytes, request_id: int, code: str, message: str, fatal: bool) -> None:
+        """Send a game_error: `refuse` counts refusals; notices and cancellations have their own counters."""
+        self.reply(identity, GameError(request_id, code, message, fatal))
 
     def reply(self, identity: bytes, message: Any) -> None:
         if not sockets.send_to(self.router, identity, message.to_frames()):

@@ -20,7 +20,7 @@ class ServeStats:
         self.window_requests = 0  # since the last report: the mean batch size of the latest interval
         self.window_inferences = 0
         self.latencies_ms: deque[float] = deque(maxlen=LATENCY_WINDOW)
-        self.errors: dict[str, int] = {}
+        self.errors: dict[str, int] = {}  # a game's messages refused, by code
         self.replies_dropped = 0  # a reply to a game that is gone or not reading
         self.rate = RateMeter()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -80,12 +79,14 @@ class GameStreams:
 
     Each stream is an AgentStream (K=1 unrolls, as a multi-agent actor's), named `<server>/g<id>`: a game
     that reconnects says hello again and gets fresh stream ids, so no unroll ever holds two connections.
+    Ids come from `ids` (this life's reservation, stream_ids.py): no restart of the server hands one out again.
+    A step still waiting when its session ends goes to `cancelled`, for the server to answer.
     """
 
     multi_agent = False
 
     def __init__(self, spaces: PolicySpaces, server_name: str, incarnation: int, unroll_length: int,
-                 max_streams: int, return_window: int = 100):
+                 max_streams: int, return_window: int = 100, ids: range = range(1, 1 << 63)):
         self.spaces = {DEFAULT_POLICY: spaces}
         self.wire_spaces = game_spaces(spaces)
         self.action_dtype = np.dtype(self.wire_spaces.action_dtype)
@@ -94,15 +95,16 @@ class GameStreams:
         self.sessions: dict[bytes, Session] = {}
         self.open_streams = 0
         self.awaited = 0  # streams that stepped within AWAIT_RECENT_S, refreshed by expire()
-        self.next_id = itertools.count(1)
+        self.ids, self.next_id = ids, ids.start
         self.pending: list[Request] = []
+        self.cancelled: list[Request] = []  # steps whose session ended before their action: each still owed a reply
         self.outbox: list[TransitionBatch] = []
         self.new_episodes: list[tuple[str | None, float, int]] = []
         self.finished: deque[float] = deque(maxlen=return_window)
         self.env_steps = 0
         self.episodes = 0
         self.counts = {"games_joined": 0, "games_left": 0, "games_timed_out": 0, "episodes_cut": 0,
-                       "steps_discarded": 0}
+                       "steps_discarded": 0, "steps_cancelled": 0}
 
     def __len__(self) -> int:
         return self.open_streams
@@ -117,22 +119,32 @@ class GameStreams:
             raise StepRefused("space_mismatch", "the game's spaces differ from the server's: " + "; ".join(diff), True)
         if self.open_streams + hello.streams > self.max_streams:
             raise StepRefused("server_busy", f"{self.open_streams} streams are open, at most {self.max_streams}", True)
+        if self.next_id + hello.streams > self.ids.stop:
+            raise StepRefused("server_busy", f"this server has handed out every stream id of its life "
+                              f"({len(self.ids)}); a restart reserves more", True)
         streams = {}
-        for _ in range(hello.streams):
-            sid = next(self.next_id)
+        for sid in range(self.next_id, self.next_id + hello.streams):
             streams[sid] = Stream(sid, AgentStream(f"{self.server_name}/g{sid}", self.unroll_length, self.action_dtype),
                                   last_step=now)
+        self.next_id += hello.streams
         self.sessions[identity] = Session(identity, hello.game, streams, now)
         self.open_streams += len(streams)
         self.awaited += len(streams)  # a new game is about to step
         self.counts["games_joined"] += 1
         return list(streams)
 
+    def seen(self, identity: bytes, now: float) -> None:
+        """Something came from this connection (readable or not): it is not silent."""
+        session = self.sessions.get(identity)
+        if session is not None:
+            session.last_seen = now
+
     def end(self, identity: bytes, reason: str) -> None:
         """The game left (bye), went silent or said hello again: its open episodes end here.
 
         The steps since a stream's last full unroll are dropped (counted), so the learner never gets an
-        unroll cut short; the stream id is never used again."""
+        unroll cut short; the stream id is never used again. A step still waiting for its action moves to
+        `cancelled`: it gets no action, but it still gets its one reply."""
         session = self.sessions.pop(identity, None)
         if session is None:
             return
@@ -145,7 +157,11 @@ class GameStreams:
         # its streams that counted as stepping lately no longer do (the next expire() counts all again)
         recent = sum(st.last_step >= session.last_seen - AWAIT_RECENT_S for st in session.streams.values())
         self.awaited = max(0, min(self.awaited - recent, self.open_streams))
-        self.pending = [r for r in self.pending if r.session != identity]
+        waiting = [r for r in self.pending if r.session == identity]
+        if waiting:
+            self.pending = [r for r in self.pending if r.session != identity]
+            self.cancelled.extend(waiting)
+            self.counts["steps_cancelled"] += len(waiting)
 
     def expire(self, now: float, timeout_s: float) -> list[bytes]:
         """End every session silent for `timeout_s` with nothing waiting on the server; their identities.

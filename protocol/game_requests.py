@@ -1,0 +1,71 @@
+"""What an action server takes from a game, checked in PROTOCOL.md 7.4's order: each refusal's code and request id."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgpack
+
+from protocol import framing
+from protocol.errors import ProtocolError
+from protocol.game import GAME_LIMITS, GameBye, GameHello, GameStep
+from protocol.limits import Limits
+
+# The kinds a server takes; any other `kind` string (a reply kind, another socket's kind, a typo) is `bad_kind`.
+SERVER_KINDS: dict[str, type] = {cls.KIND: cls for cls in (GameHello, GameStep, GameBye)}
+
+
+class BadRequest(ProtocolError):
+    """A message a server refuses before it is a request: `code` (malformed, bad_kind) and the id to answer."""
+
+    def __init__(self, code: str, message: str, request_id: int):
+        super().__init__(message)
+        self.code, self.request_id = code, request_id
+
+
+def decode_request(frames: Sequence[Any], limits: Limits = GAME_LIMITS) -> GameHello | GameStep | GameBye:
+    """A game_hello, game_step or game_bye; raises BadRequest (and nothing else) for anything else.
+
+    Order: frames, header size and msgpack (malformed, id 0), version (malformed), kind (bad_kind), then
+    the kind's fields and arrays (malformed). Once the header is a readable map, the refusal carries its
+    `request_id` when that is a non-negative integer, whatever else is wrong.
+    """
+    try:
+        header, _ = framing.decode_header(frames, limits)
+    except ProtocolError as exc:
+        if exc.field not in ("v", "kind"):
+            raise BadRequest("malformed", str(exc), 0) from exc
+        # decode_header got past msgpack and the map checks: the header is readable, only v or kind is wrong
+        header = readable_header(frames)
+        request_id = request_id_of(header)
+        if exc.field == "kind" and isinstance(header.get("kind"), str):
+            raise BadRequest("bad_kind", kind_message(header["kind"]), request_id) from exc
+        raise BadRequest("malformed", str(exc), request_id) from exc
+    request_id = request_id_of(header)
+    cls = SERVER_KINDS.get(header["kind"])
+    if cls is None:
+        raise BadRequest("bad_kind", kind_message(header["kind"]), request_id)
+    try:
+        return cls.from_frames(frames, limits)
+    except ProtocolError as exc:
+        raise BadRequest("malformed", str(exc), request_id) from exc
+
+
+def kind_message(kind: str) -> str:
+    return f"kind: a server takes {', '.join(SERVER_KINDS)}, not {kind[:100]!r}"
+
+
+def readable_header(frames: Sequence[Any]) -> dict[str, Any]:
+    """The header map of a message whose msgpack decode_header already read (so this cannot fail)."""
+    view = framing.as_buffer(frames[0], 0)
+    size = len(view)
+    header = msgpack.unpackb(view, raw=False, strict_map_key=True, use_list=True, max_ext_len=0, max_str_len=size,
+                             max_bin_len=size, max_array_len=size, max_map_len=size)
+    return header if isinstance(header, dict) else {}
+
+
+def request_id_of(header: dict[str, Any]) -> int:
+    """The header's request_id where it is usable as one (a non-negative int, not a bool), else 0."""
+    value = header.get("request_id")
+    return value if type(value) is int and value >= 0 else 0
