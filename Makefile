@@ -15,7 +15,7 @@ help:
 	@echo "make run     set up when needed, then train examples/cartpole.toml"
 	@echo "variables:   TORCH_SPEC='$(TORCH_SPEC)'  PYTHON=$(PYTHON)  PYTEST_ARGS=..."
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml setup.py Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@# torch first, by an exact spec: a bare `torch` requirement would pull a multi-GB CUDA build.
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q $(TORCH_SPEC)

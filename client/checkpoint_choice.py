@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from client.trained import PolicyError
-from daemons.evaluator.kept import CHOICES, KEPT_FILES, LATEST
-from daemons.runtime.exit_codes import ExitCode
+from tandem.client.trained import PolicyError
+from tandem.daemons.evaluator.kept import CHOICES, KEPT_FILES, LATEST
+from tandem.daemons.runtime.exit_codes import ExitCode
 
 WHY_MISSING = {
     "best": "the evaluator writes best.pt after its first round (a run with eval.enabled = false has none)",
@@ -25,7 +25,7 @@ def check_choice(choice: str | None) -> str:
 
 def available(directory: Path) -> dict[str, str]:
     """Name -> file name of every checkpoint a policy's directory holds (`latest`: its newest ckpt-*.pt)."""
-    from daemons.learner.checkpoint import checkpoint_files
+    from tandem.daemons.learner.checkpoint import checkpoint_files
 
     found = {}
     files = checkpoint_files(directory)

@@ -7,33 +7,33 @@ from dataclasses import dataclass
 
 import click
 
-from client.lazy import LazyGroup
-from daemons.runtime.exit_codes import ExitCode
+from tandem.client.lazy import LazyGroup
+from tandem.daemons.runtime.exit_codes import ExitCode
 
 # name -> (where the command is, its one-line help): `tandem --help` lists these without importing them.
 COMMANDS = {
-    "up": ("client.up:up_cmd", 'Train CONFIG_FILE on this machine until a stop condition, `tandem stop`,...'),
-    "supervise": ("client.up:supervise_cmd",
+    "up": ("tandem.client.up:up_cmd", 'Train CONFIG_FILE on this machine until a stop condition, `tandem stop`,...'),
+    "supervise": ("tandem.client.up:supervise_cmd",
                   'Run the supervisor of CONFIG_FILE without progress output (for a head machine...'),
-    "status": ("client.control_cmds:status_cmd", 'What every process of a run is doing.'),
-    "stop": ("client.control_cmds:stop_cmd",
+    "status": ("tandem.client.control_cmds:status_cmd", 'What every process of a run is doing.'),
+    "stop": ("tandem.client.control_cmds:stop_cmd",
              'Stop a run: every daemon gets SIGTERM (SIGKILL after the grace), learners...'),
-    "restart": ("client.control_cmds:restart_cmd",
+    "restart": ("tandem.client.control_cmds:restart_cmd",
                 'Restart one process by NAME (e.g. actor-3); also brings a FATAL one back.'),
-    "plot": ("client.plot_cmd:plot_cmd",
+    "plot": ("tandem.client.plot_cmd:plot_cmd",
              "Draw a run's curves from RUN_DIR/metrics.jsonl into a PNG (or SVG, PDF)."),
-    "config": ("client.config_cmd:config_group", 'Inspect and validate run configs (TOML).'),
-    "eval": ("client.policy_cmds:eval_cmd", "Play a trained policy greedily on its run's env; mean and std of the return."),
-    "export": ("client.policy_cmds:export_cmd", 'Write a trained policy as safetensors weights and a JSON spec (no pickle).'),
-    "keys": ("client.keys_cmds:keys_group", 'CurveZMQ keys: every link that leaves this machine is encrypted and...'),
-    "chaos": ("client.chaos.runner:chaos_cmd",
+    "config": ("tandem.client.config_cmd:config_group", 'Inspect and validate run configs (TOML).'),
+    "eval": ("tandem.client.policy_cmds:eval_cmd", "Play a trained policy greedily on its run's env; mean and std of the return."),
+    "export": ("tandem.client.policy_cmds:export_cmd", 'Write a trained policy as safetensors weights and a JSON spec (no pickle).'),
+    "keys": ("tandem.client.keys_cmds:keys_group", 'CurveZMQ keys: every link that leaves this machine is encrypted and...'),
+    "chaos": ("tandem.client.chaos.runner:chaos_cmd",
               'Fault drills on real `tandem up` runs (kills, SIGSTOP, hangs, leaks, bad...'),
-    "bench": ("client.bench.group:bench_group", 'Benchmarks: figures for people, or one JSON record with --json.'),
-    "actor": ("client.daemon_cmds:actor_cmd",
+    "bench": ("tandem.client.bench.group:bench_group", 'Benchmarks: figures for people, or one JSON record with --json.'),
+    "actor": ("tandem.client.daemon_cmds:actor_cmd",
               'Run actor number INDEX of CONFIG_FILE: step envs, push transitions, follow...'),
-    "learner": ("client.daemon_cmds:learner_cmd",
+    "learner": ("tandem.client.daemon_cmds:learner_cmd",
                 'Run the learner of POLICY: replay, training, weight publishing, checkpoints.'),
-    "evaluator": ("client.daemon_cmds:evaluator_cmd",
+    "evaluator": ("tandem.client.daemon_cmds:evaluator_cmd",
                   'Run the greedy evaluator: rounds of episodes with the newest weights, mean...'),
 }
 

@@ -6,8 +6,8 @@ import json
 
 import click
 
-from daemons.runtime.exit_codes import ExitCode
-from daemons.config import ConfigError, RunConfig, config_to_dict, load_config, render_toml
+from tandem.daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.config import ConfigError, RunConfig, config_to_dict, load_config, render_toml
 
 set_option = click.option(
     "--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
@@ -55,7 +55,7 @@ def check(file: str, overrides: tuple[str, ...], no_probe: bool) -> None:
     (looking beside FILE and in the working directory, as `tandem up` does), builds one env, checks the
     algorithm against its spaces, builds each policy's network and checks the devices.
     """
-    from client.preflight import ProbeFailed, probe
+    from tandem.client.preflight import ProbeFailed, probe
 
     config = load_or_exit(file, overrides)
     summary = f"run {config.run.name!r}, env {config.env.id!r}, {config.actors.count} actors"

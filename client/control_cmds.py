@@ -12,15 +12,15 @@ from typing import Any
 
 import click
 
-from client.screen import NARROW_BELOW, narrow_status_rows, short, whole
-from daemons.runtime.exit_codes import ExitCode
-from daemons.runtime.control_channel import ControlChannel, ControlTimeout
-from protocol import TransportError, sockets
+from tandem.client.screen import NARROW_BELOW, narrow_status_rows, short, whole
+from tandem.daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.runtime.control_channel import ControlChannel, ControlTimeout
+from tandem.protocol import TransportError, sockets
 
 
 def cli_keys(endpoint: str, run_dir: str | None) -> Any:
     """CurveZMQ keys for a control link: from the environment, or the config of the run that wrote `endpoint`."""
-    from daemons.security.curve import cli_curve_keys
+    from tandem.daemons.security.curve import cli_curve_keys
 
     directory = Path(run_dir) if run_dir else None
     if directory is None:  # the newest run here whose endpoint file names this endpoint

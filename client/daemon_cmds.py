@@ -1,6 +1,6 @@
 """`tandem actor`, `tandem learner` and `tandem evaluator`: run one daemon in the foreground (systemd, tmux, Slurm).
 
-Each command only describes the daemon; `daemons.main.run` runs it, as it does for `tandem up`'s children.
+Each command only describes the daemon; `tandem.daemons.main.run` runs it, as it does for `tandem up`'s children.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from client.config_cmd import set_option
+from tandem.client.config_cmd import set_option
 
 control_option = click.option("--control", metavar="ENDPOINT", default=None,
                               help="Supervisor control endpoint to send heartbeats to (set by `tandem up`).")
@@ -18,7 +18,7 @@ parent_option = click.option("--die-with-parent", is_flag=True, hidden=True,
 
 
 def run_daemon(**fields) -> None:
-    from daemons.main import DaemonSpec, run
+    from tandem.daemons.main import DaemonSpec, run
 
     sys.exit(run(DaemonSpec(**fields)))
 

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from client.screen import progress_lines
+from tandem.client.screen import progress_lines
 
 PLAIN_INTERVAL_S = 5.0
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from client.policy import load_policy, locate, read_run_config
-from client.trained import PolicyError, TrainedPolicy
-from daemons.config.policies import policy_names
-from daemons.config.schema import RunConfig
-from daemons.evaluator.kept import KEPT_FILES
-from daemons.runtime.exit_codes import ExitCode
+from tandem.client.policy import load_policy, locate, read_run_config
+from tandem.client.trained import PolicyError, TrainedPolicy
+from tandem.daemons.config.policies import policy_names
+from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.evaluator.kept import KEPT_FILES
+from tandem.daemons.runtime.exit_codes import ExitCode
 
 VIDEO_FPS = 30  # when the env's metadata names no render_fps
 
@@ -26,7 +26,7 @@ def summary(values: list[float]) -> dict[str, float]:
 
 def build_env(config: RunConfig, render: str | None) -> Any:
     """One env of the run as the evaluator has it (Atari: whole games, true rewards), rendering if asked."""
-    from daemons.envs.gym_envs import EnvBuildError, make_env
+    from tandem.daemons.envs.gym_envs import EnvBuildError, make_env
 
     env_cfg = config.env
     if render:
@@ -99,10 +99,10 @@ def play_world(source: Path, policy: TrainedPolicy, episodes: int, seed: int, sa
     """A PettingZoo world with every policy of the run acting; `episodes` world episodes (as the evaluator counts).
 
     The other policies play their `checkpoint` of the run (a kept file given as the source names its kind)."""
-    from daemons.actor.stepping import env_builder
-    from daemons.evaluator.rounds import make_rounds
+    from tandem.daemons.actor.stepping import env_builder
+    from tandem.daemons.evaluator.rounds import make_rounds
 
-    from client.export import SPEC_FILE
+    from tandem.client.export import SPEC_FILE
 
     config = policy.spec.config
     if (source / SPEC_FILE).is_file():
@@ -153,7 +153,7 @@ def evaluate(source: str | Path, policy: str | None = None, episodes: int = 10, 
     """Play `episodes` episodes (greedy unless `sample`) and report returns and lengths with their mean and std.
 
     `checkpoint` picks a run directory's 'latest' (default), 'best' or 'solved' checkpoint (see load_policy)."""
-    from daemons.envs.worlds import MULTI_AGENT_APIS, env_api
+    from tandem.daemons.envs.worlds import MULTI_AGENT_APIS, env_api
 
     source = Path(source)
     trained = load_policy(source, policy or default_policy(source), device=device, seed=seed, checkpoint=checkpoint)

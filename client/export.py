@@ -12,11 +12,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from client.space_json import space_from_json, space_to_json
-from client.trained import PolicyError, PolicySpec, TrainedPolicy
-from daemons.config import ConfigError, config_to_dict
-from daemons.config.loader import config_from_dict
-from daemons.runtime.exit_codes import ExitCode
+from tandem.client.space_json import space_from_json, space_to_json
+from tandem.client.trained import PolicyError, PolicySpec, TrainedPolicy
+from tandem.daemons.config import ConfigError, config_to_dict
+from tandem.daemons.config.loader import config_from_dict
+from tandem.daemons.runtime.exit_codes import ExitCode
 
 SPEC_FILE = "policy.json"
 WEIGHTS_FILE = "weights.safetensors"

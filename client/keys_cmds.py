@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.runtime.exit_codes import ExitCode
 
 DEFAULT_DIR = "~/.config/tandem/keys"
 dir_option = click.option("--dir", "key_dir", default=lambda: os.environ.get("TANDEM_KEY_DIR", DEFAULT_DIR),
@@ -16,7 +16,7 @@ dir_option = click.option("--dir", "key_dir", default=lambda: os.environ.get("TA
 
 
 def run(action) -> None:
-    from daemons.security.keystore import KeySetupError
+    from tandem.daemons.security.keystore import KeySetupError
 
     try:
         action()
@@ -44,7 +44,7 @@ def keys_group() -> None:
 @dir_option
 def create_cmd(name: str, key_dir: str) -> None:
     """Make keypair NAME (secret key 0600 in a 0700 directory) and allow its own public key."""
-    from daemons.security import keystore
+    from tandem.daemons.security import keystore
 
     def action() -> None:
         path = keystore.create(Path(key_dir).expanduser(), name)
@@ -58,7 +58,7 @@ def create_cmd(name: str, key_dir: str) -> None:
 @dir_option
 def show_cmd(name: str, key_dir: str) -> None:
     """Print the public key of keypair NAME (give it to the machines that must let this one in)."""
-    from daemons.security import keystore
+    from tandem.daemons.security import keystore
 
     run(lambda: click.echo(keystore.public_key(Path(key_dir).expanduser(), name).decode()))
 
@@ -69,7 +69,7 @@ def show_cmd(name: str, key_dir: str) -> None:
 @dir_option
 def allow_cmd(key: str, name: str, key_dir: str) -> None:
     """Let the holder of KEY (40 Z85 characters, or a public key file) connect; running daemons take it on SIGHUP."""
-    from daemons.security import keystore
+    from tandem.daemons.security import keystore
 
     run(lambda: click.echo(f"allowed {name}: {keystore.allow(Path(key_dir).expanduser(), key, name)}"))
 
@@ -79,7 +79,7 @@ def allow_cmd(key: str, name: str, key_dir: str) -> None:
 @dir_option
 def revoke_cmd(name: str, key_dir: str) -> None:
     """Remove NAME from the allow-list; send SIGHUP to running daemons so new connections are refused."""
-    from daemons.security import keystore
+    from tandem.daemons.security import keystore
 
     run(lambda: (keystore.revoke(Path(key_dir).expanduser(), name), click.echo(f"revoked {name}")))
 
@@ -88,7 +88,7 @@ def revoke_cmd(name: str, key_dir: str) -> None:
 @dir_option
 def list_cmd(key_dir: str) -> None:
     """The keypairs in the directory and every allowed public key."""
-    from daemons.security import keystore
+    from tandem.daemons.security import keystore
 
     def action() -> None:
         directory = Path(key_dir).expanduser()

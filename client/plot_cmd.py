@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from client.run_curves import Segment, load, series
-from daemons.runtime.exit_codes import ExitCode
+from tandem.client.run_curves import Segment, load, series
+from tandem.daemons.runtime.exit_codes import ExitCode
 
 # (title, which flat keys belong to the chart)
 CHARTS = [

@@ -1,6 +1,6 @@
 """Trained policies for people: `load_policy(run dir, checkpoint or export)`, then `.act(obs)`; no daemon runs.
 
-Nothing here imports torch until a policy is loaded, so `import client` stays light.
+Nothing here imports torch until a policy is loaded, so `import tandem` stays light.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from client.checkpoint_choice import available, pick, refuse_choice
-from client.export import SPEC_FILE, load_exported
-from client.trained import PolicyError, PolicySpec, TrainedPolicy
-from daemons.config import ConfigError, RunConfig, load_config
-from daemons.config.policies import DEFAULT_POLICY, policy_config
-from daemons.evaluator.kept import LATEST
-from daemons.runtime.exit_codes import ExitCode
+from tandem.client.checkpoint_choice import available, pick, refuse_choice
+from tandem.client.export import SPEC_FILE, load_exported
+from tandem.client.trained import PolicyError, PolicySpec, TrainedPolicy
+from tandem.daemons.config import ConfigError, RunConfig, load_config
+from tandem.daemons.config.policies import DEFAULT_POLICY, policy_config
+from tandem.daemons.evaluator.kept import LATEST
+from tandem.daemons.runtime.exit_codes import ExitCode
 
 CONFIG_FILE = "config.toml"  # the resolved config `tandem up` writes into the run directory
 LEARNER_PREFIX = "learner-"
@@ -87,7 +87,7 @@ def read_checkpoint(where: Path) -> tuple[dict, Path]:
     """(state, file) of a checkpoint file, or of the newest loadable checkpoint in a policy's directory."""
     import torch
 
-    from daemons.learner.checkpoint import checkpoint_files, load_latest_checkpoint
+    from tandem.daemons.learner.checkpoint import checkpoint_files, load_latest_checkpoint
 
     if where.is_file():
         try:
@@ -115,7 +115,7 @@ def acting_weights(state: Mapping[str, Any], algorithm: str, where: Path) -> dic
     """The network the actors run, from a learner checkpoint, as the numpy arrays its learner would publish."""
     import torch
 
-    from daemons.evaluator.kept import ACTING_NETWORK
+    from tandem.daemons.evaluator.kept import ACTING_NETWORK
 
     saved = state.get("algorithm")
     saved_name = saved.get("algorithm") if isinstance(saved, Mapping) else None
@@ -131,8 +131,8 @@ def acting_weights(state: Mapping[str, Any], algorithm: str, where: Path) -> dic
 
 
 def probe_spaces(config: RunConfig, name: str, run_dir: Path) -> Any:
-    from daemons.envs.gym_envs import EnvBuildError
-    from daemons.envs.probe import probe_policy_spaces
+    from tandem.daemons.envs.gym_envs import EnvBuildError
+    from tandem.daemons.envs.probe import probe_policy_spaces
 
     try:
         return probe_policy_spaces(config, name)

@@ -7,13 +7,13 @@ import sys
 
 import click
 
-from client.trained import PolicyError
+from tandem.client.trained import PolicyError
 
 SOURCE_HELP = ("CHECKPOINT_OR_RUN is a run directory (runs/NAME; its newest checkpoint unless --checkpoint says), "
                "a checkpoint file or an exported directory.")
 policy_option = click.option("--policy", default=None, metavar="NAME",
                              help="Which policy of a multi-agent run (default: 'default').")
-# choices written out, not imported: `tandem --help` stays light (client.checkpoint_choice refuses others too)
+# choices written out, not imported: `tandem --help` stays light (tandem.client.checkpoint_choice refuses others too)
 checkpoint_option = click.option(
     "--checkpoint", type=click.Choice(["latest", "best", "solved"]), default=None,
     help="Which checkpoint of a run directory: latest (the default: the learner's newest), best (the weights "
@@ -44,8 +44,8 @@ def fail(exc: PolicyError) -> None:
 def eval_cmd(source: str, policy: str | None, checkpoint: str | None, episodes: int, seed: int, sample: bool,
              render: str | None, video: str | None, device: str, as_json: bool) -> None:
     """Play a trained policy greedily on its run's env; mean and std of the return."""
-    from client.evaluate import evaluate
-    from daemons.runtime.torch_threads import set_torch_threads
+    from tandem.client.evaluate import evaluate
+    from tandem.daemons.runtime.torch_threads import set_torch_threads
 
     set_torch_threads(1)  # one observation per step gains nothing from more threads; they only contend for cores
     try:
@@ -83,8 +83,8 @@ def eval_cmd(source: str, policy: str | None, checkpoint: str | None, episodes: 
 @checkpoint_option
 def export_cmd(source: str, out_dir: str, policy: str | None, checkpoint: str | None) -> None:
     """Write a trained policy as safetensors weights and a JSON spec (no pickle)."""
-    from client.export import export_policy
-    from client.policy import load_policy
+    from tandem.client.export import export_policy
+    from tandem.client.policy import load_policy
 
     try:
         trained = load_policy(source, policy, checkpoint=checkpoint)

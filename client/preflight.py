@@ -6,8 +6,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from daemons.config import RunConfig
-from daemons.config.policies import policy_config, policy_names
+from tandem.daemons.config import RunConfig
+from tandem.daemons.config.policies import policy_config, policy_names
 
 
 class ProbeFailed(Exception):
@@ -46,17 +46,17 @@ def probe(config: RunConfig, config_file: str | Path, timeout_s: float) -> Probe
 
 
 def one_line(exc: BaseException) -> str:
-    from daemons.runtime.reporter import describe_error
+    from tandem.daemons.runtime.reporter import describe_error
 
     return describe_error(exc)
 
 
 def _probe(config: RunConfig, config_file: str | Path) -> ProbeReport:
-    from daemons.algorithms import make_policy
-    from daemons.algorithms.torch_util import torch_device
-    from daemons.envs.probe import probe_policy_spaces
-    from daemons.runtime.plugins import add_to_path, plugin_folders
-    from daemons.runtime.setup_errors import SetupError
+    from tandem.daemons.algorithms import make_policy
+    from tandem.daemons.algorithms.torch_util import torch_device
+    from tandem.daemons.envs.probe import probe_policy_spaces
+    from tandem.daemons.runtime.plugins import add_to_path, plugin_folders
+    from tandem.daemons.runtime.setup_errors import SetupError
 
     add_to_path(plugin_folders(config_file))  # where `tandem up` lets the daemons look for the user's modules
     report = ProbeReport()

@@ -1,6 +1,6 @@
 """A trained policy's network with its weights: `act(obs)` for one observation or a batch, greedy by default.
 
-Loading (from a run, a checkpoint or an export) lives in client.policy and client.export.
+Loading (from a run, a checkpoint or an export) lives in tandem.client.policy and tandem.client.export.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from daemons.config import RunConfig
-from daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.config import RunConfig
+from tandem.daemons.runtime.exit_codes import ExitCode
 
 DQN_SAMPLE_EPSILON = 0.05  # Q-learning has no distribution to sample: sample=True acts epsilon-greedy
 
@@ -49,7 +49,7 @@ class TrainedPolicy:
 
     def __init__(self, spec: PolicySpec, weights: Mapping[str, np.ndarray], device: str = "cpu",
                  seed: int | None = None):
-        from daemons.algorithms import make_policy
+        from tandem.daemons.algorithms import make_policy
 
         self.spec = spec
         config = dataclasses.replace(spec.config, actors=dataclasses.replace(spec.config.actors, device=device))
@@ -78,7 +78,7 @@ class TrainedPolicy:
         draws from an on-policy algorithm's distribution, or acts epsilon-greedy (`epsilon`) for Q-learning.
         An observation with an action mask may be given as the env's dict (observation, action_mask).
         """
-        from daemons.envs.spaces import env_actions
+        from tandem.daemons.envs.spaces import env_actions
 
         batch, single = self.as_batch(obs)
         chance = 0.0 if not sample else (epsilon if self.algorithm == "double_dqn" else 1.0)
@@ -100,7 +100,7 @@ class TrainedPolicy:
                          f"{list(self.obs_shape)} nor a batch [B, {', '.join(map(str, self.obs_shape))}]")
 
     def flatten_masked(self, obs: Mapping[str, Any]) -> np.ndarray:
-        """The env's dict observation as the network takes it (as daemons.envs.spaces.ObsAdapter makes it)."""
+        """The env's dict observation as the network takes it (as tandem.daemons.envs.spaces.ObsAdapter makes it)."""
         if not self.spec.mask_size or set(obs) != {"observation", "action_mask"}:
             raise ValueError(f"policy {self.name!r} takes array observations of shape {list(self.obs_shape)}, "
                              f"not a dict with keys {sorted(obs)}")
@@ -109,6 +109,6 @@ class TrainedPolicy:
 
     def weights(self) -> dict[str, np.ndarray]:
         """The network's tensors as numpy arrays, as a learner publishes them."""
-        from daemons.algorithms.torch_util import module_weights
+        from tandem.daemons.algorithms.torch_util import module_weights
 
         return module_weights(self.net.nets.current)

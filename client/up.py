@@ -1,4 +1,4 @@
-"""`tandem up` and `tandem supervise`: the command lines around the supervisor loop in `daemons.supervisor.loop`."""
+"""`tandem up` and `tandem supervise`: the command lines around the supervisor loop in `tandem.daemons.supervisor.loop`."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 
 import click
 
-from client.config_cmd import load_or_exit, set_option
-from client.display import Display, format_line
+from tandem.client.config_cmd import load_or_exit, set_option
+from tandem.client.display import Display, format_line
 
 insecure_option = click.option("--insecure", is_flag=True,
                                help="Allow binding a non-loopback transport.host without authentication.")
@@ -18,8 +18,8 @@ insecure_option = click.option("--insecure", is_flag=True,
 def run_supervisor(config_file: str, overrides: tuple[str, ...], display: Display | None, honour_stop: bool,
                    insecure: bool = False, no_children: bool = False, fresh: bool = False) -> None:
     """Load the config, run the supervisor loop, print how it ended and exit with its code."""
-    from daemons.runtime.plugins import plugin_folders
-    from daemons.supervisor.loop import SupervisorError, supervise
+    from tandem.daemons.runtime.plugins import plugin_folders
+    from tandem.daemons.supervisor.loop import SupervisorError, supervise
 
     config = load_or_exit(config_file, overrides)
     if display is not None:

@@ -13,14 +13,14 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from daemons.config import ConfigError, RunConfig, load_config
-from daemons.runtime.exit_codes import ExitCode
-from daemons.runtime import stack_dump
-from daemons.runtime.logs import setup_logging
-from daemons.runtime.plugins import add_to_path, plugin_folders
-from daemons.runtime.setup_errors import SetupError
-from daemons.runtime.process_name import set_process_name
-from daemons.runtime.signals import StopFlag, die_with_parent
+from tandem.daemons.config import ConfigError, RunConfig, load_config
+from tandem.daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.runtime import stack_dump
+from tandem.daemons.runtime.logs import setup_logging
+from tandem.daemons.runtime.plugins import add_to_path, plugin_folders
+from tandem.daemons.runtime.setup_errors import SetupError
+from tandem.daemons.runtime.process_name import set_process_name
+from tandem.daemons.runtime.signals import StopFlag, die_with_parent
 
 ROLES = ("actor", "learner", "evaluator")
 DAEMON_NAME_ENV = "TANDEM_DAEMON"  # set in every daemon (`actor-3`), so a user's env factory can tell where it runs
@@ -55,19 +55,19 @@ class DaemonSpec:
 def make_daemon(spec: DaemonSpec, config: RunConfig, stop: StopFlag) -> Any:
     """The daemon object for `spec`; its module is imported here (torch comes with it)."""
     if spec.role == "actor" and config.actors.mode == "serve":
-        from daemons.actor.serve.server import GameServer
+        from tandem.daemons.actor.serve.server import GameServer
 
         return GameServer(config, spec.index, stop, spec.control, insecure=spec.insecure)
     if spec.role == "actor":
-        from daemons.actor.daemon import Actor
+        from tandem.daemons.actor.daemon import Actor
 
         return Actor(config, spec.index, stop, spec.control)
     if spec.role == "learner":
-        from daemons.learner.daemon import Learner
+        from tandem.daemons.learner.daemon import Learner
 
         return Learner(config, spec.policy, stop, spec.control, spec.device, bind=spec.bind, insecure=spec.insecure)
     if spec.role == "evaluator":
-        from daemons.evaluator.daemon import Evaluator
+        from tandem.daemons.evaluator.daemon import Evaluator
 
         return Evaluator(config, stop, spec.control)
     raise ValueError(f"unknown daemon role {spec.role!r}; roles: {', '.join(ROLES)}")
@@ -75,8 +75,8 @@ def make_daemon(spec: DaemonSpec, config: RunConfig, stop: StopFlag) -> Any:
 
 def run(spec: DaemonSpec) -> int:
     """Run the daemon in this process until it stops; returns its exit code."""
-    from daemons.envs.gym_envs import EnvBuildError
-    from protocol import TransportError
+    from tandem.daemons.envs.gym_envs import EnvBuildError
+    from tandem.protocol import TransportError
 
     try:
         config = load_config(spec.config_file, spec.overrides)

@@ -18,7 +18,7 @@ import time
 
 import gymnasium as gym
 
-from client.game import Agent, AgentError, ServerGone, find_endpoint, find_endpoint_again
+from tandem.client.game import Agent, AgentError, ServerGone, find_endpoint, find_endpoint_again
 
 
 def play(index: int, endpoint: str | None, run_dir: str, seconds: float, fps: float, timeout_s: float) -> int:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from protocol import framing
-from protocol.control import ControlReply, ControlRequest, Heartbeat
-from protocol.errors import ProtocolError, TransportError
-from protocol.game import GAME_MESSAGES
-from protocol.limits import DEFAULT_LIMITS, PROTOCOL_VERSION, Limits
-from protocol.transitions import TransitionBatch
-from protocol.weights import WeightBlob, WeightRequest
+from tandem.protocol import framing
+from tandem.protocol.control import ControlReply, ControlRequest, Heartbeat
+from tandem.protocol.errors import ProtocolError, TransportError
+from tandem.protocol.game import GAME_MESSAGES
+from tandem.protocol.limits import DEFAULT_LIMITS, PROTOCOL_VERSION, Limits
+from tandem.protocol.transitions import TransitionBatch
+from tandem.protocol.weights import WeightBlob, WeightRequest
 
 Message = TransitionBatch | WeightBlob | WeightRequest | Heartbeat | ControlRequest | ControlReply
 MESSAGE_TYPES: dict[str, type] = {

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from protocol import framing
-from protocol.errors import ProtocolError
-from protocol.limits import DEFAULT_LIMITS, Limits
+from tandem.protocol import framing
+from tandem.protocol.errors import ProtocolError
+from tandem.protocol.limits import DEFAULT_LIMITS, Limits
 
 
 class HeaderOnly:

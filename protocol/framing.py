@@ -9,8 +9,8 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from protocol.errors import ProtocolError
-from protocol.limits import DEFAULT_LIMITS, PROTOCOL_VERSION, Limits
+from tandem.protocol.errors import ProtocolError
+from tandem.protocol.limits import DEFAULT_LIMITS, PROTOCOL_VERSION, Limits
 
 # The only dtypes that may cross the wire, by their numpy `.str` (little-endian or byte-sized).
 ALLOWED_DTYPES: dict[str, np.dtype] = {

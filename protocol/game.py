@@ -9,10 +9,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from protocol import framing
-from protocol.control import HeaderOnly
-from protocol.errors import ProtocolError
-from protocol.limits import Limits
+from tandem.protocol import framing
+from tandem.protocol.control import HeaderOnly
+from tandem.protocol.errors import ProtocolError
+from tandem.protocol.limits import Limits
 
 MAX_GAME_STREAMS = 256  # streams one connection may open
 MAX_NAME_CHARS = 200

@@ -7,10 +7,10 @@ from typing import Any
 
 import msgpack
 
-from protocol import framing
-from protocol.errors import ProtocolError
-from protocol.game import GAME_LIMITS, GameBye, GameHello, GameStep
-from protocol.limits import Limits
+from tandem.protocol import framing
+from tandem.protocol.errors import ProtocolError
+from tandem.protocol.game import GAME_LIMITS, GameBye, GameHello, GameStep
+from tandem.protocol.limits import Limits
 
 # The kinds a server takes; any other `kind` string (a reply kind, another socket's kind, a typo) is `bad_kind`.
 SERVER_KINDS: dict[str, type] = {cls.KIND: cls for cls in (GameHello, GameStep, GameBye)}

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from protocol.stacks import continues, frame_words, same_memory
-from protocol.transitions import TransitionBatch
+from tandem.protocol.stacks import continues, frame_words, same_memory
+from tandem.protocol.transitions import TransitionBatch
 
 
 def joinable(first: TransitionBatch, second: TransitionBatch) -> bool:

@@ -8,8 +8,8 @@ from typing import Any
 
 import zmq
 
-from protocol.errors import TransportError
-from protocol.limits import DEFAULT_LIMITS
+from tandem.protocol.errors import TransportError
+from tandem.protocol.limits import DEFAULT_LIMITS
 
 # Frames at least this big are sent without copying; smaller ones are cheaper to copy.
 ZERO_COPY_MIN_BYTES = 64 * 1024

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from protocol.transitions import TransitionBatch
+from tandem.protocol.transitions import TransitionBatch
 
 
 def stack_sources(done: np.ndarray, stack: int) -> np.ndarray:

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from protocol import framing
-from protocol.errors import ProtocolError
-from protocol.limits import DEFAULT_LIMITS, Limits
+from tandem.protocol import framing
+from tandem.protocol.errors import ProtocolError
+from tandem.protocol.limits import DEFAULT_LIMITS, Limits
 
 CORE_ARRAYS = ("obs", "actions", "rewards", "terminated", "truncated", "final_obs")
 MAX_EXTRAS = 16
@@ -52,7 +52,7 @@ class TransitionBatch:
     extras: Mapping[str, np.ndarray] = field(default_factory=dict)  # name -> [T, K, ...], e.g. behaviour logits
     # Frame stacks sent once (PROTOCOL.md 2.1.2): with obs_stack S > 1, obs and final_obs hold only the newest
     # frame of each observation and obs_history [K, S-1, *frame] the earlier frames of obs[0]'s stacks;
-    # protocol.stacks rebuilds the whole stacks.
+    # tandem.protocol.stacks rebuilds the whole stacks.
     obs_stack: int = 1
     obs_history: np.ndarray | None = None
 

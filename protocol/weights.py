@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from protocol import framing
-from protocol.errors import ProtocolError
-from protocol.limits import DEFAULT_LIMITS, Limits
+from tandem.protocol import framing
+from tandem.protocol.errors import ProtocolError
+from tandem.protocol.limits import DEFAULT_LIMITS, Limits
 
 BLOB_FIELDS = {
     "policy_id": framing.string,

@@ -7,7 +7,7 @@ import tempfile
 
 import pytest
 
-from protocol import sockets
+from tandem.protocol import sockets
 
 
 @pytest.fixture

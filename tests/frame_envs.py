@@ -5,9 +5,9 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from daemons.actor.unroll import UnrollBuilder
-from daemons.envs.gym_envs import EnvGroup
-from protocol import TransitionBatch
+from tandem.daemons.actor.unroll import UnrollBuilder
+from tandem.daemons.envs.gym_envs import EnvGroup
+from tandem.protocol import TransitionBatch
 
 STACK = 4
 

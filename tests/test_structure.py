@@ -15,10 +15,11 @@ LAYER = {"protocol": 0, "daemons": 1, "client": 2}  # a module may import its ow
 
 
 def module_name(path: Path) -> str:
+    """The name a module is imported by: the repository's folders are `tandem.daemons`, `tandem.protocol`, ..."""
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
-    return ".".join(parts)
+    return ".".join(["tandem", *parts])
 
 
 def project_modules() -> dict[str, Path]:
@@ -92,8 +93,47 @@ def test_no_import_cycle_among_the_project_modules():
 
 def test_protocol_and_daemons_never_import_client():
     upward = sorted(f"{src} -> {dst}" for src, dsts in graph().items() for dst in dsts
-                    if LAYER[dst.split(".")[0]] > LAYER[src.split(".")[0]])
+                    if LAYER[dst.split(".")[1]] > LAYER[src.split(".")[1]])
     assert not upward, "imports from a lower layer into a higher one: " + ", ".join(upward)
+
+
+def test_the_graph_sees_the_imports():
+    edges = graph()
+    assert "tandem.protocol.framing" in edges["tandem.protocol"], "imports under tandem.* are not being followed"
+
+
+def python_files() -> list[Path]:
+    return [p for top in (*PACKAGES, "tandem", "tests", "examples", "deploy") for p in (ROOT / top).rglob("*.py")]
+
+
+def test_every_import_goes_through_the_tandem_name():
+    # In a checkout `daemons` and `tandem.daemons` both import, as two copies of every module (two RunConfig
+    # classes, two of every counter); installed, only `tandem` exists. So nothing may use the bare names.
+    bare = []
+    for path in python_files():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            bare += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names if n.split(".")[0] in PACKAGES]
+    assert not bare, "imports of the bare package names (use tandem.<name>): " + ", ".join(bare)
+
+
+def test_an_installed_tandem_adds_only_the_tandem_name(tmp_path):
+    """`pip install .` into a clean environment: `import tandem` works, `import client/daemons/protocol` fail."""
+    target = tmp_path / "site"
+    result = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-q",
+                             "--target", str(target), str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    installed = sorted(p.name for p in target.iterdir() if not p.name.endswith((".dist-info", ".egg-info")))
+    assert installed == ["bin", "tandem"] or installed == ["tandem"], installed
+    probe = ("import importlib, sys\nsys.path.insert(0, sys.argv[1])\nimport tandem, tandem.protocol.limits\n"
+             "print(tandem.__file__.startswith(sys.argv[1]))\nfor name in ('client', 'daemons', 'protocol'):\n"
+             "    try:\n        importlib.import_module(name)\n        print(name)\n    except ImportError:\n"
+             "        pass\n")
+    found = subprocess.run([sys.executable, "-I", "-c", probe, str(target)], capture_output=True, text=True,
+                           timeout=60, cwd=tmp_path)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.split() == ["True"], found.stdout
 
 
 def loaded_after(code: str) -> set[str]:
@@ -104,7 +144,7 @@ def loaded_after(code: str) -> set[str]:
     return set(result.stdout.split())
 
 
-@pytest.mark.parametrize("module", ["daemons.replay", "daemons.config", "daemons.supervisor.progress",
-                                    "daemons.runtime.control_channel", "daemons.algorithms"])
+@pytest.mark.parametrize("module", ["tandem.daemons.replay", "tandem.daemons.config", "tandem.daemons.supervisor.progress",
+                                    "tandem.daemons.runtime.control_channel", "tandem.daemons.algorithms"])
 def test_light_modules_import_no_torch(module):
     assert "torch" not in loaded_after(f"import {module}")

@@ -24,8 +24,8 @@ def run_json(ctx: click.Context, command: click.Command, quick: bool) -> dict:
 @click.pass_context
 def all_cmd(ctx: click.Context, as_json: bool, quick: bool) -> None:
     """Run every benchmark; print each one's targets and whether they were met."""
-    from client.bench.group import BENCHMARKS
-    from client.lazy import load_command
+    from tandem.client.bench.group import BENCHMARKS
+    from tandem.client.lazy import load_command
 
     records = {}
     for command in (load_command(target) for target, _ in BENCHMARKS.values()):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from client.bench.runs import RunFigures, timed_run
-from daemons.config import ConfigError, load_config
+from tandem.client.bench.runs import RunFigures, timed_run
+from tandem.daemons.config import ConfigError, load_config
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "pong_appo.toml"
 

@@ -16,7 +16,7 @@ import numpy as np
 import psutil
 import zmq
 
-from protocol import WeightBlob, sockets
+from tandem.protocol import WeightBlob, sockets
 
 SIZES = {"100KiB": 100 * 1024, "10MiB": 10 * 1024 * 1024, "100MiB": 100 * 1024 * 1024}
 TARGET_RATIO = 1.5  # Tandem / raw at 10 MiB to 16 actors
@@ -41,7 +41,7 @@ def subscriber(path: str, weights_ep: str, snapshot_ep: str, ack_ep: str, index:
     deadline = time.monotonic() + 600.0  # a child never outlives a lost parent by long
     try:
         if path == "tandem":
-            from daemons.actor.weights_client import WeightsClient
+            from tandem.daemons.actor.weights_client import WeightsClient
             client = WeightsClient(ctx, "bench", weights_ep, snapshot_ep, f"sub{index}", refresh_s=3600.0)
             ack.send_json({"hello": index})
             while time.monotonic() < deadline:

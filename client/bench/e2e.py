@@ -19,7 +19,7 @@ DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "cartpole.to
 def run_seed(config: Path, seed: int, limit_s: float, extra: tuple[str, ...]) -> dict:
     """One `tandem up` from process start to exit; solved when it stopped on its eval_return condition."""
     with tempfile.TemporaryDirectory(prefix="tandem-e2e-") as tmp:
-        args = [sys.executable, "-m", "client", "up", str(config), "--json", "--quiet",
+        args = [sys.executable, "-m", "tandem", "up", str(config), "--json", "--quiet",
                 "--set", f"run.seed={seed}", "--set", f"run.dir='{tmp}/run'", "--set", f"stop.seconds={limit_s}"]
         for item in extra:
             args += ["--set", item]

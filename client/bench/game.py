@@ -16,7 +16,7 @@ from queue import Empty
 import click
 import numpy as np
 
-from client.bench.isolation import IDLE, TRAINING
+from tandem.client.bench.isolation import IDLE, TRAINING
 
 # The served run, pinned here (an installed package has no examples/): CartPole-v1 games served by one
 # action server, a DQN learner. DQN, because its replay lets the same config either never train (IDLE: the
@@ -49,8 +49,8 @@ def drive(endpoint: str, games: int, seconds: float, out: multiprocessing.Queue)
     each waits for its action (as many games on one clock would); frames and client-side latencies."""
     import gymnasium as gym
 
-    from protocol import sockets
-    from protocol.game import GameAction, GameBye, GameHello, GameStep, decode_game
+    from tandem.protocol import sockets
+    from tandem.protocol.game import GameAction, GameBye, GameHello, GameStep, decode_game
 
     ctx = sockets.new_context()
     socks, envs, obs, streams = [], [], [], []
@@ -98,7 +98,7 @@ def drive(endpoint: str, games: int, seconds: float, out: multiprocessing.Queue)
 
 def server_counters(run_dir: Path) -> dict:
     """The action server's heartbeat counters, with the learner's `updates` added."""
-    status = subprocess.run([sys.executable, "-m", "client", "status", "--run-dir", str(run_dir), "--json"],
+    status = subprocess.run([sys.executable, "-m", "tandem", "status", "--run-dir", str(run_dir), "--json"],
                             capture_output=True, text=True, timeout=30)
     data = json.loads(status.stdout) if status.returncode in (0, 5) and status.stdout else {}
     rows = {p["name"]: p["counters"] for p in data.get("processes", [])}
@@ -155,8 +155,8 @@ def phase(endpoint: str, run_dir: Path, games: int, seconds: float) -> dict:
 
 def served_run(training: bool, counts: list[int], seconds: float) -> list[dict]:
     """One `tandem up` of the pinned served run (learner idle or training flat out); a phase per game count."""
-    from client.game import find_endpoint
-    from daemons.config import apply_overrides, config_from_dict, render_toml
+    from tandem.client.game import find_endpoint
+    from tandem.daemons.config import apply_overrides, config_from_dict, render_toml
 
     with tempfile.TemporaryDirectory(prefix="tandem-bench-game-") as tmp:
         run_dir, config = Path(tmp) / "run", Path(tmp) / "game.toml"
@@ -164,7 +164,7 @@ def served_run(training: bool, counts: list[int], seconds: float) -> list[dict]:
                      f"supervisor.heartbeat_interval_s={HEARTBEAT_S}",
                      f"stop.seconds={len(counts) * (seconds + 10) + 180}"]
         config.write_text(render_toml(config_from_dict(apply_overrides({}, overrides))))
-        up = subprocess.Popen([sys.executable, "-m", "client", "up", str(config), "--json"],
+        up = subprocess.Popen([sys.executable, "-m", "tandem", "up", str(config), "--json"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         try:
             endpoint = find_endpoint(run_dir, timeout_s=120)

@@ -13,21 +13,21 @@ from pathlib import Path
 
 import click
 
-from client.bench.e2e import median_solve_s, run_seed, solve_record
-from client.bench.game import drive
+from tandem.client.bench.e2e import median_solve_s, run_seed, solve_record
+from tandem.client.bench.game import drive
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "game_cartpole.toml"
 
 
 def served_seed(config: Path, seed: int, games: int, limit_s: float, extra: tuple[str, ...]) -> dict:
     """One `tandem up` in serve mode with `games` game processes (one game each), from launch to exit."""
-    from client.game import ServerGone, find_endpoint
+    from tandem.client.game import ServerGone, find_endpoint
 
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     players: list = []
     with tempfile.TemporaryDirectory(prefix="tandem-game-solve-") as tmp:
-        args = [sys.executable, "-m", "client", "up", str(config), "--json", "--quiet", "--set", "actors.mode='serve'",
+        args = [sys.executable, "-m", "tandem", "up", str(config), "--json", "--quiet", "--set", "actors.mode='serve'",
                 "--set", f"run.seed={seed}", "--set", f"run.dir='{tmp}/run'", "--set", f"stop.seconds={limit_s}"]
         for item in extra:
             args += ["--set", item]

@@ -17,14 +17,14 @@ import numpy as np
 import torch
 import zmq
 
-from protocol import sockets
-from client.bench.transport import JOIN, START_TIMEOUT_S, end_process, machine, make_batch, tandem_send_loop
+from tandem.protocol import sockets
+from tandem.client.bench.transport import JOIN, START_TIMEOUT_S, end_process, machine, make_batch, tandem_send_loop
 
 TARGET_SHARE = 0.8  # the learner keeps at least this share of its no-intake update rate under a flood
 # name -> (env.id, model.kind, algorithm.batch_size, transport payload the senders flood with)
 MODELS = {
     "cartpole": ("CartPole-v1", "mlp", 256, "cartpole"),
-    "atari": ("client.bench.intake:atari_like_env", "nature_cnn", 32, "atari"),
+    "atari": ("tandem.client.bench.intake:atari_like_env", "nature_cnn", 32, "atari"),
 }
 MODES = ("no_intake", "no_intake_no_prefetch", "flood_thread", "flood_inline")
 REPLAY_CAPACITY = 20_000
@@ -68,9 +68,9 @@ def run_sender(endpoint: str, payload: str, index: int, stop) -> None:
 
 
 def make_learner(model: str, device: str, tmp: str, mode: str):
-    from daemons.config import load_config
-    from daemons.learner.daemon import Learner
-    from daemons.runtime.signals import StopFlag
+    from tandem.daemons.config import load_config
+    from tandem.daemons.learner.daemon import Learner
+    from tandem.daemons.runtime.signals import StopFlag
 
     env_id, kind, batch_size, _ = MODELS[model]
     overrides = [f"run.dir='{tmp}/{model}-{mode}'", f"env.id='{env_id}'", f"model.kind='{kind}'",
@@ -164,7 +164,7 @@ def wait_started(learner, procs, warmup_s: float) -> dict:
 def model_limits(model: str, device: str, duration_s: float) -> dict:
     """Samples/s of the same model on random tensors already on the device: one forward+backward+Adam step,
     and the whole Double DQN update (three forward passes, backward, step, priorities back to the host)."""
-    from daemons.replay import SampledBatch
+    from tandem.daemons.replay import SampledBatch
 
     with tempfile.TemporaryDirectory(prefix="tb-intake-") as tmp:
         learner = make_learner(model, device, tmp, "limit")

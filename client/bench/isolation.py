@@ -14,9 +14,9 @@ from pathlib import Path
 
 import click
 
-from daemons.supervisor.collector import HeartbeatCollector
-from daemons.supervisor.ports import fix_ports
-from daemons.config import apply_overrides, config_from_dict, render_toml
+from tandem.daemons.supervisor.collector import HeartbeatCollector
+from tandem.daemons.supervisor.ports import fix_ports
+from tandem.daemons.config import apply_overrides, config_from_dict, render_toml
 
 # The measured run, pinned here rather than read from examples/ (which an installed package does not have):
 # CartPole-v1 with 8 envs per actor (the defaults) and the example's training settings.
@@ -68,7 +68,7 @@ def run_phase(training: bool, seconds: float, actors: int = 1) -> dict:
             daemons += [(f"actor-{i}", ("actor", str(path), "--index", str(i))) for i in range(actors)]
             for name, args in daemons:
                 with (Path(tmp) / f"{name}.log").open("ab") as log:
-                    procs[name] = subprocess.Popen([sys.executable, "-m", "client", *args, "--control", beats.endpoint],
+                    procs[name] = subprocess.Popen([sys.executable, "-m", "tandem", *args, "--control", beats.endpoint],
                                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                                    cwd=tmp, env=env)
             running = lambda n: (b := beats.last(n)) is not None and b.stage == "running"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from client.bench.runs import timed_run
+from tandem.client.bench.runs import timed_run
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "cartpole_appo.toml"
 

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import click
 
-from client.bench.runs import RunFigures, timed_run
-from client.bench.references import load_reference
+from tandem.client.bench.runs import RunFigures, timed_run
+from tandem.client.bench.references import load_reference
 
 POINTS = (0.25, 0.5, 0.75, 1.0)  # where on the frame axis each seed's returns are read, as shares of --frames
 
 
 def frames_per_step(config_path: Path, overrides: tuple[str, ...]) -> int:
     """Env frames one agent step stands for: the Atari frame skip, else 1."""
-    from daemons.config.loader import load_config
+    from tandem.daemons.config.loader import load_config
 
     config = load_config(config_path, overrides)
     return config.env.atari.frame_skip if config.env.atari.enabled else 1
@@ -147,7 +147,7 @@ def print_table(record: dict) -> None:
 def learn_cmd(config: Path, frames: int, seeds: int, limit_s: float, reference_file: str | None, heartbeat_s: float,
               overrides: tuple[str, ...], as_json: bool) -> None:
     """Training and evaluation return against env frames and wall time for each seed, with the medians."""
-    from daemons.config.fields import ConfigError
+    from tandem.daemons.config.fields import ConfigError
 
     try:
         skip = frames_per_step(config, overrides)

@@ -13,8 +13,8 @@ import time
 import click
 import numpy as np
 
-from daemons.replay import FrameReplay, NStepTransitions, ReplayBuffer
-from protocol import TransitionBatch
+from tandem.daemons.replay import FrameReplay, NStepTransitions, ReplayBuffer
+from tandem.protocol import TransitionBatch
 
 CAPACITIES = (10_000, 100_000, 1_000_000)
 KINDS = ("uniform", "prioritized")

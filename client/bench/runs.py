@@ -76,7 +76,7 @@ def gpu_utilisation() -> float | None:
 def timed_run(config: Path, seconds: float, overrides: tuple[str, ...] | list[str]) -> RunFigures:
     """`tandem up config` for `seconds` (its own stop conditions may end it sooner), sampled once a second."""
     with tempfile.TemporaryDirectory(prefix="tandem-bench-") as tmp:
-        args = [sys.executable, "-m", "client", "up", str(config), "--json",
+        args = [sys.executable, "-m", "tandem", "up", str(config), "--json",
                 "--set", f"run.dir='{tmp}/run'", "--set", f"stop.seconds={seconds}"]
         for item in overrides:
             args += ["--set", item]

@@ -8,7 +8,7 @@ import statistics
 
 import click
 
-from client.bench.isolation import run_phase
+from tandem.client.bench.isolation import run_phase
 
 COUNTS = (1, 2, 4, 8)
 

@@ -24,7 +24,7 @@ class SerialRun:
     def __init__(self, config, seed: int, lag: int = 0):
         import gymnasium as gym
 
-        from daemons.algorithms import make_algorithm, make_policy
+        from tandem.daemons.algorithms import make_algorithm, make_policy
 
         self.config, self.seed = config, seed
         self.num_envs, self.steps_per_unroll = config.env.num_envs, config.actors.unroll_length
@@ -40,7 +40,7 @@ class SerialRun:
         self.published = [self.learner.weights()]  # the newest lag + 1 versions, oldest first
 
     def unroll(self):
-        from protocol import TransitionBatch
+        from tandem.protocol import TransitionBatch
 
         t_max, k_max = self.steps_per_unroll, self.num_envs
         obs = np.empty((t_max + 1, *self.obs.shape), self.obs.dtype)
@@ -137,10 +137,10 @@ def run_seed(config, seed: int, target: float, max_steps: int, eval_every: int, 
 def serial_cmd(config_path: Path, seeds: int, first_seed: int, target: float | None, max_steps: int, eval_every: int,
                max_return: float | None, lag: int, overrides: tuple[str, ...], as_json: bool) -> None:
     """Env steps until a greedy evaluation clears the target, the learning rule alone (one process, one core)."""
-    from daemons.algorithms import feed_kind
-    from daemons.config.fields import ConfigError
-    from daemons.config.loader import load_config
-    from daemons.runtime.torch_threads import set_torch_threads
+    from tandem.daemons.algorithms import feed_kind
+    from tandem.daemons.config.fields import ConfigError
+    from tandem.daemons.config.loader import load_config
+    from tandem.daemons.runtime.torch_threads import set_torch_threads
 
     try:
         config = load_config(config_path, overrides)

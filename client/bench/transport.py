@@ -18,9 +18,9 @@ import msgpack
 import numpy as np
 import zmq
 
-from daemons.config.schema import ActorsSection
-from protocol import sockets, stacks
-from protocol.transitions import TransitionBatch
+from tandem.daemons.config.schema import ActorsSection
+from tandem.protocol import sockets, stacks
+from tandem.protocol.transitions import TransitionBatch
 
 # name -> (T, K, obs shape, obs dtype): 256 small transitions, or 32 of stacked 84x84 frames (~1 MB a batch whole)
 PAYLOADS = {"cartpole": (32, 8, (4,), np.float32), "atari": (8, 4, (4, 84, 84), np.uint8)}
@@ -129,7 +129,7 @@ class ActorUnrolls:
     actor's do); unstacked batches as they are."""
 
     def __init__(self, batch: TransitionBatch, stack: int, checked: bool = False):
-        from daemons.actor.unroll import FrameRows
+        from tandem.daemons.actor.unroll import FrameRows
 
         self.batch, self.stack, self.checked = batch, stack, checked
         self.rows, self.last = FrameRows(), batch.obs[0]  # make_batch's obs[T] equals its obs[0]
@@ -138,8 +138,8 @@ class ActorUnrolls:
         batch = self.batch
         if self.stack < 2:
             return dataclasses.replace(batch, seq=seq)
-        from daemons.actor.unroll import FrameUnrollBuilder
-        from daemons.envs.gym_envs import StepResult
+        from tandem.daemons.actor.unroll import FrameUnrollBuilder
+        from tandem.daemons.envs.gym_envs import StepResult
 
         u = FrameUnrollBuilder(batch.num_steps, self.last, batch.actions.shape[2:], batch.actions.dtype, self.checked,
                                self.rows)
@@ -155,7 +155,7 @@ class ActorUnrolls:
 
 def same_message(payload: str) -> tuple[list, int]:
     """The first message Tandem's sender makes from a full backlog, as bytes, and how many unrolls it holds."""
-    from daemons.actor.backlog import JoiningBacklog
+    from tandem.daemons.actor.backlog import JoiningBacklog
 
     batch, stack = make_batch(payload), stack_of(payload)
     backlog = JoiningBacklog(BACKLOG_BATCHES, JOIN["tandem"])
@@ -174,7 +174,7 @@ def same_message(payload: str) -> tuple[list, int]:
 
 def filled_replay(payload: str):
     """A full buffer, so that inserts cost what they do in steady state (no first-touch page faults)."""
-    from daemons.replay import FrameReplay, NStepTransitions, ReplayBuffer
+    from tandem.daemons.replay import FrameReplay, NStepTransitions, ReplayBuffer
 
     _, _, obs_shape, dtype = PAYLOADS[payload]
     capacity = CAPACITIES[payload]
@@ -199,8 +199,8 @@ def filled_replay(payload: str):
 
 
 def tandem_session(ctx: zmq.Context, endpoint: str, replay, payload: str):
-    # Imported here: daemons.replay imports torch, which only the Tandem receiver should pay for.
-    from daemons.replay import FrameReplay, NStepAccumulator
+    # Imported here: tandem.daemons.replay imports torch, which only the Tandem receiver should pay for.
+    from tandem.daemons.replay import FrameReplay, NStepAccumulator
 
     sock, nstep = sockets.transitions_pull(ctx, endpoint), NStepAccumulator(N_STEP, GAMMA)
     # As the learner's ReplayFeed: a frame replay runs its own n-step windows over frame numbers.
@@ -327,7 +327,7 @@ def tandem_send_loop(ctx: zmq.Context, endpoint: str, batch: TransitionBatch, st
                      stack: int = 1, checked: bool = False) -> None:
     """An actor faster than its learner: its backlog is kept full and flushed as the actor's link does (with
     `stack` > 1 each unroll is recorded step by step as the actor's stepping records it: frames kept)."""
-    from daemons.actor.backlog import JoiningBacklog
+    from tandem.daemons.actor.backlog import JoiningBacklog
 
     sock = sockets.transitions_push(ctx, endpoint)
     backlog = JoiningBacklog(BACKLOG_BATCHES, max_join)

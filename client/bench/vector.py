@@ -11,13 +11,13 @@ from pathlib import Path
 import click
 import numpy as np
 
-from daemons.actor.exploration import actor_epsilons
-from daemons.actor.stepping import actor_envs, make_stepping
-from daemons.algorithms import make_policy
-from daemons.config import ConfigError, load_config
-from daemons.config.policies import DEFAULT_POLICY
-from daemons.envs.gym_envs import EnvBuildError
-from daemons.runtime.torch_threads import set_torch_threads
+from tandem.daemons.actor.exploration import actor_epsilons
+from tandem.daemons.actor.stepping import actor_envs, make_stepping
+from tandem.daemons.algorithms import make_policy
+from tandem.daemons.config import ConfigError, load_config
+from tandem.daemons.config.policies import DEFAULT_POLICY
+from tandem.daemons.envs.gym_envs import EnvBuildError
+from tandem.daemons.runtime.torch_threads import set_torch_threads
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -8,9 +8,9 @@ import time
 import numpy as np
 import zmq
 
-from client.chaos.judge import Drill
-from client.chaos.run import Run, rows, updates
-from protocol import TransitionBatch
+from tandem.client.chaos.judge import Drill
+from tandem.client.chaos.run import Run, rows, updates
+from tandem.protocol import TransitionBatch
 
 LEARNER = "learner-default"
 STEPS, ENVS = 16, 8

@@ -8,8 +8,8 @@ import shutil
 import time
 from pathlib import Path
 
-from client.chaos.judge import Drill
-from client.chaos.run import Run, RunFailed, rows, updates
+from tandem.client.chaos.judge import Drill
+from tandem.client.chaos.run import Run, RunFailed, rows, updates
 
 LEARNER = "learner-default"
 TMPFS_MB = 32

@@ -6,9 +6,9 @@ import time
 
 import psutil
 
-from client.chaos.judge import Drill
-from client.chaos.run import Run, live, tree
-from daemons.runtime.exit_codes import ExitCode
+from tandem.client.chaos.judge import Drill
+from tandem.client.chaos.run import Run, live, tree
+from tandem.daemons.runtime.exit_codes import ExitCode
 
 EXPECTED = {"SIGTERM": ExitCode.INTERRUPTED, "SIGINT": ExitCode.INTERRUPTED, "stop": ExitCode.OK}
 EXIT_S_MAX = 20.0  # stop_grace_s of the chaos runs is 2 s; the rest is a loaded machine's margin

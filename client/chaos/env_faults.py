@@ -7,8 +7,8 @@ from pathlib import Path
 
 import psutil
 
-from client.chaos.judge import Drill
-from client.chaos.run import Run, rows, updates
+from tandem.client.chaos.judge import Drill
+from tandem.client.chaos.run import Run, rows, updates
 
 LEARNER = "learner-default"
 # actor-0 hangs in its first build, actor-1 in every build, actor-2 in step() after 2000 steps, actor-3 is sound
@@ -17,7 +17,7 @@ HEALTHY = "actor-3"
 
 
 def overrides(markers: Path, build_deadline_s: float) -> list[str]:
-    return ["actors.count=4", "env.id='client.chaos.envs:troubled'", f"env.kwargs.marker_dir='{markers}'",
+    return ["actors.count=4", "env.id='tandem.client.chaos.envs:troubled'", f"env.kwargs.marker_dir='{markers}'",
             *(f"env.kwargs.{k}={v}" for k, v in ROLES.items()), "env.kwargs.hang_step_after=2000",
             f"supervisor.build_env_deadline_s={build_deadline_s}", "supervisor.start_token_lease_s=1.0",
             "supervisor.crash_loop_max=100"]

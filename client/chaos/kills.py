@@ -7,8 +7,8 @@ import re
 import signal
 import time
 
-from client.chaos.judge import Drill, spread
-from client.chaos.run import Run, RunFailed, replaced, rows, updates
+from tandem.client.chaos.judge import Drill, spread
+from tandem.client.chaos.run import Run, RunFailed, replaced, rows, updates
 
 LEARNER = "learner-default"
 BAD_COUNTERS = ("batches_malformed", "intake_errors")  # what a corrupt batch would raise in the learner

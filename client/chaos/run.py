@@ -12,11 +12,11 @@ from pathlib import Path
 
 import psutil
 
-from daemons.config import apply_overrides, config_from_dict, render_toml
-from daemons.config.schema import RunConfig
-from daemons.runtime.control_channel import ControlChannel, ControlTimeout
-from daemons.supervisor.ports import fix_ports
-from protocol import sockets
+from tandem.daemons.config import apply_overrides, config_from_dict, render_toml
+from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.runtime.control_channel import ControlChannel, ControlTimeout
+from tandem.daemons.supervisor.ports import fix_ports
+from tandem.protocol import sockets
 
 # CartPole-v1 with Double DQN as examples/cartpole.toml has it (pinned: an installed package has no examples/),
 # with fast heartbeats, short grace and backoff so that a drill sees a fault and its repair in seconds.
@@ -85,7 +85,7 @@ class Run:
         if config_path is not None:  # the caller wants the config elsewhere (e.g. outside a mount it shadows)
             path = config_path
             path.write_text(render_toml(self.config))
-        args = [*wrap, sys.executable, "-m", "client", "up", str(path), "--json"]
+        args = [*wrap, sys.executable, "-m", "tandem", "up", str(path), "--json"]
         self.out_path = tmp / "up.out"
         self.out = self.out_path.open("w")
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -140,7 +140,7 @@ class Run:
         """End the run by 'SIGTERM', 'SIGINT' or 'stop' (`tandem stop`); its exit code and seconds to exit."""
         started = time.monotonic()
         if how == "stop":
-            subprocess.run([sys.executable, "-m", "client", "stop", "--endpoint", self.channel.endpoint],
+            subprocess.run([sys.executable, "-m", "tandem", "stop", "--endpoint", self.channel.endpoint],
                            capture_output=True, timeout=30)
         else:
             self.proc.send_signal(getattr(signal, how))

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import click
 
-from client.chaos import bad_batches, disk, endings, env_faults, kills, stops
-from client.chaos.judge import Drill
-from client.chaos.run import Run
+from tandem.client.chaos import bad_batches, disk, endings, env_faults, kills, stops
+from tandem.client.chaos.judge import Drill
+from tandem.client.chaos.run import Run
 
 # name -> (quick, full) count or seconds of what repeats
 COUNTS = {"actor_kill": (2, 20), "learner_kill": (1, 5), "bad_batches": (5.0, 60.0), "leak": (3, 50)}
@@ -35,7 +35,7 @@ PLANS = {
                   "learner.checkpoint_interval_s=3.0"],
                  ["actor_kill", "bad_batches", "sigstop_actor", "sigstop_learner", "learner_kill"], "SIGTERM"),
     "envs": Plan(["supervisor.liveness_timeout_s=6.0"], ["hang_build_once", "hang_build_always", "hang_step"], "SIGINT"),
-    "leak": Plan(["actors.count=1", "env.num_envs=2", "env.id='client.chaos.envs:troubled'", "env.kwargs.leak=0",
+    "leak": Plan(["actors.count=1", "env.num_envs=2", "env.id='tandem.client.chaos.envs:troubled'", "env.kwargs.leak=0",
                   "supervisor.actor_rss_limit_mb=400", "supervisor.crash_loop_max=1", "learner.checkpoint_interval_s=5.0"],
                  ["leak"], "stop"),
     "disk": Plan(["actors.count=1", "learner.checkpoint_interval_s=2.0"], ["full_disk"], None),

@@ -8,8 +8,8 @@ import time
 
 import psutil
 
-from client.chaos.judge import Drill
-from client.chaos.run import Run, rows
+from tandem.client.chaos.judge import Drill
+from tandem.client.chaos.run import Run, rows
 
 LEARNER = "learner-default"
 RSS_GROWTH_MB_MAX = 64.0  # what an actor may add while its learner is frozen: queues are bounded by HWMs

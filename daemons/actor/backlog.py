@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from protocol.joining import join_unrolls, joinable
+from tandem.protocol.joining import join_unrolls, joinable
 
 # Joining stops before a message's observations pass this size: per-message costs matter for small unrolls
 # only, and big joined messages measured slower (whole-stack Atari unrolls of 1 MB: 0.20x raw pyzmq joined by 8).

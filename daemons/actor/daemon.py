@@ -8,21 +8,21 @@ from typing import Any
 
 import numpy as np
 
-from daemons.actor.exploration import actor_epsilons, decayed
-from daemons.actor.follow import LearnerFollower
-from daemons.actor.link import PolicyLink
-from daemons.actor.pacer import Pacer
-from daemons.actor.stepping import actor_envs, actor_seed, make_stepping
-from daemons.envs.gym_envs import close_all
-from daemons.config.policies import policy_config
-from daemons.config.schema import RunConfig
-from daemons.runtime.start_token import wait_start_token
-from daemons.runtime.control_channel import ControlChannel
-from daemons.runtime.endpoints import find_learner, socket_options
-from daemons.runtime.reporter import Reporter
-from daemons.runtime.signals import StopFlag
-from daemons.runtime.torch_threads import set_torch_threads
-from protocol import sockets
+from tandem.daemons.actor.exploration import actor_epsilons, decayed
+from tandem.daemons.actor.follow import LearnerFollower
+from tandem.daemons.actor.link import PolicyLink
+from tandem.daemons.actor.pacer import Pacer
+from tandem.daemons.actor.stepping import actor_envs, actor_seed, make_stepping
+from tandem.daemons.envs.gym_envs import close_all
+from tandem.daemons.config.policies import policy_config
+from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.runtime.start_token import wait_start_token
+from tandem.daemons.runtime.control_channel import ControlChannel
+from tandem.daemons.runtime.endpoints import find_learner, socket_options
+from tandem.daemons.runtime.reporter import Reporter
+from tandem.daemons.runtime.signals import StopFlag
+from tandem.daemons.runtime.torch_threads import set_torch_threads
+from tandem.protocol import sockets
 
 log = logging.getLogger(__name__)
 RETURNS_LOG_INTERVAL_S = 30.0  # how often a multi-agent actor's log gets a line of per-agent returns

@@ -6,8 +6,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from daemons.runtime.control_channel import ControlTimeout
-from daemons.runtime.endpoints import LearnerEndpoints, endpoints_of
+from tandem.daemons.runtime.control_channel import ControlTimeout
+from tandem.daemons.runtime.endpoints import LearnerEndpoints, endpoints_of
 
 log = logging.getLogger(__name__)
 LOOKUP_TIMEOUT_S = 1.0  # asked from the acting loop: a supervisor that does not answer costs at most this

@@ -7,15 +7,15 @@ from typing import Any
 
 import numpy as np
 
-from daemons.actor.backlog import JoiningBacklog
-from daemons.actor.weights_client import WeightsClient
-from daemons.algorithms import feed_kind, make_policy
-from daemons.config.policies import policy_config
-from daemons.config.schema import RunConfig
-from daemons.envs.spaces import PolicySpaces
-from daemons.runtime.endpoints import LearnerEndpoints, learner_socket_options
-from daemons.runtime.logs import log_dropped
-from protocol import TransitionBatch, sockets, stacks
+from tandem.daemons.actor.backlog import JoiningBacklog
+from tandem.daemons.actor.weights_client import WeightsClient
+from tandem.daemons.algorithms import feed_kind, make_policy
+from tandem.daemons.config.policies import policy_config
+from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.envs.spaces import PolicySpaces
+from tandem.daemons.runtime.endpoints import LearnerEndpoints, learner_socket_options
+from tandem.daemons.runtime.logs import log_dropped
+from tandem.protocol import TransitionBatch, sockets, stacks
 
 log = logging.getLogger(__name__)
 

@@ -13,16 +13,16 @@ from typing import Any
 
 import numpy as np
 
-from daemons.actor.unroll import FrameRows, FrameUnrollBuilder, UnrollBuilder
-from daemons.config.policies import DEFAULT_POLICY
-from daemons.config.schema import RunConfig
-from daemons.envs.atari import stacks_by_rule
-from daemons.envs.gym_envs import EnvBuildError, EnvGroup, build_each, make_env
-from daemons.envs.rollout import Chooser, MultiAgentRollout
-from daemons.envs.spaces import PolicySpaces, policy_spaces
-from daemons.envs.vector import VECTOR_API, VectorGroup, build_vector
-from daemons.envs.worlds import MULTI_AGENT_APIS, env_api, make_world
-from protocol import TransitionBatch
+from tandem.daemons.actor.unroll import FrameRows, FrameUnrollBuilder, UnrollBuilder
+from tandem.daemons.config.policies import DEFAULT_POLICY
+from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.envs.atari import stacks_by_rule
+from tandem.daemons.envs.gym_envs import EnvBuildError, EnvGroup, build_each, make_env
+from tandem.daemons.envs.rollout import Chooser, MultiAgentRollout
+from tandem.daemons.envs.spaces import PolicySpaces, policy_spaces
+from tandem.daemons.envs.vector import VECTOR_API, VectorGroup, build_vector
+from tandem.daemons.envs.worlds import MULTI_AGENT_APIS, env_api, make_world
+from tandem.protocol import TransitionBatch
 
 MAX_UNREPORTED_EPISODES = 1000
 Episode = tuple[str | None, float, int]  # (agent, or None for a gymnasium env; return; length)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from daemons.actor.backlog import JOIN_MAX_BYTES
-from protocol import stacks
-from protocol.stacks import frame_words
+from tandem.daemons.actor.backlog import JOIN_MAX_BYTES
+from tandem.protocol import stacks
+from tandem.protocol.stacks import frame_words
 
 
 class StepColumns:
@@ -63,7 +63,7 @@ class FrameRows:
     """Where one stream's FrameUnrollBuilders keep their newest frames, unroll after unroll, in shared blocks.
 
     An unroll's first row is the row the one before ended on (the same observation), so consecutive unrolls
-    are consecutive row ranges of one array: joining them into one message (`protocol.joining`) is then a
+    are consecutive row ranges of one array: joining them into one message (`tandem.protocol.joining`) is then a
     view, not a copy, and the overlap row is the same memory. Where no episode started in the previous
     unroll's last S-1 steps, the older frames of the next one's first stacks are rows already written, so
     its `obs_history` is a view of them too. Blocks are never written twice (sends are zero-copy); a new
@@ -114,7 +114,7 @@ class FrameUnrollBuilder(StepColumns):
     than sending it). Each group hands out a new obs array every step, so holding the previous one costs no
     copy. At the first stack that breaks the rule, the stacks so far are rebuilt (exact: they followed it)
     and the unroll goes on whole. `checked=False` is for stacks that follow the rule by construction
-    (`daemons.envs.atari.stacks_by_rule`): the check reads every stack, most of a sender's memory traffic.
+    (`tandem.daemons.envs.atari.stacks_by_rule`): the check reads every stack, most of a sender's memory traffic.
     """
 
     def __init__(self, steps: int, first_obs: np.ndarray, action_shape: tuple, action_dtype: np.dtype,

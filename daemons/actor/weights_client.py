@@ -6,8 +6,8 @@ import logging
 import time
 from typing import Any
 
-from daemons.runtime.logs import log_dropped
-from protocol import ProtocolError, WeightBlob, WeightRequest, decode, sockets
+from tandem.daemons.runtime.logs import log_dropped
+from tandem.protocol import ProtocolError, WeightBlob, WeightRequest, decode, sockets
 
 log = logging.getLogger(__name__)
 

@@ -10,14 +10,14 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-from daemons.config.schema import RunConfig
-from daemons.runtime.setup_errors import SetupError
+from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.runtime.setup_errors import SetupError
 
 # algorithm.name -> the module that implements it (one module may serve several related names)
 ALGORITHMS = {
-    "double_dqn": "daemons.algorithms.dqn",
-    "appo": "daemons.algorithms.appo",
-    "impala": "daemons.algorithms.appo",
+    "double_dqn": "tandem.daemons.algorithms.dqn",
+    "appo": "tandem.daemons.algorithms.appo",
+    "impala": "tandem.daemons.algorithms.appo",
 }
 
 

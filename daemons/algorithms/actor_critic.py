@@ -6,10 +6,10 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from daemons.algorithms.distributions import ActionHead
-from daemons.algorithms.models import build_q_network, is_image_space
-from daemons.algorithms.running_norm import RunningMeanStd
-from daemons.config.schema import AlgorithmSection, ModelSection, RunConfig
+from tandem.daemons.algorithms.distributions import ActionHead
+from tandem.daemons.algorithms.models import build_q_network, is_image_space
+from tandem.daemons.algorithms.running_norm import RunningMeanStd
+from tandem.daemons.config.schema import AlgorithmSection, ModelSection, RunConfig
 
 POLICY_OUTPUT_GAIN = 0.01  # a near-uniform first policy (as PPO implementations initialise it)
 OBS_CLIP = 10.0  # normalized observations are clamped here (SB3's VecNormalize and cleanRL's default)

@@ -17,19 +17,19 @@ import numpy as np
 import torch
 from torch import nn
 
-from daemons.algorithms.actor_critic import seeded_actor_critic
-from daemons.algorithms.adam import Adam
-from daemons.algorithms.base import UpdateResult
-from daemons.algorithms.distributions import ActionHead
-from daemons.algorithms.ppo_batch import FlatSteps, minibatch_rows
-from daemons.algorithms.running_norm import RunningMeanStd
-from daemons.algorithms.ppo_losses import clipped_surrogate, explained_variance, normalized_advantages, value_loss
-from daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP, UnrollTensors, select_columns, stack_unrolls
-from daemons.algorithms.torch_util import (SwappableNet, check_tensors, cpu_copy, make_adam, module_weights,
+from tandem.daemons.algorithms.actor_critic import seeded_actor_critic
+from tandem.daemons.algorithms.adam import Adam
+from tandem.daemons.algorithms.base import UpdateResult
+from tandem.daemons.algorithms.distributions import ActionHead
+from tandem.daemons.algorithms.ppo_batch import FlatSteps, minibatch_rows
+from tandem.daemons.algorithms.running_norm import RunningMeanStd
+from tandem.daemons.algorithms.ppo_losses import clipped_surrogate, explained_variance, normalized_advantages, value_loss
+from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP, UnrollTensors, select_columns, stack_unrolls
+from tandem.daemons.algorithms.torch_util import (SwappableNet, check_tensors, cpu_copy, make_adam, module_weights,
                                           to_tensor, torch_device)
-from daemons.algorithms.vtrace import vtrace
-from daemons.config.schema import RunConfig
-from protocol import TransitionBatch
+from tandem.daemons.algorithms.vtrace import vtrace
+from tandem.daemons.config.schema import RunConfig
+from tandem.protocol import TransitionBatch
 
 log = logging.getLogger(__name__)
 FEED = "unrolls"  # the learner trains on a queue of fresh unrolls

@@ -59,7 +59,7 @@ class Policy(Protocol):
     def load_weights(self, tensors: Mapping[str, np.ndarray]) -> None: ...
 
 
-# An algorithm module (listed in `daemons.algorithms.ALGORITHMS`) provides:
+# An algorithm module (listed in `tandem.daemons.algorithms.ALGORITHMS`) provides:
 #   FEED                                   'replay' or 'unrolls': which data path its learner gets
 #   check_action_space(name, action_space) ValueError when it cannot act in that space
 #   make_learner(name, config, obs_space, action_space, device, mask_size) -> Algorithm

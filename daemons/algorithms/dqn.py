@@ -12,11 +12,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from daemons.algorithms.base import UpdateResult
-from daemons.replay.batch import SampledBatch
-from daemons.config.schema import AlgorithmSection, ModelSection, RunConfig
-from daemons.algorithms.adam import Adam
-from daemons.algorithms.torch_util import (SwappableNet, check_tensors, cpu_copy, make_adam, module_weights,
+from tandem.daemons.algorithms.base import UpdateResult
+from tandem.daemons.replay.batch import SampledBatch
+from tandem.daemons.config.schema import AlgorithmSection, ModelSection, RunConfig
+from tandem.daemons.algorithms.adam import Adam
+from tandem.daemons.algorithms.torch_util import (SwappableNet, check_tensors, cpu_copy, make_adam, module_weights,
                                           seeded_network, to_tensor, torch_device)
 
 ALGORITHM_NAME = "double_dqn"

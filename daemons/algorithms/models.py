@@ -9,9 +9,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from daemons.config.schema import ModelSection
-from daemons.runtime.plugins import import_callable
-from daemons.runtime.setup_errors import SetupError
+from tandem.daemons.config.schema import ModelSection
+from tandem.daemons.runtime.plugins import import_callable
+from tandem.daemons.runtime.setup_errors import SetupError
 
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU}
 BUILTIN_KINDS = ("auto", "mlp", "nature_cnn")

@@ -11,10 +11,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from daemons.algorithms.adam import Adam
-from daemons.algorithms.models import build_q_network
-from daemons.config.schema import ModelSection
-from daemons.runtime.setup_errors import SetupError
+from tandem.daemons.algorithms.adam import Adam
+from tandem.daemons.algorithms.models import build_q_network
+from tandem.daemons.config.schema import ModelSection
+from tandem.daemons.runtime.setup_errors import SetupError
 
 
 def torch_device(device: str) -> torch.device:

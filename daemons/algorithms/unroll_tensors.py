@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from daemons.algorithms.distributions import ActionHead
-from daemons.algorithms.torch_util import to_tensor
-from protocol import TransitionBatch
+from tandem.daemons.algorithms.distributions import ActionHead
+from tandem.daemons.algorithms.torch_util import to_tensor
+from tandem.protocol import TransitionBatch
 
 BEHAVIOUR_LOGP = "behaviour_logp"  # extra.behaviour_logp: float32 [T, K], log mu(a_t | x_t) of the acting version
 

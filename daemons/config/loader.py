@@ -7,9 +7,9 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from daemons.config.fields import ConfigError, build
-from daemons.config.policies import check_policies, policy_config, policy_names, port_table
-from daemons.config.schema import RunConfig, fill_algorithm_defaults
+from tandem.daemons.config.fields import ConfigError, build
+from tandem.daemons.config.policies import check_policies, policy_config, policy_names, port_table
+from tandem.daemons.config.schema import RunConfig, fill_algorithm_defaults
 
 
 def load_config(path: str | Path, overrides: typing.Sequence[str] = ()) -> RunConfig:

@@ -6,8 +6,8 @@ import dataclasses
 import fnmatch
 from dataclasses import replace
 
-from daemons.config.fields import ConfigError, build
-from daemons.config.schema import (AlgorithmSection, LearnerSection, ModelSection, PolicySection, RunConfig,
+from tandem.daemons.config.fields import ConfigError, build
+from tandem.daemons.config.schema import (AlgorithmSection, LearnerSection, ModelSection, PolicySection, RunConfig,
                                    algorithm_default_values)
 
 DEFAULT_POLICY = "default"

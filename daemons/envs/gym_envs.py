@@ -11,12 +11,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from daemons.config.schema import EnvSection
-from daemons.envs.atari import GAME_LENGTH, GAME_RETURN, atari_kwargs, register_ale, wrap_atari
-from daemons.envs.pixels import image_problem, wrap_pixels
-from daemons.envs.spaces import env_actions
-from daemons.runtime.plugins import import_callable, not_found_hint
-from daemons.runtime.setup_errors import SetupError
+from tandem.daemons.config.schema import EnvSection
+from tandem.daemons.envs.atari import GAME_LENGTH, GAME_RETURN, atari_kwargs, register_ale, wrap_atari
+from tandem.daemons.envs.pixels import image_problem, wrap_pixels
+from tandem.daemons.envs.spaces import env_actions
+from tandem.daemons.runtime.plugins import import_callable, not_found_hint
+from tandem.daemons.runtime.setup_errors import SetupError
 
 
 class EnvBuildError(RuntimeError):

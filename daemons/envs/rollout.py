@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from daemons.envs.gym_envs import close_all
-from daemons.envs.spaces import ObsAdapter, PolicySpaces, env_actions
-from daemons.envs.streams import AgentStream
-from protocol import TransitionBatch
+from tandem.daemons.envs.gym_envs import close_all
+from tandem.daemons.envs.spaces import ObsAdapter, PolicySpaces, env_actions
+from tandem.daemons.envs.streams import AgentStream
+from tandem.protocol import TransitionBatch
 
 # choose(policy, obs [B, ...], worlds [B]) -> (actions [B], {extra name: [B, ...]})
 Chooser = Callable[[str, np.ndarray, np.ndarray], tuple[np.ndarray, dict[str, np.ndarray]]]

@@ -8,8 +8,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from daemons.config.policies import assign_agents, policy_names
-from daemons.config.schema import RunConfig
+from tandem.daemons.config.policies import assign_agents, policy_names
+from tandem.daemons.config.schema import RunConfig
 
 
 class ObsAdapter:

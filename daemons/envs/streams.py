@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from protocol import TransitionBatch
+from tandem.protocol import TransitionBatch
 
 
 class AgentStream:

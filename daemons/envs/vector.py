@@ -18,13 +18,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from daemons.config.schema import EnvSection
-from daemons.envs.atari import GAME_LENGTH, GAME_RETURN
-from daemons.envs.gym_envs import EnvBuildError, StepResult, make_env
-from daemons.envs.native_vectors import make_ale, make_envpool
-from daemons.envs.spaces import env_actions
-from daemons.runtime import stack_dump
-from daemons.runtime.signals import die_with_parent
+from tandem.daemons.config.schema import EnvSection
+from tandem.daemons.envs.atari import GAME_LENGTH, GAME_RETURN
+from tandem.daemons.envs.gym_envs import EnvBuildError, StepResult, make_env
+from tandem.daemons.envs.native_vectors import make_ale, make_envpool
+from tandem.daemons.envs.spaces import env_actions
+from tandem.daemons.runtime import stack_dump
+from tandem.daemons.runtime.signals import die_with_parent
 
 VECTOR_API = "vector"  # the api name an actor's stepping is built for when env.vector is set
 FINAL_OBS, FINAL_INFO = "final_obs", "final_info"  # gymnasium's SAME_STEP info keys

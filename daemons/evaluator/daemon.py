@@ -8,23 +8,23 @@ from typing import Any
 
 import numpy as np
 
-from daemons.actor.follow import LearnerFollower
-from daemons.actor.link import FollowedPolicy
-from daemons.actor.stepping import env_builder
-from daemons.config.policies import policy_config
-from daemons.envs.gym_envs import build_each, close_all
-from daemons.config.schema import RunConfig
-from daemons.evaluator.kept import KeptCheckpoints
-from daemons.evaluator.cadence import Cadence, machine_cores
-from daemons.evaluator.rounds import make_rounds, round_counters
-from daemons.runtime.control_channel import ControlChannel
-from daemons.runtime.start_token import wait_start_token
-from daemons.runtime.endpoints import find_learner, socket_options
-from daemons.runtime.paths import run_dir
-from daemons.runtime.reporter import Reporter
-from daemons.runtime.signals import StopFlag
-from daemons.runtime.torch_threads import set_torch_threads
-from protocol import sockets
+from tandem.daemons.actor.follow import LearnerFollower
+from tandem.daemons.actor.link import FollowedPolicy
+from tandem.daemons.actor.stepping import env_builder
+from tandem.daemons.config.policies import policy_config
+from tandem.daemons.envs.gym_envs import build_each, close_all
+from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.evaluator.kept import KeptCheckpoints
+from tandem.daemons.evaluator.cadence import Cadence, machine_cores
+from tandem.daemons.evaluator.rounds import make_rounds, round_counters
+from tandem.daemons.runtime.control_channel import ControlChannel
+from tandem.daemons.runtime.start_token import wait_start_token
+from tandem.daemons.runtime.endpoints import find_learner, socket_options
+from tandem.daemons.runtime.paths import run_dir
+from tandem.daemons.runtime.reporter import Reporter
+from tandem.daemons.runtime.signals import StopFlag
+from tandem.daemons.runtime.torch_threads import set_torch_threads
+from tandem.protocol import sockets
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +136,6 @@ class Evaluator:
 
     def weights(self, policy: str) -> dict[str, np.ndarray]:
         """The weights `policy` played the round with: no poll() ran during it, so no newer version came in."""
-        from daemons.algorithms.torch_util import module_weights
+        from tandem.daemons.algorithms.torch_util import module_weights
 
         return module_weights(self.policies[policy].net.nets.current)

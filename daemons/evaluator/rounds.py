@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from daemons.actor.stepping import WorldStepping
-from daemons.config.policies import DEFAULT_POLICY
-from daemons.config.schema import RunConfig
-from daemons.envs.gym_envs import close_all
-from daemons.envs.rollout import Chooser
-from daemons.envs.spaces import PolicySpaces, env_actions
-from daemons.envs.worlds import MULTI_AGENT_APIS
+from tandem.daemons.actor.stepping import WorldStepping
+from tandem.daemons.config.policies import DEFAULT_POLICY
+from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.envs.gym_envs import close_all
+from tandem.daemons.envs.rollout import Chooser
+from tandem.daemons.envs.spaces import PolicySpaces, env_actions
+from tandem.daemons.envs.worlds import MULTI_AGENT_APIS
 
 Returns = dict[str | None, list[float]]
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from daemons.learner.intake import BadBatch
-from protocol import TransitionBatch
+from tandem.daemons.learner.intake import BadBatch
+from tandem.protocol import TransitionBatch
 
 
 class BatchContentCheck:

@@ -11,29 +11,29 @@ import time
 import numpy as np
 import torch
 
-from daemons.algorithms import feed_kind, make_algorithm
-from daemons.learner.checkpoint import load_latest_checkpoint, save_checkpoint
-from daemons.config.schema import RunConfig
-from daemons.runtime.control_channel import ControlChannel
-from daemons.runtime.endpoints import bind_endpoints, is_loopback, learner_endpoints, socket_options
-from daemons.config.policies import policy_config
-from daemons.envs.probe import probe_policy_spaces
-from daemons.learner.intake import Intake
-from daemons.learner.metrics_log import MetricsLog
-from daemons.learner.pace import PaceMeter, consumed_per_update
-from daemons.learner.prefetch import Prefetcher
-from daemons.runtime.paths import run_dir
-from daemons.learner.replay_feed import ReplayFeed
-from daemons.learner.snapshots import SnapshotServer, serve_snapshots
-from daemons.learner.unroll_feed import UnrollFeed
-from daemons.learner.content import BatchContentCheck
-from daemons.runtime.logs import log_dropped
-from daemons.security.curve import gatekeeper_for
-from daemons.runtime.reporter import TRAIN_PREFIX, Reporter
-from daemons.runtime.signals import StopFlag
-from daemons.runtime.torch_threads import set_torch_threads
-from daemons.learner.version_floor import read_floor, write_floor
-from protocol import WeightBlob, sockets
+from tandem.daemons.algorithms import feed_kind, make_algorithm
+from tandem.daemons.learner.checkpoint import load_latest_checkpoint, save_checkpoint
+from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.runtime.control_channel import ControlChannel
+from tandem.daemons.runtime.endpoints import bind_endpoints, is_loopback, learner_endpoints, socket_options
+from tandem.daemons.config.policies import policy_config
+from tandem.daemons.envs.probe import probe_policy_spaces
+from tandem.daemons.learner.intake import Intake
+from tandem.daemons.learner.metrics_log import MetricsLog
+from tandem.daemons.learner.pace import PaceMeter, consumed_per_update
+from tandem.daemons.learner.prefetch import Prefetcher
+from tandem.daemons.runtime.paths import run_dir
+from tandem.daemons.learner.replay_feed import ReplayFeed
+from tandem.daemons.learner.snapshots import SnapshotServer, serve_snapshots
+from tandem.daemons.learner.unroll_feed import UnrollFeed
+from tandem.daemons.learner.content import BatchContentCheck
+from tandem.daemons.runtime.logs import log_dropped
+from tandem.daemons.security.curve import gatekeeper_for
+from tandem.daemons.runtime.reporter import TRAIN_PREFIX, Reporter
+from tandem.daemons.runtime.signals import StopFlag
+from tandem.daemons.runtime.torch_threads import set_torch_threads
+from tandem.daemons.learner.version_floor import read_floor, write_floor
+from tandem.protocol import WeightBlob, sockets
 
 log = logging.getLogger(__name__)
 IDLE_POLL_MS = 5

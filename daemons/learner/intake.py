@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 
-from daemons.runtime.logs import log_dropped
-from protocol import ProtocolError, TransitionBatch, sockets
+from tandem.daemons.runtime.logs import log_dropped
+from tandem.protocol import ProtocolError, TransitionBatch, sockets
 
 log = logging.getLogger(__name__)
 MAX_BATCHES_PER_POLL = 16  # inline: at most this many batches between two training steps

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from daemons.config.schema import RunConfig
+from tandem.daemons.config.schema import RunConfig
 
 WINDOW_S = 2.0  # the consumption rate is measured over windows of about this length
 SMOOTHING = 0.5  # weight of the newest window in the running estimate

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from daemons.replay import SampledBatch
+from tandem.daemons.replay import SampledBatch
 
 log = logging.getLogger(__name__)
 IDLE_WAIT_S = 0.002  # nothing to sample yet (the limiter says wait): look again after this

@@ -7,10 +7,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from daemons.config.schema import RunConfig
-from daemons.learner.rate_limiter import RateLimiter
-from daemons.replay import FrameReplay, NStepAccumulator, NStepTransitions, ReplayBuffer, SampledBatch
-from protocol import TransitionBatch, stacks
+from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.learner.rate_limiter import RateLimiter
+from tandem.daemons.replay import FrameReplay, NStepAccumulator, NStepTransitions, ReplayBuffer, SampledBatch
+from tandem.protocol import TransitionBatch, stacks
 
 
 class ReplayFeed:

@@ -6,9 +6,9 @@ import logging
 import threading
 from typing import Any
 
-from daemons.runtime.logs import log_dropped
-from protocol import ControlReply, ProtocolError, WeightRequest, decode, sockets
-from protocol.control import reply_address
+from tandem.daemons.runtime.logs import log_dropped
+from tandem.protocol import ControlReply, ProtocolError, WeightRequest, decode, sockets
+from tandem.protocol.control import reply_address
 
 log = logging.getLogger(__name__)
 POLL_MS = 50  # the thread looks at its stop event at least this often

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from protocol import TransitionBatch, stacks
+from tandem.protocol import TransitionBatch, stacks
 
 QUEUE_BATCHES = 2  # the queue holds this many updates' worth of transitions; past that the oldest unroll goes
 

@@ -3,10 +3,10 @@
 Pure numpy: nothing here imports torch.
 """
 
-from daemons.replay.batch import SampledBatch
-from daemons.replay.buffer import ReplayBuffer
-from daemons.replay.frames import FrameReplay
-from daemons.replay.nstep import NStepAccumulator, NStepTransitions
-from daemons.replay.sumtree import SumTree
+from tandem.daemons.replay.batch import SampledBatch
+from tandem.daemons.replay.buffer import ReplayBuffer
+from tandem.daemons.replay.frames import FrameReplay
+from tandem.daemons.replay.nstep import NStepAccumulator, NStepTransitions
+from tandem.daemons.replay.sumtree import SumTree
 
 __all__ = ["FrameReplay", "NStepAccumulator", "NStepTransitions", "ReplayBuffer", "SampledBatch", "SumTree"]

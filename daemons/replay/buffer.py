@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from daemons.replay.batch import SampledBatch
-from daemons.replay.nstep import NStepTransitions
-from daemons.replay.sumtree import SumTree
+from tandem.daemons.replay.batch import SampledBatch
+from tandem.daemons.replay.nstep import NStepTransitions
+from tandem.daemons.replay.sumtree import SumTree
 
 COLUMNS = ("obs", "actions", "returns", "next_obs", "discounts", "versions")
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from daemons.replay.batch import SampledBatch
-from daemons.replay.buffer import ReplayBuffer, mapped_zeros
-from daemons.replay.nstep import NStepAccumulator
-from protocol import TransitionBatch, stacks
+from tandem.daemons.replay.batch import SampledBatch
+from tandem.daemons.replay.buffer import ReplayBuffer, mapped_zeros
+from tandem.daemons.replay.nstep import NStepAccumulator
+from tandem.protocol import TransitionBatch, stacks
 
 FRAME_SLACK = 16  # the frame ring holds capacity * (1 + 1/16) frames: room for final frames and stream starts
 

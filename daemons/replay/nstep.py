@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from protocol.transitions import TransitionBatch
+from tandem.protocol.transitions import TransitionBatch
 
 RETIRED_KEYS_KEPT = 1024  # old (actor, incarnation) pairs remembered so late batches cannot evict the new one
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from protocol import ControlReply, ControlRequest, ProtocolError, decode, sockets
+from tandem.protocol import ControlReply, ControlRequest, ProtocolError, decode, sockets
 
 
 class ControlTimeout(TimeoutError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from daemons.config.schema import RunConfig
+from tandem.daemons.config.schema import RunConfig
 
 
 @dataclass(frozen=True)
@@ -28,9 +28,9 @@ def learner_endpoints(config: RunConfig) -> LearnerEndpoints:
 
 def socket_options(config: RunConfig):
     """The config's [transport] section as protocol socket options."""
-    from protocol.sockets import SocketOptions
+    from tandem.protocol.sockets import SocketOptions
 
-    from daemons.security.curve import curve_keys
+    from tandem.daemons.security.curve import curve_keys
 
     t = config.transport
     return SocketOptions(curve=curve_keys(config),
@@ -80,7 +80,7 @@ def lookup_endpoints(channel, policy: str, fallback: LearnerEndpoints, stop, tic
     """
     import time
 
-    from daemons.runtime.control_channel import ControlTimeout
+    from tandem.daemons.runtime.control_channel import ControlTimeout
 
     while not stop:
         tick()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from daemons.config.schema import RunConfig
+from tandem.daemons.config.schema import RunConfig
 
 
 def run_dir(config: RunConfig) -> Path:

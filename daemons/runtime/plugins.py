@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from daemons.runtime.setup_errors import SetupError
+from tandem.daemons.runtime.setup_errors import SetupError
 
 
 def import_callable(spec: str, key: str) -> Callable[..., Any]:

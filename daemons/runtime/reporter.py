@@ -11,10 +11,10 @@ from collections.abc import Mapping
 
 import psutil
 
-from daemons.runtime.control_channel import ControlChannel
-from daemons.runtime.rate_meter import RateMeter
-from daemons.runtime.sd_notify import Notifier, shared
-from protocol import Heartbeat
+from tandem.daemons.runtime.control_channel import ControlChannel
+from tandem.daemons.runtime.rate_meter import RateMeter
+from tandem.daemons.runtime.sd_notify import Notifier, shared
+from tandem.protocol import Heartbeat
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import signal
 import threading
 from typing import Any
 
-from daemons.runtime.sd_notify import shared
+from tandem.daemons.runtime.sd_notify import shared
 
 
 class StopFlag:

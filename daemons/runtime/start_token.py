@@ -6,7 +6,7 @@ import logging
 import time
 from typing import Any
 
-from daemons.runtime.control_channel import ControlTimeout
+from tandem.daemons.runtime.control_channel import ControlTimeout
 
 log = logging.getLogger(__name__)
 ASK_TIMEOUT_S = 2.0  # one request's wait; a silent supervisor is asked again, with the heartbeats going on

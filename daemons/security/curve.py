@@ -9,9 +9,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from daemons.config.schema import RunConfig
-from daemons.security.keystore import ALLOWED, KeySetupError, load_keypair, parse_key
-from protocol.sockets import ZAP_DOMAIN, CurveKeys
+from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.security.keystore import ALLOWED, KeySetupError, load_keypair, parse_key
+from tandem.protocol.sockets import ZAP_DOMAIN, CurveKeys
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def cli_curve_keys(run_dir: Path | None) -> CurveKeys | None:
         return _load(key_dir, os.environ.get("TANDEM_KEY_NAME", "host"), os.environ.get("TANDEM_SUPERVISOR_KEY", ""),
                      os.environ.get("TANDEM_CURVE_ON_LOOPBACK", "") == "1")
     if run_dir is not None and (run_dir / "config.toml").exists():
-        from daemons.config import load_config
+        from tandem.daemons.config import load_config
 
         return curve_keys(load_config(run_dir / "config.toml"))
     return None
@@ -68,7 +68,7 @@ class Gatekeeper:
         from zmq.auth.thread import ThreadAuthenticator
 
         self.allowed_dir = str(Path(key_dir).expanduser() / ALLOWED)
-        self.auth = ThreadAuthenticator(ctx, log=logging.getLogger("daemons.security.zap"))
+        self.auth = ThreadAuthenticator(ctx, log=logging.getLogger("tandem.daemons.security.zap"))
         self.reload_asked = threading.Event()
         self.reloads = 0
 
@@ -96,7 +96,7 @@ class Gatekeeper:
 
 def gatekeeper_for(ctx: Any, config: RunConfig, endpoints: list[str]) -> Gatekeeper | None:
     """A started Gatekeeper when any of `endpoints` (about to be bound) uses CURVE, else None."""
-    from protocol.sockets import uses_curve
+    from tandem.protocol.sockets import uses_curve
 
     keys = curve_keys(config)
     if keys is None or not any(uses_curve(e, keys) for e in endpoints):

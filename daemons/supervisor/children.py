@@ -2,7 +2,7 @@
 
 Importing torch takes seconds of CPU; paid by every actor on a 2-core machine it dominated a run's start.
 A multiprocessing forkserver imports the daemon modules once and forks each child from that warm state.
-The child calls `daemons.main.run(spec)`, as `tandem actor|learner|evaluator ...` does, with its stdout
+The child calls `tandem.daemons.main.run(spec)`, as `tandem actor|learner|evaluator ...` does, with its stdout
 and stderr sent to its log file.
 """
 
@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from daemons.main import DaemonSpec, run
+from tandem.daemons.main import DaemonSpec, run
 
-PRELOAD = ["daemons.main", "daemons.actor.daemon", "daemons.learner.daemon", "daemons.evaluator.daemon"]
+PRELOAD = ["tandem.daemons.main", "tandem.daemons.actor.daemon", "tandem.daemons.learner.daemon", "tandem.daemons.evaluator.daemon"]
 _forkserver: Any = None
 
 

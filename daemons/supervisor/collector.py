@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from protocol import ControlReply, ControlRequest, Heartbeat, ProtocolError, decode, sockets
+from tandem.protocol import ControlReply, ControlRequest, Heartbeat, ProtocolError, decode, sockets
 
 GRANTED_COMMANDS = ("episodes", "register", "start_token")
 

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from daemons.supervisor import states
-from daemons.supervisor.status import status_data
-from protocol import ControlReply, ControlRequest
+from tandem.daemons.supervisor import states
+from tandem.daemons.supervisor.status import status_data
+from tandem.protocol import ControlReply, ControlRequest
 
 
 @dataclass(frozen=True)

@@ -13,24 +13,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from daemons.config import RunConfig, render_toml
-from daemons.runtime.endpoints import is_loopback, socket_options
-from daemons.runtime.exit_codes import ExitCode
-from daemons.runtime.logs import log_dropped
-from daemons.runtime.paths import run_dir
-from daemons.runtime.run_lock import RunDirBusy, lock_run_dir
-from daemons.runtime.sd_notify import shared
-from daemons.runtime.signals import StopFlag
-from daemons.security.curve import check_keys, curve_keys, gatekeeper_for
-from daemons.security.keystore import KeySetupError
-from daemons.supervisor.observer import Observer, ObserverError
-from daemons.supervisor.ports import fix_ports, free_port, plan_children
-from daemons.supervisor.resume import move_previous, resume_message
-from daemons.supervisor.segments import earlier_starts
-from daemons.supervisor.status import state_summary
-from daemons.supervisor.supervisor import Supervisor
-from protocol import ControlReply, ControlRequest, Heartbeat, ProtocolError, TransportError, decode, sockets
-from protocol.control import reply_address
+from tandem.daemons.config import RunConfig, render_toml
+from tandem.daemons.runtime.endpoints import is_loopback, socket_options
+from tandem.daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.runtime.logs import log_dropped
+from tandem.daemons.runtime.paths import run_dir
+from tandem.daemons.runtime.run_lock import RunDirBusy, lock_run_dir
+from tandem.daemons.runtime.sd_notify import shared
+from tandem.daemons.runtime.signals import StopFlag
+from tandem.daemons.security.curve import check_keys, curve_keys, gatekeeper_for
+from tandem.daemons.security.keystore import KeySetupError
+from tandem.daemons.supervisor.observer import Observer, ObserverError
+from tandem.daemons.supervisor.ports import fix_ports, free_port, plan_children
+from tandem.daemons.supervisor.resume import move_previous, resume_message
+from tandem.daemons.supervisor.segments import earlier_starts
+from tandem.daemons.supervisor.status import state_summary
+from tandem.daemons.supervisor.supervisor import Supervisor
+from tandem.protocol import ControlReply, ControlRequest, Heartbeat, ProtocolError, TransportError, decode, sockets
+from tandem.protocol.control import reply_address
 
 log = logging.getLogger(__name__)
 DISPLAY_INTERVAL_S = 0.5

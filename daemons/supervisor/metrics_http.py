@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from daemons.supervisor.prometheus import SnapshotCollector
+from tandem.daemons.supervisor.prometheus import SnapshotCollector
 
 log = logging.getLogger(__name__)
 STALE_S = 10.0  # a snapshot this old means the supervisor's loop is stuck: unhealthy, whatever it last said

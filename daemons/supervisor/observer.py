@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from daemons.supervisor.run_metrics import RunMetricsLog
-from daemons.supervisor.status import status_data
+from tandem.daemons.supervisor.run_metrics import RunMetricsLog
+from tandem.daemons.supervisor.status import status_data
 
 log = logging.getLogger(__name__)
 INTERVAL_S = 1.0
@@ -25,15 +25,15 @@ class Observer:
         self.server = None
         section = config.supervisor
         if section.metrics_port:
-            from daemons.supervisor.metrics_http import MetricsPortBusy, MetricsServer  # prometheus_client on use only
+            from tandem.daemons.supervisor.metrics_http import MetricsPortBusy, MetricsServer  # prometheus_client on use only
             try:
                 self.server = MetricsServer(section.metrics_host, section.metrics_port)
             except MetricsPortBusy as exc:
                 raise ObserverError(str(exc)) from exc
         sink = None
         if config.tracking.wandb:
-            from daemons.config import config_to_dict
-            from daemons.supervisor.wandb_sink import TrackingError, WandbSink  # wandb on use only
+            from tandem.daemons.config import config_to_dict
+            from tandem.daemons.supervisor.wandb_sink import TrackingError, WandbSink  # wandb on use only
 
             try:
                 sink = WandbSink(directory, config.tracking, config.run.name, config_to_dict(config))

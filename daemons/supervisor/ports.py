@@ -5,9 +5,9 @@ from __future__ import annotations
 import socket
 from dataclasses import replace
 
-from daemons.config import RunConfig
-from daemons.config.policies import PORT_KEYS, policy_config, policy_names, port_table
-from daemons.main import DaemonSpec
+from tandem.daemons.config import RunConfig
+from tandem.daemons.config.policies import PORT_KEYS, policy_config, policy_names, port_table
+from tandem.daemons.main import DaemonSpec
 
 
 def free_port(host: str) -> int:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import deque
 
-from daemons.config.schema import StopSection
-from daemons.runtime.rate_meter import RateMeter
-from daemons.runtime.reporter import train_diagnostics
-from daemons.supervisor.segments import Earlier
-from protocol import Heartbeat
+from tandem.daemons.config.schema import StopSection
+from tandem.daemons.runtime.rate_meter import RateMeter
+from tandem.daemons.runtime.reporter import train_diagnostics
+from tandem.daemons.supervisor.segments import Earlier
+from tandem.protocol import Heartbeat
 
 MAX_AGENTS_SHOWN = 64  # a peer naming endless agents cannot grow the view without bound
 

@@ -8,7 +8,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from daemons.supervisor.states import State
+from tandem.daemons.supervisor.states import State
 
 PROCESS_STATES = [s.value for s in State] + ["REMOTE", "REMOTE-LOST"]
 # (metric, kind, help, key in a process row, scale)

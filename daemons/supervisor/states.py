@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.runtime.exit_codes import ExitCode
 
 
 class State(str, Enum):

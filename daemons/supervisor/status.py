@@ -7,10 +7,10 @@ import socket
 import time
 from typing import Any
 
-from daemons.security.curve import curve_keys
-from daemons.supervisor import states
-from daemons.supervisor.states import State
-from protocol.sockets import link_security
+from tandem.daemons.security.curve import curve_keys
+from tandem.daemons.supervisor import states
+from tandem.daemons.supervisor.states import State
+from tandem.protocol.sockets import link_security
 
 
 def process_row(sup: Any, name: str, now: float) -> dict[str, Any]:

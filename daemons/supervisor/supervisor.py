@@ -10,19 +10,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from daemons.main import DaemonSpec
-from daemons.runtime import stack_dump
-from daemons.runtime.logs import log_dropped
-from daemons.supervisor import commands
-from daemons.supervisor.children import Child
-from daemons.supervisor.child_memory import ChildMemory
-from daemons.supervisor.progress import RunView
-from daemons.config.schema import RunConfig
-from daemons.runtime.rate_meter import RateMeter
-from daemons.supervisor import states
-from daemons.supervisor.states import Action, HeartbeatPolicy, ProcessRecord, RestartPolicy, State
-from daemons.supervisor.tokens import StartTokens
-from protocol import ControlReply, ControlRequest, Heartbeat
+from tandem.daemons.main import DaemonSpec
+from tandem.daemons.runtime import stack_dump
+from tandem.daemons.runtime.logs import log_dropped
+from tandem.daemons.supervisor import commands
+from tandem.daemons.supervisor.children import Child
+from tandem.daemons.supervisor.child_memory import ChildMemory
+from tandem.daemons.supervisor.progress import RunView
+from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.runtime.rate_meter import RateMeter
+from tandem.daemons.supervisor import states
+from tandem.daemons.supervisor.states import Action, HeartbeatPolicy, ProcessRecord, RestartPolicy, State
+from tandem.daemons.supervisor.tokens import StartTokens
+from tandem.protocol import ControlReply, ControlRequest, Heartbeat
 
 log = logging.getLogger(__name__)
 BUILD_STAGES = ("start", "wait_start_token", "build_env")

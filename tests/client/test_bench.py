@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from client.cli import cli
+from tandem.client.cli import cli
 
 
 def record(*args) -> dict:
@@ -100,7 +100,7 @@ def test_isolation_record_is_complete():
 
 def test_all_runs_each_benchmark_and_combines_records(monkeypatch):
     """`bench all` collects one record per benchmark (replay only here, to keep the test short)."""
-    from client.bench import group
+    from tandem.client.bench import group
     monkeypatch.setattr(group, "BENCHMARKS", {"replay": group.BENCHMARKS["replay"]})
     data = record("all")
     assert data["benchmark"] == "all" and data["quick"] is True
@@ -139,7 +139,7 @@ def test_e2e_outside_a_checkout_asks_for_a_config(monkeypatch, tmp_path):
     """An installed package has no examples/: the benchmark says what to pass instead of failing on a path."""
     from click.testing import CliRunner
 
-    from client.bench import e2e
+    from tandem.client.bench import e2e
 
     monkeypatch.setattr(e2e, "DEFAULT_CONFIG", tmp_path / "missing.toml")
     result = CliRunner().invoke(e2e.e2e_cmd, ["--quick", "--json"])

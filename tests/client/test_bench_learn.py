@@ -7,10 +7,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from client.bench.learn import compare, medians, seed_record, value_at
-from client.bench.references import load_reference, shipped
-from client.bench.runs import RunFigures
-from client.cli import cli
+from tandem.client.bench.learn import compare, medians, seed_record, value_at
+from tandem.client.bench.references import load_reference, shipped
+from tandem.client.bench.runs import RunFigures
+from tandem.client.cli import cli
 
 ROWS = [{"elapsed_s": 1.0, "env_steps": 0}, {"elapsed_s": 2.0, "env_steps": 400, "mean_return_100": 20.0},
         {"elapsed_s": 3.0, "env_steps": 900, "mean_return_100": 60.0, "eval_return": 100.0},

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from client import PolicyError, load_exported, load_policy
-from client.checkpoint_choice import available, pick
-from client.cli import cli
-from client.policy_cmds import checkpoint_option
-from daemons.evaluator.kept import CHOICES, KeptCheckpoints
-from daemons.runtime.exit_codes import ExitCode
+from tandem import PolicyError, load_exported, load_policy
+from tandem.client.checkpoint_choice import available, pick
+from tandem.client.cli import cli
+from tandem.client.policy_cmds import checkpoint_option
+from tandem.daemons.evaluator.kept import CHOICES, KeptCheckpoints
+from tandem.daemons.runtime.exit_codes import ExitCode
 from tests.client.test_policy import make_run
 
 

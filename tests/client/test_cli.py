@@ -7,8 +7,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from client.cli import cli
-from daemons.runtime.exit_codes import ExitCode
+from tandem.client.cli import cli
+from tandem.daemons.runtime.exit_codes import ExitCode
 
 CARTPOLE = str(Path(__file__).resolve().parents[2] / "examples" / "cartpole.toml")
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from daemons.config import ConfigError, load_config, render_toml
-from daemons.config.loader import config_from_dict
+from tandem.daemons.config import ConfigError, load_config, render_toml
+from tandem.daemons.config.loader import config_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,9 +9,9 @@ import socket
 import pytest
 from click.testing import CliRunner
 
-from client.cli import cli
-from client.control_cmds import pace_budget
-from daemons.runtime.exit_codes import ExitCode
+from tandem.client.cli import cli
+from tandem.client.control_cmds import pace_budget
+from tandem.daemons.runtime.exit_codes import ExitCode
 from tests.system.test_supervisor import Run, rows
 
 
@@ -65,7 +65,7 @@ def test_status_restart_stop_against_a_real_run(tmp_path):
 def test_status_table_shows_a_long_last_error_whole():
     from rich.console import Console
 
-    from client.control_cmds import render
+    from tandem.client.control_cmds import render
 
     cause = "OSError: [Errno 28] No space left on device: 'runs/x/learner-default/ckpt-12.pt.tmp'"
     error = "learner-default exited with code 1 after 3 failed checkpoints; last: " + cause
@@ -99,7 +99,7 @@ def status_of_a_busy_run() -> dict:
 def test_status_at_80_columns_shows_every_value_whole():
     from rich.console import Console
 
-    from client.control_cmds import render
+    from tandem.client.control_cmds import render
 
     console = Console(width=80, record=True)
     console.print(render(status_of_a_busy_run(), console.width))
@@ -113,7 +113,7 @@ def test_status_at_80_columns_shows_every_value_whole():
 def test_progress_at_80_columns_with_bars_toward_each_stop_condition():
     from types import SimpleNamespace
 
-    from client.screen import progress_lines
+    from tandem.client.screen import progress_lines
 
     figures = {"elapsed_s": 123.4, "env_steps": 1234567, "env_steps_per_s": 18234.5, "updates": 98765,
                "updates_per_s": 163.2, "episodes": 4321, "mean_return_100": -20.25, "eval_return": 237.5,
@@ -137,7 +137,7 @@ def test_the_pace_column_names_a_rate_a_credit_or_none():
 def test_endpoint_files_are_newest_first_and_skip_what_cannot_be_read(tmp_path, monkeypatch):
     """`tandem status` with no --endpoint reads the newest run's endpoint; a dangling one (a run being
     removed) is skipped, not a traceback."""
-    from client.control_cmds import endpoint_files
+    from tandem.client.control_cmds import endpoint_files
 
     monkeypatch.chdir(tmp_path)
     for name, mtime in (("old", 1_000_000), ("new", 2_000_000)):

@@ -9,15 +9,15 @@ import time
 import numpy as np
 import pytest
 
-from client.game import Agent, AgentError, ServerGone, find_endpoint, find_endpoint_again
-from protocol import sockets
-from protocol.game import GameAction, GameError, GameHello, GameSpaces, GameStep, GameWelcome, decode_game
+from tandem.client.game import Agent, AgentError, ServerGone, find_endpoint, find_endpoint_again
+from tandem.protocol import sockets
+from tandem.protocol.game import GameAction, GameError, GameHello, GameSpaces, GameStep, GameWelcome, decode_game
 
 SPACES = GameSpaces((4,), "<f4", "discrete", 2, (), "<i8")
 
 
 def test_importing_the_client_library_loads_no_torch():
-    code = "import sys, client.game; assert 'torch' not in sys.modules, 'torch was imported'; print('ok')"
+    code = "import sys, tandem.client.game; assert 'torch' not in sys.modules, 'torch was imported'; print('ok')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from client.bench.group import COMMANDS as BENCH_COMMANDS
-from client.cli import COMMANDS
+from tandem.client.bench.group import COMMANDS as BENCH_COMMANDS
+from tandem.client.cli import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
 CARTPOLE = str(ROOT / "examples" / "cartpole.toml")
@@ -18,7 +18,7 @@ CARTPOLE = str(ROOT / "examples" / "cartpole.toml")
 
 def run_and_list_modules(args: list[str]) -> tuple[int, str, set[str]]:
     """Run `tandem ARGS` in a fresh interpreter through the CLI module; its exit code, output and loaded packages."""
-    code = ("import sys\nfrom click.testing import CliRunner\nfrom client.cli import cli\n"
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom tandem.client.cli import cli\n"
             f"result = CliRunner().invoke(cli, {args!r})\n"
             "print(result.exit_code)\nprint(result.output.replace(chr(10), ' '))\n"
             "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))\n")

@@ -9,10 +9,10 @@ import xml.etree.ElementTree as ET
 import pytest
 from click.testing import CliRunner
 
-from client.cli import cli
-from client.plot_cmd import CHARTS
-from client.run_curves import load, series
-from daemons.supervisor.run_metrics import RunMetricsLog
+from tandem.client.cli import cli
+from tandem.client.plot_cmd import CHARTS
+from tandem.client.run_curves import load, series
+from tandem.daemons.supervisor.run_metrics import RunMetricsLog
 
 pytest.importorskip("matplotlib", reason="tandem plot draws with matplotlib (a dependency)")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -13,14 +13,14 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from client import PolicyError, export_policy, load_exported, load_policy
-from client.cli import cli
-from daemons.algorithms import make_algorithm
-from daemons.config import load_config, render_toml
-from daemons.config.policies import policy_config, policy_names
-from daemons.envs.probe import probe_policy_spaces
-from daemons.learner.checkpoint import save_checkpoint
-from daemons.runtime.exit_codes import ExitCode
+from tandem import PolicyError, export_policy, load_exported, load_policy
+from tandem.client.cli import cli
+from tandem.daemons.algorithms import make_algorithm
+from tandem.daemons.config import load_config, render_toml
+from tandem.daemons.config.policies import policy_config, policy_names
+from tandem.daemons.envs.probe import probe_policy_spaces
+from tandem.daemons.learner.checkpoint import save_checkpoint
+from tandem.daemons.runtime.exit_codes import ExitCode
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -150,8 +150,8 @@ def test_an_export_loads_without_the_run_and_acts_like_the_checkpoint(which, dqn
     assert load_policy(tmp_path / "out").version == original.version  # load_policy takes an export too
 
 
-def test_importing_client_and_its_policy_api_loads_no_torch():
-    code = ("import sys\nimport client\nfrom client import load_policy, load_exported, export_policy\n"
+def test_importing_tandem_and_its_policy_api_loads_no_torch():
+    code = ("import sys\nimport tandem\nfrom tandem import load_policy, load_exported, export_policy\n"
             "print('torch' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -9,8 +9,8 @@ import numpy as np
 import torch
 from click.testing import CliRunner
 
-from client import export_policy, load_exported, load_policy
-from client.cli import cli
+from tandem import export_policy, load_exported, load_policy
+from tandem.client.cli import cli
 from tests.system.harness import finish, up
 
 

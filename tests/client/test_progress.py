@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from daemons.supervisor.progress import RunView
-from client.display import format_line
-from daemons.config.schema import StopSection
-from protocol import Heartbeat
+from tandem.daemons.supervisor.progress import RunView
+from tandem.client.display import format_line
+from tandem.daemons.config.schema import StopSection
+from tandem.protocol import Heartbeat
 
 
 def beat(name, role, **counters):
@@ -95,7 +95,7 @@ def test_a_slow_learner_shows_its_rate_not_zero():
 
 
 def test_rate_meter_memory_is_bounded_at_any_call_rate():
-    from daemons.runtime.rate_meter import RateMeter
+    from tandem.daemons.runtime.rate_meter import RateMeter
 
     meter = RateMeter()
     for i in range(100_000):  # 1000 calls a second for 100 s, a slow counter

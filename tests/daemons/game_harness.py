@@ -9,14 +9,14 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from daemons.actor.serve import server as server_module
-from daemons.actor.serve.server import GameServer
-from daemons.config import config_from_dict
-from daemons.config.policies import DEFAULT_POLICY
-from daemons.envs.spaces import PolicySpaces
-from daemons.runtime.signals import StopFlag
-from protocol import sockets
-from protocol.game import GameHello, GameWelcome, decode_game
+from tandem.daemons.actor.serve import server as server_module
+from tandem.daemons.actor.serve.server import GameServer
+from tandem.daemons.config import config_from_dict
+from tandem.daemons.config.policies import DEFAULT_POLICY
+from tandem.daemons.envs.spaces import PolicySpaces
+from tandem.daemons.runtime.signals import StopFlag
+from tandem.protocol import sockets
+from tandem.protocol.game import GameHello, GameWelcome, decode_game
 
 SPACES = PolicySpaces((), gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2), 0)
 OBS = np.zeros(4, np.float32)

@@ -6,13 +6,13 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from daemons.actor.exploration import actor_epsilons, decayed
-from daemons.actor.unroll import UnrollBuilder
-from daemons.actor.backlog import Backlog
-from daemons.config.schema import EnvSection
-from daemons.envs.gym_envs import EnvGroup, make_env
-from daemons.evaluator.rounds import episode_quotas
-from protocol import TransitionBatch
+from tandem.daemons.actor.exploration import actor_epsilons, decayed
+from tandem.daemons.actor.unroll import UnrollBuilder
+from tandem.daemons.actor.backlog import Backlog
+from tandem.daemons.config.schema import EnvSection
+from tandem.daemons.envs.gym_envs import EnvGroup, make_env
+from tandem.daemons.evaluator.rounds import episode_quotas
+from tandem.protocol import TransitionBatch
 
 
 def test_backlog_drops_oldest_and_counts():
@@ -88,8 +88,8 @@ class BreaksTheRule(gym.ObservationWrapper):
 def test_frame_unroll_builder_keeps_frames_while_the_rule_holds_and_whole_stacks_after(breaks, goes_whole):
     """Frames kept by the builder rebuild exactly what whole stacks hold, across episode ends and truncations;
     from a stack that breaks the rule on, the unroll goes whole and equals UnrollBuilder's."""
-    from daemons.actor.unroll import FrameUnrollBuilder
-    from protocol import stacks
+    from tandem.daemons.actor.unroll import FrameUnrollBuilder
+    from tandem.protocol import stacks
     from tests.frame_envs import Actor
 
     wrap = lambda env, k: BreaksTheRule(env, breaks if k == 1 else set())
@@ -111,7 +111,7 @@ def test_frame_unroll_builder_keeps_frames_while_the_rule_holds_and_whole_stacks
 
 def test_only_bare_reset_padded_frame_stacks_go_unchecked():
     """An actor skips the per-step rule check only where the env itself guarantees the rule."""
-    from daemons.envs.atari import stacks_by_rule
+    from tandem.daemons.envs.atari import stacks_by_rule
     from tests.frame_envs import Tagged
 
     bare = gym.wrappers.FrameStackObservation(Tagged(1, 0), 4)
@@ -127,8 +127,8 @@ def test_unchecked_frames_of_bare_frame_stacks_rebuild_exactly():
     ends and truncations (every third step ends an episode on average)."""
     from functools import partial
 
-    from daemons.actor.unroll import FrameUnrollBuilder
-    from protocol import stacks
+    from tandem.daemons.actor.unroll import FrameUnrollBuilder
+    from tandem.protocol import stacks
     from tests.frame_envs import Actor
 
     kept, whole = Actor(3, seed=9, end_prob=0.35), Actor(3, seed=9, end_prob=0.35)
@@ -150,7 +150,7 @@ class GrantingChannel:
         self.asked, self.stages = [], stages
 
     def request(self, command, args, timeout_s):
-        from protocol import ControlReply
+        from tandem.protocol import ControlReply
 
         self.asked.append((command, dict(args), list(self.stages)))
         return ControlReply(1, True, data={"granted": True, "holders": [args["name"]]})
@@ -159,9 +159,9 @@ class GrantingChannel:
 def test_the_evaluator_takes_a_start_token_before_it_builds_envs(caplog):
     """One more native emulator than supervisor.max_concurrent_starts allows must not start: the evaluator asks
     for a token, as actors do, before its first env constructor runs."""
-    from daemons.config.loader import config_from_dict
-    from daemons.evaluator.daemon import Evaluator
-    from daemons.runtime.signals import StopFlag
+    from tandem.daemons.config.loader import config_from_dict
+    from tandem.daemons.evaluator.daemon import Evaluator
+    from tandem.daemons.runtime.signals import StopFlag
 
     evaluator = Evaluator(config_from_dict({"eval": {"num_envs": 2}}), StopFlag(), control_endpoint=None)
     stages = []

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from daemons.algorithms import make_algorithm, make_policy
-from daemons.algorithms.appo import BEHAVIOUR_LOGP
-from daemons.algorithms.distributions import ActionHead, Categorical, DiagGaussian
-from daemons.config.loader import config_from_dict
-from daemons.envs.spaces import env_actions
-from protocol import TransitionBatch, WeightBlob
+from tandem.daemons.algorithms import make_algorithm, make_policy
+from tandem.daemons.algorithms.appo import BEHAVIOUR_LOGP
+from tandem.daemons.algorithms.distributions import ActionHead, Categorical, DiagGaussian
+from tandem.daemons.config.loader import config_from_dict
+from tandem.daemons.envs.spaces import env_actions
+from tandem.protocol import TransitionBatch, WeightBlob
 
 VECTOR = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 SPACES = {
@@ -290,11 +290,11 @@ def test_training_and_checkpoints_never_import_torch_dynamo(tmp_path):
     script = f"""
 import sys
 import gymnasium as gym, numpy as np, torch
-from daemons.algorithms import make_algorithm
-from daemons.config.loader import config_from_dict
-from daemons.learner.checkpoint import load_latest_checkpoint, save_checkpoint
+from tandem.daemons.algorithms import make_algorithm
+from tandem.daemons.config.loader import config_from_dict
+from tandem.daemons.learner.checkpoint import load_latest_checkpoint, save_checkpoint
 from tests.daemons.test_appo import VECTOR, unroll_from_policy, appo_config
-from daemons.algorithms import make_policy
+from tandem.daemons.algorithms import make_policy
 space = gym.spaces.Discrete(3, start=1)
 config = appo_config()
 learner = make_algorithm(config, VECTOR, space, "cpu")
@@ -315,7 +315,7 @@ print("ok")
 
 
 def test_adam_computes_what_torch_adam_does_and_their_states_load_into_each_other():
-    from daemons.algorithms.adam import Adam
+    from tandem.daemons.algorithms.adam import Adam
 
     def net():
         torch.manual_seed(0)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from daemons.config.loader import config_from_dict
-from daemons.envs.atari import GAME_RETURN
-from daemons.envs.gym_envs import EnvBuildError, EnvGroup, make_env
+from tandem.daemons.config.loader import config_from_dict
+from tandem.daemons.envs.atari import GAME_RETURN
+from tandem.daemons.envs.gym_envs import EnvBuildError, EnvGroup, make_env
 
 
 def atari_env(game: str, training: bool, **atari):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from daemons.actor.stepping import make_stepping
-from daemons.config.loader import config_from_dict
-from daemons.envs.gym_envs import make_env
-from daemons.replay import FrameReplay, NStepAccumulator, ReplayBuffer
-from protocol import TransitionBatch, stacks
+from tandem.daemons.actor.stepping import make_stepping
+from tandem.daemons.config.loader import config_from_dict
+from tandem.daemons.envs.gym_envs import make_env
+from tandem.daemons.replay import FrameReplay, NStepAccumulator, ReplayBuffer
+from tandem.protocol import TransitionBatch, stacks
 
 ENVS, UNROLL = 2, 8
 
@@ -94,9 +94,9 @@ def test_pong_batches_cut_to_frames_rebuild_exactly():
 def test_the_actor_link_sends_atari_stacks_as_frames_and_anything_else_whole(tmp_path):
     import zmq
 
-    from daemons.actor.link import PolicyLink
-    from daemons.envs.spaces import PolicySpaces
-    from daemons.runtime.endpoints import LearnerEndpoints
+    from tandem.daemons.actor.link import PolicyLink
+    from tandem.daemons.envs.spaces import PolicySpaces
+    from tandem.daemons.runtime.endpoints import LearnerEndpoints
 
     config = config_from_dict({"env": {"id": "ALE/Pong-v5", "atari": {"enabled": True}}, "algorithm": {"name": "appo"}})
     env = make_env(config.env)
@@ -127,9 +127,9 @@ def test_an_appo_learner_scores_the_actors_actions_on_the_screens_the_actor_saw(
     frame, step or column show (a uniform policy would hide it)."""
     import torch
 
-    from daemons.algorithms.appo import APPO, BEHAVIOUR_LOGP, StochasticPolicy
-    from daemons.algorithms.unroll_tensors import stack_unrolls
-    from daemons.learner.unroll_feed import UnrollFeed
+    from tandem.daemons.algorithms.appo import APPO, BEHAVIOUR_LOGP, StochasticPolicy
+    from tandem.daemons.algorithms.unroll_tensors import stack_unrolls
+    from tandem.daemons.learner.unroll_feed import UnrollFeed
 
     config = config_from_dict({"env": {"id": "ALE/Breakout-v5", "num_envs": ENVS, "max_episode_steps": 60,
                                        "kwargs": {"repeat_action_probability": 0.0}, "atari": {"enabled": True}},

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from daemons.algorithms.dqn import DoubleDQN
-from daemons.replay import SampledBatch
-from daemons.learner.checkpoint import checkpoint_path, load_latest_checkpoint, save_checkpoint
-from daemons.config.schema import AlgorithmSection, ModelSection
+from tandem.daemons.algorithms.dqn import DoubleDQN
+from tandem.daemons.replay import SampledBatch
+from tandem.daemons.learner.checkpoint import checkpoint_path, load_latest_checkpoint, save_checkpoint
+from tandem.daemons.config.schema import AlgorithmSection, ModelSection
 
 VECTOR = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
 
@@ -95,7 +95,7 @@ def test_corrupt_newest_falls_back_to_the_previous_one(tmp_path, caplog):
     good = save_checkpoint(tmp_path, state(2))
     checkpoint_path(tmp_path, 3).write_bytes(good.read_bytes()[: good.stat().st_size // 2])  # truncated
     checkpoint_path(tmp_path, 4).write_bytes(b"")
-    with caplog.at_level(logging.WARNING, logger="daemons.learner.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="tandem.daemons.learner.checkpoint"):
         loaded = load_latest_checkpoint(tmp_path)
     assert loaded["version"] == 2
     torch.testing.assert_close(loaded["tensor"], torch.full((2,), 2.0))
@@ -128,7 +128,7 @@ def test_pickled_objects_are_refused_and_no_code_runs(tmp_path, caplog):
     marker = tmp_path / "marker"
     save_checkpoint(tmp_path, state(1))
     torch.save({"version": 2, "payload": Payload(str(marker))}, checkpoint_path(tmp_path, 2))
-    with caplog.at_level(logging.WARNING, logger="daemons.learner.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="tandem.daemons.learner.checkpoint"):
         loaded = load_latest_checkpoint(tmp_path)
     assert loaded["version"] == 1
     assert not marker.exists()

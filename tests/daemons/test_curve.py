@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from daemons.security import keystore
-from daemons.security.curve import Gatekeeper
-from protocol import ControlRequest, decode, sockets
-from protocol.sockets import CurveKeys, SocketOptions
+from tandem.daemons.security import keystore
+from tandem.daemons.security.curve import Gatekeeper
+from tandem.protocol import ControlRequest, decode, sockets
+from tandem.protocol.sockets import CurveKeys, SocketOptions
 
 ARRIVE_S = 5.0  # a message from an allowed client arrives well within this
 REFUSED_S = 1.0  # a refused client's message never arrives; this is only how long we look

@@ -10,11 +10,11 @@ import pytest
 import torch
 from torch import nn
 
-from daemons.algorithms import make_algorithm, make_policy
-from daemons.algorithms.dqn import DoubleDQN, DQNPolicy
-from daemons.replay import SampledBatch
-from daemons.config.schema import AlgorithmSection, ModelSection, RunConfig
-from protocol.weights import WeightBlob
+from tandem.daemons.algorithms import make_algorithm, make_policy
+from tandem.daemons.algorithms.dqn import DoubleDQN, DQNPolicy
+from tandem.daemons.replay import SampledBatch
+from tandem.daemons.config.schema import AlgorithmSection, ModelSection, RunConfig
+from tandem.protocol.weights import WeightBlob
 
 TWO_STATES = gym.spaces.Box(0.0, 1.0, shape=(2,), dtype=np.float32)
 VECTOR = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)

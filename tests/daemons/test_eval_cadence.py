@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from daemons.evaluator.cadence import Cadence, machine_cores
+from tandem.daemons.evaluator.cadence import Cadence, machine_cores
 
 
 def test_a_round_is_followed_by_a_pause_that_keeps_the_evaluator_within_its_share():

@@ -9,12 +9,12 @@ import time
 import numpy as np
 import pytest
 
-from daemons.actor.weights_client import RETRY_S, WeightsClient
-from daemons.config import load_config
-from daemons.learner.daemon import Learner
-from daemons.learner.snapshots import SnapshotServer
-from daemons.runtime.signals import StopFlag
-from protocol import WeightBlob, sockets
+from tandem.daemons.actor.weights_client import RETRY_S, WeightsClient
+from tandem.daemons.config import load_config
+from tandem.daemons.learner.daemon import Learner
+from tandem.daemons.learner.snapshots import SnapshotServer
+from tandem.daemons.runtime.signals import StopFlag
+from tandem.protocol import WeightBlob, sockets
 from tests.system.harness import ROOT
 
 REFRESH_S = 30.0  # far longer than any wait below: a test that waits for a refresh fails

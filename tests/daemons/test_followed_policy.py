@@ -6,12 +6,12 @@ import time
 
 import numpy as np
 
-from daemons.actor.link import FollowedPolicy
-from daemons.algorithms import make_algorithm
-from daemons.config import load_config
-from daemons.envs.probe import probe_policy_spaces
-from daemons.runtime.endpoints import LearnerEndpoints
-from protocol import WeightBlob, sockets
+from tandem.daemons.actor.link import FollowedPolicy
+from tandem.daemons.algorithms import make_algorithm
+from tandem.daemons.config import load_config
+from tandem.daemons.envs.probe import probe_policy_spaces
+from tandem.daemons.runtime.endpoints import LearnerEndpoints
+from tandem.protocol import WeightBlob, sockets
 from tests.system.harness import ROOT
 
 WAIT_S = 10.0

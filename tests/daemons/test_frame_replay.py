@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from daemons.replay import FrameReplay, NStepAccumulator, ReplayBuffer
-from protocol import stacks
+from tandem.daemons.replay import FrameReplay, NStepAccumulator, ReplayBuffer
+from tandem.protocol import stacks
 from tests.frame_envs import STACK, Actor
 
 N, GAMMA = 3, 0.9

@@ -12,10 +12,10 @@ import msgpack
 import numpy as np
 import pytest
 
-from client.game import Agent, AgentError, find_endpoint, find_endpoint_again
-from daemons.actor.serve.server import endpoint_file
-from protocol import framing
-from protocol.game import GameAction, GameBye, GameError, GameHello, GameStep, GameWelcome
+from tandem.client.game import Agent, AgentError, find_endpoint, find_endpoint_again
+from tandem.daemons.actor.serve.server import endpoint_file
+from tandem.protocol import framing
+from tandem.protocol.game import GameAction, GameBye, GameError, GameHello, GameStep, GameWelcome
 from tests.daemons.game_harness import (OBS, TIMEOUT_S, WAIT_S, Clock, Game, hello, pump, replies_to, serve_in_thread,
                                         settle)
 from tests.daemons.game_harness import make_server  # noqa: F401 (a fixture: pytest finds it by name here)

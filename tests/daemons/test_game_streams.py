@@ -6,11 +6,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from daemons.actor.serve.server import serve_endpoint
-from daemons.actor.serve.stream_ids import reserve_stream_ids
-from daemons.actor.serve.streams import AWAIT_RECENT_S, GameStreams, StepRefused, game_spaces
-from daemons.envs.spaces import PolicySpaces
-from protocol.game import GameHello, GameStep
+from tandem.daemons.actor.serve.server import serve_endpoint
+from tandem.daemons.actor.serve.stream_ids import reserve_stream_ids
+from tandem.daemons.actor.serve.streams import AWAIT_RECENT_S, GameStreams, StepRefused, game_spaces
+from tandem.daemons.envs.spaces import PolicySpaces
+from tandem.protocol.game import GameHello, GameStep
 
 SPACES = PolicySpaces((), gym.spaces.Box(-np.inf, np.inf, (3,), np.float32), gym.spaces.Discrete(2), 0)
 T = 4
@@ -131,9 +131,9 @@ def test_serve_endpoints_per_actor():
 
 
 def test_a_serve_bind_beyond_loopback_needs_insecure_as_other_binds_do():
-    from daemons.config import config_from_dict
-    from daemons.supervisor.loop import prepare
-    from daemons.supervisor.loop import SupervisorError
+    from tandem.daemons.config import config_from_dict
+    from tandem.daemons.supervisor.loop import prepare
+    from tandem.daemons.supervisor.loop import SupervisorError
 
     exposed = config_from_dict({"actors": {"mode": "serve", "serve_bind": "tcp://0.0.0.0:7000"}})
     with pytest.raises(SupervisorError, match="actors.serve_bind 'tcp://0.0.0.0:7000' is not loopback"):

@@ -10,12 +10,12 @@ import time
 import pytest
 import zmq
 
-from daemons.config import load_config
-from daemons.learner.daemon import Learner
-from daemons.learner.intake import Intake, IntakeDied
-from daemons.learner.unroll_feed import UnrollFeed
-from daemons.runtime.signals import StopFlag
-from protocol import TransitionBatch, sockets
+from tandem.daemons.config import load_config
+from tandem.daemons.learner.daemon import Learner
+from tandem.daemons.learner.intake import Intake, IntakeDied
+from tandem.daemons.learner.unroll_feed import UnrollFeed
+from tandem.daemons.runtime.signals import StopFlag
+from tandem.protocol import TransitionBatch, sockets
 from tests.protocol import samples
 from tests.system.harness import ROOT
 

@@ -7,10 +7,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from daemons.actor.backlog import JoiningBacklog
-from daemons.replay import FrameReplay, NStepAccumulator
-from protocol import TransitionBatch, stacks
-from protocol.joining import join_unrolls, joinable
+from tandem.daemons.actor.backlog import JoiningBacklog
+from tandem.daemons.replay import FrameReplay, NStepAccumulator
+from tandem.protocol import TransitionBatch, stacks
+from tandem.protocol.joining import join_unrolls, joinable
 from tests import frame_envs
 from tests.protocol import samples
 
@@ -156,7 +156,7 @@ def test_an_actors_frame_rows_join_without_copying_and_rebuild_exactly(seed, che
     their shared rows, and each message rebuilds exactly the whole stacks an identical actor's unrolls hold."""
     from functools import partial
 
-    from daemons.actor.unroll import FrameRows, FrameUnrollBuilder
+    from tandem.daemons.actor.unroll import FrameRows, FrameUnrollBuilder
 
     mine, ref = (frame_envs.Actor(3, seed=seed, end_prob=0.15) for _ in range(2))
     builder = partial(FrameUnrollBuilder, checked=checked, rows=FrameRows(8))
@@ -196,7 +196,7 @@ def test_continues_agrees_with_the_rebuilt_history(seed):
 
 
 def test_rows_in_place_joins_only_consecutive_rows_of_one_array():
-    from protocol.joining import rows_in_place
+    from tandem.protocol.joining import rows_in_place
 
     block = np.arange(10 * 2 * 3, dtype=np.int32).reshape(10, 2, 3).copy()  # an array that owns its rows
     joined = rows_in_place([block[0:4], block[3:7], block[6:9]])
@@ -211,7 +211,7 @@ def test_rows_in_place_joins_only_consecutive_rows_of_one_array():
 
 def test_same_frames_compares_big_rows_bitwise():
     """Atari-sized rows (over 4 KiB) that are not the same memory are compared word by word."""
-    from protocol.joining import same_frames
+    from tandem.protocol.joining import same_frames
 
     rng = np.random.default_rng(0)
     a = rng.integers(0, 256, (4, 84, 84), dtype=np.uint8)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import torch
 
-from daemons.evaluator.kept import KEPT_FILES, KeptCheckpoints, improves, policy_returns, read_evaluation, solves
+from tandem.daemons.evaluator.kept import KEPT_FILES, KeptCheckpoints, improves, policy_returns, read_evaluation, solves
 
 
 def weights_of(version: int) -> dict[str, np.ndarray]:

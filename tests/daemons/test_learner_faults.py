@@ -5,11 +5,11 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from daemons.config import load_config
-from daemons.learner.daemon import Learner
-from daemons.runtime.signals import StopFlag
-from protocol import ControlRequest, WeightBlob, WeightRequest, decode, sockets
-from protocol.limits import PROTOCOL_VERSION
+from tandem.daemons.config import load_config
+from tandem.daemons.learner.daemon import Learner
+from tandem.daemons.runtime.signals import StopFlag
+from tandem.protocol import ControlRequest, WeightBlob, WeightRequest, decode, sockets
+from tandem.protocol.limits import PROTOCOL_VERSION
 from tests.system.harness import ROOT
 
 WAIT_MS = 3000

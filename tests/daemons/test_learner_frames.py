@@ -8,11 +8,11 @@ import msgpack
 import numpy as np
 import pytest
 
-from daemons.config import load_config
-from daemons.learner.daemon import Learner
-from daemons.replay import FrameReplay
-from daemons.runtime.signals import StopFlag
-from protocol import TransitionBatch, sockets, stacks
+from tandem.daemons.config import load_config
+from tandem.daemons.learner.daemon import Learner
+from tandem.daemons.replay import FrameReplay
+from tandem.daemons.runtime.signals import StopFlag
+from tandem.protocol import TransitionBatch, sockets, stacks
 from tests.system.harness import ROOT
 
 STEPS, ENVS = 4, 2

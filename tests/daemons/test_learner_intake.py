@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from daemons.config import load_config
-from daemons.learner.daemon import Learner
-from daemons.runtime.signals import StopFlag
-from protocol import TransitionBatch, sockets
+from tandem.daemons.config import load_config
+from tandem.daemons.learner.daemon import Learner
+from tandem.daemons.runtime.signals import StopFlag
+from tandem.protocol import TransitionBatch, sockets
 from tests.protocol import samples
 from tests.system.harness import ROOT
 
@@ -66,7 +66,7 @@ BAD_ONES = {
 @pytest.mark.parametrize("what", list(BAD_ONES))
 def test_a_batch_with_bad_on_policy_fields_is_counted_logged_and_dropped(appo_learner, what, caplog):
     learner = appo_learner
-    with caplog.at_level(logging.WARNING, logger="daemons.learner.daemon"):
+    with caplog.at_level(logging.WARNING, logger="tandem.daemons.learner.daemon"):
         learner.insert(frames(BAD_ONES[what](good_batch(seq=0))))
     assert learner.counts["batches_malformed"] == 1
     assert learner.counts["transitions_inserted"] == 0
@@ -170,7 +170,7 @@ def test_a_dqn_learner_drops_non_finite_values_and_counts_each_bad_batch_under_i
 
 def test_a_learner_whose_metrics_cannot_be_written_counts_it_and_trains_on(tmp_path):
     """A full disk (here /dev/full, which refuses every write with ENOSPC) under metrics.jsonl ends nothing."""
-    from daemons.learner.metrics_log import MetricsLog
+    from tandem.daemons.learner.metrics_log import MetricsLog
 
     config = load_config(ROOT / "examples" / "cartpole.toml", [f"run.dir='{tmp_path}'"])
     learner = Learner(config, "default", StopFlag(), control_endpoint=None)

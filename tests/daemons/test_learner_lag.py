@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from daemons.config import load_config
-from daemons.learner.daemon import Learner
-from daemons.runtime.signals import StopFlag
-from protocol import sockets
+from tandem.daemons.config import load_config
+from tandem.daemons.learner.daemon import Learner
+from tandem.daemons.runtime.signals import StopFlag
+from tandem.protocol import sockets
 from tests.protocol import samples
 from tests.system.harness import ROOT
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from daemons.learner.rate_limiter import RateLimiter
-from daemons.learner.version_floor import read_floor, write_floor
+from tandem.daemons.learner.rate_limiter import RateLimiter
+from tandem.daemons.learner.version_floor import read_floor, write_floor
 
 
 def test_rate_limiter_holds_the_ratio():

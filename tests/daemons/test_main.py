@@ -7,14 +7,14 @@ import sys
 import time
 from pathlib import Path
 
-from daemons.runtime.exit_codes import ExitCode
-from daemons.supervisor.collector import HeartbeatCollector
+from tandem.daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.supervisor.collector import HeartbeatCollector
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_spec(fields: str, timeout_s: float = 60) -> subprocess.Popen:
-    code = f"import sys\nfrom daemons.main import DaemonSpec, run\nsys.exit(run(DaemonSpec({fields})))\n"
+    code = f"import sys\nfrom tandem.daemons.main import DaemonSpec, run\nsys.exit(run(DaemonSpec({fields})))\n"
     return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 

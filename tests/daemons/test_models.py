@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from daemons.config.schema import ModelSection
-from daemons.algorithms.models import MLPQNetwork, NatureCNN, build_q_network
-from daemons.runtime.torch_threads import set_torch_threads
+from tandem.daemons.config.schema import ModelSection
+from tandem.daemons.algorithms.models import MLPQNetwork, NatureCNN, build_q_network
+from tandem.daemons.runtime.torch_threads import set_torch_threads
 
 VECTOR = gym.spaces.Box(-1.0, 1.0, shape=(4,), dtype=np.float32)
 IMAGE_CHW = gym.spaces.Box(0, 255, shape=(4, 84, 84), dtype=np.uint8)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from daemons.config import ConfigError, config_from_dict
-from daemons.config.policies import assign_agents, policy_config
-from daemons.envs.rollout import MultiAgentRollout
-from daemons.envs.spaces import ObsAdapter, policy_spaces
-from daemons.envs.worlds import env_api, make_world
+from tandem.daemons.config import ConfigError, config_from_dict
+from tandem.daemons.config.policies import assign_agents, policy_config
+from tandem.daemons.envs.rollout import MultiAgentRollout
+from tandem.daemons.envs.spaces import ObsAdapter, policy_spaces
+from tandem.daemons.envs.worlds import env_api, make_world
 from tests.multiagent_envs import AGENTS, INDEX
 
 POLICIES = {"alpha": {"agents": ["a_*"]}, "beta": {"agents": ["b_0"], "algorithm": {"learning_rate": 5e-4}}}
@@ -122,7 +122,7 @@ def test_action_mask_observations_are_flattened_with_the_mask_last():
 
 
 def test_masked_policy_explores_and_exploits_only_legal_actions():
-    from daemons.algorithms.dqn import DQNPolicy
+    from tandem.daemons.algorithms.dqn import DQNPolicy
     import gymnasium as gym
 
     config = config_from_dict({})
@@ -136,7 +136,7 @@ def test_masked_policy_explores_and_exploits_only_legal_actions():
 
 
 def test_the_api_is_found_without_building_an_env_and_an_unforeseen_one_names_env_api():
-    from daemons.envs.gym_envs import EnvBuildError, make_env
+    from tandem.daemons.envs.gym_envs import EnvBuildError, make_env
 
     def api(env_id: str, **extra) -> str:
         return env_api(config_from_dict({"env": {"id": env_id, **extra}, "policies": POLICIES}).env)

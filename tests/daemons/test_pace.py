@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from daemons.actor.pacer import MAX_SLICE_S, Pacer
-from daemons.config.schema import RunConfig
-from daemons.learner.pace import FILL_TARGET, STARVED_SHARE_MAX, PaceMeter, consumed_per_update
+from tandem.daemons.actor.pacer import MAX_SLICE_S, Pacer
+from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.learner.pace import FILL_TARGET, STARVED_SHARE_MAX, PaceMeter, consumed_per_update
 
 
 # ------------------------------------------------------------------ the actor's pacer

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from daemons.actor.pacer import CREDIT_VERSIONS, MAX_SLICE_S, Pacer
-from daemons.learner.unroll_feed import UnrollFeed
-from protocol import TransitionBatch
+from tandem.daemons.actor.pacer import CREDIT_VERSIONS, MAX_SLICE_S, Pacer
+from tandem.daemons.learner.unroll_feed import UnrollFeed
+from tandem.protocol import TransitionBatch
 
 STEPS, ENVS, BATCH = 32, 8, 1024  # the Pong APPO example: unrolls of 256 transitions, 1024 per update
 
@@ -85,7 +85,7 @@ def test_a_credit_expires_when_no_version_comes():
 def test_a_learner_granting_a_credit_advertises_no_rate():
     """The credit keeps the learner's queue two updates deep by design; a rate corrected by that fill would
     throttle the actors below what the learner takes."""
-    from daemons.learner.pace import PaceMeter
+    from tandem.daemons.learner.pace import PaceMeter
 
     meter = PaceMeter(1.1, credit_per_version=BATCH)
     now = 0.0

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from client.cli import cli
-from client.export import preprocessing
-from daemons.actor.stepping import make_stepping
-from daemons.config.fields import ConfigError
-from daemons.config.loader import config_from_dict, load_config
-from daemons.envs.atari import GAME_RETURN
-from daemons.envs.gym_envs import EnvGroup, EnvSetupError, make_env
-from daemons.runtime.exit_codes import ExitCode
-from protocol import TransitionBatch, stacks
+from tandem.client.cli import cli
+from tandem.client.export import preprocessing
+from tandem.daemons.actor.stepping import make_stepping
+from tandem.daemons.config.fields import ConfigError
+from tandem.daemons.config.loader import config_from_dict, load_config
+from tandem.daemons.envs.atari import GAME_RETURN
+from tandem.daemons.envs.gym_envs import EnvGroup, EnvSetupError, make_env
+from tandem.daemons.runtime.exit_codes import ExitCode
+from tandem.protocol import TransitionBatch, stacks
 from tests.pixel_envs import BLOCK_H, TOP, block_x, frame
 
 SKIP, STACK, SIZE = 4, 4, 84

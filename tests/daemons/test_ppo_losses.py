@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from daemons.algorithms.ppo_batch import FlatSteps, minibatch_rows
-from daemons.algorithms.ppo_losses import clipped_surrogate, explained_variance, normalized_advantages, value_loss
-from daemons.algorithms.running_norm import RunningMeanStd
+from tandem.daemons.algorithms.ppo_batch import FlatSteps, minibatch_rows
+from tandem.daemons.algorithms.ppo_losses import clipped_surrogate, explained_variance, normalized_advantages, value_loss
+from tandem.daemons.algorithms.running_norm import RunningMeanStd
 
 
 def test_clipped_surrogate_takes_the_pessimistic_term_per_step():

@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from daemons.replay import NStepAccumulator, NStepTransitions, ReplayBuffer, SumTree
-from protocol import TransitionBatch
+from tandem.daemons.replay import NStepAccumulator, NStepTransitions, ReplayBuffer, SumTree
+from tandem.protocol import TransitionBatch
 
 GAMMA = 0.9
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
-from daemons.config.schema import StopSection
-from daemons.supervisor.progress import RunView
-from daemons.supervisor.resume import move_previous
-from daemons.supervisor.run_metrics import RunMetricsLog
-from daemons.supervisor.segments import Earlier, earlier_starts
-from protocol import Heartbeat
+from tandem.daemons.config.schema import StopSection
+from tandem.daemons.supervisor.progress import RunView
+from tandem.daemons.supervisor.resume import move_previous
+from tandem.daemons.supervisor.run_metrics import RunMetricsLog
+from tandem.daemons.supervisor.segments import Earlier, earlier_starts
+from tandem.protocol import Heartbeat
 
 
 def beat(name, role, **counters):

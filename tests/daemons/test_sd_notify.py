@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from daemons.runtime.reporter import Reporter, status_line
-from daemons.runtime.sd_notify import Notifier, notify_address, watchdog_interval_s
+from tandem.daemons.runtime.reporter import Reporter, status_line
+from tandem.daemons.runtime.sd_notify import Notifier, notify_address, watchdog_interval_s
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -135,7 +135,7 @@ def test_sigterm_sends_stopping_at_once_from_any_stage(listener):
     """A process blocked outside its main loop (here: sleeping) still tells systemd it is stopping."""
     path, sock = listener
     code = ("import os, signal, time\n"
-            "from daemons.runtime.signals import StopFlag\n"
+            "from tandem.daemons.runtime.signals import StopFlag\n"
             "stop = StopFlag().install()\n"
             "os.kill(os.getpid(), signal.SIGTERM)\n"
             "time.sleep(0.05)\n"

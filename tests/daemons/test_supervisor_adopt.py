@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from daemons.config import load_config
-from daemons.supervisor.status import state_summary, status_data
-from daemons.supervisor.supervisor import Supervisor
-from protocol import ControlRequest, Heartbeat
+from tandem.daemons.config import load_config
+from tandem.daemons.supervisor.status import state_summary, status_data
+from tandem.daemons.supervisor.supervisor import Supervisor
+from tandem.protocol import ControlRequest, Heartbeat
 
 ROOT = Path(__file__).resolve().parents[2]
 

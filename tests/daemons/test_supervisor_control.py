@@ -7,14 +7,14 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from daemons.config import load_config
-from daemons.main import DaemonSpec
-from daemons.supervisor import states
-from daemons.supervisor.loop import handle_control
-from daemons.supervisor.status import status_data
-from daemons.supervisor.supervisor import Supervisor
-from protocol import ControlReply, ControlRequest, Heartbeat, WeightRequest, decode, sockets
-from protocol.limits import PROTOCOL_VERSION
+from tandem.daemons.config import load_config
+from tandem.daemons.main import DaemonSpec
+from tandem.daemons.supervisor import states
+from tandem.daemons.supervisor.loop import handle_control
+from tandem.daemons.supervisor.status import status_data
+from tandem.daemons.supervisor.supervisor import Supervisor
+from tandem.protocol import ControlReply, ControlRequest, Heartbeat, WeightRequest, decode, sockets
+from tandem.protocol.limits import PROTOCOL_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT_MS = 2000

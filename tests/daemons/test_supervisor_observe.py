@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from daemons.config import load_config
-from daemons.supervisor.metrics_http import MetricsPortBusy, MetricsServer, health
-from daemons.supervisor.observer import Observer, ObserverError
-from daemons.supervisor.ports import plan_children
-from daemons.supervisor.run_metrics import RunMetricsLog, flatten
-from daemons.supervisor.states import State
-from daemons.supervisor.status import status_data
-from daemons.supervisor.supervisor import Supervisor
-from protocol import Heartbeat
+from tandem.daemons.config import load_config
+from tandem.daemons.supervisor.metrics_http import MetricsPortBusy, MetricsServer, health
+from tandem.daemons.supervisor.observer import Observer, ObserverError
+from tandem.daemons.supervisor.ports import plan_children
+from tandem.daemons.supervisor.run_metrics import RunMetricsLog, flatten
+from tandem.daemons.supervisor.states import State
+from tandem.daemons.supervisor.status import status_data
+from tandem.daemons.supervisor.supervisor import Supervisor
+from tandem.protocol import Heartbeat
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -147,7 +147,7 @@ def test_observer_writes_a_record_a_second_and_a_last_one_on_close(tmp_path):
 def test_without_tensorboard_the_log_says_so_in_one_line(tmp_path, monkeypatch, caplog):
     for name in [m for m in sys.modules if m.split(".")[0] == "tensorboard"] + ["tensorboard"]:
         monkeypatch.setitem(sys.modules, name, None)  # as if not installed (imported submodules too)
-    with caplog.at_level("INFO", logger="daemons.supervisor.run_metrics"):
+    with caplog.at_level("INFO", logger="tandem.daemons.supervisor.run_metrics"):
         curves = RunMetricsLog(tmp_path)
     curves.write({"env_steps": 1})
     curves.close()
@@ -157,13 +157,13 @@ def test_without_tensorboard_the_log_says_so_in_one_line(tmp_path, monkeypatch, 
 
 def test_the_kill_message_names_the_grace_that_applied(tmp_path, caplog):
     """A process killed before RUNNING gets start_grace_s (2 s), and the log says so, not stop_grace_s (10 s)."""
-    from daemons.supervisor import states
+    from tandem.daemons.supervisor import states
 
     sup = make(tmp_path, "supervisor.stop_grace_s=10")
     rec = sup.records["actor-0"]
     rec.state = State.STARTING
     states.terminate(rec, "build_env 1/8 over its deadline", now=0.0)
-    with caplog.at_level("WARNING", logger="daemons.supervisor.supervisor"):
+    with caplog.at_level("WARNING", logger="tandem.daemons.supervisor.supervisor"):
         sup.step(2.5)
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("killing actor-0")]
     assert said and "after 2.0 s of grace" in said[0] and "still alive 2.5 s after SIGTERM" in said[0], said

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from daemons.config import load_config
-from daemons.supervisor.ports import plan_children
-from daemons.supervisor.states import State
-from daemons.supervisor.supervisor import Supervisor
+from tandem.daemons.config import load_config
+from tandem.daemons.supervisor.ports import plan_children
+from tandem.daemons.supervisor.states import State
+from tandem.daemons.supervisor.supervisor import Supervisor
 
 ROOT = Path(__file__).resolve().parents[2]
 TWO_POLICIES = ["env.id='tests.multiagent_envs:turn_aec'", "policies.alpha.agents=['a_*']", "policies.beta.agents=['b_*']"]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from daemons.runtime.exit_codes import ExitCode
-from daemons.supervisor import states
-from daemons.supervisor.states import (
+from tandem.daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.supervisor import states
+from tandem.daemons.supervisor.states import (
     Action,
     HeartbeatPolicy,
     ProcessRecord,
@@ -221,7 +221,7 @@ def test_a_process_killed_before_running_gets_the_short_grace():
 
 
 def test_hung_at_reads_the_main_threads_innermost_frame():
-    from daemons.supervisor.supervisor import hung_at
+    from tandem.daemons.supervisor.supervisor import hung_at
 
     dump = """some log line
 Current thread 0x00007f0000000001 (most recent call first):
@@ -238,8 +238,8 @@ Thread 0x00007f0000000002 (most recent call first):
 
 
 def test_hung_at_names_each_env_worker_dumped_after_the_daemon():
-    from daemons.runtime.stack_dump import WORKER_BEGIN, WORKERS_END
-    from daemons.supervisor.supervisor import hung_at
+    from tandem.daemons.runtime.stack_dump import WORKER_BEGIN, WORKERS_END
+    from tandem.daemons.supervisor.supervisor import hung_at
 
     old_worker = f"""{WORKER_BEGIN.format(pid=7)}
 Current thread 0x1 (most recent call first):

@@ -8,11 +8,11 @@ import sys
 import numpy as np
 import pytest
 
-from daemons.actor.stepping import actor_envs, make_stepping
-from daemons.config import config_from_dict, load_config
-from daemons.config.fields import ConfigError
-from daemons.envs.gym_envs import EnvBuildError
-from daemons.envs.vector import VECTOR_API
+from tandem.daemons.actor.stepping import actor_envs, make_stepping
+from tandem.daemons.config import config_from_dict, load_config
+from tandem.daemons.config.fields import ConfigError
+from tandem.daemons.envs.gym_envs import EnvBuildError
+from tandem.daemons.envs.vector import VECTOR_API
 from tests.system.harness import ROOT
 
 K, T = 3, 10

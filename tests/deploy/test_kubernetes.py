@@ -10,8 +10,8 @@ import click
 import pytest
 import yaml
 
-from client.cli import cli as tandem_cli
-from daemons.config import load_config
+from tandem.client.cli import cli as tandem_cli
+from tandem.daemons.config import load_config
 from tests.system.harness import ROOT
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="the test extra kubernetes-validate is not installed")

@@ -9,8 +9,8 @@ import subprocess
 import sys
 import time
 
-from daemons.runtime.control_channel import ControlChannel, ControlTimeout
-from protocol import sockets
+from tandem.daemons.runtime.control_channel import ControlChannel, ControlTimeout
+from tandem.protocol import sockets
 from tests.system.harness import ROOT, write_config
 
 WATCHDOG_USEC = 1_000_000  # -> a WATCHDOG=1 every 0.5 s
@@ -120,7 +120,7 @@ def check_supervised(procs, sup, sup_sock, actor, endpoint, wait_rows) -> None:
         actor.send_signal(signal.SIGCONT)
 
     procs.expected_dead.add("supervisor")
-    stop = subprocess.run([sys.executable, "-m", "client", "stop", "--endpoint", endpoint],
+    stop = subprocess.run([sys.executable, "-m", "tandem", "stop", "--endpoint", endpoint],
                           capture_output=True, text=True, timeout=30, cwd=ROOT)
     assert stop.returncode == 0 and "keep running" in stop.stdout, stop
     sup_sock.wait_for("STOPPING=1", 10)

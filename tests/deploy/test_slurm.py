@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from daemons.runtime.control_channel import ControlChannel, ControlTimeout
-from protocol import sockets
+from tandem.daemons.runtime.control_channel import ControlChannel, ControlTimeout
+from tandem.protocol import sockets
 from tests.system.harness import ROOT, end_group, write_config
 
 SLURM_START_S = 30.0
@@ -154,7 +154,7 @@ def test_the_sbatch_scripts_run_a_learner_and_an_actor_array_that_train(tmp_path
                                                   "learner.replay_min_size=200", "stop.seconds=600"])
     control = f"tcp://127.0.0.1:{config.transport.control_port}"
     supervisor_log = (tmp_path / "supervisor.log").open("w")
-    supervisor = subprocess.Popen([sys.executable, "-m", "client", "supervise", str(config_path), "--no-children"],
+    supervisor = subprocess.Popen([sys.executable, "-m", "tandem", "supervise", str(config_path), "--no-children"],
                                   stdout=supervisor_log, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True,
                                   env={**os.environ, "PYTHONPATH": str(ROOT)})
     ctx = sockets.new_context()

@@ -12,9 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from daemons.runtime.control_channel import ControlChannel, ControlTimeout
-from protocol import sockets
-from daemons.config import load_config, render_toml
+from tandem.daemons.runtime.control_channel import ControlChannel, ControlTimeout
+from tandem.protocol import sockets
+from tandem.daemons.config import load_config, render_toml
 from tests.system.harness import ROOT
 
 LAUNCHER = ROOT / "deploy" / "tmux" / "tandem-tmux"
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is no
 
 def tandem_command() -> str:
     tandem = Path(sys.executable).parent / "tandem"
-    return str(tandem) if tandem.exists() else f"{sys.executable} -m client"
+    return str(tandem) if tandem.exists() else f"{sys.executable} -m tandem"
 
 
 def ours(tmp_path: Path) -> list[psutil.Process]:

@@ -16,7 +16,7 @@ from tests.system.harness import ROOT
 def chaos(tmp_path, only: str, timeout_s: float) -> dict:
     """Run `tandem chaos --quick --only ONLY` (in its own session, killed whole if it overruns); its document."""
     out = tmp_path / "chaos.json"
-    proc = subprocess.Popen([sys.executable, "-m", "client", "chaos", "--quick", "--only", only, "--out", str(out)],
+    proc = subprocess.Popen([sys.executable, "-m", "tandem", "chaos", "--quick", "--only", only, "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True)
     try:
         stdout, stderr = proc.communicate(timeout=timeout_s)
@@ -63,6 +63,6 @@ def test_leak_recycles_tandem_stop_and_a_full_disk(tmp_path):
 
 
 def test_an_unknown_drill_is_a_usage_error_naming_it():
-    result = subprocess.run([sys.executable, "-m", "client", "chaos", "--only", "actor_kill,nonsense"],
+    result = subprocess.run([sys.executable, "-m", "tandem", "chaos", "--only", "actor_kill,nonsense"],
                             capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert result.returncode == 2 and "nonsense" in result.stderr

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from protocol import ControlReply, ControlRequest, Heartbeat, TransitionBatch, WeightBlob, WeightRequest
-from protocol.game import GameAction, GameBye, GameError, GameHello, GameSpaces, GameStep, GameWelcome
+from tandem.protocol import ControlReply, ControlRequest, Heartbeat, TransitionBatch, WeightBlob, WeightRequest
+from tandem.protocol.game import GameAction, GameBye, GameError, GameHello, GameSpaces, GameStep, GameWelcome
 
 
 def unroll(steps: int = 5, envs: int = 3, obs_shape=(4,), obs_dtype="<f4", ends=(), seed: int = 0,

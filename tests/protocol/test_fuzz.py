@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import MESSAGE_TYPES, ProtocolError, decode
+from tandem.protocol import MESSAGE_TYPES, ProtocolError, decode
 from tests.protocol import samples
 
 VALID_FRAMES = [[bytes(f) for f in m.to_frames()] for m in samples.every_kind()]

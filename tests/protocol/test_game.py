@@ -8,10 +8,10 @@ import msgpack
 import numpy as np
 import pytest
 
-from protocol import ProtocolError, decode, framing
-from protocol.game import (ERROR_CODES, GAME_LIMITS, NOTICE_CODES, GameAction, GameBye, GameError, GameHello, GameSpaces,
+from tandem.protocol import ProtocolError, decode, framing
+from tandem.protocol.game import (ERROR_CODES, GAME_LIMITS, NOTICE_CODES, GameAction, GameBye, GameError, GameHello, GameSpaces,
                            GameStep, GameWelcome, decode_game)
-from protocol.game_requests import BadRequest, decode_request
+from tandem.protocol.game_requests import BadRequest, decode_request
 from tests.system.harness import ROOT
 
 SPACES = GameSpaces((4,), "<f4", "discrete", 2, (), "<i8")

@@ -7,7 +7,7 @@ import math
 import msgpack
 import pytest
 
-from protocol import ProtocolError, WeightBlob, decode
+from tandem.protocol import ProtocolError, WeightBlob, decode
 from tests.protocol import samples
 
 

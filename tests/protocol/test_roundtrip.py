@@ -7,8 +7,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from protocol import MESSAGE_TYPES, ProtocolError, TransitionBatch, WeightBlob, decode
-from protocol.framing import ALLOWED_DTYPES
+from tandem.protocol import MESSAGE_TYPES, ProtocolError, TransitionBatch, WeightBlob, decode
+from tandem.protocol.framing import ALLOWED_DTYPES
 from tests.protocol import samples
 
 

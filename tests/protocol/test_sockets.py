@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from protocol import ProtocolError, TransitionBatch, TransportError, WeightBlob, WeightRequest, decode, sockets
-from protocol.sockets import SocketOptions
+from tandem.protocol import ProtocolError, TransitionBatch, TransportError, WeightBlob, WeightRequest, decode, sockets
+from tandem.protocol.sockets import SocketOptions
 from tests.protocol import samples
 
 TIMEOUT_MS = 5000

@@ -9,7 +9,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from protocol import ProtocolError, TransitionBatch, stacks
+from tandem.protocol import ProtocolError, TransitionBatch, stacks
 from tests.frame_envs import STACK, Actor, Tagged
 
 

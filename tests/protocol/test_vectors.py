@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from protocol import ProtocolError, WeightBlob, decode
+from tandem.protocol import ProtocolError, WeightBlob, decode
 from tests.protocol.vectors import PATH, vectors
 
 CHECKED_IN = json.loads(PATH.read_text())["vectors"]

@@ -12,8 +12,8 @@ from pathlib import Path
 import msgpack
 import numpy as np
 
-from protocol import ControlReply, ControlRequest, Heartbeat, TransitionBatch, WeightBlob, WeightRequest
-from protocol.limits import PROTOCOL_VERSION
+from tandem.protocol import ControlReply, ControlRequest, Heartbeat, TransitionBatch, WeightBlob, WeightRequest
+from tandem.protocol.limits import PROTOCOL_VERSION
 
 PATH = Path(__file__).resolve().parents[2] / "protocol" / "test_vectors.json"
 

@@ -12,7 +12,7 @@ import time
 
 import gymnasium as gym
 
-from client.chaos.envs import Hog, actor_index
+from tandem.client.chaos.envs import Hog, actor_index
 
 
 def hang_once_in_actor(marker: str, index: int = 0) -> gym.Env:

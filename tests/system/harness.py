@@ -12,9 +12,9 @@ from pathlib import Path
 
 import psutil
 
-from daemons.supervisor.collector import HeartbeatCollector
-from daemons.supervisor.ports import fix_ports
-from daemons.config import RunConfig, load_config, render_toml
+from tandem.daemons.supervisor.collector import HeartbeatCollector
+from tandem.daemons.supervisor.ports import fix_ports
+from tandem.daemons.config import RunConfig, load_config, render_toml
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,7 +59,7 @@ class Procs:
         log = (self.log_dir / f"{name}.log").open("ab")
         extra = env or {}
         env = {k: v for k, v in {**os.environ, "PYTHONUNBUFFERED": "1", **extra}.items() if v is not None}
-        proc = subprocess.Popen([sys.executable, "-m", "client", *args], stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen([sys.executable, "-m", "tandem", *args], stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=ROOT, env=env)
         log.close()
         self.procs[name] = proc
@@ -96,7 +96,7 @@ class Procs:
 # ---------------------------------------------------------------- `tandem up` as a user runs it
 
 def up(tmp_path, *overrides: str, example: str = "cartpole.toml", fresh: bool = False) -> subprocess.Popen:
-    args = [sys.executable, "-m", "client", "up", str(ROOT / "examples" / example), "--json",
+    args = [sys.executable, "-m", "tandem", "up", str(ROOT / "examples" / example), "--json",
             "--set", f"run.dir='{tmp_path}/run'", "--set", "supervisor.heartbeat_interval_s=0.2"]
     if fresh:
         args.append("--fresh")

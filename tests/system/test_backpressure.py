@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.runtime.exit_codes import ExitCode
 from tests.system.harness import finish, up
 
 

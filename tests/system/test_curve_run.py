@@ -7,11 +7,11 @@ import os
 import subprocess
 import sys
 
-from daemons.runtime.control_channel import ControlChannel
-from daemons.runtime.exit_codes import ExitCode
-from daemons.security import keystore
-from protocol import ControlRequest, sockets
-from protocol.sockets import CurveKeys, SocketOptions
+from tandem.daemons.runtime.control_channel import ControlChannel
+from tandem.daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.security import keystore
+from tandem.protocol import ControlRequest, sockets
+from tandem.protocol.sockets import CurveKeys, SocketOptions
 from tests.system.harness import ROOT
 from tests.system.test_supervisor import Run, rows
 
@@ -45,11 +45,11 @@ def test_a_curve_run_trains_and_ignores_clients_off_the_allow_list(tmp_path):
         data = run.wait(lambda d: not d["stopping"], 10, "the run still going")
         assert {r["name"]: r["pid"] for r in data["processes"]} == pids  # nothing restarted
         # The CLI finds the run's keys in its config (runs/NAME/config.toml beside the endpoint file).
-        status = subprocess.run([sys.executable, "-m", "client", "status", "--run-dir", str(tmp_path / "run"),
+        status = subprocess.run([sys.executable, "-m", "tandem", "status", "--run-dir", str(tmp_path / "run"),
                                  "--json", "--timeout", "20"], capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert status.returncode == 0, status.stderr
         # A CLI holding a key the run does not allow is told so, not only that nobody answered.
-        refused = subprocess.run([sys.executable, "-m", "client", "status", "--endpoint", run.endpoint,
+        refused = subprocess.run([sys.executable, "-m", "tandem", "status", "--endpoint", run.endpoint,
                                   "--timeout", str(REFUSED_S)], capture_output=True, text=True, timeout=60, cwd=ROOT,
                                  env={**os.environ, "TANDEM_KEY_DIR": str(rogue), "TANDEM_KEY_NAME": "rogue",
                                       "TANDEM_SUPERVISOR_KEY": server_key, "TANDEM_CURVE_ON_LOOPBACK": "1"})
@@ -65,7 +65,7 @@ def test_a_secret_key_readable_by_others_stops_the_run_before_it_starts(tmp_path
     keys = tmp_path / "keys"
     keystore.create(keys, "host")
     (keys / "host.key_secret").chmod(0o644)
-    result = subprocess.run([sys.executable, "-m", "client", "up", str(ROOT / "examples" / "cartpole.toml"),
+    result = subprocess.run([sys.executable, "-m", "tandem", "up", str(ROOT / "examples" / "cartpole.toml"),
                              "--set", f"run.dir='{tmp_path}/run'", "--set", f"security.key_dir='{keys}'"],
                             capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert result.returncode == 2, result.stderr  # ExitCode.USAGE

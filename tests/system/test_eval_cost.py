@@ -13,7 +13,7 @@ WAIT_S = 90
 
 
 def status(run_dir, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "client", "status", "--run-dir", str(run_dir), "--timeout", "10",
+    return subprocess.run([sys.executable, "-m", "tandem", "status", "--run-dir", str(run_dir), "--timeout", "10",
                            *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
 
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.runtime.exit_codes import ExitCode
 from tests.system.harness import ROOT, finish, up
 
 
@@ -47,13 +47,13 @@ def status_while_served(tmp_path, deadline_s: float) -> dict:
     deadline = time.monotonic() + deadline_s
     last = None
     while time.monotonic() < deadline:
-        status = subprocess.run([sys.executable, "-m", "client", "status", "--run-dir", str(tmp_path / "run"), "--json"],
+        status = subprocess.run([sys.executable, "-m", "tandem", "status", "--run-dir", str(tmp_path / "run"), "--json"],
                                 capture_output=True, text=True, timeout=30, cwd=ROOT)
         if status.returncode == 0:
             servers = json.loads(status.stdout)["game_servers"]
             last = servers[0] if servers else None
             if last and last["games"] == 2 and last["serve_requests_per_s"] and last["serve_batch_mean"]:
-                text = subprocess.run([sys.executable, "-m", "client", "status", "--run-dir", str(tmp_path / "run")],
+                text = subprocess.run([sys.executable, "-m", "tandem", "status", "--run-dir", str(tmp_path / "run")],
                                       capture_output=True, text=True, timeout=30, cwd=ROOT).stdout
                 assert "game server actor-0: port" in text and "requests/s" in text, text
                 return last

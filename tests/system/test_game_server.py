@@ -11,9 +11,9 @@ import msgpack
 import numpy as np
 import pytest
 
-from client.game import Agent, AgentError, find_endpoint
-from protocol import sockets
-from protocol.game import GameAction, GameBye, GameError, GameHello, GameSpaces, GameStep, GameWelcome, decode_game
+from tandem.client.game import Agent, AgentError, find_endpoint
+from tandem.protocol import sockets
+from tandem.protocol.game import GameAction, GameBye, GameError, GameHello, GameSpaces, GameStep, GameWelcome, decode_game
 from tests.system.harness import ROOT, Collector, Procs, write_config
 
 SERVER = "actor-0"

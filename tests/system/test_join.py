@@ -29,14 +29,14 @@ def test_hand_started_learner_joins_and_actors_find_it(tmp_path, procs):
 
 def test_binding_beyond_loopback_needs_insecure(tmp_path):
     config = ROOT / "examples" / "cartpole.toml"
-    result = subprocess.run([sys.executable, "-m", "client", "learner", str(config), "--bind", "tcp://0.0.0.0:*",
+    result = subprocess.run([sys.executable, "-m", "tandem", "learner", str(config), "--bind", "tcp://0.0.0.0:*",
                              "--set", f"run.dir='{tmp_path}/run'"], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert result.returncode == 1
     assert "security.key_dir" in result.stderr and "--insecure" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_up_refuses_a_non_loopback_host_without_insecure(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "client", "up", str(ROOT / "examples" / "cartpole.toml"),
+    result = subprocess.run([sys.executable, "-m", "tandem", "up", str(ROOT / "examples" / "cartpole.toml"),
                              "--set", "transport.host=0.0.0.0", "--set", f"run.dir='{tmp_path}/run'"],
                             capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert result.returncode == 2 and "security.key_dir" in result.stderr and "--insecure" in result.stderr

@@ -13,7 +13,7 @@ from tests.system.test_supervisor import Run, rows
 
 def start_learner(tmp_path, control: str, n: int) -> subprocess.Popen:
     with (tmp_path / f"learner-{n}.log").open("ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "client", "learner", str(tmp_path / "run" / "config.toml"),
+        return subprocess.Popen([sys.executable, "-m", "tandem", "learner", str(tmp_path / "run" / "config.toml"),
                                  "--join", control, "--bind", "tcp://127.0.0.1:*"],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)

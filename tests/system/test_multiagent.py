@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from daemons.learner.checkpoint import load_latest_checkpoint
+from tandem.daemons.learner.checkpoint import load_latest_checkpoint
 from tests.multiagent_envs import INDEX
 from tests.system.harness import write_config
 
@@ -75,9 +75,9 @@ def test_two_policies_train_apart_and_a_dead_learner_stalls_nobody(tmp_path, pro
 
 def random_returns(config, episodes: int = 200) -> dict[str, float]:
     """Each agent's mean return under uniformly random actions, stepped the way the actors step."""
-    from daemons.envs.rollout import MultiAgentRollout
-    from daemons.envs.spaces import policy_spaces
-    from daemons.envs.worlds import env_api, make_world
+    from tandem.daemons.envs.rollout import MultiAgentRollout
+    from tandem.daemons.envs.spaces import policy_spaces
+    from tandem.daemons.envs.worlds import env_api, make_world
 
     api = env_api(config.env)
     worlds = [make_world(config.env, api) for _ in range(4)]
@@ -97,8 +97,8 @@ def random_returns(config, episodes: int = 200) -> dict[str, float]:
 def test_the_speaker_listener_example_learns_above_random(tmp_path):
     import json
 
-    from daemons.runtime.exit_codes import ExitCode
-    from daemons.config import load_config
+    from tandem.daemons.runtime.exit_codes import ExitCode
+    from tandem.daemons.config import load_config
     from tests.system.harness import ROOT
     from tests.system.test_up import finish, up
 
@@ -123,7 +123,7 @@ def test_status_has_a_line_per_policy(tmp_path):
 
     from click.testing import CliRunner
 
-    from client.cli import cli
+    from tandem.client.cli import cli
     from tests.system.test_supervisor import Run
 
     run = Run(tmp_path, [m for m in MULTI if not m.startswith(("learner.checkpoint", "supervisor."))]
@@ -211,7 +211,7 @@ def test_one_policy_down_leaves_the_other_training_and_status_says_which(tmp_pat
         assert {p["policy"]: p["state"] for p in data["policies"]} == {"alpha": "RUNNING", "beta": "FATAL"}
         assert "cannot be built again in learner-beta" in rows(data)["learner-beta"]["last_error"]
         assert rows(data)["actor-0"]["pid"] == actor_pid  # the actor acts on for both; beta's batches wait, then drop
-        status = subprocess.run([sys.executable, "-m", "client", "status", "--endpoint", run.endpoint, "--timeout", "20"],
+        status = subprocess.run([sys.executable, "-m", "tandem", "status", "--endpoint", run.endpoint, "--timeout", "20"],
                                 capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert status.returncode == 5 and "policy beta is down: learner-beta is FATAL" in status.stderr, status.stderr
     finally:

@@ -52,7 +52,7 @@ def start_learner_in(ns: str, address: str, tmp_path, control: str, insecure: bo
     it over loopback by accident."""
     with (tmp_path / "learner.log").open("ab") as log:
         return subprocess.Popen(
-            ["ip", "netns", "exec", ns, sys.executable, "-m", "client", "learner", str(tmp_path / "run" / "config.toml"),
+            ["ip", "netns", "exec", ns, sys.executable, "-m", "tandem", "learner", str(tmp_path / "run" / "config.toml"),
              "--join", control, "--bind", f"tcp://{address}:*", *(["--insecure"] if insecure else [])],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
@@ -132,9 +132,9 @@ def test_killed_actors_and_a_cut_link_never_abort_a_remote_learner(tmp_path, two
 def test_a_remote_learner_trains_over_curve_with_no_insecure_flag(tmp_path, two_hosts):
     """Keys instead of --insecure: the supervisor, the learner in the other namespace and the actors all use
     CurveZMQ on the links between the hosts; status says so."""
-    from daemons.runtime.control_channel import ControlChannel
-    from daemons.security import keystore
-    from protocol.sockets import CurveKeys, SocketOptions
+    from tandem.daemons.runtime.control_channel import ControlChannel
+    from tandem.daemons.security import keystore
+    from tandem.protocol.sockets import CurveKeys, SocketOptions
 
     head, ns, gpu, _ = two_hosts
     keys = tmp_path / "keys"

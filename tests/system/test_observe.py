@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
-from client.cli import cli
-from daemons.runtime.exit_codes import ExitCode
-from daemons.supervisor.ports import free_port
+from tandem.client.cli import cli
+from tandem.daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.supervisor.ports import free_port
 from tests.system.harness import finish, up
 
 

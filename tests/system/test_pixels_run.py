@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.runtime.exit_codes import ExitCode
 from tests.system.harness import ROOT, finish, up
 
 PIXELS = ["env.id='tests.pixel_envs:MovingBlock'", "env.pixels.enabled=true", "env.num_envs=4",

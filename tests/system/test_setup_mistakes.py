@@ -15,7 +15,7 @@ import textwrap
 import pytest
 import torch
 
-from daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.runtime.exit_codes import ExitCode
 from tests.system.harness import ROOT, finish
 
 CHECK_TIMEOUT_S = 120
@@ -67,14 +67,14 @@ def user_folder(tmp_path, env_id: str, extra: str = "") -> str:
 def tandem(*args: str, cwd, timeout_s: float = CHECK_TIMEOUT_S) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # as a user who never set it
     env["PYTHONPATH"] = str(ROOT)  # only the package itself (the test runs from the source tree)
-    return subprocess.run([sys.executable, "-m", "client", *args], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "tandem", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout_s)
 
 
 def up(config: str, cwd, *overrides: str) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(ROOT)
-    args = [sys.executable, "-m", "client", "up", config, "--json"]
+    args = [sys.executable, "-m", "tandem", "up", config, "--json"]
     for item in overrides:
         args += ["--set", item]
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env,

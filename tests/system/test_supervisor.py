@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from daemons.runtime.control_channel import ControlChannel, ControlTimeout
-from protocol import sockets
+from tandem.daemons.runtime.control_channel import ControlChannel, ControlTimeout
+from tandem.protocol import sockets
 from tests.system.harness import ROOT
 
 QUICK = ["supervisor.heartbeat_interval_s=0.2", "supervisor.liveness_timeout_s=10.0", "supervisor.stop_grace_s=2.0",
@@ -24,7 +24,7 @@ class Run:
     """A `tandem up` process and a control channel to its supervisor."""
 
     def __init__(self, tmp_path: Path, overrides: list[str], flags: tuple[str, ...] = ()):
-        args = [sys.executable, "-m", "client", "up", str(ROOT / "examples" / "cartpole.toml"), "--json", *flags,
+        args = [sys.executable, "-m", "tandem", "up", str(ROOT / "examples" / "cartpole.toml"), "--json", *flags,
                 "--set", f"run.dir='{tmp_path}/run'"]
         for item in QUICK + overrides:
             args += ["--set", item]
@@ -152,7 +152,7 @@ def test_env_that_always_raises_goes_fatal_with_its_error_in_status_json(run_up,
     actor = rows(data)["actor-1"]
     assert "ROM is missing" in actor["last_error"] and actor["restarts"] == 2
     assert actor["stage"].startswith("build_env")
-    result = subprocess.run([sys.executable, "-m", "client", "status", "--endpoint", run.endpoint, "--json"],
+    result = subprocess.run([sys.executable, "-m", "tandem", "status", "--endpoint", run.endpoint, "--json"],
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 5, result.stderr  # ExitCode.UNHEALTHY
     assert "ROM is missing" in result.stdout

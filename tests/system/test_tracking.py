@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.runtime.exit_codes import ExitCode
 from tests.system.harness import ROOT, finish
 
 pytest.importorskip("wandb", reason="wandb is not installed (pip install 'tandem[tracking]'; CI installs it)")
@@ -28,7 +28,7 @@ def wandb_env(tmp_path) -> dict[str, str]:
 
 
 def up(tmp_path, *overrides: str) -> subprocess.Popen:
-    args = [sys.executable, "-m", "client", "up", str(ROOT / "examples" / "cartpole.toml"), "--json",
+    args = [sys.executable, "-m", "tandem", "up", str(ROOT / "examples" / "cartpole.toml"), "--json",
             "--set", f"run.dir='{tmp_path}/run'", "--set", "supervisor.heartbeat_interval_s=0.2"]
     for item in overrides:
         args += ["--set", item]

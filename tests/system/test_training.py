@@ -7,11 +7,11 @@ import time
 import numpy as np
 import psutil
 
-from daemons.algorithms import make_policy
-from daemons.runtime.endpoints import learner_endpoints
-from daemons.envs.gym_envs import make_env
-from daemons.actor.weights_client import WeightsClient
-from protocol import sockets
+from tandem.daemons.algorithms import make_policy
+from tandem.daemons.runtime.endpoints import learner_endpoints
+from tandem.daemons.envs.gym_envs import make_env
+from tandem.daemons.actor.weights_client import WeightsClient
+from tandem.protocol import sockets
 from tests.system.harness import write_config
 
 FAST = ["eval.enabled=false", "actors.count=2", "learner.checkpoint_interval_s=1.0", "supervisor.heartbeat_interval_s=0.2",

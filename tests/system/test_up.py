@@ -9,7 +9,7 @@ import time
 
 import psutil
 
-from daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.runtime.exit_codes import ExitCode
 from tests.system.harness import descendants, finish, up
 
 

@@ -9,22 +9,22 @@ from typing import Any
 
 import numpy as np
 
-from daemons.actor.daemon import Actor
-from daemons.actor.exploration import actor_epsilons, decayed
-from daemons.actor.serve.stats import ServeStats
-from daemons.actor.serve.stream_ids import reserve_stream_ids
-from daemons.actor.serve.streams import GameStreams, StepRefused
-from daemons.config.policies import DEFAULT_POLICY
-from daemons.config.schema import RunConfig
-from daemons.envs.probe import probe_policy_spaces
-from daemons.envs.spaces import env_actions
-from daemons.runtime.endpoints import is_loopback, socket_options
-from daemons.runtime.logs import log_dropped
-from daemons.runtime.paths import run_dir
-from daemons.runtime.signals import StopFlag
-from protocol import sockets
-from protocol.game import GAME_LIMITS, GameAction, GameBye, GameError, GameHello, GameStep, GameWelcome
-from protocol.game_requests import BadRequest, decode_request
+from tandem.daemons.actor.daemon import Actor
+from tandem.daemons.actor.exploration import actor_epsilons, decayed
+from tandem.daemons.actor.serve.stats import ServeStats
+from tandem.daemons.actor.serve.stream_ids import reserve_stream_ids
+from tandem.daemons.actor.serve.streams import GameStreams, StepRefused
+from tandem.daemons.config.policies import DEFAULT_POLICY
+from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.envs.probe import probe_policy_spaces
+from tandem.daemons.envs.spaces import env_actions
+from tandem.daemons.runtime.endpoints import is_loopback, socket_options
+from tandem.daemons.runtime.logs import log_dropped
+from tandem.daemons.runtime.paths import run_dir
+from tandem.daemons.runtime.signals import StopFlag
+from tandem.protocol import sockets
+from tandem.protocol.game import GAME_LIMITS, GameAction, GameBye, GameError, GameHello, GameStep, GameWelcome
+from tandem.protocol.game_requests import BadRequest, decode_request
 
 log = logging.getLogger(__name__)
 EPSILON_SLOTS = 16  # (dqn) Ape-X epsilons spread over this many slots; stream id s explores with slot s % 16

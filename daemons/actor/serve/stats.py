@@ -6,7 +6,7 @@ from collections import deque
 
 import numpy as np
 
-from daemons.runtime.rate_meter import RateMeter
+from tandem.daemons.runtime.rate_meter import RateMeter
 
 LATENCY_WINDOW = 4096  # the latest requests whose latency the percentiles cover
 

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 import gymnasium as gym
 import numpy as np
 
-from daemons.config.policies import DEFAULT_POLICY
-from daemons.envs.spaces import PolicySpaces
-from daemons.envs.streams import AgentStream
-from protocol import TransitionBatch
-from protocol.framing import wire_array
-from protocol.game import GameHello, GameSpaces, GameStep
+from tandem.daemons.config.policies import DEFAULT_POLICY
+from tandem.daemons.envs.spaces import PolicySpaces
+from tandem.daemons.envs.streams import AgentStream
+from tandem.protocol import TransitionBatch
+from tandem.protocol.framing import wire_array
+from tandem.protocol.game import GameHello, GameSpaces, GameStep
 
 MAX_UNREPORTED_EPISODES = 1000
 # A batch waits only for streams that stepped this recently: a game gone without a bye (or one that steps
