@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -120,9 +121,12 @@ def test_every_import_goes_through_the_tandem_name():
 
 def test_an_installed_tandem_adds_only_the_tandem_name(tmp_path):
     """`pip install .` into a clean environment: `import tandem` works, `import client/daemons/protocol` fail."""
-    target = tmp_path / "site"
+    # from a copy: setuptools builds in the source tree (build/, *.egg-info), which must stay clean
+    source, target = tmp_path / "source", tmp_path / "site"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".venv", ".git", "build", "runs", "site", "*.egg-info",
+                                                                "__pycache__", ".pytest_cache", ".hypothesis"))
     result = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-q",
-                             "--target", str(target), str(ROOT)], capture_output=True, text=True, timeout=300)
+                             "--target", str(target), str(source)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     installed = sorted(p.name for p in target.iterdir() if not p.name.endswith((".dist-info", ".egg-info")))
     assert installed == ["bin", "tandem"] or installed == ["tandem"], installed
