@@ -130,6 +130,9 @@ def test_an_installed_tandem_adds_only_the_tandem_name(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     installed = sorted(p.name for p in target.iterdir() if not p.name.endswith((".dist-info", ".egg-info")))
     assert installed == ["bin", "tandem"] or installed == ["tandem"], installed
+    # what `tandem bench` runs by default ships with it
+    assert (target / "tandem" / "examples" / "cartpole_appo.toml").is_file()
+    assert (target / "tandem" / "protocol" / "PROTOCOL.md").is_file()
     probe = ("import importlib, sys\nsys.path.insert(0, sys.argv[1])\nimport tandem, tandem.protocol.limits\n"
              "print(tandem.__file__.startswith(sys.argv[1]))\nfor name in ('client', 'daemons', 'protocol'):\n"
              "    try:\n        importlib.import_module(name)\n        print(name)\n    except ImportError:\n"

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import click
 
+from tandem.client.bench.examples import example_config
 from tandem.client.bench.runs import RunFigures, timed_run
 from tandem.daemons.config import ConfigError, load_config
 
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "pong_appo.toml"
+DEFAULT_CONFIG = example_config("pong_appo.toml")
 
 
 def mean(values: list[float]) -> float | None:
@@ -56,9 +57,6 @@ def atari_cmd(config: Path | None, counts: str, seconds: float, learn_seconds: f
               as_json: bool, quick: bool) -> None:
     """Env frames/s, learner samples/s and updates/s, lag, drops, CPU/GPU use with 1..N actors; a learning curve."""
     if config is None:
-        if not DEFAULT_CONFIG.is_file():
-            raise click.UsageError("no examples/ beside this installation: pass --config PATH (an Atari run config, "
-                                   "such as examples/pong_appo.toml of the repository)")
         config = DEFAULT_CONFIG
     try:
         resolved = load_config(config, overrides)

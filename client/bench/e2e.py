@@ -12,8 +12,9 @@ from pathlib import Path
 
 import click
 
-# The example in a source checkout; an installed package has no examples/, so --config names the run then.
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "cartpole.toml"
+from tandem.client.bench.examples import example_config
+
+DEFAULT_CONFIG = example_config("cartpole.toml")
 
 
 def run_seed(config: Path, seed: int, limit_s: float, extra: tuple[str, ...]) -> dict:
@@ -62,9 +63,6 @@ def e2e_cmd(config: Path, seeds: int, limit_s: float, target_s: float, overrides
             quick: bool) -> None:
     """Median time from `tandem up` to a greedy evaluation mean >= stop.eval_return (start-up included)."""
     if config is None:
-        if not DEFAULT_CONFIG.is_file():
-            raise click.UsageError("no examples/ beside this installation: pass --config PATH (a run config that sets "
-                                   "stop.eval_return, such as examples/cartpole.toml of the repository)")
         config = DEFAULT_CONFIG
     if quick:
         seeds, limit_s = 1, min(limit_s, 30.0)

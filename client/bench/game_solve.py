@@ -13,10 +13,11 @@ from pathlib import Path
 
 import click
 
+from tandem.client.bench.examples import example_config
 from tandem.client.bench.e2e import median_solve_s, run_seed, solve_record
 from tandem.client.bench.game import drive
 
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "game_cartpole.toml"
+DEFAULT_CONFIG = example_config("game_cartpole.toml")
 
 
 def served_seed(config: Path, seed: int, games: int, limit_s: float, extra: tuple[str, ...]) -> dict:
@@ -77,9 +78,6 @@ def game_solve_cmd(config: Path | None, games: int, seeds: int, limit_s: float, 
                    as_json: bool, quick: bool) -> None:
     """Median time from `tandem up` to the evaluation target with games served vs the built-in actor."""
     if config is None:
-        if not DEFAULT_CONFIG.is_file():
-            raise click.UsageError("no examples/ beside this installation: pass --config PATH (a run config that sets "
-                                   "stop.eval_return, such as examples/game_cartpole.toml of the repository)")
         config = DEFAULT_CONFIG
     if games < 1:
         raise click.BadParameter("at least 1", param_hint="--games")

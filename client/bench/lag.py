@@ -8,9 +8,10 @@ from pathlib import Path
 
 import click
 
+from tandem.client.bench.examples import example_config
 from tandem.client.bench.runs import timed_run
 
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "cartpole_appo.toml"
+DEFAULT_CONFIG = example_config("cartpole_appo.toml")
 
 
 def run_actors(config: Path, actors: int, seconds: float, overrides: tuple[str, ...], pace: str = "on") -> dict:
@@ -72,9 +73,6 @@ def lag_cmd(config: Path | None, counts: str, seconds: float, pace: str, repeat:
     examples/cartpole.toml`: batches dropped over the samples-per-insert ratio).
     """
     if config is None:
-        if not DEFAULT_CONFIG.is_file():
-            raise click.UsageError("no examples/ beside this installation: pass --config PATH (an on-policy run "
-                                   "config, such as examples/cartpole_appo.toml of the repository)")
         config = DEFAULT_CONFIG
     try:
         actor_counts = [int(c) for c in counts.split(",") if c.strip()]

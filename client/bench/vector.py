@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from tandem.client.bench.examples import example_config
 from tandem.daemons.actor.exploration import actor_epsilons
 from tandem.daemons.actor.stepping import actor_envs, make_stepping
 from tandem.daemons.algorithms import make_policy
@@ -19,7 +20,6 @@ from tandem.daemons.config.policies import DEFAULT_POLICY
 from tandem.daemons.envs.gym_envs import EnvBuildError
 from tandem.daemons.runtime.torch_threads import set_torch_threads
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def steps_per_s(config_path: Path, mode: str, overrides: list[str], seconds: float, random_actions: bool) -> float:
@@ -67,9 +67,7 @@ def vector_cmd(config: Path | None, modes: str, seconds: float, repeats: int, ov
                random_actions: bool, as_json: bool, quick: bool) -> None:
     """One actor's env steps/s (stepping + batched inference) with each env.vector mode, and each over ''."""
     if config is None:
-        config = EXAMPLES / "cartpole.toml"
-        if not config.is_file():
-            raise click.UsageError("no examples/ beside this installation: pass --config PATH")
+        config = example_config("cartpole.toml")
     if quick:
         seconds, repeats = 1.0, 1
     names = [m.strip() for m in modes.split(",")]

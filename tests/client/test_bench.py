@@ -135,17 +135,6 @@ def test_scale_record_is_complete():
     assert rows[1]["efficiency"] == pytest.approx(rows[1]["speedup"] / min(2, data["machine"]["usable_cores"]), abs=0.01)
 
 
-def test_e2e_outside_a_checkout_asks_for_a_config(monkeypatch, tmp_path):
-    """An installed package has no examples/: the benchmark says what to pass instead of failing on a path."""
-    from click.testing import CliRunner
-
-    from tandem.client.bench import e2e
-
-    monkeypatch.setattr(e2e, "DEFAULT_CONFIG", tmp_path / "missing.toml")
-    result = CliRunner().invoke(e2e.e2e_cmd, ["--quick", "--json"])
-    assert result.exit_code == 2 and "--config" in result.output
-
-
 def test_vector_record_has_every_mode_and_a_bad_mode_names_the_key():
     data = record("vector", "--modes", ",sync,async", "--set", "env.num_envs=2")
     assert data["benchmark"] == "vector" and data["num_envs"] == 2
