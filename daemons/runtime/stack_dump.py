@@ -15,6 +15,7 @@ import faulthandler
 import os
 import re
 import signal
+import sys
 from pathlib import Path
 
 import psutil
@@ -30,12 +31,21 @@ _HEAD = "(most recent call first)"
 
 def install_in_daemon() -> None:
     """faulthandler on SIGUSR1: every thread's stack to stderr, the daemon's log."""
-    faulthandler.register(STACK_DUMP_SIGNAL, all_threads=True, chain=False)
+    _register()
 
 
 def install_in_worker() -> None:
     """In a forked env worker: the same, said explicitly (it writes to the stderr it shares with its daemon)."""
-    faulthandler.register(STACK_DUMP_SIGNAL, all_threads=True, chain=False)
+    _register()
+
+
+def _register() -> None:
+    # fd 2 itself: sys.stderr may be a stream without a file descriptor (a worker forked from a process whose
+    # stderr is captured, as under a test runner), and a failed registration must not kill an env worker.
+    try:
+        faulthandler.register(STACK_DUMP_SIGNAL, file=sys.__stderr__ or sys.stderr, all_threads=True, chain=False)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 class WorkerDumps:
