@@ -7,12 +7,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.tandem-installed
 PYTEST_ARGS ?=
 
-.PHONY: help setup test run clean
+.PHONY: help setup test run docs clean
 
 help:
 	@echo "make setup   create $(VENV) and install tandem with its test dependencies"
 	@echo "make test    set up when needed, then run the whole test suite"
 	@echo "make run     set up when needed, then train examples/cartpole.toml"
+	@echo "make docs    set up (and the docs extra) when needed, then build the documentation site into site/"
 	@echo "variables:   TORCH_SPEC='$(TORCH_SPEC)'  PYTHON=$(PYTHON)  PYTEST_ARGS=..."
 
 $(STAMP): pyproject.toml setup.py Makefile
@@ -30,5 +31,10 @@ test: setup
 run: setup
 	$(VENV)/bin/tandem up examples/cartpole.toml
 
+# The site from docs/ and mkdocs.yml; strict, so a broken link or page fails the build.
+docs: setup
+	@$(PY) -c "import mkdocs, material, mkdocs_click" 2>/dev/null || $(PY) -m pip install -q -e ".[docs]"
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info
+	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info site

@@ -12,12 +12,13 @@
 #                                            full_disk chaos drill (a tmpfs in a private mount namespace, root)
 #   the envpool, tensorboard, tracking extras  tests/daemons/test_vector_envs.py, test_observe.py and
 #                                            test_supervisor_observe.py, tests/system/test_tracking.py (wandb)
+#   the docs extra                           tests/test_docs.py (builds the MkDocs site in strict mode)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(gcc make libc6-dev libzmq3-dev libmsgpack-dev munge slurmctld slurmd slurm-client tmux systemd
               iproute2 util-linux)
-EXTRAS="test,envpool,tensorboard,tracking"
+EXTRAS="test,envpool,tensorboard,tracking,docs"
 
 started=$SECONDS
 step() {  # step NAME COMMAND...: runs it and says how long it took
