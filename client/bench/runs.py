@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -13,6 +12,8 @@ from pathlib import Path
 
 import click
 import psutil
+
+from tandem.client.harness import up_command
 
 CPU_SAMPLE_S = 1.0
 
@@ -76,10 +77,7 @@ def gpu_utilisation() -> float | None:
 def timed_run(config: Path, seconds: float, overrides: tuple[str, ...] | list[str]) -> RunFigures:
     """`tandem up config` for `seconds` (its own stop conditions may end it sooner), sampled once a second."""
     with tempfile.TemporaryDirectory(prefix="tandem-bench-") as tmp:
-        args = [sys.executable, "-m", "tandem", "up", str(config), "--json",
-                "--set", f"run.dir='{tmp}/run'", "--set", f"stop.seconds={seconds}"]
-        for item in overrides:
-            args += ["--set", item]
+        args = up_command(config, [f"run.dir='{tmp}/run'", f"stop.seconds={seconds}", *overrides])
         started_unix = time.time()
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         root, known, cpu, gpu = psutil.Process(proc.pid), {}, [], []

@@ -64,7 +64,7 @@ def learner_kills(run: Run, drill: Drill, count: int) -> None:
     never go back, and the learning lost is what came after the last checkpoint."""
     interval = run.config.learner.checkpoint_interval_s
     drill.thresholds = {"actor_pid_changes": 0, "version_regressions": 0, "checkpoint_interval_s": interval,
-                        "lost_updates_max": f"updates/s x (checkpoint_interval_s + 5 s) + 50"}
+                        "lost_updates_max": "updates/s x (checkpoint_interval_s + 5 s) + 50"}
     data = run.wait(lambda d: all(r["state"] == "RUNNING" for r in d["processes"]), 60, "every process running")
     actors = {n: r["pid"] for n, r in rows(data).items() if r["role"] == "actor"}
     highest = {n: -1 for n in actors}

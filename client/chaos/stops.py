@@ -60,9 +60,9 @@ def stop_actor(run: Run, drill: Drill, actor: str = "actor-1") -> None:
     detected, back, _ = freeze(run, drill, actor, [])
     drill.figures = {"detect_s": round(detected, 2), "replaced_s": round(back, 2),
                      "last_error": run.row(actor)["last_error"][:200]}
-    drill.check(f"detected within liveness_timeout_s + 3 s", detected <= timeout + 3.0)
+    drill.check("detected within liveness_timeout_s + 3 s", detected <= timeout + 3.0)
     drill.check("not declared hung before liveness_timeout_s", detected >= timeout - 0.5)
-    drill.check(f"replaced within liveness_timeout_s + stop_grace_s + 20 s", back <= timeout + grace + 20.0)
+    drill.check("replaced within liveness_timeout_s + stop_grace_s + 20 s", back <= timeout + grace + 20.0)
 
 
 def stop_learner(run: Run, drill: Drill) -> None:

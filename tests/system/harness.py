@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psutil
 
+from tandem.client.harness import up_command
 from tandem.daemons.supervisor.collector import HeartbeatCollector
 from tandem.daemons.supervisor.ports import fix_ports
 from tandem.daemons.config import RunConfig, load_config, render_toml
@@ -96,12 +97,10 @@ class Procs:
 # ---------------------------------------------------------------- `tandem up` as a user runs it
 
 def up(tmp_path, *overrides: str, example: str = "cartpole.toml", fresh: bool = False) -> subprocess.Popen:
-    args = [sys.executable, "-m", "tandem", "up", str(ROOT / "examples" / example), "--json",
-            "--set", f"run.dir='{tmp_path}/run'", "--set", "supervisor.heartbeat_interval_s=0.2"]
-    if fresh:
-        args.append("--fresh")
-    for item in overrides:
-        args += ["--set", item]
+    """`tandem up` of an example until it ends by itself; read its JSON summary with `finish`."""
+    args = up_command(ROOT / "examples" / example,
+                      [f"run.dir='{tmp_path}/run'", "supervisor.heartbeat_interval_s=0.2", *overrides],
+                      ["--fresh"] if fresh else [])
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                             start_new_session=True)
 

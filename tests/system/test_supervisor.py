@@ -12,68 +12,21 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tandem.daemons.runtime.control_channel import ControlChannel, ControlTimeout
-from tandem.protocol import sockets
+from tandem.client.harness import UpRun, replaced, rows, running
 from tests.system.harness import ROOT
 
 QUICK = ["supervisor.heartbeat_interval_s=0.2", "supervisor.liveness_timeout_s=10.0", "supervisor.stop_grace_s=2.0",
          "supervisor.backoff_initial_s=0.2", "supervisor.backoff_max_s=1.0", "stop.seconds=600", "eval.enabled=false"]
 
 
-class Run:
-    """A `tandem up` process and a control channel to its supervisor."""
+class Run(UpRun):
+    """`tandem up examples/cartpole.toml` in `tmp_path` with QUICK settings, through the shared run harness."""
 
     def __init__(self, tmp_path: Path, overrides: list[str], flags: tuple[str, ...] = ()):
-        args = [sys.executable, "-m", "tandem", "up", str(ROOT / "examples" / "cartpole.toml"), "--json", *flags,
-                "--set", f"run.dir='{tmp_path}/run'"]
-        for item in QUICK + overrides:
-            args += ["--set", item]
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        self.out = (tmp_path / "up.out").open("w")
-        self.proc = subprocess.Popen(args, stdout=self.out, stderr=subprocess.STDOUT, cwd=tmp_path, env=env,
-                                     start_new_session=True)
-        endpoint_file = tmp_path / "run" / "endpoint"
-        deadline = time.monotonic() + 30
-        while not endpoint_file.exists():
-            assert self.proc.poll() is None and time.monotonic() < deadline, (tmp_path / "up.out").read_text()
-            time.sleep(0.05)
-        self.endpoint = endpoint_file.read_text().strip()
-        self.ctx = sockets.new_context()
-        self.channel = ControlChannel(self.ctx, self.endpoint)
         self.tmp_path = tmp_path
-
-    def status(self) -> dict:
-        return self.channel.request("status", timeout_s=5).data
-
-    def row(self, name: str) -> dict:
-        return next(r for r in self.status()["processes"] if r["name"] == name)
-
-    def wait(self, predicate, timeout_s: float, what: str):
-        deadline = time.monotonic() + timeout_s
-        data = {"processes": []}
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"tandem up exited: {(self.tmp_path / 'up.out').read_text()[-2000:]}"
-            try:
-                data = self.status()
-            except ControlTimeout:  # a loaded machine can starve the supervisor for a while; the deadline decides
-                continue
-            if predicate(data):
-                return data
-            time.sleep(0.2)
-        raise AssertionError(f"timed out after {timeout_s} s waiting for {what}: "
-                             f"{[(r['name'], r['state'], r['stage'], r['last_error']) for r in data['processes']]}")
-
-    def close(self) -> None:
-        self.channel.close()
-        sockets.close_context(self.ctx, 0)
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
-        self.out.close()
+        super().__init__(ROOT / "examples" / "cartpole.toml", tmp_path / "run", tmp_path / "up.out",
+                         overrides=[f"run.dir='{tmp_path}/run'", *QUICK, *overrides], flags=flags, cwd=tmp_path,
+                         env={"PYTHONPATH": str(ROOT)})
 
 
 @pytest.fixture
@@ -87,19 +40,6 @@ def run_up(tmp_path):
     yield start
     for run in runs:
         run.close()
-
-
-def rows(data) -> dict:
-    return {r["name"]: r for r in data["processes"]}
-
-
-def running(name):
-    return lambda d: rows(d)[name]["state"] == "RUNNING"
-
-
-def replaced(name: str, old_pid: int):
-    """True once `name` runs again under a pid other than `old_pid`."""
-    return lambda d: rows(d)[name]["state"] == "RUNNING" and rows(d)[name]["pid"] != old_pid
 
 
 def test_sigkilled_actor_comes_back_ten_times_and_learner_keeps_updating(run_up):
