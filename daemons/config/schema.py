@@ -196,7 +196,7 @@ class ActorsSection:
     follow_pace: bool = option(True, "Send no faster than this actor's share of the insert budget its learner advertises with each weight version (no budget, or none lately: full speed).")
     torch_threads: int = option(1, "torch.set_num_threads in each actor.", min=1)
     device: str = option("cpu", "Torch device the actors and the evaluator infer on: 'cpu', 'cuda', 'cuda:0', ...")
-    mode: str = option("env", "'env': each actor steps its own envs; 'serve': each actor is an action server that game processes connect to (README: Games that run their own loop).", choices=("env", "serve"))
+    mode: str = option("env", "'env': each actor steps its own envs; 'serve': each actor is an action server that game processes connect to (the docs' guide: Games that run their own loop).", choices=("env", "serve"))
     serve_bind: str = option("tcp://127.0.0.1:0", "(serve) Where actor i's game socket binds (port 0: a free one; a fixed port P binds P + i); beyond loopback it needs --insecure. The address bound is in the run directory's games/actor-N.endpoint and in status.")
     serve_batch_wait_ms: float = option(2.0, "(serve) Longest a game's request waits for a fuller inference batch (a batch also goes at once when every stream that stepped in the last 0.25 s is waiting, or at serve_max_batch).", min=0.0)
     serve_max_batch: int = option(256, "(serve) Most requests in one inference.", min=1, max=65536)
