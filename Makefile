@@ -7,11 +7,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.tandem-installed
 PYTEST_ARGS ?=
 
-.PHONY: help setup test run docs clean
+.PHONY: help setup test lint run docs clean
 
 help:
 	@echo "make setup   create $(VENV) and install tandem with its test dependencies"
-	@echo "make test    set up when needed, then run the whole test suite"
+	@echo "make test    set up when needed, lint (ruff), then run the whole test suite"
+	@echo "make lint    ruff check and ruff format --check (the settings are in pyproject.toml)"
 	@echo "make run     set up when needed, then train examples/cartpole.toml"
 	@echo "make docs    set up (and the docs extra) when needed, then build the documentation site into site/"
 	@echo "variables:   TORCH_SPEC='$(TORCH_SPEC)'  PYTHON=$(PYTHON)  PYTEST_ARGS=..."
@@ -25,8 +26,12 @@ $(STAMP): pyproject.toml setup.py Makefile
 
 setup: $(STAMP)
 
-test: setup
+test: setup lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 run: setup
 	$(VENV)/bin/tandem up examples/cartpole.toml

@@ -6,7 +6,10 @@ from setuptools import find_packages, setup
 PARTS = ("daemons", "protocol", "client")
 
 setup(
-    packages=["tandem", "tandem.examples",
-              *(f"tandem.{name}" for name in find_packages(include=[f"{part}*" for part in PARTS]))],
+    packages=[
+        "tandem",
+        "tandem.examples",
+        *(f"tandem.{name}" for name in find_packages(include=[f"{part}*" for part in PARTS])),
+    ],
     package_dir={"tandem": "tandem", "tandem.examples": "examples", **{f"tandem.{part}": part for part in PARTS}},
 )

@@ -47,13 +47,19 @@ def pick(directory: Path, choice: str | None) -> Path:
         return directory
     file = directory / KEPT_FILES[choice]
     if not file.is_file():
-        raise PolicyError(f"no {choice!r} checkpoint in {directory}: {WHY_MISSING[choice]}; checkpoints there: "
-                          f"{describe(available(directory))}", ExitCode.USAGE)
+        raise PolicyError(
+            f"no {choice!r} checkpoint in {directory}: {WHY_MISSING[choice]}; checkpoints there: "
+            f"{describe(available(directory))}",
+            ExitCode.USAGE,
+        )
     return file
 
 
 def refuse_choice(choice: str | None, source: Path, what: str) -> None:
     """A named choice is for run and policy directories; a file or an export is already one checkpoint."""
     if choice is not None:
-        raise PolicyError(f"--checkpoint {choice} picks a checkpoint of a run directory, but {source} is {what}; "
-                          "name the run directory (runs/NAME) instead", ExitCode.USAGE)
+        raise PolicyError(
+            f"--checkpoint {choice} picks a checkpoint of a run directory, but {source} is {what}; "
+            "name the run directory (runs/NAME) instead",
+            ExitCode.USAGE,
+        )

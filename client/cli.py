@@ -12,29 +12,57 @@ from tandem.daemons.runtime.exit_codes import ExitCode
 
 # name -> (where the command is, its one-line help): `tandem --help` lists these without importing them.
 COMMANDS = {
-    "up": ("tandem.client.up:up_cmd", 'Train CONFIG_FILE on this machine until a stop condition, `tandem stop`,...'),
-    "supervise": ("tandem.client.up:supervise_cmd",
-                  'Run the supervisor of CONFIG_FILE without progress output (for a head machine...'),
-    "status": ("tandem.client.control_cmds:status_cmd", 'What every process of a run is doing.'),
-    "stop": ("tandem.client.control_cmds:stop_cmd",
-             'Stop a run: every daemon gets SIGTERM (SIGKILL after the grace), learners...'),
-    "restart": ("tandem.client.control_cmds:restart_cmd",
-                'Restart one process by NAME (e.g. actor-3); also brings a FATAL one back.'),
-    "plot": ("tandem.client.plot_cmd:plot_cmd",
-             "Draw a run's curves from RUN_DIR/metrics.jsonl into a PNG (or SVG, PDF)."),
-    "config": ("tandem.client.config_cmd:config_group", 'Inspect and validate run configs (TOML).'),
-    "eval": ("tandem.client.policy_cmds:eval_cmd", "Play a trained policy greedily on its run's env; mean and std of the return."),
-    "export": ("tandem.client.policy_cmds:export_cmd", 'Write a trained policy as safetensors weights and a JSON spec (no pickle).'),
-    "keys": ("tandem.client.keys_cmds:keys_group", 'CurveZMQ keys: every link that leaves this machine is encrypted and...'),
-    "chaos": ("tandem.client.chaos.runner:chaos_cmd",
-              'Fault drills on real `tandem up` runs (kills, SIGSTOP, hangs, leaks, bad...'),
-    "bench": ("tandem.client.bench.group:bench_group", 'Benchmarks: figures for people, or one JSON record with --json.'),
-    "actor": ("tandem.client.daemon_cmds:actor_cmd",
-              'Run actor number INDEX of CONFIG_FILE: step envs, push transitions, follow...'),
-    "learner": ("tandem.client.daemon_cmds:learner_cmd",
-                'Run the learner of POLICY: replay, training, weight publishing, checkpoints.'),
-    "evaluator": ("tandem.client.daemon_cmds:evaluator_cmd",
-                  'Run the greedy evaluator: rounds of episodes with the newest weights, mean...'),
+    "up": ("tandem.client.up:up_cmd", "Train CONFIG_FILE on this machine until a stop condition, `tandem stop`,..."),
+    "supervise": (
+        "tandem.client.up:supervise_cmd",
+        "Run the supervisor of CONFIG_FILE without progress output (for a head machine...",
+    ),
+    "status": ("tandem.client.control_cmds:status_cmd", "What every process of a run is doing."),
+    "stop": (
+        "tandem.client.control_cmds:stop_cmd",
+        "Stop a run: every daemon gets SIGTERM (SIGKILL after the grace), learners...",
+    ),
+    "restart": (
+        "tandem.client.control_cmds:restart_cmd",
+        "Restart one process by NAME (e.g. actor-3); also brings a FATAL one back.",
+    ),
+    "plot": (
+        "tandem.client.plot_cmd:plot_cmd",
+        "Draw a run's curves from RUN_DIR/metrics.jsonl into a PNG (or SVG, PDF).",
+    ),
+    "config": ("tandem.client.config_cmd:config_group", "Inspect and validate run configs (TOML)."),
+    "eval": (
+        "tandem.client.policy_cmds:eval_cmd",
+        "Play a trained policy greedily on its run's env; mean and std of the return.",
+    ),
+    "export": (
+        "tandem.client.policy_cmds:export_cmd",
+        "Write a trained policy as safetensors weights and a JSON spec (no pickle).",
+    ),
+    "keys": (
+        "tandem.client.keys_cmds:keys_group",
+        "CurveZMQ keys: every link that leaves this machine is encrypted and...",
+    ),
+    "chaos": (
+        "tandem.client.chaos.runner:chaos_cmd",
+        "Fault drills on real `tandem up` runs (kills, SIGSTOP, hangs, leaks, bad...",
+    ),
+    "bench": (
+        "tandem.client.bench.group:bench_group",
+        "Benchmarks: figures for people, or one JSON record with --json.",
+    ),
+    "actor": (
+        "tandem.client.daemon_cmds:actor_cmd",
+        "Run actor number INDEX of CONFIG_FILE: step envs, push transitions, follow...",
+    ),
+    "learner": (
+        "tandem.client.daemon_cmds:learner_cmd",
+        "Run the learner of POLICY: replay, training, weight publishing, checkpoints.",
+    ),
+    "evaluator": (
+        "tandem.client.daemon_cmds:evaluator_cmd",
+        "Run the greedy evaluator: rounds of episodes with the newest weights, mean...",
+    ),
 }
 
 

@@ -6,11 +6,14 @@ import json
 
 import click
 
-from tandem.daemons.runtime.exit_codes import ExitCode
 from tandem.daemons.config import ConfigError, RunConfig, config_to_dict, load_config, render_toml
+from tandem.daemons.runtime.exit_codes import ExitCode
 
 set_option = click.option(
-    "--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="SECTION.KEY=VALUE",
     help="Override one config field (repeatable); VALUE is read as TOML, else as a string.",
 )
 
@@ -46,8 +49,11 @@ def show(file: str, overrides: tuple[str, ...], as_json: bool, no_docs: bool) ->
 @config_group.command("check")
 @click.argument("file", type=click.Path(dir_okay=False))
 @set_option
-@click.option("--no-probe", is_flag=True,
-              help="Only read the file: do not build an env and the networks (for a config meant for another machine).")
+@click.option(
+    "--no-probe",
+    is_flag=True,
+    help="Only read the file: do not build an env and the networks (for a config meant for another machine).",
+)
 def check(file: str, overrides: tuple[str, ...], no_probe: bool) -> None:
     """Exit 0 if FILE is a valid run config that can run here; otherwise name what is wrong and exit 3.
 

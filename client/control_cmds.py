@@ -1,4 +1,4 @@
-"""`tandem status`, `tandem stop` and `tandem restart NAME`: ask the supervisor, with a timeout, and say what to check."""
+"""`tandem status`, `stop` and `restart NAME`: ask the supervisor, with a timeout, and say what to check."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Any
 import click
 
 from tandem.client.screen import NARROW_BELOW, narrow_status_rows, short, whole
-from tandem.daemons.runtime.exit_codes import ExitCode
 from tandem.daemons.runtime.control_channel import ControlChannel, ControlTimeout
+from tandem.daemons.runtime.exit_codes import ExitCode
 from tandem.protocol import TransportError, sockets
 
 
@@ -66,8 +66,11 @@ def find_endpoint(endpoint: str | None, run_dir: str | None) -> str:
         except OSError:
             continue
     where = f"{run_dir}/endpoint" if run_dir else "runs/*/endpoint"
-    click.echo(f"error: no supervisor endpoint found ({where} does not exist). Is `tandem up` running in this "
-               "directory? Pass --endpoint tcp://HOST:PORT or --run-dir DIR.", err=True)
+    click.echo(
+        f"error: no supervisor endpoint found ({where} does not exist). Is `tandem up` running in this "
+        "directory? Pass --endpoint tcp://HOST:PORT or --run-dir DIR.",
+        err=True,
+    )
     sys.exit(int(ExitCode.UNREACHABLE))
 
 
@@ -84,16 +87,21 @@ def ask(endpoint: str, command: str, args: dict | None, timeout_s: float, run_di
     except ControlTimeout:
         why = sockets.handshake_failure(watch) if watch is not None else ""
         if why:
-            click.echo(f"error: the supervisor at {endpoint} refused this client's CurveZMQ handshake ({why}). "
-                       "Its allow list must hold this client's public key: on the supervisor's machine run "
-                       "`tandem keys allow 'PUBLIC_KEY' --name NAME` (`tandem keys show` here prints it), "
-                       "then `kill -HUP` the supervisor.", err=True)
+            click.echo(
+                f"error: the supervisor at {endpoint} refused this client's CurveZMQ handshake ({why}). "
+                "Its allow list must hold this client's public key: on the supervisor's machine run "
+                "`tandem keys allow 'PUBLIC_KEY' --name NAME` (`tandem keys show` here prints it), "
+                "then `kill -HUP` the supervisor.",
+                err=True,
+            )
         else:
-            click.echo(f"error: the supervisor at {endpoint} did not answer {command!r} within {timeout_s:g} s. "
-                       "Check that `tandem up` (or `tandem supervise`) is running, that the endpoint is right "
-                       "(runs/<name>/endpoint) and that the port is reachable from here"
-                       + (" (with CurveZMQ, also that it allows this client's key)." if keys is not None else "."),
-                       err=True)
+            click.echo(
+                f"error: the supervisor at {endpoint} did not answer {command!r} within {timeout_s:g} s. "
+                "Check that `tandem up` (or `tandem supervise`) is running, that the endpoint is right "
+                "(runs/<name>/endpoint) and that the port is reachable from here"
+                + (" (with CurveZMQ, also that it allows this client's key)." if keys is not None else "."),
+                err=True,
+            )
         sys.exit(int(ExitCode.UNREACHABLE))
     except (TransportError, ValueError) as exc:  # ValueError: a key that cannot be used (KeySetupError)
         click.echo(f"error: {exc}", err=True)
@@ -108,9 +116,15 @@ def ask(endpoint: str, command: str, args: dict | None, timeout_s: float, run_di
     return reply
 
 
-endpoint_option = click.option("--endpoint", default=None, metavar="ENDPOINT", help="Supervisor control endpoint (tcp://HOST:PORT).")
-run_dir_option = click.option("--run-dir", default=None, type=click.Path(file_okay=False), help="Run directory holding the endpoint file.")
-timeout_option = click.option("--timeout", "timeout_s", default=5.0, show_default=True, help="Seconds to wait for an answer.")
+endpoint_option = click.option(
+    "--endpoint", default=None, metavar="ENDPOINT", help="Supervisor control endpoint (tcp://HOST:PORT)."
+)
+run_dir_option = click.option(
+    "--run-dir", default=None, type=click.Path(file_okay=False), help="Run directory holding the endpoint file."
+)
+timeout_option = click.option(
+    "--timeout", "timeout_s", default=5.0, show_default=True, help="Seconds to wait for an answer."
+)
 
 
 def fmt(value: Any, unit: str = "") -> str:
@@ -129,34 +143,100 @@ def render(data: dict, width: int = 220) -> Any:
     if width < NARROW_BELOW:
         return render_narrow(data)
 
-    table = Table(title=f"run {data['run']}" + (" (stopping)" if data.get("stopping") else ""), box=None, header_style="bold")
-    columns = ["name", "role", "host", "pid", "state", "stage", "in stage", "uptime", "restarts", "beat age",
-               "rss", "cpu", "rate", "version", "lag", "dropped", "last error"]
+    table = Table(
+        title=f"run {data['run']}" + (" (stopping)" if data.get("stopping") else ""), box=None, header_style="bold"
+    )
+    columns = [
+        "name",
+        "role",
+        "host",
+        "pid",
+        "state",
+        "stage",
+        "in stage",
+        "uptime",
+        "restarts",
+        "beat age",
+        "rss",
+        "cpu",
+        "rate",
+        "version",
+        "lag",
+        "dropped",
+        "last error",
+    ]
     for col in columns:
         table.add_column(col, overflow="fold")
     for r in data["processes"]:
         state = r["state"] + (" HUNG" if r["hung"] else "")
-        rate = f"{fmt(r['rate_per_s'])} {'upd' if r['rate_of'] == 'updates' else 'steps'}/s" if r["rate_per_s"] is not None else "-"
-        table.add_row(r["name"], r["role"], r["host"], fmt(r["pid"]), state, fmt(r["stage"]), fmt(r["stage_s"], "s"),
-                      fmt(r["uptime_s"], "s"), restarts_cell(r), fmt(r["heartbeat_age_s"], "s"), fmt(r["rss_mb"], "M"),
-                      fmt(r["cpu_percent"], "%"), rate, fmt(r["version"]), fmt(r["lag"]), fmt(r["dropped"]),
-                      short_error(r["last_error"]))
+        rate = (
+            f"{fmt(r['rate_per_s'])} {'upd' if r['rate_of'] == 'updates' else 'steps'}/s"
+            if r["rate_per_s"] is not None
+            else "-"
+        )
+        table.add_row(
+            r["name"],
+            r["role"],
+            r["host"],
+            fmt(r["pid"]),
+            state,
+            fmt(r["stage"]),
+            fmt(r["stage_s"], "s"),
+            fmt(r["uptime_s"], "s"),
+            restarts_cell(r),
+            fmt(r["heartbeat_age_s"], "s"),
+            fmt(r["rss_mb"], "M"),
+            fmt(r["cpu_percent"], "%"),
+            rate,
+            fmt(r["version"]),
+            fmt(r["lag"]),
+            fmt(r["dropped"]),
+            short_error(r["last_error"]),
+        )
     policies = Table(box=None, header_style="bold")
-    for col in ("policy", "state", "link", "version", "updates/s", "replay fill", "lag", "dropped (learner/actors)",
-                "pace (budget, waited)", "eval return", "last checkpoint"):
+    for col in (
+        "policy",
+        "state",
+        "link",
+        "version",
+        "updates/s",
+        "replay fill",
+        "lag",
+        "dropped (learner/actors)",
+        "pace (budget, waited)",
+        "eval return",
+        "last checkpoint",
+    ):
         policies.add_column(col)
     for p in data["policies"]:
         fill = f"{100 * p['replay_fill']:.0f}%" if p["replay_fill"] is not None else "-"
         age = p["last_checkpoint_age_s"]
         dropped = f"{fmt(p.get('dropped_by_learner'))}/{fmt(p.get('dropped_by_actors'))}"
         pace = f"{pace_budget(p)}, {fmt(p.get('paced_s'), 's')}"
-        policies.add_row(p["policy"], p["state"], link_cell(p.get("link")), fmt(p["version"]), fmt(p["updates_per_s"]), fill, fmt(p["lag"]),
-                         dropped, pace, fmt(p.get("eval_return")), f"{age:.0f}s ago" if age is not None and age >= 0 else "none yet")
+        policies.add_row(
+            p["policy"],
+            p["state"],
+            link_cell(p.get("link")),
+            fmt(p["version"]),
+            fmt(p["updates_per_s"]),
+            fill,
+            fmt(p["lag"]),
+            dropped,
+            pace,
+            fmt(p.get("eval_return")),
+            f"{age:.0f}s ago" if age is not None and age >= 0 else "none yet",
+        )
     # The table keeps a short form; the whole error (often the cause is at its end) gets a line of its own.
     errors = [f"{r['name']}: {r['last_error']}" for r in data["processes"] if len(r["last_error"] or "") > ERROR_CELL]
     control = f"control link: {link_cell(data.get('control_link'))}"
-    return Group(table, policies, control, *evaluator_lines(data), *game_server_lines(data),
-                 *(["", "last errors in full:", *errors] if errors else []))
+    return Group(
+        table,
+        policies,
+        control,
+        *evaluator_lines(data),
+        *game_server_lines(data),
+        *(["", "last errors in full:", *errors] if errors else []),
+    )
 
 
 def link_cell(link: str | None) -> str:
@@ -175,8 +255,14 @@ def render_narrow(data: dict) -> Any:
     from rich.table import Table
 
     columns, rows = narrow_status_rows(data)
-    table = Table(title=f"run {data['run']}" + (" (stopping)" if data.get("stopping") else ""), box=None,
-                  header_style="bold", pad_edge=False, collapse_padding=True, padding=(0, 1))
+    table = Table(
+        title=f"run {data['run']}" + (" (stopping)" if data.get("stopping") else ""),
+        box=None,
+        header_style="bold",
+        pad_edge=False,
+        collapse_padding=True,
+        padding=(0, 1),
+    )
     for col in columns:
         table.add_column(col, no_wrap=True, overflow="fold")
     for row in rows:
@@ -184,15 +270,18 @@ def render_narrow(data: dict) -> Any:
     lines = []
     for p in data["policies"]:
         fill = f"{100 * p['replay_fill']:.0f}%" if p["replay_fill"] is not None else "-"
-        lines.append(f"policy {p['policy']}: {p['state']}, {link_cell(p.get('link'))}, version {whole(p['version'])}, "
-                     f"{short(p['updates_per_s'])} updates/s, replay {fill}, lag {short(p['lag'])}, eval "
-                     f"{short(p.get('eval_return'))}, dropped {short(p.get('dropped_by_learner'))} by the learner "
-                     f"and {short(p.get('dropped_by_actors'))} by actors, pace "
-                     f"{pace_budget(p)} "
-                     f"(actors waited {short(p.get('paced_s'))} s)")
+        lines.append(
+            f"policy {p['policy']}: {p['state']}, {link_cell(p.get('link'))}, version {whole(p['version'])}, "
+            f"{short(p['updates_per_s'])} updates/s, replay {fill}, lag {short(p['lag'])}, eval "
+            f"{short(p.get('eval_return'))}, dropped {short(p.get('dropped_by_learner'))} by the learner "
+            f"and {short(p.get('dropped_by_actors'))} by actors, pace "
+            f"{pace_budget(p)} "
+            f"(actors waited {short(p.get('paced_s'))} s)"
+        )
     errors = [f"{r['name']}: {r['last_error']}" for r in data["processes"] if r["last_error"]]
-    return Group(table, *lines, *evaluator_lines(data), *game_server_lines(data),
-                 *(["last errors:", *errors] if errors else []))
+    return Group(
+        table, *lines, *evaluator_lines(data), *game_server_lines(data), *(["last errors:", *errors] if errors else [])
+    )
 
 
 def evaluator_lines(data: dict) -> list[str]:
@@ -202,19 +291,23 @@ def evaluator_lines(data: dict) -> list[str]:
         c = row.get("counters") or {}
         if row["role"] != "evaluator" or "eval_cpu_cores" not in c:
             continue
-        lines.append(f"evaluator: {c['eval_cpu_cores']:.2f} cores on average (eval.max_cpu_share allows "
-                     f"{c.get('eval_cores_allowed', 0):.2f}), rounds of {c.get('eval_round_s', 0):.1f} s, each "
-                     f"followed by {c.get('eval_wait_s', 0):.1f} s of pause, {whole(c.get('eval_rounds'))} rounds")
+        lines.append(
+            f"evaluator: {c['eval_cpu_cores']:.2f} cores on average (eval.max_cpu_share allows "
+            f"{c.get('eval_cores_allowed', 0):.2f}), rounds of {c.get('eval_round_s', 0):.1f} s, each "
+            f"followed by {c.get('eval_wait_s', 0):.1f} s of pause, {whole(c.get('eval_rounds'))} rounds"
+        )
     return lines
 
 
 def game_server_lines(data: dict) -> list[str]:
     """A line per action server (actors.mode = 'serve'): its port, games, requests/s, batch, latency."""
-    return [f"game server {g['name']}: port {fmt(g['serve_port'])}, {fmt(g['games'])} games ({fmt(g['streams'])} "
-            f"streams), {fmt(g['serve_requests_per_s'])} requests/s, mean batch {fmt(g['serve_batch_mean'])}, "
-            f"action latency p50 {fmt(g['serve_latency_p50_ms'], ' ms')} p99 {fmt(g['serve_latency_p99_ms'], ' ms')}, "
-            f"{fmt(g['games_timed_out'])} timed out, {fmt(g['game_errors'])} refused"
-            for g in data.get("game_servers", [])]
+    return [
+        f"game server {g['name']}: port {fmt(g['serve_port'])}, {fmt(g['games'])} games ({fmt(g['streams'])} "
+        f"streams), {fmt(g['serve_requests_per_s'])} requests/s, mean batch {fmt(g['serve_batch_mean'])}, "
+        f"action latency p50 {fmt(g['serve_latency_p50_ms'], ' ms')} p99 {fmt(g['serve_latency_p99_ms'], ' ms')}, "
+        f"{fmt(g['games_timed_out'])} timed out, {fmt(g['game_errors'])} refused"
+        for g in data.get("game_servers", [])
+    ]
 
 
 ERROR_CELL = 60  # characters of a last error shown in the table
@@ -222,7 +315,7 @@ ERROR_CELL = 60  # characters of a last error shown in the table
 
 def short_error(error: str | None) -> str:
     error = error or ""
-    return error if len(error) <= ERROR_CELL else error[:ERROR_CELL - 1] + "…"
+    return error if len(error) <= ERROR_CELL else error[: ERROR_CELL - 1] + "…"
 
 
 @click.command("status")

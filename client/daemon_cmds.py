@@ -11,10 +11,15 @@ import click
 
 from tandem.client.config_cmd import set_option
 
-control_option = click.option("--control", metavar="ENDPOINT", default=None,
-                              help="Supervisor control endpoint to send heartbeats to (set by `tandem up`).")
-parent_option = click.option("--die-with-parent", is_flag=True, hidden=True,
-                             help="Exit when the launching process dies.")
+control_option = click.option(
+    "--control",
+    metavar="ENDPOINT",
+    default=None,
+    help="Supervisor control endpoint to send heartbeats to (set by `tandem up`).",
+)
+parent_option = click.option(
+    "--die-with-parent", is_flag=True, hidden=True, help="Exit when the launching process dies."
+)
 
 
 def run_daemon(**fields) -> None:
@@ -27,8 +32,11 @@ def run_daemon(**fields) -> None:
 @click.argument("config_file", type=click.Path(dir_okay=False))
 @click.option("--index", type=click.IntRange(min=0), required=True, help="This actor's index (0-based).")
 @control_option
-@click.option("--insecure", is_flag=True,
-              help="(actors.mode = 'serve') Allow a game socket bound beyond loopback without authentication.")
+@click.option(
+    "--insecure",
+    is_flag=True,
+    help="(actors.mode = 'serve') Allow a game socket bound beyond loopback without authentication.",
+)
 @parent_option
 @set_option
 def actor_cmd(config_file, index, control, insecure, die_with_parent, overrides):
@@ -36,8 +44,15 @@ def actor_cmd(config_file, index, control, insecure, die_with_parent, overrides)
 
     With actors.mode = "serve" it is an action server: game processes connect and ask for actions.
     """
-    run_daemon(role="actor", config_file=config_file, overrides=overrides, control=control, index=index,
-               insecure=insecure, die_with_parent=die_with_parent)
+    run_daemon(
+        role="actor",
+        config_file=config_file,
+        overrides=overrides,
+        control=control,
+        index=index,
+        insecure=insecure,
+        die_with_parent=die_with_parent,
+    )
 
 
 @click.command("learner")
@@ -45,17 +60,35 @@ def actor_cmd(config_file, index, control, insecure, die_with_parent, overrides)
 @click.option("--policy", default="default", show_default=True, help="The policy this learner trains.")
 @click.option("--device", default=None, help="Torch device, overriding learner.device (e.g. cuda:0).")
 @control_option
-@click.option("--join", default=None, metavar="ENDPOINT",
-              help="Join the supervisor at ENDPOINT (tcp://HEAD:PORT): register there so its actors find this learner.")
-@click.option("--bind", "bind", default=None, metavar="tcp://ADDR:PORT",
-              help="Bind the transitions, weights and snapshot sockets on PORT, PORT+1, PORT+2 of ADDR (or ADDR:* for free ports).")
+@click.option(
+    "--join",
+    default=None,
+    metavar="ENDPOINT",
+    help="Join the supervisor at ENDPOINT (tcp://HEAD:PORT): register there so its actors find this learner.",
+)
+@click.option(
+    "--bind",
+    "bind",
+    default=None,
+    metavar="tcp://ADDR:PORT",
+    help="Bind the transitions, weights and snapshot sockets on PORT, PORT+1, PORT+2 of ADDR (ADDR:* for free ports).",
+)
 @click.option("--insecure", is_flag=True, help="Allow a bind beyond loopback without authentication (status says so).")
 @parent_option
 @set_option
 def learner_cmd(config_file, policy, device, control, join, bind, insecure, die_with_parent, overrides):
     """Run the learner of POLICY: replay, training, weight publishing, checkpoints."""
-    run_daemon(role="learner", config_file=config_file, overrides=overrides, control=join or control, policy=policy,
-               device=device, bind=bind, insecure=insecure, die_with_parent=die_with_parent)
+    run_daemon(
+        role="learner",
+        config_file=config_file,
+        overrides=overrides,
+        control=join or control,
+        policy=policy,
+        device=device,
+        bind=bind,
+        insecure=insecure,
+        die_with_parent=die_with_parent,
+    )
 
 
 @click.command("evaluator")
@@ -65,5 +98,6 @@ def learner_cmd(config_file, policy, device, control, join, bind, insecure, die_
 @set_option
 def evaluator_cmd(config_file, control, die_with_parent, overrides):
     """Run the greedy evaluator: rounds of episodes with the newest weights, mean return reported."""
-    run_daemon(role="evaluator", config_file=config_file, overrides=overrides, control=control,
-               die_with_parent=die_with_parent)
+    run_daemon(
+        role="evaluator", config_file=config_file, overrides=overrides, control=control, die_with_parent=die_with_parent
+    )

@@ -25,19 +25,30 @@ def format_line(fig: dict) -> str:
     def num(value, fmt="{:.1f}"):
         return "-" if value is None else fmt.format(value)
 
-    return (f"{fig['elapsed_s']:6.1f}s  steps {fig['env_steps']} ({fig['env_steps_per_s']:.0f}/s)  "
-            f"updates {fig['updates']} ({rate_text(fig['updates_per_s'])}/s)  episodes {fig['episodes']}  "
-            f"return100 {num(fig['mean_return_100'])}  eval {num(fig['eval_return'])}  "
-            f"version {num(fig['version'], '{}')}  lag {fig['lag_mean']:.1f}  dropped {fig['batches_dropped']}"
-            + (f" (learner {fig['learner_dropped']})" if "learner_dropped" in fig else "")
-            + (f"  pace {fig['pace_per_s']}/s waited {fig['paced_s']:.1f}s" if fig.get("pace_per_s") else "")
-            + (f"  pace {fig['pace_credit']}/version waited {fig['paced_s']:.1f}s" if fig.get("pace_credit") else "")
-            + (f"  games {fig['games']} ({fig['serve_requests_per_s']:.0f} req/s, batch {num(fig['serve_batch_mean'])}, "
-               f"p99 {fig['serve_latency_p99_ms']:.1f} ms)" if "games" in fig else "")
-            + "".join(f"  | {p} v{num(f['version'], '{}')} eval {num(f['eval_return'])}"
-                      for p, f in fig.get("policies", {}).items())
-            + ("  | agents " + " ".join(f"{a} {r:.1f}" for a, r in fig["agent_returns_100"].items())
-               if fig.get("agent_returns_100") else ""))
+    return (
+        f"{fig['elapsed_s']:6.1f}s  steps {fig['env_steps']} ({fig['env_steps_per_s']:.0f}/s)  "
+        f"updates {fig['updates']} ({rate_text(fig['updates_per_s'])}/s)  episodes {fig['episodes']}  "
+        f"return100 {num(fig['mean_return_100'])}  eval {num(fig['eval_return'])}  "
+        f"version {num(fig['version'], '{}')}  lag {fig['lag_mean']:.1f}  dropped {fig['batches_dropped']}"
+        + (f" (learner {fig['learner_dropped']})" if "learner_dropped" in fig else "")
+        + (f"  pace {fig['pace_per_s']}/s waited {fig['paced_s']:.1f}s" if fig.get("pace_per_s") else "")
+        + (f"  pace {fig['pace_credit']}/version waited {fig['paced_s']:.1f}s" if fig.get("pace_credit") else "")
+        + (
+            f"  games {fig['games']} ({fig['serve_requests_per_s']:.0f} req/s, batch {num(fig['serve_batch_mean'])}, "
+            f"p99 {fig['serve_latency_p99_ms']:.1f} ms)"
+            if "games" in fig
+            else ""
+        )
+        + "".join(
+            f"  | {p} v{num(f['version'], '{}')} eval {num(f['eval_return'])}"
+            for p, f in fig.get("policies", {}).items()
+        )
+        + (
+            "  | agents " + " ".join(f"{a} {r:.1f}" for a, r in fig["agent_returns_100"].items())
+            if fig.get("agent_returns_100")
+            else ""
+        )
+    )
 
 
 class Display:

@@ -20,8 +20,12 @@ VIDEO_FPS = 30  # when the env's metadata names no render_fps
 
 def summary(values: list[float]) -> dict[str, float]:
     array = np.asarray(values, np.float64)
-    return {"mean": float(array.mean()), "std": float(array.std()), "min": float(array.min()),
-            "max": float(array.max())}
+    return {
+        "mean": float(array.mean()),
+        "std": float(array.std()),
+        "min": float(array.min()),
+        "max": float(array.max()),
+    }
 
 
 def build_env(config: RunConfig, render: str | None) -> Any:
@@ -53,8 +57,9 @@ class VideoWriter:
         if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
             raise PolicyError(f"env.render() gave {frame.dtype} {list(frame.shape)}, not an RGB image [H, W, 3] uint8")
         if self.writer is None:
-            self.writer = cv2.VideoWriter(str(self.path), cv2.VideoWriter_fourcc(*"mp4v"), self.fps,
-                                          (frame.shape[1], frame.shape[0]))
+            self.writer = cv2.VideoWriter(
+                str(self.path), cv2.VideoWriter_fourcc(*"mp4v"), self.fps, (frame.shape[1], frame.shape[0])
+            )
             if not self.writer.isOpened():
                 raise PolicyError(f"OpenCV cannot write {self.path} (its MP4 writer is missing from this build)")
         self.writer.write(frame[:, :, ::-1])  # OpenCV wants BGR
@@ -64,8 +69,15 @@ class VideoWriter:
             self.writer.release()
 
 
-def play_gym(policy: TrainedPolicy, config: RunConfig, episodes: int, seed: int, sample: bool,
-             render: str | None, video: Path | None) -> dict[str, Any]:
+def play_gym(
+    policy: TrainedPolicy,
+    config: RunConfig,
+    episodes: int,
+    seed: int,
+    sample: bool,
+    render: str | None,
+    video: Path | None,
+) -> dict[str, Any]:
     """Episode i starts from reset(seed=seed + i); returns and lengths in agent steps."""
     env = build_env(config, render)
     returns, lengths = [], []
@@ -94,27 +106,31 @@ def play_gym(policy: TrainedPolicy, config: RunConfig, episodes: int, seed: int,
     return {"returns": returns, "lengths": lengths, "return": summary(returns), "length": summary(lengths)}
 
 
-def play_world(source: Path, policy: TrainedPolicy, episodes: int, seed: int, sample: bool,
-               checkpoint: str | None = None) -> dict[str, Any]:
+def play_world(
+    source: Path, policy: TrainedPolicy, episodes: int, seed: int, sample: bool, checkpoint: str | None = None
+) -> dict[str, Any]:
     """A PettingZoo world with every policy of the run acting; `episodes` world episodes (as the evaluator counts).
 
     The other policies play their `checkpoint` of the run (a kept file given as the source names its kind)."""
+    from tandem.client.export import SPEC_FILE
     from tandem.daemons.actor.stepping import env_builder
     from tandem.daemons.evaluator.rounds import make_rounds
 
-    from tandem.client.export import SPEC_FILE
-
     config = policy.spec.config
     if (source / SPEC_FILE).is_file():
-        raise PolicyError(f"{source} is an exported policy of a multi-agent world; `tandem eval` needs the run "
-                          "directory to play every policy of the world", ExitCode.USAGE)
+        raise PolicyError(
+            f"{source} is an exported policy of a multi-agent world; `tandem eval` needs the run "
+            "directory to play every policy of the world",
+            ExitCode.USAGE,
+        )
     policies = {policy.name: policy}
     if source.is_file():
         checkpoint = next((kind for kind, file in KEPT_FILES.items() if source.name == file), None)
     for name in policy_names(config):
         if name not in policies:
-            policies[name] = load_policy(source if source.is_dir() else source.parent.parent, name,
-                                         checkpoint=checkpoint)
+            policies[name] = load_policy(
+                source if source.is_dir() else source.parent.parent, name, checkpoint=checkpoint
+            )
     config = dataclasses.replace(config, eval=dataclasses.replace(config.eval, window_episodes=episodes))
     api, build_one = env_builder(config, training=False)
     rounds = make_rounds([build_one()], api, config)
@@ -147,9 +163,17 @@ def default_policy(source: Path) -> str | None:
     return None
 
 
-def evaluate(source: str | Path, policy: str | None = None, episodes: int = 10, seed: int = 0, sample: bool = False,
-             render: str | None = None, video: str | Path | None = None, device: str = "cpu",
-             checkpoint: str | None = None) -> dict[str, Any]:
+def evaluate(
+    source: str | Path,
+    policy: str | None = None,
+    episodes: int = 10,
+    seed: int = 0,
+    sample: bool = False,
+    render: str | None = None,
+    video: str | Path | None = None,
+    device: str = "cpu",
+    checkpoint: str | None = None,
+) -> dict[str, Any]:
     """Play `episodes` episodes (greedy unless `sample`) and report returns and lengths with their mean and std.
 
     `checkpoint` picks a run directory's 'latest' (default), 'best' or 'solved' checkpoint (see load_policy)."""
@@ -161,18 +185,29 @@ def evaluate(source: str | Path, policy: str | None = None, episodes: int = 10, 
     video_dir = Path(video) if video else None
     if video_dir:
         if render not in (None, "rgb_array"):
-            raise PolicyError("--video records rgb_array frames; leave out --render or give --render rgb_array",
-                              ExitCode.USAGE)
+            raise PolicyError(
+                "--video records rgb_array frames; leave out --render or give --render rgb_array", ExitCode.USAGE
+            )
         render = "rgb_array"
         video_dir.mkdir(parents=True, exist_ok=True)
     if env_api(config.env) in MULTI_AGENT_APIS:
         if render or video_dir:
-            raise PolicyError("--render and --video are for gymnasium envs; a PettingZoo world is not rendered here",
-                              ExitCode.USAGE)
+            raise PolicyError(
+                "--render and --video are for gymnasium envs; a PettingZoo world is not rendered here", ExitCode.USAGE
+            )
         result = play_world(source, trained, episodes, seed, sample, checkpoint)
     else:
         result = play_gym(trained, config, episodes, seed, sample, render, video_dir)
-    return {"policy": trained.name, "algorithm": trained.algorithm, "version": trained.version,
-            "checkpoint": trained.spec.source, "env": config.env.id, "episodes": episodes, "seed": seed,
-            "greedy": not sample, **result, **({"video": str(video_dir)} if video_dir else {}),
-            **({"evaluation": trained.spec.evaluation} if trained.spec.evaluation else {})}
+    return {
+        "policy": trained.name,
+        "algorithm": trained.algorithm,
+        "version": trained.version,
+        "checkpoint": trained.spec.source,
+        "env": config.env.id,
+        "episodes": episodes,
+        "seed": seed,
+        "greedy": not sample,
+        **result,
+        **({"video": str(video_dir)} if video_dir else {}),
+        **({"evaluation": trained.spec.evaluation} if trained.spec.evaluation else {}),
+    }

@@ -29,26 +29,40 @@ def preprocessing(config: Any) -> dict[str, Any]:
     """In words and keys, what an observation must have gone through before `act` (for users outside Tandem)."""
     if config.env.atari.enabled:
         a = config.env.atari
-        return {"kind": "atari", "describe": (
-            f"ALE env with frameskip=1, then gymnasium AtariPreprocessing(noop_max={a.noop_max}, "
-            f"frame_skip={a.frame_skip}, screen_size={a.screen_size}, grayscale_obs={a.grayscale}, scale_obs=False), "
-            f"then FrameStackObservation({a.frame_stack}): uint8 frames, unscaled (the network divides by 255)")}
+        return {
+            "kind": "atari",
+            "describe": (
+                f"ALE env with frameskip=1, then gymnasium AtariPreprocessing(noop_max={a.noop_max}, "
+                f"frame_skip={a.frame_skip}, screen_size={a.screen_size}, grayscale_obs={a.grayscale}, "
+                "scale_obs=False), "
+                f"then FrameStackObservation({a.frame_stack}): uint8 frames, unscaled (the network divides by 255)"
+            ),
+        }
     if config.env.pixels.enabled:
         p = config.env.pixels
         steps = [f"MaxAndSkipObservation(skip={p.frame_skip})"] * (p.frame_skip > 1)
         steps += ["GrayscaleObservation()"] * p.grayscale + [f"ResizeObservation(({p.screen_size}, {p.screen_size}))"]
         steps += ["HxWxC moved to CxHxW"] * (not p.grayscale)
         if p.frame_stack > 1:
-            steps.append(f"FrameStackObservation({p.frame_stack})" + ", reshaped to [stack*C, H, W]" * (not p.grayscale))
-        return {"kind": "pixels", "describe": (
-            f"the env's HxWxC (or HxW) uint8 frames, then gymnasium {', then '.join(steps)}: uint8 frames, "
-            "unscaled (the network divides by 255)")}
-    return {"kind": "none", "describe": "the env's observation as it is (a dict with an action mask is flattened "
-                                        "to [observation..., action_mask...] by act)"}
+            steps.append(
+                f"FrameStackObservation({p.frame_stack})" + ", reshaped to [stack*C, H, W]" * (not p.grayscale)
+            )
+        return {
+            "kind": "pixels",
+            "describe": (
+                f"the env's HxWxC (or HxW) uint8 frames, then gymnasium {', then '.join(steps)}: uint8 frames, "
+                "unscaled (the network divides by 255)"
+            ),
+        }
+    return {
+        "kind": "none",
+        "describe": "the env's observation as it is (a dict with an action mask is flattened "
+        "to [observation..., action_mask...] by act)",
+    }
 
 
 def export_policy(policy: TrainedPolicy, out_dir: str | Path) -> Path:
-    """Write `policy` into `out_dir` (created if needed): weights.safetensors and policy.json; returns the JSON's path."""
+    """Write `policy` into `out_dir` (made if needed): weights.safetensors and policy.json; returns the JSON's path."""
     from safetensors.numpy import save_file
 
     out = Path(out_dir)
@@ -59,8 +73,12 @@ def export_policy(policy: TrainedPolicy, out_dir: str | Path) -> Path:
     spec = policy.spec
     full = config_to_dict(spec.config)
     document = {
-        "format": FORMAT, "format_version": FORMAT_VERSION,
-        "policy": spec.name, "algorithm": spec.algorithm, "version": spec.version, "source": spec.source,
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "policy": spec.name,
+        "algorithm": spec.algorithm,
+        "version": spec.version,
+        "source": spec.source,
         "observation_space": space_to_json(spec.observation_space),
         "action_space": space_to_json(spec.action_space),
         "mask_size": spec.mask_size,
@@ -69,8 +87,9 @@ def export_policy(policy: TrainedPolicy, out_dir: str | Path) -> Path:
         "weights": WEIGHTS_FILE,
     }
     text = json.dumps(document, indent=2, default=str)  # default: a TOML date in env.kwargs becomes its text
-    weights = {name: array if array.flags.c_contiguous else array.copy(order="C")
-               for name, array in policy.weights().items()}
+    weights = {
+        name: array if array.flags.c_contiguous else array.copy(order="C") for name, array in policy.weights().items()
+    }
     # Temp names, renamed last, so a directory never holds a spec that names weights half written.
     save_file(weights, str(out / f".{WEIGHTS_FILE}.tmp"), metadata={"format": FORMAT})
     (out / f".{SPEC_FILE}.tmp").write_text(text + "\n", encoding="utf-8")
@@ -90,13 +109,15 @@ def read_spec(directory: Path) -> dict[str, Any]:
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise PolicyError(f"{file} is not a {FORMAT} spec")
     if document.get("format_version") != FORMAT_VERSION:
-        raise PolicyError(f"{file} has format_version {document.get('format_version')!r}; this Tandem reads "
-                          f"{FORMAT_VERSION}")
+        raise PolicyError(
+            f"{file} has format_version {document.get('format_version')!r}; this Tandem reads {FORMAT_VERSION}"
+        )
     return document
 
 
-def load_exported(directory: str | Path, device: str = "cpu", seed: int | None = None,
-                  policy: str | None = None) -> TrainedPolicy:
+def load_exported(
+    directory: str | Path, device: str = "cpu", seed: int | None = None, policy: str | None = None
+) -> TrainedPolicy:
     """The policy `export_policy` wrote, built from its JSON spec and safetensors weights; no env, no daemon."""
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
@@ -107,9 +128,15 @@ def load_exported(directory: str | Path, device: str = "cpu", seed: int | None =
         raise PolicyError(f"{directory} holds policy {document.get('policy')!r}, not {policy!r}", ExitCode.USAGE)
     try:
         config = config_from_dict({section: document["config"][section] for section in SECTIONS})
-        spec = PolicySpec(str(document["policy"]), config, space_from_json(document["observation_space"]),
-                          space_from_json(document["action_space"]), int(document["mask_size"]),
-                          int(document["version"]), str(directory))
+        spec = PolicySpec(
+            str(document["policy"]),
+            config,
+            space_from_json(document["observation_space"]),
+            space_from_json(document["action_space"]),
+            int(document["mask_size"]),
+            int(document["version"]),
+            str(directory),
+        )
     except (KeyError, TypeError, ValueError, ConfigError) as exc:
         raise PolicyError(f"{directory / SPEC_FILE} does not describe a policy Tandem can build: {exc}") from exc
     try:

@@ -96,15 +96,28 @@ class UpRun:
     through /proc/PID/root, so it may live in a mount only that process sees.
     """
 
-    def __init__(self, config: str | Path, run_dir: Path, out_path: Path, overrides: Sequence[str] = (),
-                 flags: Sequence[str] = (), wrap: Sequence[str] = (), cwd: Path | None = None,
-                 env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        config: str | Path,
+        run_dir: Path,
+        out_path: Path,
+        overrides: Sequence[str] = (),
+        flags: Sequence[str] = (),
+        wrap: Sequence[str] = (),
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+    ):
         self.run_dir, self.out_path = run_dir, out_path
         self.out = out_path.open("w")
-        self.proc = subprocess.Popen([*wrap, *up_command(config, overrides, flags)], stdout=self.out,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd or out_path.parent,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            [*wrap, *up_command(config, overrides, flags)],
+            stdout=self.out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=cwd or out_path.parent,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            start_new_session=True,
+        )
         self.ctx = sockets.new_context()
         self.channel: ControlChannel | None = None
         endpoint = self.path("endpoint")
@@ -137,7 +150,9 @@ class UpRun:
         data: dict = {"processes": []}
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RunFailed(f"tandem up exited ({self.proc.returncode}) waiting for {what}: {self.output()[-2000:]}")
+                raise RunFailed(
+                    f"tandem up exited ({self.proc.returncode}) waiting for {what}: {self.output()[-2000:]}"
+                )
             try:
                 data = self.status()
             except ControlTimeout:  # a loaded machine can starve the supervisor for a while; the deadline decides
@@ -145,15 +160,18 @@ class UpRun:
             if predicate(data):
                 return data
             time.sleep(0.1)
-        raise RunFailed(f"timed out after {timeout_s:g} s waiting for {what}: "
-                        f"{[(r['name'], r['state'], r['stage'], r['last_error'][-200:]) for r in data['processes']]}")
+        raise RunFailed(
+            f"timed out after {timeout_s:g} s waiting for {what}: "
+            f"{[(r['name'], r['state'], r['stage'], r['last_error'][-200:]) for r in data['processes']]}"
+        )
 
     def end(self, how: str, timeout_s: float = 60.0) -> tuple[int | None, float]:
         """End the run by 'SIGTERM', 'SIGINT' or 'stop' (`tandem stop`); its exit code and seconds to exit."""
         started = time.monotonic()
         if how == "stop":
-            subprocess.run([sys.executable, "-m", "tandem", "stop", "--endpoint", self.endpoint],
-                           capture_output=True, timeout=30)
+            subprocess.run(
+                [sys.executable, "-m", "tandem", "stop", "--endpoint", self.endpoint], capture_output=True, timeout=30
+            )
         else:
             self.proc.send_signal(getattr(signal, how))
         try:

@@ -11,8 +11,13 @@ import click
 from tandem.daemons.runtime.exit_codes import ExitCode
 
 DEFAULT_DIR = "~/.config/tandem/keys"
-dir_option = click.option("--dir", "key_dir", default=lambda: os.environ.get("TANDEM_KEY_DIR", DEFAULT_DIR),
-                          show_default=f"$TANDEM_KEY_DIR or {DEFAULT_DIR}", help="The key directory (security.key_dir).")
+dir_option = click.option(
+    "--dir",
+    "key_dir",
+    default=lambda: os.environ.get("TANDEM_KEY_DIR", DEFAULT_DIR),
+    show_default=f"$TANDEM_KEY_DIR or {DEFAULT_DIR}",
+    help="The key directory (security.key_dir).",
+)
 
 
 def run(action) -> None:

@@ -11,8 +11,14 @@ from tandem.daemons.runtime.exit_codes import ExitCode
 
 # (title, which flat keys belong to the chart)
 CHARTS = [
-    ("Return", lambda k: k in ("mean_return_100", "eval_return") or k.startswith("agent_returns_100/")
-     or (k.startswith("policies/") and k.endswith("/eval_return"))),
+    (
+        "Return",
+        lambda k: (
+            k in ("mean_return_100", "eval_return")
+            or k.startswith("agent_returns_100/")
+            or (k.startswith("policies/") and k.endswith("/eval_return"))
+        ),
+    ),
     ("Env steps/s", lambda k: k == "env_steps_per_s"),
     ("Updates/s", lambda k: k == "updates_per_s"),
     ("Policy lag (versions)", lambda k: k == "lag_mean"),
@@ -42,12 +48,20 @@ def summary(segments: list[Segment]) -> list[tuple[str, str]]:
     last = records[-1]
     evals = [r["eval_return"] for r in records if isinstance(r.get("eval_return"), (int, float))]
     training_s = sum(s.records[-1].get("elapsed_s", 0.0) for s in segments if s.records)
-    rows = [("env steps", last.get("env_steps")), ("training time (s)", round(training_s, 1)),
-            ("starts", len(segments)), ("updates", last.get("updates")), ("episodes", last.get("episodes")),
-            ("mean return (last 100)", last.get("mean_return_100")),
-            ("last evaluation return", last.get("eval_return")), ("best evaluation return", max(evals) if evals else None)]
-    return [(name, "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value))
-            for name, value in rows]
+    rows = [
+        ("env steps", last.get("env_steps")),
+        ("training time (s)", round(training_s, 1)),
+        ("starts", len(segments)),
+        ("updates", last.get("updates")),
+        ("episodes", last.get("episodes")),
+        ("mean return (last 100)", last.get("mean_return_100")),
+        ("last evaluation return", last.get("eval_return")),
+        ("best evaluation return", max(evals) if evals else None),
+    ]
+    return [
+        (name, "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value))
+        for name, value in rows
+    ]
 
 
 def draw_chart(ax, title: str, wanted, x_key: str, x_label: str, segments: list[Segment]) -> None:
@@ -64,8 +78,14 @@ def draw_chart(ax, title: str, wanted, x_key: str, x_label: str, segments: list[
             if not points:
                 continue
             xs, ys = zip(*points)
-            (line,) = ax.plot(xs, ys, color=colours[name], linewidth=1.2, marker="." if len(xs) == 1 else None,
-                              label=None if name in labelled else name)
+            (line,) = ax.plot(
+                xs,
+                ys,
+                color=colours[name],
+                linewidth=1.2,
+                marker="." if len(xs) == 1 else None,
+                label=None if name in labelled else name,
+            )
             line.set_gid(f"{x_key}:{name}:{segment.number}")  # the line's id in an SVG
             labelled.add(name)
     for segment in segments[1:]:  # where the run was resumed
@@ -92,16 +112,25 @@ def render(segments: list[Segment], total: int, source: Path, out: Path) -> None
     import matplotlib.pyplot as plt
 
     width, height = CHART_SIZE_IN
-    fig, axes = plt.subplots(len(CHARTS), len(AXES), figsize=(width * len(AXES), height * len(CHARTS) + 1.2),
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        len(CHARTS),
+        len(AXES),
+        figsize=(width * len(AXES), height * len(CHARTS) + 1.2),
+        squeeze=False,
+        layout="constrained",
+    )
     try:
         for row, (title, wanted) in zip(axes, CHARTS):
             for ax, (x_key, x_label) in zip(row, AXES):
                 draw_chart(ax, title, wanted, x_key, x_label, segments)
         kept = sum(len(s.records) for s in segments)
         text = "   ".join(f"{name}: {value}" for name, value in summary(segments))
-        fig.suptitle(f"{source}: {total} records{f', {kept} plotted' if kept < total else ''}\n{text}",
-                     fontsize=9, ha="left", x=0.01)
+        fig.suptitle(
+            f"{source}: {total} records{f', {kept} plotted' if kept < total else ''}\n{text}",
+            fontsize=9,
+            ha="left",
+            x=0.01,
+        )
         fig.savefig(out)
     finally:
         plt.close(fig)
@@ -109,8 +138,12 @@ def render(segments: list[Segment], total: int, source: Path, out: Path) -> None
 
 @click.command("plot")
 @click.argument("run_dir", type=click.Path(exists=True, path_type=Path))
-@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Where to write the picture; .png, .svg or .pdf (default RUN_DIR/report.png).")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write the picture; .png, .svg or .pdf (default RUN_DIR/report.png).",
+)
 @click.pass_obj
 def plot_cmd(obj, run_dir: Path, out: Path | None) -> None:
     """Draw a run's curves from RUN_DIR/metrics.jsonl into a PNG (or SVG, PDF)."""

@@ -23,8 +23,13 @@ CONFIG_FILE = "config.toml"  # the resolved config `tandem up` writes into the r
 LEARNER_PREFIX = "learner-"
 
 
-def load_policy(source: str | Path, policy: str | None = None, device: str = "cpu",
-                seed: int | None = None, checkpoint: str | None = None) -> TrainedPolicy:
+def load_policy(
+    source: str | Path,
+    policy: str | None = None,
+    device: str = "cpu",
+    seed: int | None = None,
+    checkpoint: str | None = None,
+) -> TrainedPolicy:
     """Policy `policy` (default 'default') of a run directory, of a checkpoint file
     (runs/NAME/learner-POLICY/ckpt-*.pt, the run's config.toml two levels up), or of an exported directory.
 
@@ -48,24 +53,35 @@ def load_policy(source: str | Path, policy: str | None = None, device: str = "cp
     state, where = read_checkpoint(file or pick(run_dir / f"{LEARNER_PREFIX}{name}", checkpoint))
     spaces = probe_spaces(config, name, run_dir)
     evaluation = state.get("evaluation")  # what the evaluator measured, in the files it keeps
-    spec = PolicySpec(name, pconf, spaces.observation_space, spaces.action_space, spaces.mask_size,
-                      int(state.get("version", -1)), str(where), evaluation if isinstance(evaluation, dict) else None)
+    spec = PolicySpec(
+        name,
+        pconf,
+        spaces.observation_space,
+        spaces.action_space,
+        spaces.mask_size,
+        int(state.get("version", -1)),
+        str(where),
+        evaluation if isinstance(evaluation, dict) else None,
+    )
     return TrainedPolicy(spec, acting_weights(state, pconf.algorithm.name, where), device=device, seed=seed)
 
 
 def locate(path: Path, policy: str | None) -> tuple[Path, str, Path | None]:
     """(run directory, policy name, checkpoint file or None for the newest) of what the user named."""
     if not path.exists():
-        raise PolicyError(f"{path} does not exist: name a run directory (runs/NAME), a checkpoint file "
-                          "(runs/NAME/learner-POLICY/ckpt-*.pt) or an exported policy", ExitCode.USAGE)
+        raise PolicyError(
+            f"{path} does not exist: name a run directory (runs/NAME), a checkpoint file "
+            "(runs/NAME/learner-POLICY/ckpt-*.pt) or an exported policy",
+            ExitCode.USAGE,
+        )
     if path.is_file():
         owner = path.parent.name
-        name = owner[len(LEARNER_PREFIX):] if owner.startswith(LEARNER_PREFIX) else policy or DEFAULT_POLICY
+        name = owner[len(LEARNER_PREFIX) :] if owner.startswith(LEARNER_PREFIX) else policy or DEFAULT_POLICY
         if policy is not None and policy != name:
             raise PolicyError(f"{path} is a checkpoint of policy {name!r}, not {policy!r}", ExitCode.USAGE)
         return path.parent.parent, name, path
     if path.name.startswith(LEARNER_PREFIX) and not (path / CONFIG_FILE).exists():
-        name = path.name[len(LEARNER_PREFIX):]
+        name = path.name[len(LEARNER_PREFIX) :]
         if policy is not None and policy != name:
             raise PolicyError(f"{path} holds policy {name!r}'s checkpoints, not {policy!r}'s", ExitCode.USAGE)
         return path.parent, name, None
@@ -75,8 +91,11 @@ def locate(path: Path, policy: str | None) -> tuple[Path, str, Path | None]:
 def read_run_config(run_dir: Path) -> RunConfig:
     file = run_dir / CONFIG_FILE
     if not file.is_file():
-        raise PolicyError(f"{run_dir} is not a run directory: it has no {CONFIG_FILE} (tandem up writes one into "
-                          "runs/NAME/; a checkpoint is read with the config two directories above it)", ExitCode.USAGE)
+        raise PolicyError(
+            f"{run_dir} is not a run directory: it has no {CONFIG_FILE} (tandem up writes one into "
+            "runs/NAME/; a checkpoint is read with the config two directories above it)",
+            ExitCode.USAGE,
+        )
     try:
         return load_config(file)
     except ConfigError as exc:
@@ -104,8 +123,10 @@ def read_checkpoint(where: Path) -> tuple[dict, Path]:
         detail = f" (policy directories here: {', '.join(others)})" if others and not where.is_dir() else ""
         kept = [name for name in available(where) if name != LATEST]  # a remote learner's run dir holds only these
         detail += f" (the evaluator kept: {', '.join(kept)}; pick one with --checkpoint)" if kept else ""
-        raise PolicyError(f"no readable checkpoint in {where}{detail}; learners write one every "
-                          "learner.checkpoint_interval_s and when stopped")
+        raise PolicyError(
+            f"no readable checkpoint in {where}{detail}; learners write one every "
+            "learner.checkpoint_interval_s and when stopped"
+        )
     version = int(state.get("version", -1))
     newest = next((p for v, p in reversed(files) if v == version), where)
     return state, newest
@@ -120,14 +141,17 @@ def acting_weights(state: Mapping[str, Any], algorithm: str, where: Path) -> dic
     saved = state.get("algorithm")
     saved_name = saved.get("algorithm") if isinstance(saved, Mapping) else None
     if saved_name != algorithm:
-        raise PolicyError(f"{where} holds a checkpoint of algorithm {saved_name!r}, but the run's config says "
-                          f"{algorithm!r}")
+        raise PolicyError(
+            f"{where} holds a checkpoint of algorithm {saved_name!r}, but the run's config says {algorithm!r}"
+        )
     part = ACTING_NETWORK.get(algorithm)
     tensors = saved.get(part) if part else None
     if not isinstance(tensors, Mapping):
         raise PolicyError(f"{where}: no acting network {part!r} in the {algorithm} checkpoint")
-    return {name: t.detach().to("cpu", dtype=torch.float32 if t.is_floating_point() else t.dtype).numpy()
-            for name, t in tensors.items()}
+    return {
+        name: t.detach().to("cpu", dtype=torch.float32 if t.is_floating_point() else t.dtype).numpy()
+        for name, t in tensors.items()
+    }
 
 
 def probe_spaces(config: RunConfig, name: str, run_dir: Path) -> Any:
@@ -137,5 +161,6 @@ def probe_spaces(config: RunConfig, name: str, run_dir: Path) -> Any:
     try:
         return probe_policy_spaces(config, name)
     except (EnvBuildError, ValueError, ConfigError) as exc:
-        raise PolicyError(f"{run_dir}: cannot build the run's env {config.env.id!r} to learn policy {name!r}'s "
-                          f"spaces: {exc}") from exc
+        raise PolicyError(
+            f"{run_dir}: cannot build the run's env {config.env.id!r} to learn policy {name!r}'s spaces: {exc}"
+        ) from exc

@@ -9,15 +9,21 @@ import click
 
 from tandem.client.trained import PolicyError
 
-SOURCE_HELP = ("CHECKPOINT_OR_RUN is a run directory (runs/NAME; its newest checkpoint unless --checkpoint says), "
-               "a checkpoint file or an exported directory.")
-policy_option = click.option("--policy", default=None, metavar="NAME",
-                             help="Which policy of a multi-agent run (default: 'default').")
+SOURCE_HELP = (
+    "CHECKPOINT_OR_RUN is a run directory (runs/NAME; its newest checkpoint unless --checkpoint says), "
+    "a checkpoint file or an exported directory."
+)
+policy_option = click.option(
+    "--policy", default=None, metavar="NAME", help="Which policy of a multi-agent run (default: 'default')."
+)
 # choices written out, not imported: `tandem --help` stays light (tandem.client.checkpoint_choice refuses others too)
 checkpoint_option = click.option(
-    "--checkpoint", type=click.Choice(["latest", "best", "solved"]), default=None,
+    "--checkpoint",
+    type=click.Choice(["latest", "best", "solved"]),
+    default=None,
     help="Which checkpoint of a run directory: latest (the default: the learner's newest), best (the weights "
-         "of the evaluator's highest return so far) or solved (the first to reach stop.eval_return).")
+    "of the evaluator's highest return so far) or solved (the first to reach stop.eval_return).",
+)
 
 
 def fail(exc: PolicyError) -> None:
@@ -31,18 +37,43 @@ def fail(exc: PolicyError) -> None:
 @policy_option
 @checkpoint_option
 @click.option("--episodes", default=10, show_default=True, type=click.IntRange(min=1), help="Episodes to play.")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
-              help="Episode i starts from reset(seed=SEED + i).")
-@click.option("--sample", is_flag=True, help="Sample actions (on-policy) or act epsilon-greedy (DQN, 0.05) "
-                                             "instead of greedily.")
-@click.option("--render", type=click.Choice(["rgb_array", "human"]), default=None,
-              help="The env's render_mode: 'human' opens a window, 'rgb_array' is what --video records.")
-@click.option("--video", type=click.Path(file_okay=False), default=None, metavar="DIR",
-              help="Write each episode as DIR/episode-NNN.mp4 (OpenCV, installed with Tandem; moviepy not needed).")
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Episode i starts from reset(seed=SEED + i).",
+)
+@click.option(
+    "--sample", is_flag=True, help="Sample actions (on-policy) or act epsilon-greedy (DQN, 0.05) instead of greedily."
+)
+@click.option(
+    "--render",
+    type=click.Choice(["rgb_array", "human"]),
+    default=None,
+    help="The env's render_mode: 'human' opens a window, 'rgb_array' is what --video records.",
+)
+@click.option(
+    "--video",
+    type=click.Path(file_okay=False),
+    default=None,
+    metavar="DIR",
+    help="Write each episode as DIR/episode-NNN.mp4 (OpenCV, installed with Tandem; moviepy not needed).",
+)
 @click.option("--device", default="cpu", show_default=True, help="Torch device to infer on.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (every return and length too).")
-def eval_cmd(source: str, policy: str | None, checkpoint: str | None, episodes: int, seed: int, sample: bool,
-             render: str | None, video: str | None, device: str, as_json: bool) -> None:
+def eval_cmd(
+    source: str,
+    policy: str | None,
+    checkpoint: str | None,
+    episodes: int,
+    seed: int,
+    sample: bool,
+    render: str | None,
+    video: str | None,
+    device: str,
+    as_json: bool,
+) -> None:
     """Play a trained policy greedily on its run's env; mean and std of the return."""
     from tandem.client.evaluate import evaluate
     from tandem.daemons.runtime.torch_threads import set_torch_threads
@@ -57,13 +88,16 @@ def eval_cmd(source: str, policy: str | None, checkpoint: str | None, episodes: 
         click.echo(json.dumps(result))
         return
     mode = "greedy" if result["greedy"] else "sampled"
-    click.echo(f"policy {result['policy']!r} ({result['algorithm']}, version {result['version']}) from "
-               f"{result['checkpoint']}")
+    click.echo(
+        f"policy {result['policy']!r} ({result['algorithm']}, version {result['version']}) from {result['checkpoint']}"
+    )
     if "evaluation" in result:
         e = result["evaluation"]
         value = f"{e['return']:.2f}" if isinstance(e.get("return"), (int, float)) else "unknown"
-        click.echo(f"kept as {e.get('kind')} by the evaluator: return {value} over {e.get('episodes')} "
-                   f"episodes in its round {e.get('round')}")
+        click.echo(
+            f"kept as {e.get('kind')} by the evaluator: return {value} over {e.get('episodes')} "
+            f"episodes in its round {e.get('round')}"
+        )
     click.echo(f"{result['env']}: {episodes} episodes, {mode}, seeds {seed}..{seed + episodes - 1}")
     r = result["return"]
     click.echo(f"return  {r['mean']:.2f} +- {r['std']:.2f}  (min {r['min']:.2f}, max {r['max']:.2f})")
@@ -92,5 +126,7 @@ def export_cmd(source: str, out_dir: str, policy: str | None, checkpoint: str | 
     except PolicyError as exc:
         fail(exc)
         return
-    click.echo(f"exported policy {trained.name!r} ({trained.algorithm}, version {trained.version}) to {out_dir}: "
-               f"{spec_file.name} and weights.safetensors; load with client.load_exported({out_dir!r})")
+    click.echo(
+        f"exported policy {trained.name!r} ({trained.algorithm}, version {trained.version}) to {out_dir}: "
+        f"{spec_file.name} and weights.safetensors; load with client.load_exported({out_dir!r})"
+    )

@@ -38,8 +38,10 @@ def probe(config: RunConfig, config_file: str | Path, timeout_s: float) -> Probe
     thread.start()
     thread.join(timeout_s)
     if thread.is_alive():
-        raise ProbeFailed(f"building env {config.env.id!r} took more than {timeout_s:g} s "
-                          "(supervisor.build_env_deadline_s): the actors would be killed at that deadline")
+        raise ProbeFailed(
+            f"building env {config.env.id!r} took more than {timeout_s:g} s "
+            "(supervisor.build_env_deadline_s): the actors would be killed at that deadline"
+        )
     if "error" in result:
         raise ProbeFailed(one_line(result["error"]))  # type: ignore[arg-type]
     return result["report"]  # type: ignore[return-value]
@@ -73,11 +75,14 @@ def _probe(config: RunConfig, config_file: str | Path) -> ProbeReport:
             try:
                 torch_device(pconf.learner.device)
             except SetupError as exc:
-                raise SetupError(f"learner.device: {exc} (--no-probe checks a config meant for another "
-                                 "machine without it)") from exc
-        report.lines.append(f"policy {policy!r}: obs {brief(spaces.observation_space)}, "
-                            f"actions {brief(spaces.action_space)}; "
-                            f"{pconf.algorithm.name} on actors {pconf.actors.device}, learner {pconf.learner.device}")
+                raise SetupError(
+                    f"learner.device: {exc} (--no-probe checks a config meant for another machine without it)"
+                ) from exc
+        report.lines.append(
+            f"policy {policy!r}: obs {brief(spaces.observation_space)}, "
+            f"actions {brief(spaces.action_space)}; "
+            f"{pconf.algorithm.name} on actors {pconf.actors.device}, learner {pconf.learner.device}"
+        )
     return report
 
 

@@ -41,8 +41,10 @@ def head(line: bytes) -> tuple[int | None, float | None]:
     if not isinstance(record, dict):
         return None, None
     segment, elapsed = record.get("segment"), record.get("elapsed_s")
-    return (segment if isinstance(segment, int) else None,
-            float(elapsed) if isinstance(elapsed, (int, float)) else None)
+    return (
+        segment if isinstance(segment, int) else None,
+        float(elapsed) if isinstance(elapsed, (int, float)) else None,
+    )
 
 
 def load(path: Path, max_points: int = MAX_POINTS) -> tuple[list[Segment], int]:

@@ -17,8 +17,13 @@ def short(value: Any, digits: int = 1) -> str:
     for unit, suffix in ((1e9, "G"), (1e6, "M"), (1e4, "k")):  # below 10,000 a number is short enough
         if abs(value) >= unit:
             scaled = value / (1e3 if suffix == "k" else unit)
-            return f"{scaled:.2f}{suffix}" if abs(scaled) < 10 else f"{scaled:.1f}{suffix}" if abs(scaled) < 100 \
+            return (
+                f"{scaled:.2f}{suffix}"
+                if abs(scaled) < 10
+                else f"{scaled:.1f}{suffix}"
+                if abs(scaled) < 100
                 else f"{scaled:.0f}{suffix}"
+            )
     if isinstance(value, int):
         return str(value)
     return f"{value:.{digits}f}"
@@ -51,8 +56,12 @@ def stop_lines(figures: dict, stop: Any) -> list[str]:
     """One line per set [stop] condition: a bar where progress is a fraction, else value / target."""
     if stop is None:
         return []
-    current = {"eval_return": figures.get("eval_return"), "mean_return": figures.get("mean_return_100"),
-               "env_steps": figures.get("env_steps"), "seconds": figures.get("elapsed_s")}
+    current = {
+        "eval_return": figures.get("eval_return"),
+        "mean_return": figures.get("mean_return_100"),
+        "env_steps": figures.get("env_steps"),
+        "seconds": figures.get("elapsed_s"),
+    }
     lines = []
     for key, value in current.items():
         target = getattr(stop, key, None)
@@ -73,8 +82,7 @@ def progress_lines(figures: dict, stop: Any = None) -> list[str]:
         f"dropped {short(f['batches_dropped'])}",
         f"env steps {short(f['env_steps'])} ({short(f['env_steps_per_s'])}/s)   "
         f"updates {short(f['updates'])} ({short(f['updates_per_s'])}/s)",
-        f"episodes {short(f['episodes'])}   return100 {short(f['mean_return_100'])}   "
-        f"eval {short(f['eval_return'])}",
+        f"episodes {short(f['episodes'])}   return100 {short(f['mean_return_100'])}   eval {short(f['eval_return'])}",
     ]
     for policy, pf in f.get("policies", {}).items():
         lines.append(f"  policy {policy}: version {whole(pf.get('version'))}  eval {short(pf.get('eval_return'))}")
@@ -89,8 +97,16 @@ def narrow_status_rows(data: dict) -> tuple[list[str], list[list[str]]]:
     rows = []
     for r in data["processes"]:
         unit = "u" if r["rate_of"] == "updates" else ""
-        rows.append([r["name"], r["state"] + (" HUNG" if r["hung"] else ""), r["stage"] or "-",
-                     duration(r["uptime_s"]), f"{short(r['rate_per_s'])}{unit}/s" if r["rate_per_s"] is not None else "-",
-                     whole(r["version"]), short(r["rss_mb"], 0) + "M" if r["rss_mb"] is not None else "-",
-                     str(r["restarts"]) + (f"+{r['recycles']}p" if r.get("recycles") else "")])
+        rows.append(
+            [
+                r["name"],
+                r["state"] + (" HUNG" if r["hung"] else ""),
+                r["stage"] or "-",
+                duration(r["uptime_s"]),
+                f"{short(r['rate_per_s'])}{unit}/s" if r["rate_per_s"] is not None else "-",
+                whole(r["version"]),
+                short(r["rss_mb"], 0) + "M" if r["rss_mb"] is not None else "-",
+                str(r["restarts"]) + (f"+{r['recycles']}p" if r.get("recycles") else ""),
+            ]
+        )
     return columns, rows

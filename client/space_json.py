@@ -33,13 +33,22 @@ def bound_from_json(value: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.n
 def space_to_json(space: gym.Space) -> dict[str, Any]:
     """A JSON-ready dict for Box, Discrete, MultiDiscrete and MultiBinary; ValueError for any other space."""
     if isinstance(space, gym.spaces.Box):
-        return {"type": "Box", "shape": list(space.shape), "dtype": str(space.dtype),
-                "low": bound_to_json(space.low), "high": bound_to_json(space.high)}
+        return {
+            "type": "Box",
+            "shape": list(space.shape),
+            "dtype": str(space.dtype),
+            "low": bound_to_json(space.low),
+            "high": bound_to_json(space.high),
+        }
     if isinstance(space, gym.spaces.Discrete):
         return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
     if isinstance(space, gym.spaces.MultiDiscrete):
-        return {"type": "MultiDiscrete", "nvec": np.asarray(space.nvec).tolist(),
-                "start": np.asarray(space.start).tolist(), "dtype": str(space.dtype)}
+        return {
+            "type": "MultiDiscrete",
+            "nvec": np.asarray(space.nvec).tolist(),
+            "start": np.asarray(space.start).tolist(),
+            "dtype": str(space.dtype),
+        }
     if isinstance(space, gym.spaces.MultiBinary):
         return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
     raise ValueError(f"cannot describe the space {space} in JSON (Box, Discrete, MultiDiscrete and MultiBinary can be)")
@@ -51,13 +60,15 @@ def space_from_json(data: dict[str, Any]) -> gym.Space:
         kind = data["type"]
         if kind == "Box":
             shape, dtype = tuple(int(n) for n in data["shape"]), np.dtype(data["dtype"])
-            return gym.spaces.Box(bound_from_json(data["low"], shape, dtype), bound_from_json(data["high"], shape, dtype),
-                                  shape, dtype)
+            return gym.spaces.Box(
+                bound_from_json(data["low"], shape, dtype), bound_from_json(data["high"], shape, dtype), shape, dtype
+            )
         if kind == "Discrete":
             return gym.spaces.Discrete(int(data["n"]), start=int(data["start"]))
         if kind == "MultiDiscrete":
-            return gym.spaces.MultiDiscrete(np.asarray(data["nvec"]), dtype=np.dtype(data["dtype"]),
-                                            start=np.asarray(data["start"]))
+            return gym.spaces.MultiDiscrete(
+                np.asarray(data["nvec"]), dtype=np.dtype(data["dtype"]), start=np.asarray(data["start"])
+            )
         if kind == "MultiBinary":
             return gym.spaces.MultiBinary(data["n"])
     except (KeyError, TypeError) as exc:

@@ -47,21 +47,25 @@ class PolicySpec:
 class TrainedPolicy:
     """A policy's network with trained weights: `act(obs)` for one observation or a batch, greedy by default."""
 
-    def __init__(self, spec: PolicySpec, weights: Mapping[str, np.ndarray], device: str = "cpu",
-                 seed: int | None = None):
+    def __init__(
+        self, spec: PolicySpec, weights: Mapping[str, np.ndarray], device: str = "cpu", seed: int | None = None
+    ):
         from tandem.daemons.algorithms import make_policy
 
         self.spec = spec
         config = dataclasses.replace(spec.config, actors=dataclasses.replace(spec.config.actors, device=device))
         try:
-            self.net = make_policy(config, spec.observation_space, spec.action_space, seed=seed,
-                                   mask_size=spec.mask_size)
+            self.net = make_policy(
+                config, spec.observation_space, spec.action_space, seed=seed, mask_size=spec.mask_size
+            )
         except ValueError as exc:
             raise PolicyError(f"{spec.source}: cannot build policy {spec.name!r}: {exc}") from exc
         try:
             self.net.load_weights(weights)
         except ValueError as exc:
-            raise PolicyError(f"{spec.source}: the saved weights do not fit policy {spec.name!r}'s model: {exc}") from exc
+            raise PolicyError(
+                f"{spec.source}: the saved weights do not fit policy {spec.name!r}'s model: {exc}"
+            ) from exc
         self.obs_dtype = np.dtype(spec.observation_space.dtype or np.float32)
         self.obs_shape = tuple(spec.observation_space.shape or ())
 
@@ -96,16 +100,24 @@ class TrainedPolicy:
             return array[None], True
         if array.ndim == len(self.obs_shape) + 1 and array.shape[1:] == self.obs_shape:
             return array, False
-        raise ValueError(f"an observation of shape {list(array.shape)} is neither one observation "
-                         f"{list(self.obs_shape)} nor a batch [B, {', '.join(map(str, self.obs_shape))}]")
+        raise ValueError(
+            f"an observation of shape {list(array.shape)} is neither one observation "
+            f"{list(self.obs_shape)} nor a batch [B, {', '.join(map(str, self.obs_shape))}]"
+        )
 
     def flatten_masked(self, obs: Mapping[str, Any]) -> np.ndarray:
         """The env's dict observation as the network takes it (as tandem.daemons.envs.spaces.ObsAdapter makes it)."""
         if not self.spec.mask_size or set(obs) != {"observation", "action_mask"}:
-            raise ValueError(f"policy {self.name!r} takes array observations of shape {list(self.obs_shape)}, "
-                             f"not a dict with keys {sorted(obs)}")
-        return np.concatenate([np.asarray(obs["observation"], np.float32).reshape(-1),
-                               np.asarray(obs["action_mask"], np.float32).reshape(-1)])
+            raise ValueError(
+                f"policy {self.name!r} takes array observations of shape {list(self.obs_shape)}, "
+                f"not a dict with keys {sorted(obs)}"
+            )
+        return np.concatenate(
+            [
+                np.asarray(obs["observation"], np.float32).reshape(-1),
+                np.asarray(obs["action_mask"], np.float32).reshape(-1),
+            ]
+        )
 
     def weights(self) -> dict[str, np.ndarray]:
         """The network's tensors as numpy arrays, as a learner publishes them."""

@@ -1,4 +1,4 @@
-"""`tandem up` and `tandem supervise`: the command lines around the supervisor loop in `tandem.daemons.supervisor.loop`."""
+"""`tandem up` and `tandem supervise`: the command lines around the supervisor loop (daemons/supervisor/loop.py)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,20 @@ import click
 from tandem.client.config_cmd import load_or_exit, set_option
 from tandem.client.display import Display, format_line
 
-insecure_option = click.option("--insecure", is_flag=True,
-                               help="Allow binding a non-loopback transport.host without authentication.")
+insecure_option = click.option(
+    "--insecure", is_flag=True, help="Allow binding a non-loopback transport.host without authentication."
+)
 
 
-def run_supervisor(config_file: str, overrides: tuple[str, ...], display: Display | None, honour_stop: bool,
-                   insecure: bool = False, no_children: bool = False, fresh: bool = False) -> None:
+def run_supervisor(
+    config_file: str,
+    overrides: tuple[str, ...],
+    display: Display | None,
+    honour_stop: bool,
+    insecure: bool = False,
+    no_children: bool = False,
+    fresh: bool = False,
+) -> None:
     """Load the config, run the supervisor loop, print how it ended and exit with its code."""
     from tandem.daemons.runtime.plugins import plugin_folders
     from tandem.daemons.supervisor.loop import SupervisorError, supervise
@@ -26,10 +34,16 @@ def run_supervisor(config_file: str, overrides: tuple[str, ...], display: Displa
         display.stop = config.stop
     try:
         try:
-            outcome = supervise(config, honour_stop, insecure=insecure, no_children=no_children,
-                                show=display.show if display is not None else None, fresh=fresh,
-                                announce=lambda line: click.echo(line, err=True),
-                                plugin_paths=plugin_folders(config_file))
+            outcome = supervise(
+                config,
+                honour_stop,
+                insecure=insecure,
+                no_children=no_children,
+                show=display.show if display is not None else None,
+                fresh=fresh,
+                announce=lambda line: click.echo(line, err=True),
+                plugin_paths=plugin_folders(config_file),
+            )
         finally:
             if display is not None:
                 display.close()
@@ -50,9 +64,14 @@ def run_supervisor(config_file: str, overrides: tuple[str, ...], display: Displa
 @click.option("--quiet", is_flag=True, help="No progress output, only the final summary.")
 @click.option("--json", "as_json", is_flag=True, help="Progress and summary as JSON lines.")
 @insecure_option
-@click.option("--fresh", is_flag=True,
-              help="Start over: move the run directory's earlier checkpoints and curves under previous/ instead of resuming.")
-def up_cmd(config_file: str, overrides: tuple[str, ...], quiet: bool, as_json: bool, insecure: bool, fresh: bool) -> None:
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Start over: move the run directory's earlier checkpoints and curves under previous/ instead of resuming.",
+)
+def up_cmd(
+    config_file: str, overrides: tuple[str, ...], quiet: bool, as_json: bool, insecure: bool, fresh: bool
+) -> None:
     """Train CONFIG_FILE on this machine until a stop condition, `tandem stop`, Ctrl-C or SIGTERM.
 
     A run directory with checkpoints is resumed (and says so); --fresh starts over. Daemons that crash or
@@ -65,8 +84,11 @@ def up_cmd(config_file: str, overrides: tuple[str, ...], quiet: bool, as_json: b
 @click.argument("config_file", type=click.Path(dir_okay=False))
 @set_option
 @insecure_option
-@click.option("--no-children", is_flag=True,
-              help="Start no daemons: watch those started elsewhere (systemd, tmux) that connect with --control.")
+@click.option(
+    "--no-children",
+    is_flag=True,
+    help="Start no daemons: watch those started elsewhere (systemd, tmux) that connect with --control.",
+)
 def supervise_cmd(config_file: str, overrides: tuple[str, ...], insecure: bool, no_children: bool) -> None:
     """Run the supervisor of CONFIG_FILE without progress output (for a head machine or systemd).
 

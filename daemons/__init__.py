@@ -1,1 +1,1 @@
-"""The long-running processes (actor, learner, evaluator, supervisor), grouped by process or concern; `main.py` runs any of them."""
+"""The long-running processes (actor, learner, evaluator, supervisor), by process or concern; `main.py` runs any."""

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from tandem.daemons.config import ConfigError, RunConfig, load_config
-from tandem.daemons.runtime.exit_codes import ExitCode
 from tandem.daemons.runtime import stack_dump
+from tandem.daemons.runtime.exit_codes import ExitCode
 from tandem.daemons.runtime.logs import setup_logging
 from tandem.daemons.runtime.plugins import add_to_path, plugin_folders
-from tandem.daemons.runtime.setup_errors import SetupError
 from tandem.daemons.runtime.process_name import set_process_name
+from tandem.daemons.runtime.setup_errors import SetupError
 from tandem.daemons.runtime.signals import StopFlag, die_with_parent
 
 ROLES = ("actor", "learner", "evaluator")

@@ -71,7 +71,7 @@ def _rewrite(match: re.Match, page_uri: str, origin: str, config) -> str:
     repo_path = posixpath.normpath(posixpath.join(posixpath.dirname(origin), path))
     site_path = None
     if repo_path.startswith("docs/"):
-        site_path = repo_path[len("docs/"):]
+        site_path = repo_path[len("docs/") :]
     elif repo_path in INCLUDED.values():
         site_path = next(page for page, source in INCLUDED.items() if source == repo_path)
     if site_path is not None:

@@ -69,15 +69,23 @@ def play(index: int, endpoint: str | None, run_dir: str, seconds: float, fps: fl
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run-dir", default="runs/game-cartpole", help="The run's directory (the server's address is there).")
+    parser.add_argument(
+        "--run-dir", default="runs/game-cartpole", help="The run's directory (the server's address is there)."
+    )
     parser.add_argument("--endpoint", default=None, help="The server's address (tcp://...), instead of --run-dir.")
     parser.add_argument("--games", type=int, default=2, help="Game processes to start.")
     parser.add_argument("--seconds", type=float, default=120.0, help="How long each game plays.")
-    parser.add_argument("--fps", type=float, default=0.0, help="Frames a second of each game's clock (0: as fast as it can).")
+    parser.add_argument(
+        "--fps", type=float, default=0.0, help="Frames a second of each game's clock (0: as fast as it can)."
+    )
     parser.add_argument("--timeout-s", type=float, default=10.0, help="Longest wait for one action.")
     args = parser.parse_args()
-    games = [multiprocessing.Process(target=play, args=(i, args.endpoint, args.run_dir, args.seconds, args.fps,
-                                                        args.timeout_s)) for i in range(args.games)]
+    games = [
+        multiprocessing.Process(
+            target=play, args=(i, args.endpoint, args.run_dir, args.seconds, args.fps, args.timeout_s)
+        )
+        for i in range(args.games)
+    ]
     for game in games:
         game.start()
     for game in games:

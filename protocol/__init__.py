@@ -26,7 +26,18 @@ def decode(frames: Sequence[Any], limits: Limits = DEFAULT_LIMITS) -> Message:
 
 
 __all__ = [
-    "ControlReply", "ControlRequest", "DEFAULT_LIMITS", "Heartbeat", "Limits", "Message", "MESSAGE_TYPES",
-    "PROTOCOL_VERSION", "ProtocolError", "TransitionBatch", "TransportError", "WeightBlob", "WeightRequest",
+    "ControlReply",
+    "ControlRequest",
+    "DEFAULT_LIMITS",
+    "Heartbeat",
+    "Limits",
+    "Message",
+    "MESSAGE_TYPES",
+    "PROTOCOL_VERSION",
+    "ProtocolError",
+    "TransitionBatch",
+    "TransportError",
+    "WeightBlob",
+    "WeightRequest",
     "decode",
 ]

@@ -52,10 +52,18 @@ class Heartbeat(HeaderOnly):
 
     KIND: ClassVar[str] = "heartbeat"
     FIELDS: ClassVar[Mapping[str, framing.Checker]] = {
-        "role": framing.string, "name": framing.string, "pid": framing.count, "host": framing.string,
-        "incarnation": framing.count, "seq": framing.count, "stage": framing.string,
-        "stage_elapsed_s": framing.number, "counters": framing.number_map, "rss_bytes": framing.count,
-        "cpu_percent": framing.number, "error": framing.string,
+        "role": framing.string,
+        "name": framing.string,
+        "pid": framing.count,
+        "host": framing.string,
+        "incarnation": framing.count,
+        "seq": framing.count,
+        "stage": framing.string,
+        "stage_elapsed_s": framing.number,
+        "counters": framing.number_map,
+        "rss_bytes": framing.count,
+        "cpu_percent": framing.number,
+        "error": framing.string,
     }
 
 
@@ -69,7 +77,9 @@ class ControlRequest(HeaderOnly):
 
     KIND: ClassVar[str] = "control_request"
     FIELDS: ClassVar[Mapping[str, framing.Checker]] = {
-        "request_id": framing.count, "command": framing.string, "args": framing.string_map,
+        "request_id": framing.count,
+        "command": framing.string,
+        "args": framing.string_map,
     }
 
 
@@ -85,8 +95,11 @@ class ControlReply(HeaderOnly):
 
     KIND: ClassVar[str] = "control_reply"
     FIELDS: ClassVar[Mapping[str, framing.Checker]] = {
-        "request_id": framing.count, "ok": framing.boolean, "code": framing.string,
-        "message": framing.string, "data": framing.string_map,
+        "request_id": framing.count,
+        "ok": framing.boolean,
+        "code": framing.string,
+        "message": framing.string,
+        "data": framing.string_map,
     }
 
 

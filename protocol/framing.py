@@ -18,8 +18,20 @@ ALLOWED_DTYPES: dict[str, np.dtype] = {
     for name in ("|b1", "|u1", "|i1", "<u2", "<i2", "<u4", "<i4", "<u8", "<i8", "<f2", "<f4", "<f8")
 }
 MAX_DIM = 1 << 40
-KINDS = ("transition_batch", "weight_blob", "weight_request", "heartbeat", "control_request", "control_reply",
-         "game_hello", "game_welcome", "game_step", "game_action", "game_error", "game_bye")
+KINDS = (
+    "transition_batch",
+    "weight_blob",
+    "weight_request",
+    "heartbeat",
+    "control_request",
+    "control_reply",
+    "game_hello",
+    "game_welcome",
+    "game_step",
+    "game_action",
+    "game_error",
+    "game_bye",
+)
 
 Frame = bytes | memoryview
 
@@ -69,7 +81,9 @@ def as_buffer(frame: Any, index: int) -> memoryview:
         if view.ndim != 1 or view.format != "B":
             view = view.cast("B")
     except (TypeError, ValueError) as exc:
-        raise ProtocolError(f"frame is not a contiguous byte buffer ({type(frame).__name__})", f"frame[{index}]") from exc
+        raise ProtocolError(
+            f"frame is not a contiguous byte buffer ({type(frame).__name__})", f"frame[{index}]"
+        ) from exc
     return view
 
 
@@ -102,8 +116,15 @@ def decode_header(frames: Any, limits: Limits = DEFAULT_LIMITS) -> tuple[dict[st
     size = len(views[0])
     try:
         header = msgpack.unpackb(
-            views[0], raw=False, strict_map_key=True, use_list=True, max_ext_len=0,
-            max_str_len=size, max_bin_len=size, max_array_len=size, max_map_len=size,
+            views[0],
+            raw=False,
+            strict_map_key=True,
+            use_list=True,
+            max_ext_len=0,
+            max_str_len=size,
+            max_bin_len=size,
+            max_array_len=size,
+            max_map_len=size,
         )
     except Exception as exc:  # msgpack raises many types (ValueError, ExtraData, UnicodeDecodeError, ...)
         raise ProtocolError(f"not a valid msgpack document ({type(exc).__name__}: {exc})", "header") from exc
@@ -191,13 +212,17 @@ def take_fields(header: Mapping[str, Any], spec: Mapping[str, Checker]) -> dict[
     return out
 
 
-def take_arrays(header: Mapping[str, Any], views: Sequence[memoryview], limits: Limits = DEFAULT_LIMITS) -> dict[str, np.ndarray]:
+def take_arrays(
+    header: Mapping[str, Any], views: Sequence[memoryview], limits: Limits = DEFAULT_LIMITS
+) -> dict[str, np.ndarray]:
     """Checks 6-8 for the `arrays` descriptors: their shape, the dtype allow-list, each frame's exact length."""
     descriptors = header.get("arrays")
     if not isinstance(descriptors, list):
         raise ProtocolError("required list of array descriptors is missing", "arrays")
     if len(descriptors) != len(views) - 1:
-        raise ProtocolError(f"header declares {len(descriptors)} arrays but {len(views) - 1} array frames follow", "arrays")
+        raise ProtocolError(
+            f"header declares {len(descriptors)} arrays but {len(views) - 1} array frames follow", "arrays"
+        )
     parsed = []
     for i, desc in enumerate(descriptors):
         where = f"arrays[{i}]"
@@ -217,7 +242,10 @@ def take_arrays(header: Mapping[str, Any], views: Sequence[memoryview], limits: 
         raise ProtocolError("array names must be unique", "arrays")
     for where, name, dtype_name, _ in parsed:
         if dtype_name not in ALLOWED_DTYPES:
-            raise ProtocolError(f"dtype {dtype_name!r} of {name!r} is not allowed (allowed: {', '.join(ALLOWED_DTYPES)})", f"{where}.dtype")
+            raise ProtocolError(
+                f"dtype {dtype_name!r} of {name!r} is not allowed (allowed: {', '.join(ALLOWED_DTYPES)})",
+                f"{where}.dtype",
+            )
     arrays = {}
     for (where, name, dtype_name, shape), view in zip(parsed, views[1:]):
         dtype = ALLOWED_DTYPES[dtype_name]

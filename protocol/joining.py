@@ -16,18 +16,27 @@ def joinable(first: TransitionBatch, second: TransitionBatch) -> bool:
 
     Frame-stacked batches (same `obs_stack`) also need `second.obs_history` to be the older frames of
     `first.obs[T]`'s stacks: then the joined batch, which keeps only `first`'s history, rebuilds both."""
-    return (first.policy_id == second.policy_id and first.actor_id == second.actor_id
-            and first.incarnation == second.incarnation and first.policy_version == second.policy_version
-            and second.seq == first.seq + 1 and first.num_envs == second.num_envs
-            and first.obs.shape[2:] == second.obs.shape[2:] and first.obs.dtype == second.obs.dtype
-            and first.actions.shape[2:] == second.actions.shape[2:] and first.actions.dtype == second.actions.dtype
-            and first.rewards.dtype == second.rewards.dtype
-            and first.extras.keys() == second.extras.keys()
-            and all(first.extras[n].shape[2:] == second.extras[n].shape[2:]
-                    and first.extras[n].dtype == second.extras[n].dtype for n in first.extras)
-            and first.obs_stack == second.obs_stack
-            and same_frames(first.obs[-1], second.obs[0])
-            and (first.obs_stack == 1 or continues(first, second)))
+    return (
+        first.policy_id == second.policy_id
+        and first.actor_id == second.actor_id
+        and first.incarnation == second.incarnation
+        and first.policy_version == second.policy_version
+        and second.seq == first.seq + 1
+        and first.num_envs == second.num_envs
+        and first.obs.shape[2:] == second.obs.shape[2:]
+        and first.obs.dtype == second.obs.dtype
+        and first.actions.shape[2:] == second.actions.shape[2:]
+        and first.actions.dtype == second.actions.dtype
+        and first.rewards.dtype == second.rewards.dtype
+        and first.extras.keys() == second.extras.keys()
+        and all(
+            first.extras[n].shape[2:] == second.extras[n].shape[2:] and first.extras[n].dtype == second.extras[n].dtype
+            for n in first.extras
+        )
+        and first.obs_stack == second.obs_stack
+        and same_frames(first.obs[-1], second.obs[0])
+        and (first.obs_stack == 1 or continues(first, second))
+    )
 
 
 def same_frames(a: np.ndarray, b: np.ndarray) -> bool:
@@ -55,12 +64,24 @@ def join_unrolls(batches: Sequence[TransitionBatch]) -> TransitionBatch:
     obs = rows_in_place([b.obs for b in batches])
     if obs is None:
         obs = np.concatenate([b.obs[:-1] for b in batches] + [last.obs[-1:]])
-    columns = {name: np.concatenate([getattr(b, name) for b in batches])
-               for name in ("actions", "rewards", "terminated", "truncated", "final_obs")}
+    columns = {
+        name: np.concatenate([getattr(b, name) for b in batches])
+        for name in ("actions", "rewards", "terminated", "truncated", "final_obs")
+    }
     extras = {name: np.concatenate([b.extras[name] for b in batches]) for name in first.extras}
-    return TransitionBatch(policy_id=first.policy_id, actor_id=first.actor_id, incarnation=first.incarnation,
-                           seq=first.seq, policy_version=first.policy_version, env_steps=last.env_steps,
-                           obs=obs, **columns, extras=extras, obs_stack=first.obs_stack, obs_history=first.obs_history)
+    return TransitionBatch(
+        policy_id=first.policy_id,
+        actor_id=first.actor_id,
+        incarnation=first.incarnation,
+        seq=first.seq,
+        policy_version=first.policy_version,
+        env_steps=last.env_steps,
+        obs=obs,
+        **columns,
+        extras=extras,
+        obs_stack=first.obs_stack,
+        obs_history=first.obs_history,
+    )
 
 
 def rows_in_place(arrays: Sequence[np.ndarray]) -> np.ndarray | None:
@@ -80,4 +101,4 @@ def rows_in_place(arrays: Sequence[np.ndarray]) -> np.ndarray | None:
         if i and where[i] != where[i - 1] + (len(arrays[i - 1]) - 1) * row:
             return None
     first = start // row
-    return base[first:first + sum(len(a) - 1 for a in arrays) + 1]
+    return base[first : first + sum(len(a) - 1 for a in arrays) + 1]

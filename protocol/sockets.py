@@ -105,7 +105,7 @@ def needs_zmtp_heartbeats(endpoint: str) -> bool:
     """
     if not endpoint.startswith("tcp://"):
         return False
-    host = endpoint[len("tcp://"):].rsplit(":", 1)[0].strip("[]")
+    host = endpoint[len("tcp://") :].rsplit(":", 1)[0].strip("[]")
     return not (host.startswith("127.") or host in ("localhost", "::1"))
 
 
@@ -221,8 +221,9 @@ def snapshot_dealer(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAU
     return watched_snapshot_dealer(ctx, endpoint, opts, watch=False)[0]
 
 
-def watched_snapshot_dealer(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS, *,
-                            watch: bool = True) -> tuple[zmq.Socket, zmq.Socket | None]:
+def watched_snapshot_dealer(
+    ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS, *, watch: bool = True
+) -> tuple[zmq.Socket, zmq.Socket | None]:
     """A snapshot dealer and, with `watch`, a monitor of its handshakes (read with `connected_since`).
 
     The monitor is attached before `connect()`: attached after, a connection made at once (the learner
@@ -261,8 +262,13 @@ def control_dealer(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAUL
     return sock
 
 
-def game_router(ctx: zmq.Context, endpoint: str, max_message_bytes: int, hwm_msgs: int = 64,
-                opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
+def game_router(
+    ctx: zmq.Context,
+    endpoint: str,
+    max_message_bytes: int,
+    hwm_msgs: int = 64,
+    opts: SocketOptions = DEFAULT_SOCKET_OPTIONS,
+) -> zmq.Socket:
     """Action server side of the game protocol: binds; games connect. ROUTER_MANDATORY so a reply to a game
     that is gone or not reading fails (counted) instead of vanishing; MAXMSGSIZE drops a sender of a huge frame."""
     sock = _make(ctx, zmq.ROUTER, "game_router", opts, endpoint)
@@ -292,7 +298,9 @@ def send_to(sock: zmq.Socket, identity: bytes, frames: Sequence[Any]) -> bool:
         return False  # EHOSTUNREACH: the peer disconnected
 
 
-def send_frames(sock: zmq.Socket, frames: Sequence[Any], *, timeout_ms: int = 0, track: bool = False) -> Tracker | None | bool:
+def send_frames(
+    sock: zmq.Socket, frames: Sequence[Any], *, timeout_ms: int = 0, track: bool = False
+) -> Tracker | None | bool:
     """Send one multipart message; False if it could not be queued within `timeout_ms` (0: don't wait).
 
     Frames of `ZERO_COPY_MIN_BYTES` or more are handed to ZeroMQ without copying: the caller must not
@@ -390,9 +398,11 @@ def connected_since(monitor: zmq.Socket) -> bool:
     return seen
 
 
-HANDSHAKE_FAILURES = {zmq.EVENT_HANDSHAKE_FAILED_AUTH: "authentication refused",
-                      zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "protocol error",
-                      zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "handshake failed"}
+HANDSHAKE_FAILURES = {
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH: "authentication refused",
+    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "protocol error",
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "handshake failed",
+}
 
 
 def watch_handshake_failures(sock: zmq.Socket) -> zmq.Socket:

@@ -42,8 +42,9 @@ def extended(history: np.ndarray, frames: np.ndarray) -> np.ndarray:
     return np.concatenate([np.swapaxes(history, 0, 1), frames])
 
 
-def rebuild(frames: np.ndarray, history: np.ndarray, done: np.ndarray, final_frames: np.ndarray,
-            truncated: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def rebuild(
+    frames: np.ndarray, history: np.ndarray, done: np.ndarray, final_frames: np.ndarray, truncated: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(obs [T+1, K, S, *frame], final_obs [F, S, *frame]) from the newest frames, obs[0]'s history and the flags."""
     stack = history.shape[1] + 1
     ext = extended(history, frames)
@@ -72,8 +73,8 @@ def pack(batch: TransitionBatch, stack: int) -> TransitionBatch | None:
 def frame_words(arr: np.ndarray, frame_ndim: int) -> np.ndarray:
     """`arr` with its last `frame_ndim` axes (one frame) flattened to words, 8-byte where the frame allows: frames
     compared this way are compared bitwise, as their bytes travel (a NaN equals itself, -0.0 is not 0.0)."""
-    lead = arr.shape[:arr.ndim - frame_ndim]
-    count = math.prod(arr.shape[arr.ndim - frame_ndim:])  # math.prod: np.prod costs ~7 us a call
+    lead = arr.shape[: arr.ndim - frame_ndim]
+    count = math.prod(arr.shape[arr.ndim - frame_ndim :])  # math.prod: np.prod costs ~7 us a call
     flat = arr.reshape(*lead, count)  # a view where each frame is contiguous (a strided stack of frames too)
     if count > 1 and flat.strides[-1] != arr.itemsize:
         flat = np.ascontiguousarray(flat)
@@ -83,8 +84,12 @@ def frame_words(arr: np.ndarray, frame_ndim: int) -> np.ndarray:
 
 def same_memory(a: np.ndarray, b: np.ndarray) -> bool:
     """True when `a` and `b` are views of the very same elements (then equal without reading them)."""
-    return (a.shape == b.shape and a.dtype == b.dtype and a.strides == b.strides
-            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+    return (
+        a.shape == b.shape
+        and a.dtype == b.dtype
+        and a.strides == b.strides
+        and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+    )
 
 
 def follows_rule(obs: np.ndarray, done: np.ndarray, final_obs: np.ndarray, truncated: np.ndarray) -> bool:
@@ -151,7 +156,7 @@ def continues(first: TransitionBatch, second: TransitionBatch) -> bool:
     if steps < stack - 1:
         return np.array_equal(end_history(first), hist)
     started = starts_in_last_stack(first.terminated, first.truncated, stack)
-    older = first.obs[steps - stack + 1:steps].swapaxes(0, 1)  # [K, S-1, *frame], newest last
+    older = first.obs[steps - stack + 1 : steps].swapaxes(0, 1)  # [K, S-1, *frame], newest last
     if not started.any() and same_memory(older, hist):
         return True
     frame_ndim = first.obs.ndim - 2

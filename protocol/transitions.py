@@ -78,7 +78,9 @@ class TransitionBatch:
 
     def check_shapes(self) -> None:
         """Raise ProtocolError unless the columns agree with one another as the class docstring says."""
-        check_columns(self.obs, self.actions, self.rewards, self.terminated, self.truncated, self.final_obs, self.extras)
+        check_columns(
+            self.obs, self.actions, self.rewards, self.terminated, self.truncated, self.final_obs, self.extras
+        )
         check_stack(self.obs, self.obs_stack, self.obs_history)
 
     def to_frames(self) -> list[framing.Frame]:
@@ -110,8 +112,10 @@ class TransitionBatch:
                 continue
             if not name.startswith("extra.") or len(name) == len("extra."):
                 raise ProtocolError(f"unknown array {name!r}; extra arrays are named 'extra.<name>'", "arrays")
-            extras[name[len("extra."):]] = arr
-        batch = cls(**fields, **{n: arrays[n] for n in CORE_ARRAYS}, extras=extras, obs_stack=stack, obs_history=history)
+            extras[name[len("extra.") :]] = arr
+        batch = cls(
+            **fields, **{n: arrays[n] for n in CORE_ARRAYS}, extras=extras, obs_stack=stack, obs_history=history
+        )
         batch.check_shapes()
         return batch
 
@@ -124,14 +128,17 @@ def check_columns(obs, actions, rewards, terminated, truncated, final_obs, extra
     if obs.ndim < 2 or obs.shape[:2] != (steps + 1, envs):
         raise ProtocolError(f"must be [T+1={steps + 1}, K={envs}, ...], got {list(obs.shape)}", "obs")
     if rewards.shape != (steps, envs) or rewards.dtype.kind != "f":
-        raise ProtocolError(f"must be float [T={steps}, K={envs}], got {rewards.dtype} {list(rewards.shape)}", "rewards")
+        raise ProtocolError(
+            f"must be float [T={steps}, K={envs}], got {rewards.dtype} {list(rewards.shape)}", "rewards"
+        )
     for name, flags in (("terminated", terminated), ("truncated", truncated)):
         if flags.shape != (steps, envs) or flags.dtype != np.bool_:
             raise ProtocolError(f"must be bool [T={steps}, K={envs}], got {flags.dtype} {list(flags.shape)}", name)
     expected_final = (int(np.count_nonzero(truncated)),) + obs.shape[2:]
     if final_obs.shape != expected_final or final_obs.dtype != obs.dtype:
         raise ProtocolError(
-            f"must be {obs.dtype} {list(expected_final)} (one row per truncated step), got {final_obs.dtype} {list(final_obs.shape)}",
+            f"must be {obs.dtype} {list(expected_final)} (one row per truncated step), "
+            f"got {final_obs.dtype} {list(final_obs.shape)}",
             "final_obs",
         )
     if len(extras) > MAX_EXTRAS:
@@ -155,5 +162,8 @@ def check_stack(obs, stack, history) -> None:
         raise ProtocolError(f"required array is missing (obs_stack is {stack})", STACK_HISTORY)
     expected = (obs.shape[1], stack - 1, *obs.shape[2:])
     if history.shape != expected or history.dtype != obs.dtype:
-        raise ProtocolError(f"must be {obs.dtype} {list(expected)} ([K, obs_stack-1, *frame]), "
-                            f"got {history.dtype} {list(history.shape)}", STACK_HISTORY)
+        raise ProtocolError(
+            f"must be {obs.dtype} {list(expected)} ([K, obs_stack-1, *frame]), "
+            f"got {history.dtype} {list(history.shape)}",
+            STACK_HISTORY,
+        )

@@ -72,8 +72,16 @@ class WeightBlob:
     KIND = "weight_blob"
 
     @classmethod
-    def build(cls, policy_id: str, version: int, train_step: int, tensors: Mapping[str, Any],
-              pace_per_s: float = 0.0, pace_streams: int = 0, pace_credit: int = 0) -> WeightBlob:
+    def build(
+        cls,
+        policy_id: str,
+        version: int,
+        train_step: int,
+        tensors: Mapping[str, Any],
+        pace_per_s: float = 0.0,
+        pace_streams: int = 0,
+        pace_credit: int = 0,
+    ) -> WeightBlob:
         """Make a blob from named arrays, converting each to wire form and computing the checksum."""
         wired = {name: framing.wire_array(name, arr) for name, arr in tensors.items()}
         return cls(policy_id, version, train_step, wired, tensor_checksum(wired), pace_per_s, pace_streams, pace_credit)
@@ -93,8 +101,11 @@ class WeightBlob:
         for name, check in BLOB_FIELDS.items():
             check(name, fields[name])
         if self.pace_per_s or self.pace_credit:  # sent only when there is a limit: a blob without it means none
-            fields.update(pace_fields({"pace_per_s": self.pace_per_s, "pace_streams": self.pace_streams,
-                                       "pace_credit": self.pace_credit}))
+            fields.update(
+                pace_fields(
+                    {"pace_per_s": self.pace_per_s, "pace_streams": self.pace_streams, "pace_credit": self.pace_credit}
+                )
+            )
         return framing.encode(self.KIND, fields, list(self.tensors.items()))
 
     @classmethod

@@ -14,9 +14,13 @@ from typing import Any
 __version__ = "0.1.0"
 
 # name -> the module that defines it; looked up on first use (PEP 562).
-API = {"load_policy": "tandem.client.policy", "load_exported": "tandem.client.export",
-       "export_policy": "tandem.client.export", "TrainedPolicy": "tandem.client.trained",
-       "PolicyError": "tandem.client.trained"}
+API = {
+    "load_policy": "tandem.client.policy",
+    "load_exported": "tandem.client.export",
+    "export_policy": "tandem.client.export",
+    "TrainedPolicy": "tandem.client.trained",
+    "PolicyError": "tandem.client.trained",
+}
 __all__ = list(API)
 
 

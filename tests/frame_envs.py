@@ -32,29 +32,59 @@ class Tagged(gym.Env):
     def step(self, action):
         self.t += 1
         draw = self.rng.random() / max(self.end_prob, 1e-12)  # below 1: the episode ends (terminated, truncated, both)
-        return self._frame(), float(self.rng.standard_normal()), bool(draw < 0.5 or 0.8 < draw < 1.0), bool(0.5 <= draw < 1.0), {}
+        return (
+            self._frame(),
+            float(self.rng.standard_normal()),
+            bool(draw < 0.5 or 0.8 < draw < 1.0),
+            bool(0.5 <= draw < 1.0),
+            {},
+        )
 
 
 class Actor:
     """K stacked Tagged envs of one (actor, incarnation), yielding whole-stack TransitionBatches of T steps."""
 
-    def __init__(self, envs: int, seed: int, actor_id: str = "actor-0", incarnation: int = 0, end_prob: float = 0.3,
-                 wrap=lambda env, k: env):
-        made = [wrap(gym.wrappers.FrameStackObservation(Tagged(1000 * incarnation + 100 * seed + k, seed * 31 + k, end_prob),
-                                                        STACK), k) for k in range(envs)]
+    def __init__(
+        self,
+        envs: int,
+        seed: int,
+        actor_id: str = "actor-0",
+        incarnation: int = 0,
+        end_prob: float = 0.3,
+        wrap=lambda env, k: env,
+    ):
+        made = [
+            wrap(
+                gym.wrappers.FrameStackObservation(
+                    Tagged(1000 * incarnation + 100 * seed + k, seed * 31 + k, end_prob), STACK
+                ),
+                k,
+            )
+            for k in range(envs)
+        ]
         self.group = EnvGroup(made, seed=seed)
         self.actor_id, self.incarnation, self.seq = actor_id, incarnation, 0
         self.rng = np.random.default_rng(seed)
 
     def unroll(self, steps: int, builder=UnrollBuilder) -> TransitionBatch:
-        """T steps as `builder` (UnrollBuilder: whole stacks; FrameUnrollBuilder: frames where the rule holds) keeps them."""
+        """T steps as `builder` keeps them (UnrollBuilder: whole stacks; FrameUnrollBuilder: frames where it may)."""
         u = builder(steps, self.group.obs, (), np.dtype(np.int64))
         full = steps == 0
         while not full:
             actions = self.rng.integers(0, 2, len(self.group.envs))
             full = u.add(actions, self.group.step(actions))
-        batch = TransitionBatch(policy_id="default", actor_id=self.actor_id, incarnation=self.incarnation, seq=self.seq,
-                                policy_version=self.seq, env_steps=0, actions=u.actions, rewards=u.rewards,
-                                terminated=u.terminated, truncated=u.truncated, **u.batch_arrays())
+        batch = TransitionBatch(
+            policy_id="default",
+            actor_id=self.actor_id,
+            incarnation=self.incarnation,
+            seq=self.seq,
+            policy_version=self.seq,
+            env_steps=0,
+            actions=u.actions,
+            rewards=u.rewards,
+            terminated=u.terminated,
+            truncated=u.truncated,
+            **u.batch_arrays(),
+        )
         self.seq += 1
         return batch

@@ -23,7 +23,7 @@ def frame(t: int, channels: int = 3) -> np.ndarray:
     """What MovingBlock shows at frame `t`: each channel a different brightness, so grayscale mixes them."""
     out = np.full((HEIGHT, WIDTH, channels), 10, np.uint8)
     x = block_x(t)
-    out[TOP:TOP + BLOCK_H, x:x + BLOCK_W] = np.array([200, 150, 250, 255][:channels], np.uint8)
+    out[TOP : TOP + BLOCK_H, x : x + BLOCK_W] = np.array([200, 150, 250, 255][:channels], np.uint8)
     return out
 
 
@@ -61,4 +61,3 @@ class MovingBlock(gym.Env):
         self.actions.append(int(action))
         self.t += 1
         return self._obs(), float(self.t), self.t >= self.episode_frames, False, {}
-

@@ -73,9 +73,14 @@ def test_site_builds_in_strict_mode(tmp_path):
     pytest.importorskip("material", reason="the docs extra is not installed (pip install -e '.[docs]')")
     pytest.importorskip("mkdocs_click", reason="the docs extra is not installed (pip install -e '.[docs]')")
     site = tmp_path / "site"
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-                            cwd=ROOT, capture_output=True, text=True, timeout=540,
-                            env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=540,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stdout}\n{result.stderr}"
 
     home = (site / "index.html").read_text(encoding="utf-8")

@@ -74,7 +74,7 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
                 stack.pop()
                 path.pop()
             elif colour.get(child) == 1:
-                return path[path.index(child):] + [child]
+                return path[path.index(child) :] + [child]
             elif colour.get(child) == 0:
                 colour[child] = 1
                 stack.append((child, iter(sorted(edges[child]))))
@@ -93,8 +93,12 @@ def test_no_import_cycle_among_the_project_modules():
 
 
 def test_protocol_and_daemons_never_import_client():
-    upward = sorted(f"{src} -> {dst}" for src, dsts in graph().items() for dst in dsts
-                    if LAYER[dst.split(".")[1]] > LAYER[src.split(".")[1]])
+    upward = sorted(
+        f"{src} -> {dst}"
+        for src, dsts in graph().items()
+        for dst in dsts
+        if LAYER[dst.split(".")[1]] > LAYER[src.split(".")[1]]
+    )
     assert not upward, "imports from a lower layer into a higher one: " + ", ".join(upward)
 
 
@@ -113,8 +117,13 @@ def test_every_import_goes_through_the_tandem_name():
     bare = []
     for path in python_files():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
             bare += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names if n.split(".")[0] in PACKAGES]
     assert not bare, "imports of the bare package names (use tandem.<name>): " + ", ".join(bare)
 
@@ -123,22 +132,45 @@ def test_an_installed_tandem_adds_only_the_tandem_name(tmp_path):
     """`pip install .` into a clean environment: `import tandem` works, `import client/daemons/protocol` fail."""
     # from a copy: setuptools builds in the source tree (build/, *.egg-info), which must stay clean
     source, target = tmp_path / "source", tmp_path / "site"
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".venv", ".git", "build", "runs", "site", "*.egg-info",
-                                                                "__pycache__", ".pytest_cache", ".hypothesis"))
-    result = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-q",
-                             "--target", str(target), str(source)], capture_output=True, text=True, timeout=300)
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".venv", ".git", "build", "runs", "site", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis"
+        ),
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "--target",
+            str(target),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     installed = sorted(p.name for p in target.iterdir() if not p.name.endswith((".dist-info", ".egg-info")))
     assert installed == ["bin", "tandem"] or installed == ["tandem"], installed
     # what `tandem bench` runs by default ships with it
     assert (target / "tandem" / "examples" / "cartpole_appo.toml").is_file()
     assert (target / "tandem" / "protocol" / "PROTOCOL.md").is_file()
-    probe = ("import importlib, sys\nsys.path.insert(0, sys.argv[1])\nimport tandem, tandem.protocol.limits\n"
-             "print(tandem.__file__.startswith(sys.argv[1]))\nfor name in ('client', 'daemons', 'protocol'):\n"
-             "    try:\n        importlib.import_module(name)\n        print(name)\n    except ImportError:\n"
-             "        pass\n")
-    found = subprocess.run([sys.executable, "-I", "-c", probe, str(target)], capture_output=True, text=True,
-                           timeout=60, cwd=tmp_path)
+    probe = (
+        "import importlib, sys\nsys.path.insert(0, sys.argv[1])\nimport tandem, tandem.protocol.limits\n"
+        "print(tandem.__file__.startswith(sys.argv[1]))\nfor name in ('client', 'daemons', 'protocol'):\n"
+        "    try:\n        importlib.import_module(name)\n        print(name)\n    except ImportError:\n"
+        "        pass\n"
+    )
+    found = subprocess.run(
+        [sys.executable, "-I", "-c", probe, str(target)], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     assert found.returncode == 0, found.stderr
     assert found.stdout.split() == ["True"], found.stdout
 
@@ -151,7 +183,15 @@ def loaded_after(code: str) -> set[str]:
     return set(result.stdout.split())
 
 
-@pytest.mark.parametrize("module", ["tandem.daemons.replay", "tandem.daemons.config", "tandem.daemons.supervisor.progress",
-                                    "tandem.daemons.runtime.control_channel", "tandem.daemons.algorithms"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "tandem.daemons.replay",
+        "tandem.daemons.config",
+        "tandem.daemons.supervisor.progress",
+        "tandem.daemons.runtime.control_channel",
+        "tandem.daemons.algorithms",
+    ],
+)
 def test_light_modules_import_no_torch(module):
     assert "torch" not in loaded_after(f"import {module}")

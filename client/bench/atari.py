@@ -25,8 +25,9 @@ def throughput(figures: RunFigures, actors: int, frame_skip: int, batch_size: in
     last = rows[-1] if rows else {}
     steps_per_s, updates_per_s = s.get("env_steps_per_s") or 0.0, s.get("updates_per_s") or 0.0
     received = max(last.get("batches_received", 0), 1)
-    learner_dropped = sum(last.get(k, 0) for k in ("batches_over_ratio", "batches_stale", "batches_malformed",
-                                                    "unrolls_dropped_full"))
+    learner_dropped = sum(
+        last.get(k, 0) for k in ("batches_over_ratio", "batches_stale", "batches_malformed", "unrolls_dropped_full")
+    )
     return {
         "actors": actors,
         "env_steps": s.get("env_steps", 0),
@@ -44,17 +45,33 @@ def throughput(figures: RunFigures, actors: int, frame_skip: int, batch_size: in
 
 
 @click.command("atari")
-@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="An Atari run.  [default: examples/pong_appo.toml of a checkout]")
+@click.option(
+    "--config",
+    "config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="An Atari run.  [default: examples/pong_appo.toml of a checkout]",
+)
 @click.option("--actors", "counts", default="1,2", show_default=True, help="Actor counts to run, comma-separated.")
 @click.option("--seconds", default=60.0, show_default=True, help="Length of each throughput run (no evaluator).")
-@click.option("--learn-seconds", default=0.0, show_default=True,
-              help="Then one learning run this long with the evaluator, reporting its return over time (0: none).")
+@click.option(
+    "--learn-seconds",
+    default=0.0,
+    show_default=True,
+    help="Then one learning run this long with the evaluator, reporting its return over time (0: none).",
+)
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides for every run.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 @click.option("--quick", is_flag=True, help="One actor for 15 s, no learning run (a smoke run, not a figure to quote).")
-def atari_cmd(config: Path | None, counts: str, seconds: float, learn_seconds: float, overrides: tuple[str, ...],
-              as_json: bool, quick: bool) -> None:
+def atari_cmd(
+    config: Path | None,
+    counts: str,
+    seconds: float,
+    learn_seconds: float,
+    overrides: tuple[str, ...],
+    as_json: bool,
+    quick: bool,
+) -> None:
     """Env frames/s, learner samples/s and updates/s, lag, drops, CPU/GPU use with 1..N actors; a learning curve."""
     if config is None:
         config = DEFAULT_CONFIG
@@ -64,21 +81,26 @@ def atari_cmd(config: Path | None, counts: str, seconds: float, learn_seconds: f
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     except ValueError:
-        raise click.BadParameter(f"{counts!r} is not a comma-separated list of integers", param_hint="--actors") from None
+        raise click.BadParameter(
+            f"{counts!r} is not a comma-separated list of integers", param_hint="--actors"
+        ) from None
     if quick:
         actor_counts, seconds, learn_seconds = actor_counts[:1], min(seconds, 15.0), 0.0
     frame_skip = resolved.env.atari.frame_skip if resolved.env.atari.enabled else 1
     runs = []
     for count in actor_counts:
-        figures = timed_run(config, seconds, [*overrides, f"actors.count={count}", "eval.enabled=false",
-                                              "stop.eval_return=1e9"])
+        figures = timed_run(
+            config, seconds, [*overrides, f"actors.count={count}", "eval.enabled=false", "stop.eval_return=1e9"]
+        )
         runs.append(throughput(figures, count, frame_skip, resolved.algorithm.batch_size))
         if not as_json:
             r = runs[-1]
-            click.echo(f"{count} actor(s): {r['frames_per_s']:.0f} frames/s ({r['env_steps_per_s']:.0f} steps/s), "
-                       f"learner {r['learner_samples_per_s']:.0f} samples/s ({r['updates_per_s']} updates/s), "
-                       f"lag {r['lag_mean']}, dropped by actors {r['batches_dropped_by_actors']}, by the learner "
-                       f"{100 * r['learner_dropped_share']:.1f}%, CPU {r['cpu_percent_mean']}%, GPU {r['gpu_percent_mean']}%")
+            click.echo(
+                f"{count} actor(s): {r['frames_per_s']:.0f} frames/s ({r['env_steps_per_s']:.0f} steps/s), "
+                f"learner {r['learner_samples_per_s']:.0f} samples/s ({r['updates_per_s']} updates/s), "
+                f"lag {r['lag_mean']}, dropped by actors {r['batches_dropped_by_actors']}, by the learner "
+                f"{100 * r['learner_dropped_share']:.1f}%, CPU {r['cpu_percent_mean']}%, GPU {r['gpu_percent_mean']}%"
+            )
     curve = []
     if learn_seconds > 0:
         curve = timed_run(config, learn_seconds, list(overrides)).eval_curve
@@ -86,5 +108,15 @@ def atari_cmd(config: Path | None, counts: str, seconds: float, learn_seconds: f
             for elapsed, steps, ret in curve:
                 click.echo(f"  {elapsed:7.1f} s  {steps * frame_skip:>11} frames  evaluation return {ret:.1f}")
     if as_json:
-        click.echo(json.dumps({"benchmark": "atari", "quick": quick, "config": str(config), "seconds": seconds,
-                               "runs": runs, "learning_curve": curve}))
+        click.echo(
+            json.dumps(
+                {
+                    "benchmark": "atari",
+                    "quick": quick,
+                    "config": str(config),
+                    "seconds": seconds,
+                    "runs": runs,
+                    "learning_curve": curve,
+                }
+            )
+        )

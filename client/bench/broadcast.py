@@ -42,6 +42,7 @@ def subscriber(path: str, weights_ep: str, snapshot_ep: str, ack_ep: str, index:
     try:
         if path == "tandem":
             from tandem.daemons.actor.weights_client import WeightsClient
+
             client = WeightsClient(ctx, "bench", weights_ep, snapshot_ep, f"sub{index}", refresh_s=3600.0)
             ack.send_json({"hello": index})
             while time.monotonic() < deadline:
@@ -66,8 +67,9 @@ def start_subscribers(path: str, tmp: str, acks: zmq.Socket, actors: int, procs:
     """Start `actors` subscriber processes (into `procs`, which the caller ends) and wait until each said hello."""
     spawn = mp.get_context("spawn")
     for i in range(actors):
-        p = spawn.Process(target=subscriber, args=(path, f"ipc://{tmp}/w", f"ipc://{tmp}/s", f"ipc://{tmp}/a", i),
-                          daemon=True)
+        p = spawn.Process(
+            target=subscriber, args=(path, f"ipc://{tmp}/w", f"ipc://{tmp}/s", f"ipc://{tmp}/a", i), daemon=True
+        )
         p.start()
         procs.append(p)
     hello = 0
@@ -166,7 +168,9 @@ def stalled_subscriber_rss(nbytes: int, actors: int, versions: int) -> dict:
             del weights
             seen: set[int] = set()
             deadline = time.monotonic() + 10.0
-            while len(seen) < actors - 1 and time.monotonic() < deadline:  # the running ones ack; the stopped one cannot
+            while (
+                len(seen) < actors - 1 and time.monotonic() < deadline
+            ):  # the running ones ack; the stopped one cannot
                 if acks.poll(100):
                     msg = acks.recv_json()
                     if msg.get("version") == version:
@@ -176,10 +180,17 @@ def stalled_subscriber_rss(nbytes: int, actors: int, versions: int) -> dict:
                 rss_before = rss
             rss_peak = max(rss_peak, rss)
         growth = (rss_peak - rss_before) / nbytes
-        return {"blob_bytes": nbytes, "actors": actors, "stopped": 1, "versions": versions,
-                "rss_before_mb": round(rss_before / 2**20, 1), "rss_peak_mb": round(rss_peak / 2**20, 1),
-                "growth_blobs": round(growth, 2), "target": {"growth_blobs_max": STALLED_RSS_MAX_BLOBS},
-                "met": growth <= STALLED_RSS_MAX_BLOBS}
+        return {
+            "blob_bytes": nbytes,
+            "actors": actors,
+            "stopped": 1,
+            "versions": versions,
+            "rss_before_mb": round(rss_before / 2**20, 1),
+            "rss_peak_mb": round(rss_peak / 2**20, 1),
+            "growth_blobs": round(growth, 2),
+            "target": {"growth_blobs_max": STALLED_RSS_MAX_BLOBS},
+            "met": growth <= STALLED_RSS_MAX_BLOBS,
+        }
     finally:
         end_all(procs)
         ctx.destroy(linger=0)
@@ -208,20 +219,30 @@ def broadcast_cmd(as_json: bool, quick: bool, versions: int) -> None:
             row["ratio"] = round(row["tandem_median_ms"] / row["raw_median_ms"], 3)
             results.append(row)
             if not as_json:
-                click.echo(f"{size:>7s} x {actors:2d}: raw {row['raw_median_ms']:9.2f} ms  tandem "
-                           f"{row['tandem_median_ms']:9.2f} ms  ratio {row['ratio']:.2f}")
+                click.echo(
+                    f"{size:>7s} x {actors:2d}: raw {row['raw_median_ms']:9.2f} ms  tandem "
+                    f"{row['tandem_median_ms']:9.2f} ms  ratio {row['ratio']:.2f}"
+                )
     target_row = next((r for r in results if r["size"] == "10MiB" and r["actors"] == max(counts)), None)
     met = None if target_row is None else target_row["ratio"] <= TARGET_RATIO
-    record = {"benchmark": "broadcast", "quick": quick, "versions_per_run": versions,
-              "machine": {"cpu_count": os.cpu_count(), "affinity": len(os.sched_getaffinity(0))},
-              "cut": ["100MiB x 16 actors"] if not quick else [], "results": results,
-              "target": {"ratio_10MiB_max_actors_max": TARGET_RATIO, "actors": max(counts)}, "met": met,
-              "stalled_subscriber": stalled_subscriber_rss(SIZES["10MiB"], 3, 10 if quick else 50)}
+    record = {
+        "benchmark": "broadcast",
+        "quick": quick,
+        "versions_per_run": versions,
+        "machine": {"cpu_count": os.cpu_count(), "affinity": len(os.sched_getaffinity(0))},
+        "cut": ["100MiB x 16 actors"] if not quick else [],
+        "results": results,
+        "target": {"ratio_10MiB_max_actors_max": TARGET_RATIO, "actors": max(counts)},
+        "met": met,
+        "stalled_subscriber": stalled_subscriber_rss(SIZES["10MiB"], 3, 10 if quick else 50),
+    }
     if as_json:
         click.echo(json.dumps(record))
         return
     click.echo(f"target: 10MiB x {max(counts)} ratio <= {TARGET_RATIO:g}: {'met' if met else 'NOT met'}")
     st = record["stalled_subscriber"]
-    click.echo(f"publisher RSS with 1 of {st['actors']} subscribers SIGSTOPped over {st['versions']} versions of 10 MiB: "
-               f"{st['rss_before_mb']} -> {st['rss_peak_mb']} MB peak, {st['growth_blobs']:.2f} blobs "
-               f"(target <= {STALLED_RSS_MAX_BLOBS:g}): {'met' if st['met'] else 'NOT met'}")
+    click.echo(
+        f"publisher RSS with 1 of {st['actors']} subscribers SIGSTOPped over {st['versions']} versions of 10 MiB: "
+        f"{st['rss_before_mb']} -> {st['rss_peak_mb']} MB peak, {st['growth_blobs']:.2f} blobs "
+        f"(target <= {STALLED_RSS_MAX_BLOBS:g}): {'met' if st['met'] else 'NOT met'}"
+    )

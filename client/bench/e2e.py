@@ -20,8 +20,21 @@ DEFAULT_CONFIG = example_config("cartpole.toml")
 def run_seed(config: Path, seed: int, limit_s: float, extra: tuple[str, ...]) -> dict:
     """One `tandem up` from process start to exit; solved when it stopped on its eval_return condition."""
     with tempfile.TemporaryDirectory(prefix="tandem-e2e-") as tmp:
-        args = [sys.executable, "-m", "tandem", "up", str(config), "--json", "--quiet",
-                "--set", f"run.seed={seed}", "--set", f"run.dir='{tmp}/run'", "--set", f"stop.seconds={limit_s}"]
+        args = [
+            sys.executable,
+            "-m",
+            "tandem",
+            "up",
+            str(config),
+            "--json",
+            "--quiet",
+            "--set",
+            f"run.seed={seed}",
+            "--set",
+            f"run.dir='{tmp}/run'",
+            "--set",
+            f"stop.seconds={limit_s}",
+        ]
         for item in extra:
             args += ["--set", item]
         started, started_unix = time.monotonic(), time.time()
@@ -41,8 +54,15 @@ def solve_record(seed: int, returncode: int | None, stdout: str, stderr: str, st
     # shutdown after that is not part of solving); the wall time to exit is reported beside it.
     met = summary.get("condition_met_unix")
     solve_s = round(met - started_unix, 2) if solved and met else round(wall, 2)
-    return {"seed": seed, "solve_s": solve_s, "wall_s": round(wall, 2), "solved": solved, "reason": summary.get("reason"),
-            "updates": summary.get("updates"), "env_steps": summary.get("env_steps")}
+    return {
+        "seed": seed,
+        "solve_s": solve_s,
+        "wall_s": round(wall, 2),
+        "solved": solved,
+        "reason": summary.get("reason"),
+        "updates": summary.get("updates"),
+        "env_steps": summary.get("env_steps"),
+    }
 
 
 def median_solve_s(runs: list[dict], limit_s: float) -> float:
@@ -51,16 +71,24 @@ def median_solve_s(runs: list[dict], limit_s: float) -> float:
 
 
 @click.command("e2e")
-@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="The run to time; it must set stop.eval_return.  [default: examples/cartpole.toml of a checkout]")
+@click.option(
+    "--config",
+    "config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The run to time; it must set stop.eval_return.  [default: examples/cartpole.toml of a checkout]",
+)
 @click.option("--seeds", default=3, show_default=True, help="Seeds 0..N-1, one full run each.")
-@click.option("--limit-s", default=120.0, show_default=True, help="Give up on a seed after this long (counted as unsolved).")
+@click.option(
+    "--limit-s", default=120.0, show_default=True, help="Give up on a seed after this long (counted as unsolved)."
+)
 @click.option("--target-s", default=10.0, show_default=True, help="Target for the median time to solve.")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides for every run.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 @click.option("--quick", is_flag=True, help="One seed, at most 30 s (a smoke run, not a figure to quote).")
-def e2e_cmd(config: Path, seeds: int, limit_s: float, target_s: float, overrides: tuple[str, ...], as_json: bool,
-            quick: bool) -> None:
+def e2e_cmd(
+    config: Path, seeds: int, limit_s: float, target_s: float, overrides: tuple[str, ...], as_json: bool, quick: bool
+) -> None:
     """Median time from `tandem up` to a greedy evaluation mean >= stop.eval_return (start-up included)."""
     if config is None:
         config = DEFAULT_CONFIG
@@ -71,12 +99,26 @@ def e2e_cmd(config: Path, seeds: int, limit_s: float, target_s: float, overrides
         runs.append(run_seed(config, seed, limit_s, overrides))
         if not as_json:
             r = runs[-1]
-            click.echo(f"seed {seed}: {r['solve_s']:7.2f} s (exit {r['wall_s']:.2f} s)  {'solved' if r['solved'] else 'NOT solved'}  "
-                       f"updates {r['updates']}  env steps {r['env_steps']}  ({r['reason']})")
+            click.echo(
+                f"seed {seed}: {r['solve_s']:7.2f} s (exit {r['wall_s']:.2f} s)  "
+                f"{'solved' if r['solved'] else 'NOT solved'}  "
+                f"updates {r['updates']}  env steps {r['env_steps']}  ({r['reason']})"
+            )
     median = median_solve_s(runs, limit_s)
-    record = {"benchmark": "e2e", "quick": quick, "config": str(config), "runs": runs, "median_s": median, "target_s": target_s,
-              "met": median <= target_s and all(r["solved"] for r in runs), "solved": sum(r["solved"] for r in runs)}
+    record = {
+        "benchmark": "e2e",
+        "quick": quick,
+        "config": str(config),
+        "runs": runs,
+        "median_s": median,
+        "target_s": target_s,
+        "met": median <= target_s and all(r["solved"] for r in runs),
+        "solved": sum(r["solved"] for r in runs),
+    }
     if as_json:
         click.echo(json.dumps(record))
     else:
-        click.echo(f"median {median:.2f} s over {seeds} seeds (target <= {target_s:g} s): {'met' if record['met'] else 'NOT met'}")
+        click.echo(
+            f"median {median:.2f} s over {seeds} seeds (target <= {target_s:g} s): "
+            f"{'met' if record['met'] else 'NOT met'}"
+        )

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import click
 
-from tandem.client.bench.examples import example_config
 from tandem.client.bench.e2e import median_solve_s, run_seed, solve_record
+from tandem.client.bench.examples import example_config
 from tandem.client.bench.game import drive
 
 DEFAULT_CONFIG = example_config("game_cartpole.toml")
@@ -28,8 +28,23 @@ def served_seed(config: Path, seed: int, games: int, limit_s: float, extra: tupl
     queue = ctx.Queue()
     players: list = []
     with tempfile.TemporaryDirectory(prefix="tandem-game-solve-") as tmp:
-        args = [sys.executable, "-m", "tandem", "up", str(config), "--json", "--quiet", "--set", "actors.mode='serve'",
-                "--set", f"run.seed={seed}", "--set", f"run.dir='{tmp}/run'", "--set", f"stop.seconds={limit_s}"]
+        args = [
+            sys.executable,
+            "-m",
+            "tandem",
+            "up",
+            str(config),
+            "--json",
+            "--quiet",
+            "--set",
+            "actors.mode='serve'",
+            "--set",
+            f"run.seed={seed}",
+            "--set",
+            f"run.dir='{tmp}/run'",
+            "--set",
+            f"stop.seconds={limit_s}",
+        ]
         for item in extra:
             args += ["--set", item]
         started, started_unix = time.monotonic(), time.time()
@@ -39,8 +54,9 @@ def served_seed(config: Path, seed: int, games: int, limit_s: float, extra: tupl
             # the server binds once the run has started; the limit is for learning, not for this
             endpoint = find_endpoint(f"{tmp}/run", timeout_s=120.0)
             # each game is a process of its own, as game executables would be; they play until the run ends
-            players = [ctx.Process(target=drive, args=(endpoint, 1, limit_s + 60, queue), daemon=True)
-                       for _ in range(games)]
+            players = [
+                ctx.Process(target=drive, args=(endpoint, 1, limit_s + 60, queue), daemon=True) for _ in range(games)
+            ]
             for p in players:
                 p.start()
             out, err = up.communicate(timeout=limit_s + 60)
@@ -66,16 +82,28 @@ def served_seed(config: Path, seed: int, games: int, limit_s: float, extra: tupl
 
 
 @click.command("game-solve")
-@click.option("--config", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="The run; it must set stop.eval_return and have an evaluator.  [default: examples/game_cartpole.toml of a checkout]")
-@click.option("--games", default=8, show_default=True, help="Game processes in the served runs (the built-in actor steps as many envs).")
+@click.option(
+    "--config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The run; it must set stop.eval_return and have an evaluator.  [default: the example game_cartpole.toml]",
+)
+@click.option(
+    "--games",
+    default=8,
+    show_default=True,
+    help="Game processes in the served runs (the built-in actor steps as many envs).",
+)
 @click.option("--seeds", default=3, show_default=True, help="Seeds 0..N-1: one served and one built-in run each.")
-@click.option("--limit-s", default=180.0, show_default=True, help="Give up on a run after this long (counted as unsolved).")
+@click.option(
+    "--limit-s", default=180.0, show_default=True, help="Give up on a run after this long (counted as unsolved)."
+)
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides for every run.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 @click.option("--quick", is_flag=True, help="One seed, 2 games, at most 30 s (a smoke run, not a figure to quote).")
-def game_solve_cmd(config: Path | None, games: int, seeds: int, limit_s: float, overrides: tuple[str, ...],
-                   as_json: bool, quick: bool) -> None:
+def game_solve_cmd(
+    config: Path | None, games: int, seeds: int, limit_s: float, overrides: tuple[str, ...], as_json: bool, quick: bool
+) -> None:
     """Median time from `tandem up` to the evaluation target with games served vs the built-in actor."""
     if config is None:
         config = DEFAULT_CONFIG
@@ -90,14 +118,26 @@ def game_solve_cmd(config: Path | None, games: int, seeds: int, limit_s: float, 
         builtin.append(run_seed(config, seed, limit_s, (*overrides, "actors.mode='env'", f"env.num_envs={games}")))
         if not as_json:
             for name, r in (("served", served[-1]), ("built-in", builtin[-1])):
-                click.echo(f"seed {seed} {name:8}: {r['solve_s']:7.2f} s  {'solved' if r['solved'] else 'NOT solved'}  "
-                           f"env steps {r['env_steps']}  updates {r['updates']}  ({r['reason']})")
-    record = {"benchmark": "game-solve", "quick": quick, "config": str(config), "games": games, "limit_s": limit_s,
-              "served": served, "builtin": builtin,
-              "served_median_s": median_solve_s(served, limit_s), "builtin_median_s": median_solve_s(builtin, limit_s),
-              "solved": {"served": sum(r["solved"] for r in served), "builtin": sum(r["solved"] for r in builtin)}}
+                click.echo(
+                    f"seed {seed} {name:8}: {r['solve_s']:7.2f} s  {'solved' if r['solved'] else 'NOT solved'}  "
+                    f"env steps {r['env_steps']}  updates {r['updates']}  ({r['reason']})"
+                )
+    record = {
+        "benchmark": "game-solve",
+        "quick": quick,
+        "config": str(config),
+        "games": games,
+        "limit_s": limit_s,
+        "served": served,
+        "builtin": builtin,
+        "served_median_s": median_solve_s(served, limit_s),
+        "builtin_median_s": median_solve_s(builtin, limit_s),
+        "solved": {"served": sum(r["solved"] for r in served), "builtin": sum(r["solved"] for r in builtin)},
+    }
     if as_json:
         click.echo(json.dumps(record))
         return
-    click.echo(f"median time to the evaluation target over {seeds} seeds: served ({games} game processes) "
-               f"{record['served_median_s']:.1f} s, built-in actor ({games} envs) {record['builtin_median_s']:.1f} s")
+    click.echo(
+        f"median time to the evaluation target over {seeds} seeds: served ({games} game processes) "
+        f"{record['served_median_s']:.1f} s, built-in actor ({games} envs) {record['builtin_median_s']:.1f} s"
+    )

@@ -6,37 +6,70 @@ from tandem.client.lazy import LazyGroup
 
 # Benchmarks that `tandem bench all` runs, in order: name -> (command, one-line help).
 BENCHMARKS = {
-    "atari": ("tandem.client.bench.atari:atari_cmd",
-              "Env frames/s, learner samples/s and updates/s, lag, drops, CPU/GPU use with..."),
-    "broadcast": ("tandem.client.bench.broadcast:broadcast_cmd",
-                  'Median ms from publish until every actor has the new version; target: Tandem...'),
-    "e2e": ("tandem.client.bench.e2e:e2e_cmd",
-            'Median time from `tandem up` to a greedy evaluation mean >= stop.eval_return...'),
-    "lag": ("tandem.client.bench.lag:lag_cmd",
-            'Mean policy lag and the share of batches the learner threw away, with 1, 2, 4...'),
-    "replay": ("tandem.client.bench.replay:replay_cmd",
-               'Median microseconds per ReplayBuffer.sample(256) on full buffers; target: 1M...'),
-    "transport": ("tandem.client.bench.transport:transport_cmd",
-                  'Actor -> learner batches/s in separate processes: Tandem (decode + n-step +...'),
-    "intake": ("tandem.client.bench.intake:intake_cmd",
-               "A learner's samples/s alone and under a flood of senders (receiver thread vs..."),
-    "isolation": ("tandem.client.bench.isolation:isolation_cmd",
-                  "One actor's env steps/s with its learner training flat out, as a fraction of..."),
-    "scale": ("tandem.client.bench.scale:scale_cmd",
-              'Total env steps/s of 1, 2, 4 and 8 real actor daemons (beside a learner that...'),
-    "game": ("tandem.client.bench.game:game_cmd",
-             "Served games' frames/s with the learner training flat out as a share of that..."),
-    "game-solve": ("tandem.client.bench.game_solve:game_solve_cmd",
-                   "Median time from `tandem up` to the evaluation target with games served vs..."),
+    "atari": (
+        "tandem.client.bench.atari:atari_cmd",
+        "Env frames/s, learner samples/s and updates/s, lag, drops, CPU/GPU use with...",
+    ),
+    "broadcast": (
+        "tandem.client.bench.broadcast:broadcast_cmd",
+        "Median ms from publish until every actor has the new version; target: Tandem...",
+    ),
+    "e2e": (
+        "tandem.client.bench.e2e:e2e_cmd",
+        "Median time from `tandem up` to a greedy evaluation mean >= stop.eval_return...",
+    ),
+    "lag": (
+        "tandem.client.bench.lag:lag_cmd",
+        "Mean policy lag and the share of batches the learner threw away, with 1, 2, 4...",
+    ),
+    "replay": (
+        "tandem.client.bench.replay:replay_cmd",
+        "Median microseconds per ReplayBuffer.sample(256) on full buffers; target: 1M...",
+    ),
+    "transport": (
+        "tandem.client.bench.transport:transport_cmd",
+        "Actor -> learner batches/s in separate processes: Tandem (decode + n-step +...",
+    ),
+    "intake": (
+        "tandem.client.bench.intake:intake_cmd",
+        "A learner's samples/s alone and under a flood of senders (receiver thread vs...",
+    ),
+    "isolation": (
+        "tandem.client.bench.isolation:isolation_cmd",
+        "One actor's env steps/s with its learner training flat out, as a fraction of...",
+    ),
+    "scale": (
+        "tandem.client.bench.scale:scale_cmd",
+        "Total env steps/s of 1, 2, 4 and 8 real actor daemons (beside a learner that...",
+    ),
+    "game": (
+        "tandem.client.bench.game:game_cmd",
+        "Served games' frames/s with the learner training flat out as a share of that...",
+    ),
+    "game-solve": (
+        "tandem.client.bench.game_solve:game_solve_cmd",
+        "Median time from `tandem up` to the evaluation target with games served vs...",
+    ),
 }
-COMMANDS = {**BENCHMARKS,
-            "serial": ("tandem.client.bench.serial:serial_cmd",
-                       "Env steps until a greedy evaluation clears the target, the learning rule..."),
-            "learn": ("tandem.client.bench.learn:learn_cmd",
-                      "Training and evaluation return against env frames and wall time for each..."),
-            "vector": ("tandem.client.bench.vector:vector_cmd",
-                       "One actor's env steps/s (stepping + batched inference) with each env.vector..."),
-            "all": ("tandem.client.bench.all:all_cmd", "Run every benchmark; print each one's targets and whether they were met.")}
+COMMANDS = {
+    **BENCHMARKS,
+    "serial": (
+        "tandem.client.bench.serial:serial_cmd",
+        "Env steps until a greedy evaluation clears the target, the learning rule...",
+    ),
+    "learn": (
+        "tandem.client.bench.learn:learn_cmd",
+        "Training and evaluation return against env frames and wall time for each...",
+    ),
+    "vector": (
+        "tandem.client.bench.vector:vector_cmd",
+        "One actor's env steps/s (stepping + batched inference) with each env.vector...",
+    ),
+    "all": (
+        "tandem.client.bench.all:all_cmd",
+        "Run every benchmark; print each one's targets and whether they were met.",
+    ),
+}
 
 
 @click.group("bench", cls=LazyGroup, lazy=COMMANDS)

@@ -1,4 +1,4 @@
-"""`tandem bench intake`: a real learner's samples/s alone, and while sender processes flood it, against its model's limit."""
+"""`tandem bench intake`: a real learner's samples/s alone and while senders flood it, against its model's limit."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import numpy as np
 import torch
 import zmq
 
-from tandem.protocol import sockets
 from tandem.client.bench.transport import JOIN, START_TIMEOUT_S, end_process, machine, make_batch, tandem_send_loop
+from tandem.protocol import sockets
 
 TARGET_SHARE = 0.8  # the learner keeps at least this share of its no-intake update rate under a flood
 # name -> (env.id, model.kind, algorithm.batch_size, transport payload the senders flood with)
@@ -73,12 +73,19 @@ def make_learner(model: str, device: str, tmp: str, mode: str):
     from tandem.daemons.runtime.signals import StopFlag
 
     env_id, kind, batch_size, _ = MODELS[model]
-    overrides = [f"run.dir='{tmp}/{model}-{mode}'", f"env.id='{env_id}'", f"model.kind='{kind}'",
-                 f"algorithm.batch_size={batch_size}", f"learner.device='{device}'",
-                 f"learner.replay_capacity={REPLAY_CAPACITY}", f"learner.replay_min_size={4 * batch_size}",
-                 "learner.max_lag=1000000000", "learner.samples_per_insert=4.0",
-                 f"learner.intake_thread={'false' if mode == 'flood_inline' else 'true'}",
-                 f"learner.prefetch={'false' if mode == 'no_intake_no_prefetch' else 'true'}"]
+    overrides = [
+        f"run.dir='{tmp}/{model}-{mode}'",
+        f"env.id='{env_id}'",
+        f"model.kind='{kind}'",
+        f"algorithm.batch_size={batch_size}",
+        f"learner.device='{device}'",
+        f"learner.replay_capacity={REPLAY_CAPACITY}",
+        f"learner.replay_min_size={4 * batch_size}",
+        "learner.max_lag=1000000000",
+        "learner.samples_per_insert=4.0",
+        f"learner.intake_thread={'false' if mode == 'flood_inline' else 'true'}",
+        f"learner.prefetch={'false' if mode == 'no_intake_no_prefetch' else 'true'}",
+    ]
     base = Path(tmp) / "base.toml"
     base.write_text("[run]\nname = 'bench-intake'\n")
     config = load_config(base, overrides)
@@ -118,7 +125,9 @@ def measure_learner(model: str, device: str, mode: str, senders: int, warmup_s: 
         procs = []
         if mode.startswith("flood"):
             for i in range(senders):
-                proc = ctx.Process(target=run_sender, args=(learner.endpoints["transitions"], payload, i, stop), daemon=True)
+                proc = ctx.Process(
+                    target=run_sender, args=(learner.endpoints["transitions"], payload, i, stop), daemon=True
+                )
                 proc.start()
                 procs.append(proc)
         runner = threading.Thread(target=learner.loop, name="learner", daemon=True)
@@ -138,12 +147,17 @@ def measure_learner(model: str, device: str, mode: str, senders: int, warmup_s: 
             sockets.close_context(learner.ctx, 0)
     updates = after["updates"] - before["updates"]
     received = after["batches_received"] - before["batches_received"]
-    return {"mode": mode, "senders": len(procs), "updates": updates,
-            "samples_per_s": round(updates * batch_size / elapsed, 1),
-            "batches_received_per_s": round(received / elapsed, 1),
-            "transitions_inserted_per_s": round((after["transitions_inserted"] - before["transitions_inserted"]) / elapsed),
-            "batches_over_ratio_per_s": round((after["batches_over_ratio"] - before["batches_over_ratio"]) / elapsed, 1),
-            "batches_malformed": after["batches_malformed"], "intake_errors": after["intake_errors"]}
+    return {
+        "mode": mode,
+        "senders": len(procs),
+        "updates": updates,
+        "samples_per_s": round(updates * batch_size / elapsed, 1),
+        "batches_received_per_s": round(received / elapsed, 1),
+        "transitions_inserted_per_s": round((after["transitions_inserted"] - before["transitions_inserted"]) / elapsed),
+        "batches_over_ratio_per_s": round((after["batches_over_ratio"] - before["batches_over_ratio"]) / elapsed, 1),
+        "batches_malformed": after["batches_malformed"],
+        "intake_errors": after["intake_errors"],
+    }
 
 
 def wait_started(learner, procs, warmup_s: float) -> dict:
@@ -183,12 +197,22 @@ def model_limits(model: str, device: str, duration_s: float) -> dict:
                 loss.backward()
                 optimizer.step()
 
-            sample = SampledBatch(obs=obs, actions=rng.integers(0, 2, batch_size), returns=torch.rand(batch_size, device=dev),
-                                  next_obs=obs.clone(), discounts=torch.full((batch_size,), 0.97, device=dev),
-                                  versions=np.zeros(batch_size, np.int64), indices=np.arange(batch_size),
-                                  weights=torch.ones(batch_size, device=dev))
-            return {"forward_backward_step_samples_per_s": round(rate(fbs, dev, duration_s) * batch_size, 1),
-                    "update_on_device_samples_per_s": round(rate(lambda: algo.update(sample), dev, duration_s) * batch_size, 1)}
+            sample = SampledBatch(
+                obs=obs,
+                actions=rng.integers(0, 2, batch_size),
+                returns=torch.rand(batch_size, device=dev),
+                next_obs=obs.clone(),
+                discounts=torch.full((batch_size,), 0.97, device=dev),
+                versions=np.zeros(batch_size, np.int64),
+                indices=np.arange(batch_size),
+                weights=torch.ones(batch_size, device=dev),
+            )
+            return {
+                "forward_backward_step_samples_per_s": round(rate(fbs, dev, duration_s) * batch_size, 1),
+                "update_on_device_samples_per_s": round(
+                    rate(lambda: algo.update(sample), dev, duration_s) * batch_size, 1
+                ),
+            }
         finally:
             learner.metrics.close()
             sockets.close_context(learner.ctx, 0)
@@ -218,7 +242,7 @@ def rate(step, dev: torch.device, duration_s: float) -> float:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 @click.option("--quick", is_flag=True, help="2 senders, 1 s runs (a smoke run, not a figure to quote).")
 def intake_cmd(device: str | None, senders: int, seconds: float, as_json: bool, quick: bool) -> None:
-    """A learner's samples/s alone and under a flood of senders (receiver thread vs inline), against its model's limit."""
+    """A learner's samples/s alone and flooded by senders (receiver thread vs inline), against its model's limit."""
     device = device or default_device()
     senders, warmup_s, duration_s = (2, 0.3, 1.0) if quick else (max(1, senders), 1.0, seconds)
     results = {}
@@ -227,19 +251,41 @@ def intake_cmd(device: str | None, senders: int, seconds: float, as_json: bool, 
         base = max(runs["no_intake"]["samples_per_s"], 1e-9)
         share = {mode: round(runs[mode]["samples_per_s"] / base, 3) for mode in ("flood_thread", "flood_inline")}
         limits = model_limits(model, device, duration_s)
-        results[model] = {"runs": runs, "limits": limits, "share_kept": share,
-                          "no_intake_over_limit": round(base / max(limits["update_on_device_samples_per_s"], 1e-9), 3)}
+        results[model] = {
+            "runs": runs,
+            "limits": limits,
+            "share_kept": share,
+            "no_intake_over_limit": round(base / max(limits["update_on_device_samples_per_s"], 1e-9), 3),
+        }
         if not as_json:
             for mode, r in runs.items():
-                click.echo(f"{model:9s} {mode:22s} {r['samples_per_s']:10.1f} samples/s  "
-                           f"{r['batches_received_per_s']:8.1f} batches/s received  {r['senders']} senders")
-            click.echo(f"{model:9s} {'limit: fwd+bwd+step':22s} {limits['forward_backward_step_samples_per_s']:10.1f} samples/s")
-            click.echo(f"{model:9s} {'limit: update on device':22s} {limits['update_on_device_samples_per_s']:10.1f} samples/s")
+                click.echo(
+                    f"{model:9s} {mode:22s} {r['samples_per_s']:10.1f} samples/s  "
+                    f"{r['batches_received_per_s']:8.1f} batches/s received  {r['senders']} senders"
+                )
+            click.echo(
+                f"{model:9s} {'limit: fwd+bwd+step':22s} "
+                f"{limits['forward_backward_step_samples_per_s']:10.1f} samples/s"
+            )
+            click.echo(
+                f"{model:9s} {'limit: update on device':22s} {limits['update_on_device_samples_per_s']:10.1f} samples/s"
+            )
             for mode, value in share.items():
-                click.echo(f"{model:9s} share kept, {mode:12s} {value:6.2f}  "
-                           f"({'met' if value >= TARGET_SHARE else 'NOT met'}, target >= {TARGET_SHARE})")
+                click.echo(
+                    f"{model:9s} share kept, {mode:12s} {value:6.2f}  "
+                    f"({'met' if value >= TARGET_SHARE else 'NOT met'}, target >= {TARGET_SHARE})"
+                )
     met = {model: r["share_kept"]["flood_thread"] >= TARGET_SHARE for model, r in results.items()}
-    record = {"benchmark": "intake", "quick": quick, "device": device, "senders": senders, "duration_s": duration_s,
-              "machine": machine(), "results": results, "target": {"share_kept_min": TARGET_SHARE}, "met": met}
+    record = {
+        "benchmark": "intake",
+        "quick": quick,
+        "device": device,
+        "senders": senders,
+        "duration_s": duration_s,
+        "machine": machine(),
+        "results": results,
+        "target": {"share_kept_min": TARGET_SHARE},
+        "met": met,
+    }
     if as_json:
         click.echo(json.dumps(record))

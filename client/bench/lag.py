@@ -17,8 +17,9 @@ DEFAULT_CONFIG = example_config("cartpole_appo.toml")
 def run_actors(config: Path, actors: int, seconds: float, overrides: tuple[str, ...], pace: str = "on") -> dict:
     """One `tandem up` of `seconds` with `actors` actors and no evaluator; the learner's lag and drop figures."""
     follow = "true" if pace == "on" else "false"
-    figures = timed_run(config, seconds, [f"actors.count={actors}", "eval.enabled=false",
-                                          f"actors.follow_pace={follow}", *overrides])
+    figures = timed_run(
+        config, seconds, [f"actors.count={actors}", "eval.enabled=false", f"actors.follow_pace={follow}", *overrides]
+    )
     rows = figures.learner_rows
     if not rows:
         raise click.ClickException(f"the run with {actors} actors wrote no learner metrics")
@@ -42,7 +43,9 @@ def run_actors(config: Path, actors: int, seconds: float, overrides: tuple[str, 
         "env_steps_per_s": round(figures.summary.get("env_steps", 0) / seconds, 1),
         "thrown_away_share": round(thrown / read, 4),
         "thrown_away_share_training": round(thrown_training / max(read_training, 1), 4),
-        "training_updates_per_s": round((last["updates"] - first["updates"]) / max(len(rows) - rows.index(first), 1), 1),
+        "training_updates_per_s": round(
+            (last["updates"] - first["updates"]) / max(len(rows) - rows.index(first), 1), 1
+        ),
         "paced_share": round(figures.summary.get("paced_s", 0.0) / (actors * seconds), 4),
         "pace_per_s_mean": round(statistics.fmean(advertised), 1) if advertised else 0.0,
         "unrolls_received": last["batches_received"],
@@ -55,18 +58,36 @@ def run_actors(config: Path, actors: int, seconds: float, overrides: tuple[str, 
 
 
 @click.command("lag")
-@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="An on-policy run.  [default: examples/cartpole_appo.toml of a checkout]")
+@click.option(
+    "--config",
+    "config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="An on-policy run.  [default: examples/cartpole_appo.toml of a checkout]",
+)
 @click.option("--actors", "counts", default="1,2,4", show_default=True, help="Actor counts to run, comma-separated.")
 @click.option("--seconds", default=20.0, show_default=True, help="Length of each run.")
-@click.option("--pace", type=click.Choice(["on", "off", "both"]), default="both", show_default=True,
-              help="Actors follow the learner's insert budget (actors.follow_pace), or not, or one run of each.")
+@click.option(
+    "--pace",
+    type=click.Choice(["on", "off", "both"]),
+    default="both",
+    show_default=True,
+    help="Actors follow the learner's insert budget (actors.follow_pace), or not, or one run of each.",
+)
 @click.option("--repeat", default=1, show_default=True, help="Runs per cell; figures are their medians.")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides for every run.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 @click.option("--quick", is_flag=True, help="1 actor, 8 s, pacing on and off (a smoke run, not a figure to quote).")
-def lag_cmd(config: Path | None, counts: str, seconds: float, pace: str, repeat: int, overrides: tuple[str, ...],
-            as_json: bool, quick: bool) -> None:
+def lag_cmd(
+    config: Path | None,
+    counts: str,
+    seconds: float,
+    pace: str,
+    repeat: int,
+    overrides: tuple[str, ...],
+    as_json: bool,
+    quick: bool,
+) -> None:
     """Mean policy lag and the share of batches the learner threw away, with 1, 2, 4 actors, pacing on and off.
 
     Works with on-policy runs (unrolls dropped from a full queue) and off-policy ones (`--config
@@ -77,25 +98,41 @@ def lag_cmd(config: Path | None, counts: str, seconds: float, pace: str, repeat:
     try:
         actor_counts = [int(c) for c in counts.split(",") if c.strip()]
     except ValueError:
-        raise click.BadParameter(f"{counts!r} is not a comma-separated list of integers", param_hint="--actors") from None
+        raise click.BadParameter(
+            f"{counts!r} is not a comma-separated list of integers", param_hint="--actors"
+        ) from None
     if quick:
         actor_counts, seconds, repeat = actor_counts[:1], min(seconds, 8.0), 1
     paces = ["on", "off"] if pace == "both" else [pace]
     results = []
     for count in actor_counts:
         for mode in paces:
-            results.append(median_run([run_actors(config, count, seconds, overrides, mode) for _ in range(max(1, repeat))]))
+            results.append(
+                median_run([run_actors(config, count, seconds, overrides, mode) for _ in range(max(1, repeat))])
+            )
             if not as_json:
                 r = results[-1]
-                click.echo(f"{count} actor(s), pacing {mode}: lag on arrival {r['arrival_lag_mean']}, when trained "
-                           f"{r['train_lag_mean']} versions; learner threw away {100 * r['thrown_away_share']:.1f}% "
-                           f"({100 * r['thrown_away_share_training']:.1f}% once training) "
-                           f"(queue full {100 * r['dropped_queue_full_share']:.1f}%, for lag "
-                           f"{100 * r['dropped_for_lag_share']:.1f}%); actors waited {100 * r['paced_share']:.0f}% "
-                           f"of the time; {r['updates_per_s']} updates/s, {r['env_steps_per_s']:.0f} env steps/s")
+                click.echo(
+                    f"{count} actor(s), pacing {mode}: lag on arrival {r['arrival_lag_mean']}, when trained "
+                    f"{r['train_lag_mean']} versions; learner threw away {100 * r['thrown_away_share']:.1f}% "
+                    f"({100 * r['thrown_away_share_training']:.1f}% once training) "
+                    f"(queue full {100 * r['dropped_queue_full_share']:.1f}%, for lag "
+                    f"{100 * r['dropped_for_lag_share']:.1f}%); actors waited {100 * r['paced_share']:.0f}% "
+                    f"of the time; {r['updates_per_s']} updates/s, {r['env_steps_per_s']:.0f} env steps/s"
+                )
     if as_json:
-        click.echo(json.dumps({"benchmark": "lag", "quick": quick, "config": str(config), "seconds": seconds,
-                               "repeat": repeat, "runs": results}))
+        click.echo(
+            json.dumps(
+                {
+                    "benchmark": "lag",
+                    "quick": quick,
+                    "config": str(config),
+                    "seconds": seconds,
+                    "repeat": repeat,
+                    "runs": results,
+                }
+            )
+        )
 
 
 def median_run(runs: list[dict]) -> dict:

@@ -33,7 +33,7 @@ def make_transitions(count: int, rng: np.random.Generator) -> NStepTransitions:
         actions=rng.integers(0, 2, count, dtype=np.int64),
         returns=rng.standard_normal(count, dtype=np.float32),
         next_obs=rng.standard_normal((count, *OBS_SHAPE), dtype=np.float32),
-        discounts=np.full(count, 0.99 ** 3, np.float32),
+        discounts=np.full(count, 0.99**3, np.float32),
         versions=np.zeros(count, np.int64),
     )
 
@@ -69,8 +69,12 @@ def measure(kind: str, capacity: int, samples: int, repeats: int) -> dict:
     runs = time_samples(buf, samples, repeats)
     del buf
     gc.collect()  # free this buffer before the next, larger one
-    return {"kind": kind, "capacity": capacity, "median_us": round(statistics.median(runs), 2),
-            "runs_us": [round(r, 2) for r in runs]}
+    return {
+        "kind": kind,
+        "capacity": capacity,
+        "median_us": round(statistics.median(runs), 2),
+        "runs_us": [round(r, 2) for r in runs],
+    }
 
 
 def ratios(results: list[dict]) -> dict[str, float]:
@@ -85,11 +89,21 @@ def atari_batch(seq: int, rng: np.random.Generator, end_prob: float = 0.01) -> T
     ends = rng.random((steps, envs))
     truncated = ends < end_prob / 4
     return TransitionBatch(
-        policy_id="default", actor_id="actor-0", incarnation=0, seq=seq, policy_version=0, env_steps=0,
-        obs=rng.integers(0, 255, (steps + 1, envs, *ATARI_FRAME), np.uint8), actions=rng.integers(0, 6, (steps, envs)),
-        rewards=np.zeros((steps, envs), np.float32), terminated=ends < end_prob, truncated=truncated,
-        final_obs=rng.integers(0, 255, (int(truncated.sum()), *ATARI_FRAME), np.uint8), obs_stack=ATARI_STACK,
-        obs_history=rng.integers(0, 255, (envs, ATARI_STACK - 1, *ATARI_FRAME), np.uint8))
+        policy_id="default",
+        actor_id="actor-0",
+        incarnation=0,
+        seq=seq,
+        policy_version=0,
+        env_steps=0,
+        obs=rng.integers(0, 255, (steps + 1, envs, *ATARI_FRAME), np.uint8),
+        actions=rng.integers(0, 6, (steps, envs)),
+        rewards=np.zeros((steps, envs), np.float32),
+        terminated=ends < end_prob,
+        truncated=truncated,
+        final_obs=rng.integers(0, 255, (int(truncated.sum()), *ATARI_FRAME), np.uint8),
+        obs_stack=ATARI_STACK,
+        obs_history=rng.integers(0, 255, (envs, ATARI_STACK - 1, *ATARI_FRAME), np.uint8),
+    )
 
 
 def atari_bytes(batches: int) -> dict:
@@ -106,17 +120,23 @@ def atari_bytes(batches: int) -> dict:
         frames.add(batch)
         sent_frames += sum(len(f) for f in batch.to_frames()[1:])
         sent_whole += (batch.obs.nbytes + batch.final_obs.nbytes) * ATARI_STACK + sum(
-            a.nbytes for a in (batch.actions, batch.rewards, batch.terminated, batch.truncated))
+            a.nbytes for a in (batch.actions, batch.rewards, batch.terminated, batch.truncated)
+        )
     frame_bytes = int(np.prod(ATARI_FRAME))
     written = frames.written * frame_bytes / frames.total_added + frames.rows.row_bytes
     steps = batches * ATARI_STEPS * ATARI_ENVS
-    return {"obs_shape": list(shape), "whole_stacks_bytes": whole.row_bytes, "frames_once_bytes": round(written, 1),
-            "frames_once_allocated_bytes_at_1m": round(
-                (1_000_000 + 1_000_000 // 16 + 1024) * frame_bytes / 1_000_000 + frames.rows.row_bytes, 1),
-            "replay_ratio": round(written / whole.row_bytes, 3),
-            "wire_whole_bytes_per_step": round(sent_whole / steps, 1),
-            "wire_frames_bytes_per_step": round(sent_frames / steps, 1),
-            "wire_ratio": round(sent_frames / sent_whole, 3)}
+    return {
+        "obs_shape": list(shape),
+        "whole_stacks_bytes": whole.row_bytes,
+        "frames_once_bytes": round(written, 1),
+        "frames_once_allocated_bytes_at_1m": round(
+            (1_000_000 + 1_000_000 // 16 + 1024) * frame_bytes / 1_000_000 + frames.rows.row_bytes, 1
+        ),
+        "replay_ratio": round(written / whole.row_bytes, 3),
+        "wire_whole_bytes_per_step": round(sent_whole / steps, 1),
+        "wire_frames_bytes_per_step": round(sent_frames / steps, 1),
+        "wire_ratio": round(sent_frames / sent_whole, 3),
+    }
 
 
 @click.command("replay")
@@ -137,17 +157,31 @@ def replay_cmd(as_json: bool, quick: bool, repeats: int) -> None:
     rat = ratios(results)
     met = {k: rat[k] <= TARGET_RATIO for k in KINDS}
     atari = atari_bytes(4 if quick else 40)
-    record = {"benchmark": "replay", "quick": quick,
-              "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
-                          "python": platform.python_version(), "numpy": np.__version__},
-              "batch_size": BATCH, "samples_per_run": samples, "results": results, "ratios": rat,
-              "target": {"ratio_1m_to_10k_max": TARGET_RATIO}, "met": met, "atari_bytes_per_transition": atari}
+    record = {
+        "benchmark": "replay",
+        "quick": quick,
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+        },
+        "batch_size": BATCH,
+        "samples_per_run": samples,
+        "results": results,
+        "ratios": rat,
+        "target": {"ratio_1m_to_10k_max": TARGET_RATIO},
+        "met": met,
+        "atari_bytes_per_transition": atari,
+    }
     if as_json:
         click.echo(json.dumps(record))
         return
     for k in KINDS:
         click.echo(f"{k}: 1M/10k = {rat[k]:.2f} (target <= {TARGET_RATIO:g}): {'met' if met[k] else 'NOT met'}")
-    click.echo(f"Atari {atari['obs_shape']} uint8, bytes per transition in replay: whole stacks "
-               f"{atari['whole_stacks_bytes']}, frames once {atari['frames_once_bytes']} ({atari['replay_ratio']}x; "
-               f"{atari['frames_once_allocated_bytes_at_1m']} allocated at 1M); on the wire per step: "
-               f"{atari['wire_whole_bytes_per_step']} -> {atari['wire_frames_bytes_per_step']} ({atari['wire_ratio']}x)")
+    click.echo(
+        f"Atari {atari['obs_shape']} uint8, bytes per transition in replay: whole stacks "
+        f"{atari['whole_stacks_bytes']}, frames once {atari['frames_once_bytes']} ({atari['replay_ratio']}x; "
+        f"{atari['frames_once_allocated_bytes_at_1m']} allocated at 1M); on the wire per step: "
+        f"{atari['wire_whole_bytes_per_step']} -> {atari['wire_frames_bytes_per_step']} ({atari['wire_ratio']}x)"
+    )

@@ -67,8 +67,12 @@ def gpu_utilisation() -> float | None:
     if shutil.which("nvidia-smi") is None:
         return None
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=5).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout
         return float(out.split()[0])
     except (subprocess.TimeoutExpired, OSError, ValueError, IndexError):
         return None
@@ -97,7 +101,17 @@ def timed_run(config: Path, seconds: float, overrides: tuple[str, ...] | list[st
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise click.ClickException(f"`tandem up {config.name}` failed ({proc.returncode}): {err.strip()[-500:]}")
-    curve = [(line["elapsed_s"], line["env_steps"], line["eval_return"]) for line in lines
-             if line.get("eval_return") is not None and "elapsed_s" in line]
-    return RunFigures(summary=lines[-1], learner_rows=rows, cpu_percent=cpu[1:], gpu_percent=gpu, eval_curve=curve,
-                      rows=curves, started_unix=started_unix)
+    curve = [
+        (line["elapsed_s"], line["env_steps"], line["eval_return"])
+        for line in lines
+        if line.get("eval_return") is not None and "elapsed_s" in line
+    ]
+    return RunFigures(
+        summary=lines[-1],
+        learner_rows=rows,
+        cpu_percent=cpu[1:],
+        gpu_percent=gpu,
+        eval_curve=curve,
+        rows=curves,
+        started_unix=started_unix,
+    )

@@ -23,7 +23,9 @@ def usable_cores() -> int:
 
 @click.command("scale")
 @click.option("--seconds", default=8.0, show_default=True, help="Measuring window per actor count (--quick: 2).")
-@click.option("--repeats", default=3, show_default=True, help="Fresh processes per count; medians are reported (--quick: 1).")
+@click.option(
+    "--repeats", default=3, show_default=True, help="Fresh processes per count; medians are reported (--quick: 1)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 @click.option("--quick", is_flag=True, help="1 and 2 actors, one 2 s window each (a smoke run, not a figure to quote).")
 def scale_cmd(seconds: float, repeats: int, as_json: bool, quick: bool) -> None:
@@ -41,8 +43,15 @@ def scale_cmd(seconds: float, repeats: int, as_json: bool, quick: bool) -> None:
         row["speedup"] = round(row["steps_per_s"] / base, 3) if base > 0 else 0.0
         # Per-core efficiency: speed-up over the cores the actors could use at best.
         row["efficiency"] = round(row["speedup"] / min(row["actors"], cores), 3)
-    record = {"benchmark": "scale", "quick": quick, "machine": {"cpu_count": os.cpu_count(), "usable_cores": cores},
-              "env": "CartPole-v1", "rows": rows, "target": None, "met": None}
+    record = {
+        "benchmark": "scale",
+        "quick": quick,
+        "machine": {"cpu_count": os.cpu_count(), "usable_cores": cores},
+        "env": "CartPole-v1",
+        "rows": rows,
+        "target": None,
+        "met": None,
+    }
     if as_json:
         click.echo(json.dumps(record))
         return

@@ -1,4 +1,4 @@
-"""`tandem bench serial`: an on-policy learner and its policy in one process, no daemons: env steps to a greedy target."""
+"""`tandem bench serial`: an on-policy learner and its policy in one process, no daemons: env steps to a target."""
 
 from __future__ import annotations
 
@@ -66,9 +66,21 @@ class SerialRun:
         final_obs = np.stack(finals).astype(obs.dtype) if finals else np.zeros((0, *obs.shape[2:]), obs.dtype)
         self.env_steps += t_max * k_max
         acted = max(0, self.version - self.lag)
-        return TransitionBatch("default", "serial", 0, self.version, acted, self.env_steps, obs,
-                               np.stack(actions), rewards, terminated, truncated, final_obs,
-                               {name: np.stack(values) for name, values in extras.items()})
+        return TransitionBatch(
+            "default",
+            "serial",
+            0,
+            self.version,
+            acted,
+            self.env_steps,
+            obs,
+            np.stack(actions),
+            rewards,
+            terminated,
+            truncated,
+            final_obs,
+            {name: np.stack(values) for name, values in extras.items()},
+        )
 
     def step(self) -> None:
         """One unroll, and an update (then new weights for the policy) when a batch is complete."""
@@ -79,7 +91,7 @@ class SerialRun:
             self.learner.update(self.queue)
             self.queue, self.queued = [], 0
             self.version += 1
-            self.published = [*self.published, self.learner.weights()][-(self.lag + 1):]
+            self.published = [*self.published, self.learner.weights()][-(self.lag + 1) :]
             self.policy.load_weights(self.published[0])
 
     def greedy_return(self, target: float, max_return: float | None) -> float | None:
@@ -99,8 +111,9 @@ class SerialRun:
         return total / EVAL_EPISODES
 
 
-def run_seed(config, seed: int, target: float, max_steps: int, eval_every: int, max_return: float | None,
-             lag: int = 0) -> dict:
+def run_seed(
+    config, seed: int, target: float, max_steps: int, eval_every: int, max_return: float | None, lag: int = 0
+) -> dict:
     run = SerialRun(config, seed, lag)
     started, eval_s, next_eval, last = time.monotonic(), 0.0, eval_every, None
     while run.env_steps < max_steps:
@@ -111,31 +124,79 @@ def run_seed(config, seed: int, target: float, max_steps: int, eval_every: int, 
             last = run.greedy_return(target, max_return)
             eval_s += time.monotonic() - began
             if last is not None and last >= target:
-                return {"seed": seed, "solved": True, "env_steps": run.env_steps, "updates": run.version,
-                        "train_s": round(time.monotonic() - started - eval_s, 2), "eval_return": last}
-    return {"seed": seed, "solved": False, "env_steps": run.env_steps, "updates": run.version,
-            "train_s": round(time.monotonic() - started - eval_s, 2), "eval_return": last}
+                return {
+                    "seed": seed,
+                    "solved": True,
+                    "env_steps": run.env_steps,
+                    "updates": run.version,
+                    "train_s": round(time.monotonic() - started - eval_s, 2),
+                    "eval_return": last,
+                }
+    return {
+        "seed": seed,
+        "solved": False,
+        "env_steps": run.env_steps,
+        "updates": run.version,
+        "train_s": round(time.monotonic() - started - eval_s, 2),
+        "eval_return": last,
+    }
 
 
 @click.command("serial")
-@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
-              help="An on-policy run (appo or impala) of one gymnasium env.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    required=True,
+    help="An on-policy run (appo or impala) of one gymnasium env.",
+)
 @click.option("--seeds", type=click.IntRange(min=1), default=8, show_default=True, help="Seeds FIRST..FIRST+N-1.")
 @click.option("--first-seed", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--target", type=float, default=None, help="Greedy mean return that counts as solved  [default: stop.eval_return].")
-@click.option("--max-steps", type=click.IntRange(min=1), default=150_000, show_default=True,
-              help="Env steps after which a seed counts as unsolved.")
-@click.option("--eval-every", type=click.IntRange(min=1), default=1024, show_default=True,
-              help="Env steps between two greedy evaluations (training waits while they play).")
-@click.option("--max-return", type=float, default=None,
-              help="The most one episode can score (CartPole-v1: 500): an evaluation stops once the target is out of "
-                   "reach. The result is the same; only the time spent evaluating is shorter.")
-@click.option("--lag", type=click.IntRange(min=0, max=16), default=0, show_default=True,
-              help="Act with the weights this many versions behind the learner's (an async run's actor is about 1).")
+@click.option(
+    "--target", type=float, default=None, help="Greedy mean return that counts as solved  [default: stop.eval_return]."
+)
+@click.option(
+    "--max-steps",
+    type=click.IntRange(min=1),
+    default=150_000,
+    show_default=True,
+    help="Env steps after which a seed counts as unsolved.",
+)
+@click.option(
+    "--eval-every",
+    type=click.IntRange(min=1),
+    default=1024,
+    show_default=True,
+    help="Env steps between two greedy evaluations (training waits while they play).",
+)
+@click.option(
+    "--max-return",
+    type=float,
+    default=None,
+    help="The most one episode can score (CartPole-v1: 500): an evaluation stops once the target is out of "
+    "reach. The result is the same; only the time spent evaluating is shorter.",
+)
+@click.option(
+    "--lag",
+    type=click.IntRange(min=0, max=16),
+    default=0,
+    show_default=True,
+    help="Act with the weights this many versions behind the learner's (an async run's actor is about 1).",
+)
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
-def serial_cmd(config_path: Path, seeds: int, first_seed: int, target: float | None, max_steps: int, eval_every: int,
-               max_return: float | None, lag: int, overrides: tuple[str, ...], as_json: bool) -> None:
+def serial_cmd(
+    config_path: Path,
+    seeds: int,
+    first_seed: int,
+    target: float | None,
+    max_steps: int,
+    eval_every: int,
+    max_return: float | None,
+    lag: int,
+    overrides: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Env steps until a greedy evaluation clears the target, the learning rule alone (one process, one core)."""
     from tandem.daemons.algorithms import feed_kind
     from tandem.daemons.config.fields import ConfigError
@@ -147,8 +208,9 @@ def serial_cmd(config_path: Path, seeds: int, first_seed: int, target: float | N
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
     if feed_kind(config) != "unrolls" or config.policies or config.env.atari.enabled or ":" in config.env.id:
-        raise click.UsageError("bench serial takes an on-policy run (appo, impala) of one gymnasium id, without "
-                               "[policies] or [env.atari]")
+        raise click.UsageError(
+            "bench serial takes an on-policy run (appo, impala) of one gymnasium id, without [policies] or [env.atari]"
+        )
     target = target if target is not None else config.stop.eval_return
     if target is None:
         raise click.UsageError("no target: set stop.eval_return in the config or pass --target")
@@ -158,14 +220,27 @@ def serial_cmd(config_path: Path, seeds: int, first_seed: int, target: float | N
         runs.append(run_seed(config, seed, target, max_steps, eval_every, max_return, lag))
         if not as_json:
             r = runs[-1]
-            click.echo(f"seed {seed}: {'solved' if r['solved'] else 'NOT solved'} at {r['env_steps']} env steps, "
-                       f"{r['updates']} updates, {r['train_s']:.2f} s of training")
+            click.echo(
+                f"seed {seed}: {'solved' if r['solved'] else 'NOT solved'} at {r['env_steps']} env steps, "
+                f"{r['updates']} updates, {r['train_s']:.2f} s of training"
+            )
     steps = [r["env_steps"] if r["solved"] else max_steps for r in runs]  # unsolved counts as the limit
-    record = {"benchmark": "serial", "config": str(config_path), "overrides": list(overrides), "target": target, "lag": lag,
-              "runs": runs, "median_env_steps": statistics.median(steps), "max_env_steps": max(steps),
-              "median_train_s": statistics.median(r["train_s"] for r in runs), "solved": sum(r["solved"] for r in runs)}
+    record = {
+        "benchmark": "serial",
+        "config": str(config_path),
+        "overrides": list(overrides),
+        "target": target,
+        "lag": lag,
+        "runs": runs,
+        "median_env_steps": statistics.median(steps),
+        "max_env_steps": max(steps),
+        "median_train_s": statistics.median(r["train_s"] for r in runs),
+        "solved": sum(r["solved"] for r in runs),
+    }
     if as_json:
         click.echo(json.dumps(record))
     else:
-        click.echo(f"median {record['median_env_steps']:.0f} env steps (worst {record['max_env_steps']}), "
-                   f"{record['median_train_s']:.2f} s of training; {record['solved']}/{seeds} solved")
+        click.echo(
+            f"median {record['median_env_steps']:.0f} env steps (worst {record['max_env_steps']}), "
+            f"{record['median_train_s']:.2f} s of training; {record['solved']}/{seeds} solved"
+        )

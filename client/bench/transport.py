@@ -1,4 +1,4 @@
-"""`tandem bench transport`: batches/s actor -> learner over ipc and tcp, Tandem's path against raw pyzmq and mp.Queue."""
+"""`tandem bench transport`: actor -> learner batches/s over ipc and tcp, Tandem against raw pyzmq and mp.Queue."""
 
 from __future__ import annotations
 
@@ -24,31 +24,45 @@ from tandem.protocol.transitions import TransitionBatch
 
 # name -> (T, K, obs shape, obs dtype): 256 small transitions, or 32 of stacked 84x84 frames (~1 MB a batch whole)
 PAYLOADS = {"cartpole": (32, 8, (4,), np.float32), "atari": (8, 4, (4, 84, 84), np.uint8)}
-PATHS = (("tandem", "ipc"), ("tandem", "tcp"), ("tandem-single", "ipc"), ("tandem-checked", "ipc"),
-         ("tandem-sender", "ipc"), ("tandem-receiver", "ipc"), ("raw-pyzmq", "ipc"), ("raw-pyzmq", "tcp"),
-         ("raw-same", "ipc"), ("raw-same", "tcp"), ("mp.Queue", "mp.Queue"))
+PATHS = (
+    ("tandem", "ipc"),
+    ("tandem", "tcp"),
+    ("tandem-single", "ipc"),
+    ("tandem-checked", "ipc"),
+    ("tandem-sender", "ipc"),
+    ("tandem-receiver", "ipc"),
+    ("raw-pyzmq", "ipc"),
+    ("raw-pyzmq", "tcp"),
+    ("raw-same", "ipc"),
+    ("raw-same", "tcp"),
+    ("mp.Queue", "mp.Queue"),
+)
 STACKED_ONLY = ("tandem-checked",)  # paths that differ from "tandem" only for frame-stacked payloads
 # Tandem's sender is an actor's backlog: what waits is joined, up to actors.join_unrolls unrolls (and 1 MiB) a message
 # ("tandem"), or sent one unroll a message ("tandem-single"). Batches/s counts unrolls either way.
-JOIN = {"tandem": ActorsSection().join_unrolls, "tandem-single": 1, "tandem-checked": ActorsSection().join_unrolls,
-        "tandem-sender": ActorsSection().join_unrolls}
+JOIN = {
+    "tandem": ActorsSection().join_unrolls,
+    "tandem-single": 1,
+    "tandem-checked": ActorsSection().join_unrolls,
+    "tandem-sender": ActorsSection().join_unrolls,
+}
 # Which processes do Tandem's work on each path: each half alone (the other a bare pyzmq socket) shows which bounds.
 TANDEM_SENDS = ("tandem", "tandem-single", "tandem-checked", "tandem-sender")
 TANDEM_RECEIVES = ("tandem", "tandem-single", "tandem-checked", "tandem-receiver")
 # What each path moves per unroll: the same information, in the form each sends it.
 SENDS = {
     "tandem": "an actor's path: frame stacks kept as their frames step by step (Atari; env.atari's stacks follow "
-              "the rule by construction, so unchecked), unrolls joined as the backlog joins them, encoded; "
-              "the receiver decodes, checks, runs n-step windows and inserts into replay",
+    "the rule by construction, so unchecked), unrolls joined as the backlog joins them, encoded; "
+    "the receiver decodes, checks, runs n-step windows and inserts into replay",
     "tandem-single": "as tandem, one unroll a message",
     "tandem-checked": "as tandem, the sender checking every stack against the one before (an actor whose envs "
-                      "are not bare FrameStackObservations: env.vector, a user's own wrappers)",
+    "are not bare FrameStackObservations: env.vector, a user's own wrappers)",
     "tandem-sender": "tandem's sender alone: its messages are received and dropped (counted by their header's T)",
     "tandem-receiver": "tandem's receiver alone: it gets raw-same's ready-made messages",
     "raw-pyzmq": "the unroll's arrays as the env made them (whole frame stacks), one unroll a message, "
-                 "received and dropped",
+    "received and dropped",
     "raw-same": "exactly the messages tandem's sender makes (frames once, joined), encoded once beforehand, "
-                "received and dropped",
+    "received and dropped",
     "mp.Queue": "the unroll's arrays as the env made them, pickled, one unroll a message",
 }
 BACKLOG_BATCHES = 16
@@ -78,10 +92,21 @@ def make_batch(payload: str, seq: int = 0) -> TransitionBatch:
         obs = rng.standard_normal((steps + 1, envs, *obs_shape), dtype=np.float32)
         obs[-1] = obs[0]  # copies of this unroll with rising seq follow one another, as an actor's do
         final_obs = obs[:1, 0].copy()
-    return TransitionBatch(policy_id="bench", actor_id="actor-0", incarnation=0, seq=seq, policy_version=0,
-                           env_steps=seq * steps * envs, obs=obs, actions=rng.integers(0, 2, (steps, envs), dtype=np.int64),
-                           rewards=np.ones((steps, envs), np.float32), terminated=terminated, truncated=truncated,
-                           final_obs=final_obs, extras={})
+    return TransitionBatch(
+        policy_id="bench",
+        actor_id="actor-0",
+        incarnation=0,
+        seq=seq,
+        policy_version=0,
+        env_steps=seq * steps * envs,
+        obs=obs,
+        actions=rng.integers(0, 2, (steps, envs), dtype=np.int64),
+        rewards=np.ones((steps, envs), np.float32),
+        terminated=terminated,
+        truncated=truncated,
+        final_obs=final_obs,
+        extras={},
+    )
 
 
 def frame_stacks(rng, terminated, truncated, obs_shape) -> tuple[np.ndarray, np.ndarray]:
@@ -93,7 +118,7 @@ def frame_stacks(rng, terminated, truncated, obs_shape) -> tuple[np.ndarray, np.
         if truncated[steps - 1, k] or terminated[steps - 1, k]:  # obs[T] starts an episode: so must obs[0]
             history[k], frames[steps, k] = frames[0, k], frames[0, k]
         else:  # obs[T]'s stack is obs[0]'s (no episode starts in its last frames here)
-            frames[steps + 1 - stack:, k] = np.concatenate([history[k], frames[:1, k]])
+            frames[steps + 1 - stack :, k] = np.concatenate([history[k], frames[:1, k]])
     final_frames = rng.integers(0, 256, (int(truncated.sum()), *frame), dtype=np.uint8)
     obs, final = stacks.rebuild(frames, history, terminated | truncated, final_frames, truncated)
     return np.ascontiguousarray(obs), np.ascontiguousarray(final)
@@ -105,8 +130,19 @@ def payload_bytes(batch: TransitionBatch) -> int:
 
 def as_dict(batch: TransitionBatch, seq: int) -> dict:
     """What a pickling queue would carry: the header fields and the same numpy arrays."""
-    fields = ("policy_id", "actor_id", "incarnation", "policy_version", "env_steps",
-              "obs", "actions", "rewards", "terminated", "truncated", "final_obs")
+    fields = (
+        "policy_id",
+        "actor_id",
+        "incarnation",
+        "policy_version",
+        "env_steps",
+        "obs",
+        "actions",
+        "rewards",
+        "terminated",
+        "truncated",
+        "final_obs",
+    )
     return {"seq": seq, **{n: getattr(batch, n) for n in fields}}
 
 
@@ -141,14 +177,24 @@ class ActorUnrolls:
         from tandem.daemons.actor.unroll import FrameUnrollBuilder
         from tandem.daemons.envs.gym_envs import StepResult
 
-        u = FrameUnrollBuilder(batch.num_steps, self.last, batch.actions.shape[2:], batch.actions.dtype, self.checked,
-                               self.rows)
+        u = FrameUnrollBuilder(
+            batch.num_steps, self.last, batch.actions.shape[2:], batch.actions.dtype, self.checked, self.rows
+        )
         first = 0
         for t in range(batch.num_steps):
             ends = int(np.count_nonzero(batch.truncated[t]))
             self.last = batch.obs[t + 1]
-            u.add(batch.actions[t], StepResult(self.last, batch.rewards[t], batch.terminated[t], batch.truncated[t],
-                                               batch.final_obs[first:first + ends], []))
+            u.add(
+                batch.actions[t],
+                StepResult(
+                    self.last,
+                    batch.rewards[t],
+                    batch.terminated[t],
+                    batch.truncated[t],
+                    batch.final_obs[first : first + ends],
+                    [],
+                ),
+            )
             first += ends
         return dataclasses.replace(batch, seq=seq, actions=u.actions, **u.batch_arrays())
 
@@ -168,6 +214,7 @@ def same_message(payload: str) -> tuple[list, int]:
             return False  # refused: the flush stops after the first message
         sent.append([bytes(f) for f in frames])
         return True
+
     backlog.flush(take_first)
     return sent[0], TransitionBatch.from_frames(sent[0]).num_steps // batch.num_steps
 
@@ -187,9 +234,14 @@ def filled_replay(payload: str):
         return replay
     buf = ReplayBuffer(capacity, obs_shape, dtype, (), np.int64)
     chunk = 5_000
-    zeros = NStepTransitions(obs=np.zeros((chunk, *obs_shape), dtype), actions=np.zeros(chunk, np.int64),
-                             returns=np.zeros(chunk, np.float32), next_obs=np.zeros((chunk, *obs_shape), dtype),
-                             discounts=np.zeros(chunk, np.float32), versions=np.zeros(chunk, np.int64))
+    zeros = NStepTransitions(
+        obs=np.zeros((chunk, *obs_shape), dtype),
+        actions=np.zeros(chunk, np.int64),
+        returns=np.zeros(chunk, np.float32),
+        next_obs=np.zeros((chunk, *obs_shape), dtype),
+        discounts=np.zeros(chunk, np.float32),
+        versions=np.zeros(chunk, np.int64),
+    )
     for _ in range(capacity // chunk):
         buf.add(zeros)
     return buf
@@ -204,7 +256,9 @@ def tandem_session(ctx: zmq.Context, endpoint: str, replay, payload: str):
 
     sock, nstep = sockets.transitions_pull(ctx, endpoint), NStepAccumulator(N_STEP, GAMMA)
     # As the learner's ReplayFeed: a frame replay runs its own n-step windows over frame numbers.
-    insert = replay.add if isinstance(replay, FrameReplay) else (lambda batch: replay.add(nstep.add(stacks.unpack(batch))))
+    insert = (
+        replay.add if isinstance(replay, FrameReplay) else (lambda batch: replay.add(nstep.add(stacks.unpack(batch))))
+    )
 
     steps = PAYLOADS[payload][0]
 
@@ -216,6 +270,7 @@ def tandem_session(ctx: zmq.Context, endpoint: str, replay, payload: str):
         batch = TransitionBatch.from_frames(frames)
         insert(batch)
         return batch.num_steps // steps
+
     return sockets.bound_endpoint(sock), recv_one, sock.close
 
 
@@ -235,6 +290,7 @@ def raw_session(ctx: zmq.Context, endpoint: str, unrolls: int = 1, unrolls_in: i
         header = msgpack.unpackb(frames[0].buffer)
         steps = next(a["shape"][0] for a in header["arrays"] if a["name"] == "actions")
         return steps // unrolls_in
+
     return sock.getsockopt_string(zmq.LAST_ENDPOINT), recv_one, sock.close
 
 
@@ -245,6 +301,7 @@ def queue_session(q):
         except queue.Empty:
             return False
         return True
+
     return None, recv_one, lambda: None
 
 
@@ -323,8 +380,15 @@ def run_sender(path: str, where, payload: str, stop) -> None:
         ctx.destroy(linger=0)
 
 
-def tandem_send_loop(ctx: zmq.Context, endpoint: str, batch: TransitionBatch, stop, max_join: int = 1,
-                     stack: int = 1, checked: bool = False) -> None:
+def tandem_send_loop(
+    ctx: zmq.Context,
+    endpoint: str,
+    batch: TransitionBatch,
+    stop,
+    max_join: int = 1,
+    stack: int = 1,
+    checked: bool = False,
+) -> None:
     """An actor faster than its learner: its backlog is kept full and flushed as the actor's link does (with
     `stack` > 1 each unroll is recorded step by step as the actor's stepping records it: frames kept)."""
     from tandem.daemons.actor.backlog import JoiningBacklog
@@ -408,19 +472,31 @@ def measure_group(path: str, payload: str, transports: list[str], warmup_s: floa
 
 
 def measure_payload(payload: str, repeats: int, warmup_s: float, duration_s: float) -> list[dict]:
-    """Every (path, transport) for one payload; ipc and tcp sessions alternate, mp.Queue gets a fresh queue each time."""
+    """Every (path, transport) for one payload; ipc and tcp sessions alternate, mp.Queue gets a fresh queue each."""
     runs: dict[tuple[str, str], list[float]] = {}
-    for path in ("tandem", "tandem-single", "tandem-checked", "tandem-sender", "tandem-receiver", "raw-pyzmq", "raw-same"):
+    for path in (
+        "tandem",
+        "tandem-single",
+        "tandem-checked",
+        "tandem-sender",
+        "tandem-receiver",
+        "raw-pyzmq",
+        "raw-same",
+    ):
         if path in STACKED_ONLY and stack_of(payload) == 1:
             continue
         transports = (["ipc", "tcp"] if path in ("tandem", "raw-pyzmq", "raw-same") else ["ipc"]) * repeats
         for transport, rate in zip(transports, measure_group(path, payload, transports, warmup_s, duration_s)):
             runs.setdefault((path, transport), []).append(rate)
     # A killed queue writer can leave a half-written message behind: never reuse a queue across senders.
-    runs[("mp.Queue", "mp.Queue")] = [measure_group("mp.Queue", payload, ["mp.Queue"], warmup_s, duration_s)[0]
-                                      for _ in range(repeats)]
-    return [summary(path, transport, payload, runs[(path, transport)]) for path, transport in PATHS
-            if (path, transport) in runs]
+    runs[("mp.Queue", "mp.Queue")] = [
+        measure_group("mp.Queue", payload, ["mp.Queue"], warmup_s, duration_s)[0] for _ in range(repeats)
+    ]
+    return [
+        summary(path, transport, payload, runs[(path, transport)])
+        for path, transport in PATHS
+        if (path, transport) in runs
+    ]
 
 
 def summary(path: str, transport: str, payload: str, runs: list[float]) -> dict:
@@ -433,11 +509,17 @@ def summary(path: str, transport: str, payload: str, runs: list[float]) -> dict:
         wire = sum(memoryview(f).nbytes for f in wire_form(batch, stack_of(payload)).to_frames())
     else:
         wire = payload_bytes(batch)
-    return {"path": path, "transport": transport, "payload": payload, "batches_per_s": round(rate, 1),
-            "transitions_per_s": round(rate * batch.num_transitions),
-            "mb_per_s": round(rate * payload_bytes(batch) / 1e6, 1),  # the unrolls' arrays as the env made them
-            "wire_bytes_per_unroll": round(wire), "wire_mb_per_s": round(rate * wire / 1e6, 1),
-            "runs_batches_per_s": [round(r, 1) for r in runs]}
+    return {
+        "path": path,
+        "transport": transport,
+        "payload": payload,
+        "batches_per_s": round(rate, 1),
+        "transitions_per_s": round(rate * batch.num_transitions),
+        "mb_per_s": round(rate * payload_bytes(batch) / 1e6, 1),  # the unrolls' arrays as the env made them
+        "wire_bytes_per_unroll": round(wire),
+        "wire_mb_per_s": round(rate * wire / 1e6, 1),
+        "runs_batches_per_s": [round(r, 1) for r in runs],
+    }
 
 
 def ratios(results: list[dict]) -> dict[str, float]:
@@ -446,15 +528,23 @@ def ratios(results: list[dict]) -> dict[str, float]:
     for payload in PAYLOADS:
         for transport in ("ipc", "tcp"):
             tandem = rate[("tandem", transport, payload)]
-            out[f"{payload}/{transport}/tandem_over_raw"] = round(tandem / max(rate[("raw-pyzmq", transport, payload)], 1e-9), 3)
-            out[f"{payload}/{transport}/tandem_over_raw_same"] = round(tandem / max(rate[("raw-same", transport, payload)], 1e-9), 3)
+            out[f"{payload}/{transport}/tandem_over_raw"] = round(
+                tandem / max(rate[("raw-pyzmq", transport, payload)], 1e-9), 3
+            )
+            out[f"{payload}/{transport}/tandem_over_raw_same"] = round(
+                tandem / max(rate[("raw-same", transport, payload)], 1e-9), 3
+            )
             if transport == "ipc":
                 raw = max(rate[("raw-pyzmq", "ipc", payload)], 1e-9)
                 out[f"{payload}/ipc/tandem_single_over_raw"] = round(rate[("tandem-single", "ipc", payload)] / raw, 3)
                 out[f"{payload}/ipc/sender_alone_over_raw"] = round(rate[("tandem-sender", "ipc", payload)] / raw, 3)
-                out[f"{payload}/ipc/receiver_alone_over_raw"] = round(rate[("tandem-receiver", "ipc", payload)] / raw, 3)
+                out[f"{payload}/ipc/receiver_alone_over_raw"] = round(
+                    rate[("tandem-receiver", "ipc", payload)] / raw, 3
+                )
                 if ("tandem-checked", "ipc", payload) in rate:
-                    out[f"{payload}/ipc/tandem_checked_over_raw"] = round(rate[("tandem-checked", "ipc", payload)] / raw, 3)
+                    out[f"{payload}/ipc/tandem_checked_over_raw"] = round(
+                        rate[("tandem-checked", "ipc", payload)] / raw, 3
+                    )
             queue_rate = rate[("mp.Queue", "mp.Queue", payload)]
             out[f"{payload}/{transport}/tandem_over_mp_queue"] = round(tandem / max(queue_rate, 1e-9), 3)
     return out
@@ -472,21 +562,30 @@ def met_flags(rat: dict[str, float]) -> dict[str, bool]:
 
 
 def machine() -> dict:
-    return {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-            "numpy": np.__version__, "pyzmq": zmq.__version__, "libzmq": zmq.zmq_version()}
+    return {
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "pyzmq": zmq.__version__,
+        "libzmq": zmq.zmq_version(),
+    }
 
 
 @click.command("transport")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 @click.option("--quick", is_flag=True, help="1 repeat of 0.5 s each (a smoke run, not a figure to quote).")
-@click.option("--repeats", default=3, show_default=True, help="Timed runs per (path, transport, payload); medians reported.")
+@click.option(
+    "--repeats", default=3, show_default=True, help="Timed runs per (path, transport, payload); medians reported."
+)
 def transport_cmd(as_json: bool, quick: bool, repeats: int) -> None:
-    """Actor -> learner batches/s in separate processes: Tandem (decode + n-step + replay insert) vs raw pyzmq and mp.Queue.
+    """Actor -> learner batches/s across processes: Tandem (decode + n-step + replay insert) vs raw pyzmq, mp.Queue.
 
     Tandem's sender records Atari-like unrolls step by step keeping each stack's newest frame, and joins the
     unrolls waiting in its backlog (up to actors.join_unrolls, 16, a message, and at most 1 MiB of observations)
     as an actor does; `tandem-single` sends one unroll a message; `tandem-checked` also checks every stack
-    against the one before, as an actor must where its envs are not bare FrameStackObservations. raw-pyzmq and mp.Queue move one unroll a message with its arrays as the env made them;
+    against the one before, as an actor must where its envs are not bare FrameStackObservations. raw-pyzmq and
+    mp.Queue move one unroll a message with its arrays as the env made them;
     raw-same moves exactly tandem's messages, encoded beforehand, and does nothing with them. tandem-sender and
     tandem-receiver run one half of tandem's path against a bare socket, to show which half bounds it.
     """
@@ -497,14 +596,27 @@ def transport_cmd(as_json: bool, quick: bool, repeats: int) -> None:
         results += measured
         if not as_json:
             for r in measured:
-                click.echo(f"{payload:9s} {r['path']:13s} {r['transport']:9s} {r['batches_per_s']:10.1f} batches/s "
-                           f"{r['transitions_per_s']:>11,d} transitions/s {r['mb_per_s']:8.1f} MB/s as made "
-                           f"{r['wire_mb_per_s']:8.1f} MB/s on the wire")
+                click.echo(
+                    f"{payload:9s} {r['path']:13s} {r['transport']:9s} {r['batches_per_s']:10.1f} batches/s "
+                    f"{r['transitions_per_s']:>11,d} transitions/s {r['mb_per_s']:8.1f} MB/s as made "
+                    f"{r['wire_mb_per_s']:8.1f} MB/s on the wire"
+                )
     rat = ratios(results)
     met = met_flags(rat)
-    record = {"benchmark": "transport", "quick": quick, "machine": machine(), "repeats": repeats,
-              "duration_s": duration_s, "replay_capacity": CAPACITIES, "n_step": N_STEP,
-              "sends": SENDS, "results": results, "ratios": rat, "targets": TARGETS, "met": met}
+    record = {
+        "benchmark": "transport",
+        "quick": quick,
+        "machine": machine(),
+        "repeats": repeats,
+        "duration_s": duration_s,
+        "replay_capacity": CAPACITIES,
+        "n_step": N_STEP,
+        "sends": SENDS,
+        "results": results,
+        "ratios": rat,
+        "targets": TARGETS,
+        "met": met,
+    }
     if as_json:
         click.echo(json.dumps(record))
         return

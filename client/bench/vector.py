@@ -21,7 +21,6 @@ from tandem.daemons.envs.gym_envs import EnvBuildError
 from tandem.daemons.runtime.torch_threads import set_torch_threads
 
 
-
 def steps_per_s(config_path: Path, mode: str, overrides: list[str], seconds: float, random_actions: bool) -> float:
     """An actor's stepping and policy network as the actor daemon builds them (no sockets, no learner), acting
     with its exploration (or uniformly at random, no network) for `seconds` after one warm-up unroll; env steps/s."""
@@ -51,20 +50,39 @@ def steps_per_s(config_path: Path, mode: str, overrides: list[str], seconds: flo
 
 
 @click.command("vector")
-@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="The run whose env and model are stepped.  [default: examples/cartpole.toml of a checkout]")
-@click.option("--modes", default=",sync,async", show_default=True,
-              help="env.vector modes, comma-separated ('' is the built-in loop; add 'envpool' where installed).")
+@click.option(
+    "--config",
+    "config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The run whose env and model are stepped.  [default: examples/cartpole.toml of a checkout]",
+)
+@click.option(
+    "--modes",
+    default=",sync,async",
+    show_default=True,
+    help="env.vector modes, comma-separated ('' is the built-in loop; add 'envpool' where installed).",
+)
 @click.option("--seconds", default=8.0, show_default=True, help="Measuring window per mode and repeat (--quick: 1).")
-@click.option("--repeats", default=3, show_default=True,
-              help="Rounds over every mode; medians are reported (--quick: 1).")
-@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
-              help="Config overrides (env.num_envs=...).")
+@click.option(
+    "--repeats", default=3, show_default=True, help="Rounds over every mode; medians are reported (--quick: 1)."
+)
+@click.option(
+    "--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides (env.num_envs=...)."
+)
 @click.option("--random-actions", is_flag=True, help="Act at random without the network: the envs' share alone.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 @click.option("--quick", is_flag=True, help="One 1 s window per mode (a smoke run, not a figure to quote).")
-def vector_cmd(config: Path | None, modes: str, seconds: float, repeats: int, overrides: tuple[str, ...],
-               random_actions: bool, as_json: bool, quick: bool) -> None:
+def vector_cmd(
+    config: Path | None,
+    modes: str,
+    seconds: float,
+    repeats: int,
+    overrides: tuple[str, ...],
+    random_actions: bool,
+    as_json: bool,
+    quick: bool,
+) -> None:
     """One actor's env steps/s (stepping + batched inference) with each env.vector mode, and each over ''."""
     if config is None:
         config = example_config("cartpole.toml")
@@ -89,15 +107,25 @@ def vector_cmd(config: Path | None, modes: str, seconds: float, repeats: int, ov
     base = rows[0]["steps_per_s"]
     for row in rows:
         row["ratio"] = round(row["steps_per_s"] / base, 3) if base > 0 else 0.0
-    record = {"benchmark": "vector", "quick": quick, "config": str(config), "env": cfg.env.id,
-              "num_envs": cfg.env.num_envs, "random_actions": random_actions,
-              "machine": {"cpu_count": os.cpu_count()}, "rows": rows}
+    record = {
+        "benchmark": "vector",
+        "quick": quick,
+        "config": str(config),
+        "env": cfg.env.id,
+        "num_envs": cfg.env.num_envs,
+        "random_actions": random_actions,
+        "machine": {"cpu_count": os.cpu_count()},
+        "rows": rows,
+    }
     if as_json:
         click.echo(json.dumps(record))
         return
     acting = "random actions" if random_actions else "the policy network acting"
-    click.echo(f"{cfg.env.id}, {cfg.env.num_envs} envs, {acting}, {os.cpu_count()} CPUs, "
-               f"medians of {repeats} x {seconds:g} s")
+    click.echo(
+        f"{cfg.env.id}, {cfg.env.num_envs} envs, {acting}, {os.cpu_count()} CPUs, medians of {repeats} x {seconds:g} s"
+    )
     for row in rows:
-        click.echo(f"  env.vector = {row['vector']!r:10} {row['steps_per_s']:>10.0f} env steps/s  "
-                   f"x{row['ratio']:.2f} of {names[0]!r}")
+        click.echo(
+            f"  env.vector = {row['vector']!r:10} {row['steps_per_s']:>10.0f} env steps/s  "
+            f"x{row['ratio']:.2f} of {names[0]!r}"
+        )

@@ -19,11 +19,20 @@ INTERVAL_S = 0.010
 
 def good_batch(version: int) -> TransitionBatch:
     rng = np.random.default_rng(0)
-    return TransitionBatch(policy_id="default", actor_id="chaos", incarnation=1, seq=0, policy_version=version,
-                           env_steps=0, obs=rng.normal(size=(STEPS + 1, ENVS, 4)).astype(np.float32),
-                           actions=rng.integers(0, 2, (STEPS, ENVS)), rewards=np.ones((STEPS, ENVS), np.float32),
-                           terminated=np.zeros((STEPS, ENVS), bool), truncated=np.zeros((STEPS, ENVS), bool),
-                           final_obs=np.zeros((0, 4), np.float32))
+    return TransitionBatch(
+        policy_id="default",
+        actor_id="chaos",
+        incarnation=1,
+        seq=0,
+        policy_version=version,
+        env_steps=0,
+        obs=rng.normal(size=(STEPS + 1, ENVS, 4)).astype(np.float32),
+        actions=rng.integers(0, 2, (STEPS, ENVS)),
+        rewards=np.ones((STEPS, ENVS), np.float32),
+        terminated=np.zeros((STEPS, ENVS), bool),
+        truncated=np.zeros((STEPS, ENVS), bool),
+        final_obs=np.zeros((0, 4), np.float32),
+    )
 
 
 def wrong_batches(version: int) -> dict[str, tuple[str, list[bytes]]]:
@@ -31,11 +40,17 @@ def wrong_batches(version: int) -> dict[str, tuple[str, list[bytes]]]:
     good = good_batch(version)
     nan = good.rewards.copy()
     nan[3, 2] = np.nan
-    made = {"obs_width": ("obs_shape", dataclasses.replace(good, obs=np.zeros((STEPS + 1, ENVS, 5), np.float32),
-                                                            final_obs=np.zeros((0, 5), np.float32))),
-            "extra_action_axis": ("algorithm", dataclasses.replace(good, actions=np.zeros((STEPS, ENVS, 2), np.int64))),
-            "action_out_of_range": ("algorithm", dataclasses.replace(good, actions=np.full((STEPS, ENVS), 7, np.int64))),
-            "nan_reward": ("values", dataclasses.replace(good, rewards=nan))}
+    made = {
+        "obs_width": (
+            "obs_shape",
+            dataclasses.replace(
+                good, obs=np.zeros((STEPS + 1, ENVS, 5), np.float32), final_obs=np.zeros((0, 5), np.float32)
+            ),
+        ),
+        "extra_action_axis": ("algorithm", dataclasses.replace(good, actions=np.zeros((STEPS, ENVS, 2), np.int64))),
+        "action_out_of_range": ("algorithm", dataclasses.replace(good, actions=np.full((STEPS, ENVS), 7, np.int64))),
+        "nan_reward": ("values", dataclasses.replace(good, rewards=nan)),
+    }
     out = {kind: (reason, [bytes(f) for f in batch.to_frames()]) for kind, (reason, batch) in made.items()}
     out["garbage_header"] = ("frames", [b"\x01 not a msgpack header", b"\x00" * 64])
     return out
@@ -73,17 +88,32 @@ def bad_batches(run: Run, drill: Drill, seconds: float) -> None:
             time.sleep(max(0.0, next_at - time.monotonic()))
         total = sum(sent.values())
         # what is still queued or in flight is read within seconds; then the counts must add up
-        data = run.wait(lambda d: rows(d)[LEARNER]["counters"]["batches_malformed"] - before["batches_malformed"] >= total
-                        or rows(d)[LEARNER]["pid"] != pid, 30, "the wrong batches counted")
+        data = run.wait(
+            lambda d: (
+                rows(d)[LEARNER]["counters"]["batches_malformed"] - before["batches_malformed"] >= total
+                or rows(d)[LEARNER]["pid"] != pid
+            ),
+            30,
+            "the wrong batches counted",
+        )
     finally:
         sock.close(0)
         ctx.term()
     after = rows(data)[LEARNER]
-    by_reason = {r: after["counters"].get(f"malformed_{r}", 0) - before.get(f"malformed_{r}", 0) for r in sorted(reasons)}
+    by_reason = {
+        r: after["counters"].get(f"malformed_{r}", 0) - before.get(f"malformed_{r}", 0) for r in sorted(reasons)
+    }
     expected = {r: sum(n for k, n in sent.items() if kinds[k][0] == r) for r in sorted(reasons)}
-    drill.figures = {"seconds": seconds, "sent": sent, "refused_by_hwm": refused,
-                     "counted_by_reason": by_reason, "expected_by_reason": expected,
-                     "learner_restarts": int(after["pid"] != pid), "updates_before": first, "updates_after": updates(data)}
+    drill.figures = {
+        "seconds": seconds,
+        "sent": sent,
+        "refused_by_hwm": refused,
+        "counted_by_reason": by_reason,
+        "expected_by_reason": expected,
+        "learner_restarts": int(after["pid"] != pid),
+        "updates_before": first,
+        "updates_after": updates(data),
+    }
     drill.check("learner restarts == 0", after["pid"] == pid)
     drill.check("learner updates kept rising", updates(data) > first)
     drill.check("every wrong batch counted under its reason", by_reason == expected)

@@ -21,16 +21,25 @@ def newest_checkpoint_mtime(run: Run) -> float:
 
 
 def ending(run: Run, drill: Drill, how: str, expect_checkpoint: bool = True) -> None:
-    drill.thresholds = {"exit_code": int(EXPECTED[how]), "exit_s_max": EXIT_S_MAX, "orphans": 0,
-                        "checkpoint_written": expect_checkpoint}
+    drill.thresholds = {
+        "exit_code": int(EXPECTED[how]),
+        "exit_s_max": EXIT_S_MAX,
+        "orphans": 0,
+        "checkpoint_written": expect_checkpoint,
+    }
     procs = tree(run.proc.pid)[1:]  # the daemons, their forkserver and resource tracker: all must go with it
     asked = time.time()
     code, took = run.end(how)
     gone, alive = psutil.wait_procs(procs, timeout=10)
     orphans = [p.pid for p in alive if live(p)]
     written = newest_checkpoint_mtime(run) >= asked - 0.01
-    drill.figures = {"exit_code": code, "exit_s": round(took, 2), "processes_before": len(procs),
-                     "orphans": len(orphans), "checkpoint_written": written}
+    drill.figures = {
+        "exit_code": code,
+        "exit_s": round(took, 2),
+        "processes_before": len(procs),
+        "orphans": len(orphans),
+        "checkpoint_written": written,
+    }
     drill.check(f"exit code {int(EXPECTED[how])}", code == EXPECTED[how])
     drill.check(f"exited within {EXIT_S_MAX:g} s", code is not None and took <= EXIT_S_MAX)
     drill.check("orphans == 0", not orphans)

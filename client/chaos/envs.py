@@ -65,8 +65,14 @@ class HangInStep(gym.Wrapper):
         return self.env.step(action)
 
 
-def troubled(marker_dir: str, hang_build_once: int = NOBODY, hang_build: int = NOBODY, hang_step: int = NOBODY,
-             hang_step_after: int = 500, leak: int = NOBODY) -> gym.Env:
+def troubled(
+    marker_dir: str,
+    hang_build_once: int = NOBODY,
+    hang_build: int = NOBODY,
+    hang_step: int = NOBODY,
+    hang_step_after: int = 500,
+    leak: int = NOBODY,
+) -> gym.Env:
     """CartPole, except in the actors named: the first build hangs, every build hangs, step() hangs once
     after `hang_step_after` steps of the first env, or every step leaks 256 KiB."""
     index = actor_index()

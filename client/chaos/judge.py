@@ -12,8 +12,11 @@ def spread(values: list[float]) -> dict[str, float | None]:
     """p50, p95 and max of `values` in seconds, rounded to ms (None without values)."""
     if not values:
         return {"p50_s": None, "p95_s": None, "max_s": None}
-    return {"p50_s": round(float(np.percentile(values, 50)), 3), "p95_s": round(float(np.percentile(values, 95)), 3),
-            "max_s": round(max(values), 3)}
+    return {
+        "p50_s": round(float(np.percentile(values, 50)), 3),
+        "p95_s": round(float(np.percentile(values, 95)), 3),
+        "max_s": round(max(values), 3),
+    }
 
 
 class Drill:

@@ -22,8 +22,13 @@ def bad_counts(data: dict) -> dict[str, int]:
 
 def actor_kills(run: Run, drill: Drill, count: int, actor: str = "actor-0") -> None:
     """kill -9 `actor` `count` times; each time until it is RUNNING again under a new pid."""
-    drill.thresholds = {"restart_p95_s_max": 15.0, "restart_max_s_max": 30.0, "learner_restarts": 0,
-                        "corrupt_batches": 0, "backoff_max_s": run.config.supervisor.backoff_max_s}
+    drill.thresholds = {
+        "restart_p95_s_max": 15.0,
+        "restart_max_s_max": 30.0,
+        "learner_restarts": 0,
+        "corrupt_batches": 0,
+        "backoff_max_s": run.config.supervisor.backoff_max_s,
+    }
     start = run.wait(lambda d: updates(d) > 0, 60, "the learner training")
     learner_pid, first_updates, bad_before = rows(start)[LEARNER]["pid"], updates(start), bad_counts(start)
     latencies, stalls = [], 0
@@ -37,11 +42,16 @@ def actor_kills(run: Run, drill: Drill, count: int, actor: str = "actor-0") -> N
         stalls += updates(data) <= last_updates  # no update at all between two kills
         last_updates = updates(data)
     data = run.wait(lambda d: updates(d) > first_updates, 30, "the learner still updating")
-    drill.figures = {"kills": count, "restart": spread(latencies), "updates_before": first_updates,
-                     "updates_after": updates(data), "kill_intervals_without_updates": stalls,
-                     "learner_restarts": int(rows(data)[LEARNER]["pid"] != learner_pid),
-                     "corrupt_batches": sum(bad_counts(data).values()) - sum(bad_before.values()),
-                     "actor_restarts": rows(data)[actor]["restarts"]}
+    drill.figures = {
+        "kills": count,
+        "restart": spread(latencies),
+        "updates_before": first_updates,
+        "updates_after": updates(data),
+        "kill_intervals_without_updates": stalls,
+        "learner_restarts": int(rows(data)[LEARNER]["pid"] != learner_pid),
+        "corrupt_batches": sum(bad_counts(data).values()) - sum(bad_before.values()),
+        "actor_restarts": rows(data)[actor]["restarts"],
+    }
     f = drill.figures
     drill.check("restart p95 <= 15 s", f["restart"]["p95_s"] <= 15.0)
     drill.check("restart max <= 30 s", f["restart"]["max_s"] <= 30.0)
@@ -63,8 +73,12 @@ def learner_kills(run: Run, drill: Drill, count: int) -> None:
     """kill -9 the learner `count` times (each once it has checkpointed); actors must live on, their versions
     never go back, and the learning lost is what came after the last checkpoint."""
     interval = run.config.learner.checkpoint_interval_s
-    drill.thresholds = {"actor_pid_changes": 0, "version_regressions": 0, "checkpoint_interval_s": interval,
-                        "lost_updates_max": "updates/s x (checkpoint_interval_s + 5 s) + 50"}
+    drill.thresholds = {
+        "actor_pid_changes": 0,
+        "version_regressions": 0,
+        "checkpoint_interval_s": interval,
+        "lost_updates_max": "updates/s x (checkpoint_interval_s + 5 s) + 50",
+    }
     data = run.wait(lambda d: all(r["state"] == "RUNNING" for r in d["processes"]), 60, "every process running")
     actors = {n: r["pid"] for n, r in rows(data).items() if r["role"] == "actor"}
     highest = {n: -1 for n in actors}
@@ -81,13 +95,25 @@ def learner_kills(run: Run, drill: Drill, count: int) -> None:
 
     for i in range(count):
         # a checkpoint newer than the last restart, and training under way
-        data = run.wait(lambda d: (watch(d) or True) and rows(d)[LEARNER]["state"] == "RUNNING" and updates(d) > 0
-                        and rows(d)[LEARNER]["counters"].get("checkpoints", 0) > 0, 60 + interval, "a checkpoint")
+        data = run.wait(
+            lambda d: (
+                (watch(d) or True)
+                and rows(d)[LEARNER]["state"] == "RUNNING"
+                and updates(d) > 0
+                and rows(d)[LEARNER]["counters"].get("checkpoints", 0) > 0
+            ),
+            60 + interval,
+            "a checkpoint",
+        )
         rate = data["policies"][0]["updates_per_s"] or 0.0
         pid, before = rows(data)[LEARNER]["pid"], updates(data)
         os.kill(pid, signal.SIGKILL)
         killed = time.monotonic()
-        data = run.wait(lambda d: (watch(d) or True) and replaced(LEARNER, pid)(d), 60, f"the learner back after kill {i + 1}")
+        data = run.wait(
+            lambda d, pid=pid: (watch(d) or True) and replaced(LEARNER, pid)(d),
+            60,
+            f"the learner back after kill {i + 1}",
+        )
         back_s.append(time.monotonic() - killed)
         deadline = time.monotonic() + 30
         while (restored := restored_updates(run, resumes)) is None:
@@ -97,14 +123,24 @@ def learner_kills(run: Run, drill: Drill, count: int) -> None:
         resumes += 1
         lost.append(before - restored)
         allowed.append(rate * (interval + 5.0) + 50)
-    data = run.wait(lambda d: (watch(d) or True) and updates(d) > 0 and rows(d)[LEARNER]["state"] == "RUNNING",
-                    30, "the learner training again")
+    data = run.wait(
+        lambda d: (watch(d) or True) and updates(d) > 0 and rows(d)[LEARNER]["state"] == "RUNNING",
+        30,
+        "the learner training again",
+    )
     watch(data)
     changed = sum(rows(data)[n]["pid"] != pid for n, pid in actors.items())
-    drill.figures = {"kills": count, "learner_back": spread(back_s), "lost_updates": lost,
-                     "lost_updates_allowed": [round(a) for a in allowed], "actor_pid_changes": changed,
-                     "version_regressions": regressions, "highest_versions_seen": highest}
+    drill.figures = {
+        "kills": count,
+        "learner_back": spread(back_s),
+        "lost_updates": lost,
+        "lost_updates_allowed": [round(a) for a in allowed],
+        "actor_pid_changes": changed,
+        "version_regressions": regressions,
+        "highest_versions_seen": highest,
+    }
     drill.check("actors keep their pids", changed == 0)
     drill.check("weight versions seen by actors never go back", regressions == 0)
-    drill.check("learning lost >= 0 and within one checkpoint interval (+5 s)",
-                all(0 <= x <= a for x, a in zip(lost, allowed)))
+    drill.check(
+        "learning lost >= 0 and within one checkpoint interval (+5 s)", all(0 <= x <= a for x, a in zip(lost, allowed))
+    )

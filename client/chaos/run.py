@@ -9,15 +9,39 @@ from tandem.daemons.config import apply_overrides, config_from_dict, render_toml
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.supervisor.ports import fix_ports
 
-__all__ = ["CARTPOLE", "FAST", "Run", "RunFailed", "all_running", "live", "replaced", "rows", "tree", "updates",
-           "write_config"]
+__all__ = [
+    "CARTPOLE",
+    "FAST",
+    "Run",
+    "RunFailed",
+    "all_running",
+    "live",
+    "replaced",
+    "rows",
+    "tree",
+    "updates",
+    "write_config",
+]
 
 # CartPole-v1 with Double DQN as examples/cartpole.toml has it (pinned, so a drill does not change with the
 # example), with fast heartbeats, short grace and backoff so that a drill sees a fault and its repair in seconds.
-CARTPOLE = ["run.name='chaos'", "env.id='CartPole-v1'", "env.num_envs=8", "algorithm.batch_size=256",
-            "algorithm.target_update_interval=100", "actors.count=1", "eval.enabled=false", "stop.seconds=3600.0"]
-FAST = ["supervisor.heartbeat_interval_s=0.2", "supervisor.liveness_timeout_s=10.0", "supervisor.stop_grace_s=2.0",
-        "supervisor.backoff_initial_s=0.2", "supervisor.backoff_max_s=1.0"]
+CARTPOLE = [
+    "run.name='chaos'",
+    "env.id='CartPole-v1'",
+    "env.num_envs=8",
+    "algorithm.batch_size=256",
+    "algorithm.target_update_interval=100",
+    "actors.count=1",
+    "eval.enabled=false",
+    "stop.seconds=3600.0",
+]
+FAST = [
+    "supervisor.heartbeat_interval_s=0.2",
+    "supervisor.liveness_timeout_s=10.0",
+    "supervisor.stop_grace_s=2.0",
+    "supervisor.backoff_initial_s=0.2",
+    "supervisor.backoff_max_s=1.0",
+]
 
 
 def write_config(tmp: Path, overrides: list[str]) -> tuple[RunConfig, Path]:

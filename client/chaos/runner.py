@@ -31,13 +31,32 @@ class Plan:
 
 
 PLANS = {
-    "core": Plan(["actors.count=2", "supervisor.liveness_timeout_s=4.0", "supervisor.crash_loop_max=1000",
-                  "learner.checkpoint_interval_s=3.0"],
-                 ["actor_kill", "bad_batches", "sigstop_actor", "sigstop_learner", "learner_kill"], "SIGTERM"),
-    "envs": Plan(["supervisor.liveness_timeout_s=6.0"], ["hang_build_once", "hang_build_always", "hang_step"], "SIGINT"),
-    "leak": Plan(["actors.count=1", "env.num_envs=2", "env.id='tandem.client.chaos.envs:troubled'", "env.kwargs.leak=0",
-                  "supervisor.actor_rss_limit_mb=400", "supervisor.crash_loop_max=1", "learner.checkpoint_interval_s=5.0"],
-                 ["leak"], "stop"),
+    "core": Plan(
+        [
+            "actors.count=2",
+            "supervisor.liveness_timeout_s=4.0",
+            "supervisor.crash_loop_max=1000",
+            "learner.checkpoint_interval_s=3.0",
+        ],
+        ["actor_kill", "bad_batches", "sigstop_actor", "sigstop_learner", "learner_kill"],
+        "SIGTERM",
+    ),
+    "envs": Plan(
+        ["supervisor.liveness_timeout_s=6.0"], ["hang_build_once", "hang_build_always", "hang_step"], "SIGINT"
+    ),
+    "leak": Plan(
+        [
+            "actors.count=1",
+            "env.num_envs=2",
+            "env.id='tandem.client.chaos.envs:troubled'",
+            "env.kwargs.leak=0",
+            "supervisor.actor_rss_limit_mb=400",
+            "supervisor.crash_loop_max=1",
+            "learner.checkpoint_interval_s=5.0",
+        ],
+        ["leak"],
+        "stop",
+    ),
     "disk": Plan(["actors.count=1", "learner.checkpoint_interval_s=2.0"], ["full_disk"], None),
 }
 ENV_DRILLS = ("hang_build_once", "hang_build_always", "hang_step")
@@ -113,29 +132,42 @@ def run_all(wanted: set[str], quick: bool, log: Callable[[str], None]) -> dict:
     started = time.monotonic()
     drills: dict[str, Drill] = {}
     for key, plan in PLANS.items():
-        if not wanted & {*plan.drills, ENDINGS.get(plan.ending or "")}:
+        in_plan = {*plan.drills, ENDINGS.get(plan.ending or "")}
+        if not wanted & in_plan:
             continue
-        log(f"chaos: run '{key}' ({', '.join(d for d in DRILLS if d in wanted and (d in plan.drills or d == ENDINGS.get(plan.ending or '')))})")
+        log(f"chaos: run '{key}' ({', '.join(d for d in DRILLS if d in wanted and d in in_plan)})")
         at = time.monotonic()
         with tempfile.TemporaryDirectory(prefix=f"tandem-chaos-{key}-") as tmp:
             run_plan(key, plan, wanted, quick, Path(tmp), drills)
         log(f"chaos: run '{key}' took {time.monotonic() - at:.0f} s")
     ordered = {n: drills[n].record() for n in DRILLS if n in drills}
-    return {"command": "tandem chaos" + (" --quick" if quick else ""), "quick": quick,
-            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "machine": {"cpu_count": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2)},
-            "seconds": round(time.monotonic() - started, 1),
-            "ok": all(r["ok"] is not False for r in ordered.values()),
-            "failed": [n for n, r in ordered.items() if r["ok"] is False],
-            "skipped": [n for n, r in ordered.items() if r["ok"] is None], "drills": ordered}
+    return {
+        "command": "tandem chaos" + (" --quick" if quick else ""),
+        "quick": quick,
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpu_count": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2)},
+        "seconds": round(time.monotonic() - started, 1),
+        "ok": all(r["ok"] is not False for r in ordered.values()),
+        "failed": [n for n, r in ordered.items() if r["ok"] is False],
+        "skipped": [n for n, r in ordered.items() if r["ok"] is None],
+        "drills": ordered,
+    }
 
 
 @click.command("chaos")
-@click.option("--quick", is_flag=True, help="Small counts and short durations (2 actor kills, 1 learner kill, 5 s of bad batches, 3 leak restarts).")
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="Small counts and short durations (2 actor kills, 1 learner kill, 5 s of bad batches, 3 leak restarts).",
+)
 @click.option("--only", default=None, metavar="NAME[,NAME]", help=f"Run only these drills: {', '.join(DRILLS)}.")
-@click.option("--out", "out_file", default=None, type=click.Path(dir_okay=False), help="Also write the JSON document here.")
+@click.option(
+    "--out", "out_file", default=None, type=click.Path(dir_okay=False), help="Also write the JSON document here."
+)
 def chaos_cmd(quick: bool, only: str | None, out_file: str | None) -> None:
-    """Fault drills on real `tandem up` runs (kills, SIGSTOP, hangs, leaks, bad batches, full disk, stops); one JSON document, exit 1 if a drill fails."""
+    """Fault drills on real `tandem up` runs (kills, SIGSTOP, hangs, leaks, bad batches, full disk, stops).
+
+    One JSON document; exit 1 if a drill fails."""
     wanted = set(DRILLS) if not only else {n.strip() for n in only.split(",") if n.strip()}
     unknown = wanted - set(DRILLS)
     if unknown:

@@ -55,11 +55,17 @@ def freeze(run: Run, drill: Drill, name: str, watch_pids: list[int]) -> tuple[fl
 def stop_actor(run: Run, drill: Drill, actor: str = "actor-1") -> None:
     timeout = run.config.supervisor.liveness_timeout_s
     grace = run.config.supervisor.stop_grace_s
-    drill.thresholds = {"liveness_timeout_s": timeout, "detect_s_max": timeout + 3.0,
-                        "replaced_s_max": timeout + grace + 20.0}
+    drill.thresholds = {
+        "liveness_timeout_s": timeout,
+        "detect_s_max": timeout + 3.0,
+        "replaced_s_max": timeout + grace + 20.0,
+    }
     detected, back, _ = freeze(run, drill, actor, [])
-    drill.figures = {"detect_s": round(detected, 2), "replaced_s": round(back, 2),
-                     "last_error": run.row(actor)["last_error"][:200]}
+    drill.figures = {
+        "detect_s": round(detected, 2),
+        "replaced_s": round(back, 2),
+        "last_error": run.row(actor)["last_error"][:200],
+    }
     drill.check("detected within liveness_timeout_s + 3 s", detected <= timeout + 3.0)
     drill.check("not declared hung before liveness_timeout_s", detected >= timeout - 0.5)
     drill.check("replaced within liveness_timeout_s + stop_grace_s + 20 s", back <= timeout + grace + 20.0)
@@ -69,15 +75,25 @@ def stop_learner(run: Run, drill: Drill) -> None:
     timeout = run.config.supervisor.liveness_timeout_s
     grace = run.config.supervisor.stop_grace_s
     actors = [r["pid"] for r in run.status()["processes"] if r["role"] == "actor"]
-    drill.thresholds = {"liveness_timeout_s": timeout, "detect_s_max": timeout + 3.0,
-                        "replaced_s_max": timeout + grace + 30.0, "actor_rss_growth_mb_max": RSS_GROWTH_MB_MAX}
+    drill.thresholds = {
+        "liveness_timeout_s": timeout,
+        "detect_s_max": timeout + 3.0,
+        "replaced_s_max": timeout + grace + 30.0,
+        "actor_rss_growth_mb_max": RSS_GROWTH_MB_MAX,
+    }
     detected, back, samples = freeze(run, drill, LEARNER, actors)
     growth = {str(p): round(max(v) - v[0], 1) for p, v in samples.items()}
-    drill.figures = {"detect_s": round(detected, 2), "replaced_s": round(back, 2),
-                     "actor_rss_mb_before": {str(p): round(v[0], 1) for p, v in samples.items()},
-                     "actor_rss_growth_mb": growth, "rss_samples": sum(len(v) for v in samples.values())}
+    drill.figures = {
+        "detect_s": round(detected, 2),
+        "replaced_s": round(back, 2),
+        "actor_rss_mb_before": {str(p): round(v[0], 1) for p, v in samples.items()},
+        "actor_rss_growth_mb": growth,
+        "rss_samples": sum(len(v) for v in samples.values()),
+    }
     drill.check("detected within liveness_timeout_s + 3 s", detected <= timeout + 3.0)
     drill.check("not declared hung before liveness_timeout_s", detected >= timeout - 0.5)
     drill.check("replaced within liveness_timeout_s + stop_grace_s + 30 s", back <= timeout + grace + 30.0)
-    drill.check(f"actor RSS flat while the learner is stopped (growth <= {RSS_GROWTH_MB_MAX:g} MiB)",
-                bool(growth) and max(growth.values()) <= RSS_GROWTH_MB_MAX)
+    drill.check(
+        f"actor RSS flat while the learner is stopped (growth <= {RSS_GROWTH_MB_MAX:g} MiB)",
+        bool(growth) and max(growth.values()) <= RSS_GROWTH_MB_MAX,
+    )

@@ -13,14 +13,14 @@ from tandem.daemons.actor.follow import LearnerFollower
 from tandem.daemons.actor.link import PolicyLink
 from tandem.daemons.actor.pacer import Pacer
 from tandem.daemons.actor.stepping import actor_envs, actor_seed, make_stepping
-from tandem.daemons.envs.gym_envs import close_all
 from tandem.daemons.config.policies import policy_config
 from tandem.daemons.config.schema import RunConfig
-from tandem.daemons.runtime.start_token import wait_start_token
+from tandem.daemons.envs.gym_envs import close_all
 from tandem.daemons.runtime.control_channel import ControlChannel
 from tandem.daemons.runtime.endpoints import find_learner, socket_options
 from tandem.daemons.runtime.reporter import Reporter
 from tandem.daemons.runtime.signals import StopFlag
+from tandem.daemons.runtime.start_token import wait_start_token
 from tandem.daemons.runtime.torch_threads import set_torch_threads
 from tandem.protocol import sockets
 
@@ -60,8 +60,9 @@ class Actor:
         cfg = self.config
         api, envs = self.build_envs()
         try:
-            return make_stepping(envs, api, cfg, self.name, seed=actor_seed(cfg, self.index),
-                                 incarnation=self.reporter.incarnation)
+            return make_stepping(
+                envs, api, cfg, self.name, seed=actor_seed(cfg, self.index), incarnation=self.reporter.incarnation
+            )
         except BaseException:
             close_all(envs)
             raise
@@ -113,6 +114,7 @@ class Actor:
 
     def follow_learners(self) -> None:
         """A learner silent for a while may have moved (restarted elsewhere): ask, and follow it."""
+
         def move(policy: str, endpoints: Any) -> None:
             self.links[policy].reconnect(self.ctx, policy_config(self.config, policy), endpoints)
 
@@ -120,8 +122,9 @@ class Actor:
 
     def act(self) -> None:
         cfg, stepping = self.config, self.stepping
-        base_eps = actor_epsilons(cfg.actors.epsilon, cfg.actors.epsilon_alpha, self.index, cfg.actors.count,
-                                  len(stepping))
+        base_eps = actor_epsilons(
+            cfg.actors.epsilon, cfg.actors.epsilon_alpha, self.index, cfg.actors.count, len(stepping)
+        )
         epsilons = base_eps
 
         def choose(policy: str, obs: np.ndarray, env_index: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -159,7 +162,9 @@ class Actor:
         if any(pacer.out_of_credit(now) for pacer in self.pacers.values()):
             # Woken early by a weight version, which adds credit (a slow learner's updates take seconds, a fast
             # one's milliseconds; neither should wait a whole slice for it).
-            sockets.poll([sock for link in self.links.values() for sock in link.weight_sockets()], int(wait_s * 1000) + 1)
+            sockets.poll(
+                [sock for link in self.links.values() for sock in link.weight_sockets()], int(wait_s * 1000) + 1
+            )
         else:
             time.sleep(wait_s)  # a rate's wait is exact
         self.paced_s += time.monotonic() - start
@@ -171,7 +176,8 @@ class Actor:
     def counters(self, now: float) -> dict[str, float]:
         stepping, links = self.stepping, self.links.values()
         counters: dict[str, Any] = {
-            "env_steps": stepping.env_steps, "episodes": stepping.episodes,
+            "env_steps": stepping.env_steps,
+            "episodes": stepping.episodes,
             "version": min((link.version for link in links), default=-1),
             "batches_sent": sum(link.backlog.sent for link in links),
             "batches_dropped": sum(link.backlog.dropped for link in links),
@@ -185,15 +191,21 @@ class Actor:
         for link in links:
             for key, value in link.followed.weights.counters.items():
                 counters[key] = counters.get(key, 0) + value
-            counters.update({f"version.{link.policy_id}": link.version,
-                             f"batches_sent.{link.policy_id}": link.backlog.sent,
-                             f"batches_dropped.{link.policy_id}": link.backlog.dropped})
+            counters.update(
+                {
+                    f"version.{link.policy_id}": link.version,
+                    f"batches_sent.{link.policy_id}": link.backlog.sent,
+                    f"batches_dropped.{link.policy_id}": link.backlog.dropped,
+                }
+            )
         returns = stepping.agent_returns()
         counters.update({f"return.{agent}": value for agent, value in returns.items()})
         if returns and now >= self.next_returns_log:
             self.next_returns_log = now + RETURNS_LOG_INTERVAL_S
-            log.info("mean return of recent episodes per agent: %s",
-                     ", ".join(f"{agent} {value:.2f}" for agent, value in sorted(returns.items())))
+            log.info(
+                "mean return of recent episodes per agent: %s",
+                ", ".join(f"{agent} {value:.2f}" for agent, value in sorted(returns.items())),
+            )
         return counters
 
     def report(self, force: bool = False) -> None:
@@ -208,8 +220,11 @@ class Actor:
         self.reporter.update(counters)
         episodes = self.stepping.new_episodes
         if self.channel and episodes:
-            report = {"returns": [r for _, r, _ in episodes], "lengths": [n for _, _, n in episodes],
-                      "version": counters["version"]}
+            report = {
+                "returns": [r for _, r, _ in episodes],
+                "lengths": [n for _, _, n in episodes],
+                "version": counters["version"],
+            }
             if self.stepping.multi_agent:
                 report["agents"] = [a for a, _, _ in episodes]
             self.channel.send("episodes", report)
@@ -217,4 +232,3 @@ class Actor:
         if force:
             self.reporter.next_beat = 0.0
         self.reporter.tick(now)
-

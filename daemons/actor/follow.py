@@ -27,7 +27,7 @@ class LearnerFollower:
         self.counts = {"learner_lookups": 0, "learner_moves": 0}
 
     def check(self, followed: dict[str, Any], now: float, move: Callable[[str, LearnerEndpoints], None]) -> None:
-        """Look up each silent policy's learner (`followed`: policy -> FollowedPolicy); `move` follows one that moved."""
+        """Look up silent policies' learners (`followed`: policy -> FollowedPolicy); `move` follows one that moved."""
         if self.channel is None:
             return  # no supervisor to ask: the config's addresses are all there is
         for policy, follow in followed.items():

@@ -27,15 +27,31 @@ class FollowedPolicy:
     poll only where a version may change (between unrolls for actors, between rounds for evaluators).
     """
 
-    def __init__(self, ctx: Any, config: RunConfig, policy: str, spaces: PolicySpaces, endpoints: LearnerEndpoints,
-                 requester: str, seed: int | None):
+    def __init__(
+        self,
+        ctx: Any,
+        config: RunConfig,
+        policy: str,
+        spaces: PolicySpaces,
+        endpoints: LearnerEndpoints,
+        requester: str,
+        seed: int | None,
+    ):
         self.policy_id = policy
-        self.net = make_policy(config, spaces.observation_space, spaces.action_space, seed=seed,
-                               mask_size=spaces.mask_size)
+        self.net = make_policy(
+            config, spaces.observation_space, spaces.action_space, seed=seed, mask_size=spaces.mask_size
+        )
         self.ctx, self.config, self.requester = ctx, config, requester
         self.endpoints = endpoints
-        self.weights = WeightsClient(ctx, policy, endpoints.weights, endpoints.snapshot, requester,
-                                     config.actors.weights_refresh_s, learner_socket_options(config, endpoints))
+        self.weights = WeightsClient(
+            ctx,
+            policy,
+            endpoints.weights,
+            endpoints.snapshot,
+            requester,
+            config.actors.weights_refresh_s,
+            learner_socket_options(config, endpoints),
+        )
         self.version = -1
         # the newest version's insert budget: (transitions/s, actors, credit per version, version)
         self.pace: tuple[float, int, int, int] = (0.0, 0, 0, -1)
@@ -64,9 +80,15 @@ class FollowedPolicy:
     def reconnect(self, endpoints: LearnerEndpoints) -> None:
         """Follow the learner to new addresses (restarted on other ports or another host); versions go on rising."""
         old = self.weights
-        self.weights = WeightsClient(self.ctx, self.policy_id, endpoints.weights, endpoints.snapshot, self.requester,
-                                     self.config.actors.weights_refresh_s,
-                                     learner_socket_options(self.config, endpoints))
+        self.weights = WeightsClient(
+            self.ctx,
+            self.policy_id,
+            endpoints.weights,
+            endpoints.snapshot,
+            self.requester,
+            self.config.actors.weights_refresh_s,
+            learner_socket_options(self.config, endpoints),
+        )
         self.weights.version, self.weights.counters = old.version, old.counters
         old.close()
         self.endpoints = endpoints
@@ -88,11 +110,21 @@ class PolicyLink:
     Links never wait on each other: a policy whose learner is slow or gone keeps acting with the last
     version it got, and its batches queue in its own backlog (oldest dropped and counted)."""
 
-    def __init__(self, ctx: Any, config: RunConfig, policy: str, spaces: PolicySpaces, endpoints: LearnerEndpoints,
-                 name: str, seed: int):
+    def __init__(
+        self,
+        ctx: Any,
+        config: RunConfig,
+        policy: str,
+        spaces: PolicySpaces,
+        endpoints: LearnerEndpoints,
+        name: str,
+        seed: int,
+    ):
         self.policy_id = policy
         self.followed = FollowedPolicy(ctx, config, policy, spaces, endpoints, name, seed)
-        self.push_socket = sockets.transitions_push(ctx, endpoints.transitions, learner_socket_options(config, endpoints))
+        self.push_socket = sockets.transitions_push(
+            ctx, endpoints.transitions, learner_socket_options(config, endpoints)
+        )
         self.frame_stack = config.env.frames_per_obs(spaces.observation_space.shape or ())
         self.sent_whole = 0  # stacked batches that could not be cut to frames (stacks not FrameStackObservation's)
         # Off-policy learners cut received unrolls into n-step windows, so joined unrolls train the same; an
@@ -117,7 +149,9 @@ class PolicyLink:
         """The learner moved: new sockets to its new addresses; the backlog waits and goes to the new one."""
         self.followed.reconnect(endpoints)
         old = self.push_socket
-        self.push_socket = sockets.transitions_push(ctx, endpoints.transitions, learner_socket_options(config, endpoints))
+        self.push_socket = sockets.transitions_push(
+            ctx, endpoints.transitions, learner_socket_options(config, endpoints)
+        )
         sockets.close(old, linger_ms=0)  # what it still held went to a learner that is gone
 
     def weight_sockets(self) -> list:
@@ -136,15 +170,19 @@ class PolicyLink:
         if packed is None:
             self.sent_whole += 1
             if self.sent_whole == 1:
-                log.warning("observations are not FrameStackObservation's stacks of %d frames: sending them whole",
-                            self.frame_stack)
+                log.warning(
+                    "observations are not FrameStackObservation's stacks of %d frames: sending them whole",
+                    self.frame_stack,
+                )
             return batch
         return packed
 
     def flush(self) -> None:
         """Send what the socket takes now, oldest first; never blocks."""
-        self.backlog.flush(lambda frames: bool(sockets.send_frames(self.push_socket, frames)),
-                           lambda: sockets.writable(self.push_socket))
+        self.backlog.flush(
+            lambda frames: bool(sockets.send_frames(self.push_socket, frames)),
+            lambda: sockets.writable(self.push_socket),
+        )
 
     def close(self) -> None:
         self.followed.close()

@@ -1,4 +1,4 @@
-"""An actor's pace: its share of its learner's insert budget, a rate (token bucket) and a credit per version (explicit clock)."""
+"""An actor's pace: its share of its learner's insert budget, a rate (token bucket) and a credit per version."""
 
 from __future__ import annotations
 
@@ -54,8 +54,11 @@ class Pacer:
         a rate and a credit per version; `version` says how many versions' credit this one adds."""
         if self.advised_at is not None:
             gap = max(0.0, now - self.advised_at)
-            self.interval_s = gap if self.interval_s is None else (
-                INTERVAL_SMOOTHING * gap + (1 - INTERVAL_SMOOTHING) * self.interval_s)
+            self.interval_s = (
+                gap
+                if self.interval_s is None
+                else (INTERVAL_SMOOTHING * gap + (1 - INTERVAL_SMOOTHING) * self.interval_s)
+            )
         was_active = self.credit_active(now)
         self.advised_at = now
         self.refill(now)  # tokens earned so far accrue at the old rate

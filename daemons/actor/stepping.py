@@ -44,8 +44,9 @@ class GymStepping:
         # Frame stacks are kept as their frames from the first step (PROTOCOL.md 2.1.2), checked as they come
         # unless every env is a bare FrameStackObservation (then they follow the rule by construction).
         self.frame_stack = config.env.frames_per_obs(self.group.observation_space.shape or ())
-        self.stacks_checked = not (isinstance(group, EnvGroup)
-                                   and all(stacks_by_rule(env, self.frame_stack) for env in group.envs))
+        self.stacks_checked = not (
+            isinstance(group, EnvGroup) and all(stacks_by_rule(env, self.frame_stack) for env in group.envs)
+        )
         self.frame_rows = FrameRows()  # consecutive unrolls' frames share blocks: joining them is a view
         self.unroll: UnrollBuilder | FrameUnrollBuilder | None = None
         self.version = -1
@@ -71,8 +72,14 @@ class GymStepping:
         group = self.group
         if self.unroll is None:
             if self.frame_stack > 1:
-                self.unroll = FrameUnrollBuilder(self.unroll_length, group.obs, self.action_shape, self.action_dtype,
-                                                 checked=self.stacks_checked, rows=self.frame_rows)
+                self.unroll = FrameUnrollBuilder(
+                    self.unroll_length,
+                    group.obs,
+                    self.action_shape,
+                    self.action_dtype,
+                    checked=self.stacks_checked,
+                    rows=self.frame_rows,
+                )
             else:
                 self.unroll = UnrollBuilder(self.unroll_length, group.obs, self.action_shape, self.action_dtype)
             self.version = versions.get(DEFAULT_POLICY, -1)
@@ -83,10 +90,22 @@ class GymStepping:
             del self.new_episodes[:-MAX_UNREPORTED_EPISODES]
         if self.unroll.add(actions, result, extras):
             u = self.unroll
-            self.outbox.append(TransitionBatch(
-                policy_id=DEFAULT_POLICY, actor_id=self.stream_id, incarnation=self.incarnation, seq=self.seq,
-                policy_version=self.version, env_steps=group.env_steps, actions=u.actions, rewards=u.rewards,
-                terminated=u.terminated, truncated=u.truncated, extras=u.extras, **u.batch_arrays()))
+            self.outbox.append(
+                TransitionBatch(
+                    policy_id=DEFAULT_POLICY,
+                    actor_id=self.stream_id,
+                    incarnation=self.incarnation,
+                    seq=self.seq,
+                    policy_version=self.version,
+                    env_steps=group.env_steps,
+                    actions=u.actions,
+                    rewards=u.rewards,
+                    terminated=u.terminated,
+                    truncated=u.truncated,
+                    extras=u.extras,
+                    **u.batch_arrays(),
+                )
+            )
             self.seq += 1
             self.unroll = None
 
@@ -105,13 +124,22 @@ class WorldStepping:
 
     multi_agent = True
 
-    def __init__(self, worlds: list[Any], api: str, config: RunConfig, stream_id: str, seed: int, incarnation: int,
-                 record: bool = True):
+    def __init__(
+        self,
+        worlds: list[Any],
+        api: str,
+        config: RunConfig,
+        stream_id: str,
+        seed: int,
+        incarnation: int,
+        record: bool = True,
+    ):
         self.worlds = worlds
         self.spaces = policy_spaces(config, worlds[0])
         unroll = config.actors.unroll_length if record else 1
-        self.rollout = MultiAgentRollout(worlds, api, self.spaces, unroll, stream_id, seed=seed, record=record,
-                                         incarnation=incarnation)
+        self.rollout = MultiAgentRollout(
+            worlds, api, self.spaces, unroll, stream_id, seed=seed, record=record, incarnation=incarnation
+        )
         self.outbox = self.rollout.outbox
         self.new_episodes: list[Episode] = []
 
@@ -157,8 +185,10 @@ def env_builder(config: RunConfig, training: bool = True) -> tuple[str, Callable
     api = env_api(config.env)
     if api in MULTI_AGENT_APIS:
         if config.env.max_episode_steps:
-            raise EnvBuildError("env.max_episode_steps is for gymnasium envs; give a PettingZoo env its own "
-                                "limit in env.kwargs (for instance max_cycles)")
+            raise EnvBuildError(
+                "env.max_episode_steps is for gymnasium envs; give a PettingZoo env its own "
+                "limit in env.kwargs (for instance max_cycles)"
+            )
         return api, lambda: make_world(config.env, api)
     return api, lambda: make_env(config.env, training)
 
@@ -174,13 +204,16 @@ def actor_envs(config: RunConfig, seed: int) -> tuple[str, Callable[[Callable[[s
     if not config.env.vector:
         return api, lambda enter_stage: build_each(config.env.num_envs, build_one, enter_stage)
     if api != "gymnasium":
-        raise EnvBuildError(f"env.vector = {config.env.vector!r} steps gymnasium envs; env.id {config.env.id!r} "
-                            f"is a PettingZoo {api} env (set env.vector = '')")
+        raise EnvBuildError(
+            f"env.vector = {config.env.vector!r} steps gymnasium envs; env.id {config.env.id!r} "
+            f"is a PettingZoo {api} env (set env.vector = '')"
+        )
     return VECTOR_API, lambda enter_stage: [build_vector(config.env, seed, enter_stage)]
 
 
-def make_stepping(envs: list[Any], api: str, config: RunConfig, stream_id: str, seed: int, incarnation: int,
-                  record: bool = True) -> GymStepping | WorldStepping:
+def make_stepping(
+    envs: list[Any], api: str, config: RunConfig, stream_id: str, seed: int, incarnation: int, record: bool = True
+) -> GymStepping | WorldStepping:
     """The stepping for `envs` already built by `env_builder`'s or `actor_envs`'s function."""
     if api in MULTI_AGENT_APIS:
         return WorldStepping(envs, api, config, stream_id, seed, incarnation, record=record)

@@ -81,16 +81,21 @@ class FrameRows:
         """([T+1, K, *frame] rows for the next unroll, row 0 holding first_obs's newest frames; its
         obs_history as a view of earlier rows, or None where those rows do not hold it)."""
         block, stack = self.block, first_obs.shape[1]
-        if (block is not None and first_obs is self.last_obs and self.row + steps < len(block)
-                and block.shape[1:] == (first_obs.shape[0], *first_obs.shape[2:]) and block.dtype == first_obs.dtype):
-            history = block[self.row - stack + 1:self.row].swapaxes(0, 1) if self.history_in_rows else None
-            return block[self.row:self.row + steps + 1], history
+        if (
+            block is not None
+            and first_obs is self.last_obs
+            and self.row + steps < len(block)
+            and block.shape[1:] == (first_obs.shape[0], *first_obs.shape[2:])
+            and block.dtype == first_obs.dtype
+        ):
+            history = block[self.row - stack + 1 : self.row].swapaxes(0, 1) if self.history_in_rows else None
+            return block[self.row : self.row + steps + 1], history
         if self.per_block is None:
             self.per_block = max(1, min(16, JOIN_MAX_BYTES // max(first_obs[:, -1].nbytes * steps, 1)))
         self.block = np.empty((self.per_block * steps + 1, first_obs.shape[0], *first_obs.shape[2:]), first_obs.dtype)
         self.row, self.last_obs = 0, None
         self.block[0] = first_obs[:, -1]
-        return self.block[:steps + 1], None
+        return self.block[: steps + 1], None
 
     def ended(self, unroll: FrameUnrollBuilder) -> None:
         """`unroll` is full: the next one may start on its last row (unless it went whole: then on a new block)."""
@@ -100,8 +105,11 @@ class FrameRows:
         steps, stack = unroll.steps, unroll.stack
         self.row += steps
         self.last_obs = unroll.prev
-        self.history_in_rows = (steps >= stack - 1 and self.row >= stack - 1
-                                and not stacks.starts_in_last_stack(unroll.terminated, unroll.truncated, stack).any())
+        self.history_in_rows = (
+            steps >= stack - 1
+            and self.row >= stack - 1
+            and not stacks.starts_in_last_stack(unroll.terminated, unroll.truncated, stack).any()
+        )
 
 
 class FrameUnrollBuilder(StepColumns):
@@ -117,8 +125,15 @@ class FrameUnrollBuilder(StepColumns):
     (`tandem.daemons.envs.atari.stacks_by_rule`): the check reads every stack, most of a sender's memory traffic.
     """
 
-    def __init__(self, steps: int, first_obs: np.ndarray, action_shape: tuple, action_dtype: np.dtype,
-                 checked: bool = True, rows: FrameRows | None = None):
+    def __init__(
+        self,
+        steps: int,
+        first_obs: np.ndarray,
+        action_shape: tuple,
+        action_dtype: np.dtype,
+        checked: bool = True,
+        rows: FrameRows | None = None,
+    ):
         super().__init__(steps, first_obs.shape[0], action_shape, action_dtype)
         self.stack, self.checked, self.rows = first_obs.shape[1], checked, rows
         self.frames, history = (rows or FrameRows(1)).take(steps, first_obs)
@@ -136,8 +151,11 @@ class FrameUnrollBuilder(StepColumns):
         """Record one step (and the policy's per-step extras, [K, ...] each); True when the unroll is full."""
         self.record(actions, result, extras)
         t, obs, final_obs = self.t, result.obs, result.final_obs
-        if (self.checked and self.whole is None
-                and not self.follows(obs, final_obs, result.terminated | result.truncated, result.truncated)):
+        if (
+            self.checked
+            and self.whole is None
+            and not self.follows(obs, final_obs, result.terminated | result.truncated, result.truncated)
+        ):
             self.go_whole()
         if self.whole is None:
             self.frames[t + 1] = obs[:, -1]
@@ -171,8 +189,11 @@ class FrameUnrollBuilder(StepColumns):
             elif not (new[k, :-1] == old[k, 1:]).all():
                 return False
         if len(final_obs):
-            if (final_obs.shape[1:] != obs.shape[1:] or final_obs.dtype != obs.dtype
-                    or len(final_obs) != np.count_nonzero(truncated)):
+            if (
+                final_obs.shape[1:] != obs.shape[1:]
+                or final_obs.dtype != obs.dtype
+                or len(final_obs) != np.count_nonzero(truncated)
+            ):
                 return False
             if not (frame_words(final_obs, final_obs.ndim - 2)[:, :-1] == old[truncated, 1:]).all():
                 return False
@@ -181,11 +202,14 @@ class FrameUnrollBuilder(StepColumns):
     def go_whole(self) -> None:
         """Rebuild the stacks recorded so far, exactly (they followed the rule), and keep whole stacks from now on."""
         t = self.t
-        finals = np.concatenate(self.finals) if self.finals else np.empty((0, *self.frames.shape[2:]), self.frames.dtype)
-        obs, final = stacks.rebuild(self.frames[:t + 1], self.history, self.terminated[:t] | self.truncated[:t],
-                                    finals, self.truncated[:t])
+        finals = (
+            np.concatenate(self.finals) if self.finals else np.empty((0, *self.frames.shape[2:]), self.frames.dtype)
+        )
+        obs, final = stacks.rebuild(
+            self.frames[: t + 1], self.history, self.terminated[:t] | self.truncated[:t], finals, self.truncated[:t]
+        )
         self.whole = np.empty((self.steps + 1, *obs.shape[1:]), obs.dtype)
-        self.whole[:t + 1] = obs
+        self.whole[: t + 1] = obs
         self.finals = [final] if len(final) else []
         self.frames = None
 

@@ -20,8 +20,16 @@ RETRY_S = 0.1
 class WeightsClient:
     """Hands out each verified weight version newer than the last one handed out, from PUB or snapshot."""
 
-    def __init__(self, ctx: Any, policy_id: str, weights_endpoint: str, snapshot_endpoint: str,
-                 requester: str, refresh_s: float, opts: sockets.SocketOptions = sockets.DEFAULT_SOCKET_OPTIONS):
+    def __init__(
+        self,
+        ctx: Any,
+        policy_id: str,
+        weights_endpoint: str,
+        snapshot_endpoint: str,
+        requester: str,
+        refresh_s: float,
+        opts: sockets.SocketOptions = sockets.DEFAULT_SOCKET_OPTIONS,
+    ):
         self.policy_id, self.requester, self.refresh_s = policy_id, requester, refresh_s
         self.sub = sockets.weights_sub(ctx, weights_endpoint, opts)
         # A (re)connection of the snapshot socket means a learner (re)appeared: ask it at once.
@@ -29,8 +37,13 @@ class WeightsClient:
         self.version = -1
         self.request_due = 0.0
         self.heard_at = time.monotonic()  # the last message from the learner: a blob or a snapshot reply
-        self.counters = {"blobs_received": 0, "blobs_rejected": 0, "blobs_stale": 0, "snapshot_requests": 0,
-                         "snapshot_requests_unsent": 0}
+        self.counters = {
+            "blobs_received": 0,
+            "blobs_rejected": 0,
+            "blobs_stale": 0,
+            "snapshot_requests": 0,
+            "snapshot_requests_unsent": 0,
+        }
 
     def poll(self, now: float | None = None) -> WeightBlob | None:
         """The newest verified blob newer than `self.version`, or None; never blocks."""

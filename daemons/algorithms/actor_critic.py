@@ -25,16 +25,26 @@ class ActorCritic(nn.Module):
     need values).
     """
 
-    def __init__(self, model_cfg: ModelSection, obs_space: gym.Space, action_space: gym.Space,
-                 algo_cfg: AlgorithmSection, mask_size: int = 0):
+    def __init__(
+        self,
+        model_cfg: ModelSection,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        algo_cfg: AlgorithmSection,
+        mask_size: int = 0,
+    ):
         super().__init__()
         self.head = ActionHead(action_space, algo_cfg.log_std_init, algo_cfg.state_dependent_std, mask_size)
         self.shared = algo_cfg.shared_torso
         outputs = self.head.num_outputs
         self.policy = build_q_network(model_cfg, obs_space, outputs + 1 if self.shared else outputs)
         self.value = None if self.shared else build_q_network(model_cfg, obs_space, 1)
-        normalizable = (algo_cfg.normalize_obs and isinstance(obs_space, gym.spaces.Box) and mask_size == 0
-                        and not is_image_space(obs_space))
+        normalizable = (
+            algo_cfg.normalize_obs
+            and isinstance(obs_space, gym.spaces.Box)
+            and mask_size == 0
+            and not is_image_space(obs_space)
+        )
         self.obs_norm = RunningMeanStd(tuple(obs_space.shape), clip=OBS_CLIP) if normalizable else None
         last = last_linear(self.policy)
         if last is not None:  # only for built-in networks: a user's module keeps its own initialisation
@@ -56,7 +66,7 @@ class ActorCritic(nn.Module):
         return self.value(self.inputs(obs)).squeeze(-1)
 
     def evaluate(self, obs: torch.Tensor, policy_rows: int):
-        """The distribution at the first `policy_rows` observations and the value at every one (one pass when shared)."""
+        """The distribution at the first `policy_rows` observations, the value at every one (one pass when shared)."""
         x = self.inputs(obs)  # normalized once for both networks
         if not self.shared:
             out = self.policy(x[:policy_rows])
@@ -74,8 +84,9 @@ def last_linear(net: nn.Module) -> nn.Linear | None:
     return None
 
 
-def seeded_actor_critic(config: RunConfig, obs_space: gym.Space, action_space: gym.Space, mask_size: int,
-                        seed: int | None) -> ActorCritic:
+def seeded_actor_critic(
+    config: RunConfig, obs_space: gym.Space, action_space: gym.Space, mask_size: int, seed: int | None
+) -> ActorCritic:
     if seed is None:
         return ActorCritic(config.model, obs_space, action_space, config.algorithm, mask_size)
     with torch.random.fork_rng(devices=[]):

@@ -1,4 +1,4 @@
-"""Adam as torch.optim.Adam computes it, without torch.optim: its constructor imports torch._dynamo (about 1 s of CPU)."""
+"""Adam as torch.optim.Adam computes it, without torch.optim, whose constructor imports torch._dynamo (1 s of CPU)."""
 
 from __future__ import annotations
 
@@ -19,12 +19,27 @@ class Adam:
     `state_dict()` has torch's layout, so checkpoints load into either.
     """
 
-    def __init__(self, params: Iterable[torch.Tensor], lr: float, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, fused: bool = True):
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor],
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        fused: bool = True,
+    ):
         self.fused = fused  # torch's fused kernel where it exists (several times faster on a CNN than foreach)
         self.params = [p for p in params if p.requires_grad]
-        self.param_groups = [{"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": 0.0, "amsgrad": False,
-                              "maximize": False, "params": list(range(len(self.params)))}]
+        self.param_groups = [
+            {
+                "lr": lr,
+                "betas": tuple(betas),
+                "eps": eps,
+                "weight_decay": 0.0,
+                "amsgrad": False,
+                "maximize": False,
+                "params": list(range(len(self.params))),
+            }
+        ]
         self.steps = 0
         self.exp_avg = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
         self.exp_avg_sq = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
@@ -43,8 +58,12 @@ class Adam:
         if not live:
             return
         self.steps += 1
-        tensors = ([self.params[i] for i in live], [self.params[i].grad for i in live],
-                   [self.exp_avg[i] for i in live], [self.exp_avg_sq[i] for i in live])
+        tensors = (
+            [self.params[i] for i in live],
+            [self.params[i].grad for i in live],
+            [self.exp_avg[i] for i in live],
+            [self.exp_avg_sq[i] for i in live],
+        )
         if self.fused:
             try:
                 self.fused_step(group, *tensors)
@@ -57,24 +76,40 @@ class Adam:
         """torch's fused Adam kernel (what torch.optim.Adam(fused=True) calls): one pass over every tensor."""
         beta1, beta2 = group["betas"]
         steps = [torch.full((), float(self.steps), device=p.device) for p in params]  # the kernel's bias correction
-        torch._fused_adam_(params, grads, exp_avg, exp_avg_sq, [], steps, lr=group["lr"], beta1=beta1, beta2=beta2,
-                           weight_decay=0.0, eps=group["eps"], amsgrad=False, maximize=False)
+        torch._fused_adam_(
+            params,
+            grads,
+            exp_avg,
+            exp_avg_sq,
+            [],
+            steps,
+            lr=group["lr"],
+            beta1=beta1,
+            beta2=beta2,
+            weight_decay=0.0,
+            eps=group["eps"],
+            amsgrad=False,
+            maximize=False,
+        )
 
     def foreach_step(self, group: dict, params: list, grads: list, exp_avg: list, exp_avg_sq: list) -> None:
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
         torch._foreach_lerp_(exp_avg, grads, 1.0 - beta1)  # m = beta1 m + (1 - beta1) g
         torch._foreach_mul_(exp_avg_sq, beta2)
         torch._foreach_addcmul_(exp_avg_sq, grads, grads, value=1.0 - beta2)  # v = beta2 v + (1 - beta2) g^2
-        step_size = lr / (1.0 - beta1 ** self.steps)
-        bias_sqrt = math.sqrt(1.0 - beta2 ** self.steps)
+        step_size = lr / (1.0 - beta1**self.steps)
+        bias_sqrt = math.sqrt(1.0 - beta2**self.steps)
         denom = torch._foreach_sqrt(exp_avg_sq)
         torch._foreach_div_(denom, bias_sqrt)
         torch._foreach_add_(denom, eps)
         torch._foreach_addcdiv_(params, exp_avg, denom, value=-step_size)  # p -= lr m_hat / (sqrt(v_hat) + eps)
 
     def state_dict(self) -> dict[str, Any]:
-        state = {i: {"step": torch.tensor(float(self.steps)), "exp_avg": self.exp_avg[i],
-                     "exp_avg_sq": self.exp_avg_sq[i]} for i in range(len(self.params)) if self.steps}
+        state = {
+            i: {"step": torch.tensor(float(self.steps)), "exp_avg": self.exp_avg[i], "exp_avg_sq": self.exp_avg_sq[i]}
+            for i in range(len(self.params))
+            if self.steps
+        }
         return {"state": state, "param_groups": [dict(group) for group in self.param_groups]}
 
     def load_state_dict(self, saved: Mapping[str, Any]) -> None:
@@ -85,8 +120,10 @@ class Adam:
         except (KeyError, IndexError, TypeError) as exc:
             raise ValueError(f"not an Adam state dict ({type(exc).__name__}: {exc})") from exc
         if len(groups) != 1 or len(group.get("params", ())) != len(self.params):
-            raise ValueError(f"optimizer state is for {sum(len(g.get('params', ())) for g in groups)} parameters, "
-                             f"this network has {len(self.params)}")
+            raise ValueError(
+                f"optimizer state is for {sum(len(g.get('params', ())) for g in groups)} parameters, "
+                f"this network has {len(self.params)}"
+            )
         steps = 0
         for i, p in enumerate(self.params):
             entry = state.get(i) or state.get(str(i))
@@ -95,8 +132,10 @@ class Adam:
             for name, target in (("exp_avg", self.exp_avg), ("exp_avg_sq", self.exp_avg_sq)):
                 value = entry[name]
                 if tuple(value.shape) != tuple(p.shape):
-                    raise ValueError(f"optimizer state {name} of parameter {i} has shape {tuple(value.shape)}, "
-                                     f"expected {tuple(p.shape)}")
+                    raise ValueError(
+                        f"optimizer state {name} of parameter {i} has shape {tuple(value.shape)}, "
+                        f"expected {tuple(p.shape)}"
+                    )
                 target[i] = value.detach().to(device=p.device, dtype=p.dtype).clone()
             steps = max(steps, int(float(entry["step"])))
         self.steps = steps

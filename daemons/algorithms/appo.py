@@ -22,11 +22,23 @@ from tandem.daemons.algorithms.adam import Adam
 from tandem.daemons.algorithms.base import UpdateResult
 from tandem.daemons.algorithms.distributions import ActionHead
 from tandem.daemons.algorithms.ppo_batch import FlatSteps, minibatch_rows
+from tandem.daemons.algorithms.ppo_losses import (
+    clipped_surrogate,
+    explained_variance,
+    normalized_advantages,
+    value_loss,
+)
 from tandem.daemons.algorithms.running_norm import RunningMeanStd
-from tandem.daemons.algorithms.ppo_losses import clipped_surrogate, explained_variance, normalized_advantages, value_loss
+from tandem.daemons.algorithms.torch_util import (
+    SwappableNet,
+    check_tensors,
+    cpu_copy,
+    make_adam,
+    module_weights,
+    to_tensor,
+    torch_device,
+)
 from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP, UnrollTensors, select_columns, stack_unrolls
-from tandem.daemons.algorithms.torch_util import (SwappableNet, check_tensors, cpu_copy, make_adam, module_weights,
-                                          to_tensor, torch_device)
 from tandem.daemons.algorithms.vtrace import vtrace
 from tandem.daemons.config.schema import RunConfig
 from tandem.protocol import TransitionBatch
@@ -38,8 +50,15 @@ FEED = "unrolls"  # the learner trains on a queue of fresh unrolls
 class APPO:
     """Learner side of 'appo' (clipped surrogate) and 'impala' (plain V-trace policy gradient)."""
 
-    def __init__(self, name: str, config: RunConfig, obs_space: gym.Space, action_space: gym.Space,
-                 device: str = "cpu", mask_size: int = 0):
+    def __init__(
+        self,
+        name: str,
+        config: RunConfig,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        device: str = "cpu",
+        mask_size: int = 0,
+    ):
         self.name, self.cfg = name, config.algorithm
         self.device = torch_device(device)
         self.net = seeded_actor_critic(config, obs_space, action_space, mask_size, config.run.seed).to(self.device)
@@ -62,11 +81,14 @@ class APPO:
         self.net.head.check_wire(batch.actions)
         logp = batch.extras.get(BEHAVIOUR_LOGP)
         if logp is None:
-            raise ValueError(f"extra.{BEHAVIOUR_LOGP} is missing: {self.name} needs the behaviour log-probability "
-                             "of every step")
+            raise ValueError(
+                f"extra.{BEHAVIOUR_LOGP} is missing: {self.name} needs the behaviour log-probability of every step"
+            )
         if logp.dtype != np.float32 or logp.shape != batch.rewards.shape:
-            raise ValueError(f"extra.{BEHAVIOUR_LOGP} must be float32 {list(batch.rewards.shape)}, "
-                             f"got {logp.dtype} {list(logp.shape)}")
+            raise ValueError(
+                f"extra.{BEHAVIOUR_LOGP} must be float32 {list(batch.rewards.shape)}, "
+                f"got {logp.dtype} {list(logp.shape)}"
+            )
         if not np.isfinite(logp).all():
             raise ValueError(f"extra.{BEHAVIOUR_LOGP} holds NaN or infinite values")
 
@@ -129,11 +151,19 @@ class APPO:
         values = real[: (steps + 1) * n].reshape(steps + 1, n)
         next_values = values[1:].clone()
         if d.finals.shape[0]:
-            next_values[d.final_t, d.final_n] = real[(steps + 1) * n:]
+            next_values[d.final_t, d.final_n] = real[(steps + 1) * n :]
         log_rhos = logp.detach() - d.behaviour_logp
-        return log_rhos, vtrace(log_rhos, d.rewards, values[:-1], next_values, cfg.gamma * (1.0 - d.terminated),
-                                1.0 - d.ended, rho_clip=cfg.vtrace_rho_clip, c_clip=cfg.vtrace_c_clip,
-                                lam=cfg.vtrace_lambda)
+        return log_rhos, vtrace(
+            log_rhos,
+            d.rewards,
+            values[:-1],
+            next_values,
+            cfg.gamma * (1.0 - d.terminated),
+            1.0 - d.ended,
+            rho_clip=cfg.vtrace_rho_clip,
+            c_clip=cfg.vtrace_c_clip,
+            lam=cfg.vtrace_lambda,
+        )
 
     def evaluate_unrolls(self, d: UnrollTensors):
         """(distribution at the T x N acted-on rows, log-probs [T, N], value outputs at every row)."""
@@ -160,12 +190,18 @@ class APPO:
             steps, n = d.rewards.shape
             vs = targets.vs.reshape(-1)
             explained.append(explained_variance(self.returns(old_values), vs))
-            flats.append(FlatSteps(
-                obs=d.obs[:-1].reshape(steps * n, *d.obs.shape[2:]), actions=d.actions.reshape(steps * n, -1),
-                behaviour_logp=d.behaviour_logp.reshape(-1), start_logp=start_logp,
-                advantages=targets.pg_advantages.reshape(-1),
-                targets=vs if norm is None else norm.normalize(vs), old_values=old_values,
-                streams=(torch.arange(n, device=self.device) + offset).repeat(steps)))
+            flats.append(
+                FlatSteps(
+                    obs=d.obs[:-1].reshape(steps * n, *d.obs.shape[2:]),
+                    actions=d.actions.reshape(steps * n, -1),
+                    behaviour_logp=d.behaviour_logp.reshape(-1),
+                    start_logp=start_logp,
+                    advantages=targets.pg_advantages.reshape(-1),
+                    targets=vs if norm is None else norm.normalize(vs),
+                    old_values=old_values,
+                    streams=(torch.arange(n, device=self.device) + offset).repeat(steps),
+                )
+            )
         return FlatSteps.concat(flats), explained
 
     def flat_step(self, b: FlatSteps) -> dict[str, float]:
@@ -175,8 +211,16 @@ class APPO:
         # 'proximal': the clip's trust region is around the policy the update started from (decoupled PPO); the
         # acting version's lag is already weighted into the V-trace advantages, so it is not counted twice
         anchor = b.start_logp if self.cfg.clip_anchor == "proximal" else b.behaviour_logp
-        return self.optimize(logp, dist.entropy().mean(), anchor, b.advantages, values, b.targets,
-                             b.old_values, logp.detach() - b.behaviour_logp)
+        return self.optimize(
+            logp,
+            dist.entropy().mean(),
+            anchor,
+            b.advantages,
+            values,
+            b.targets,
+            b.old_values,
+            logp.detach() - b.behaviour_logp,
+        )
 
     def step(self, d: UnrollTensors) -> dict[str, float]:
         """One Adam step with V-trace recomputed from this step's weights (targets = 'per_minibatch')."""
@@ -189,14 +233,30 @@ class APPO:
         if norm is not None:
             norm.update(vs)
             vs = norm.normalize(vs)
-        metrics = self.optimize(logp.reshape(-1), dist.entropy().mean(), d.behaviour_logp.reshape(-1),
-                                targets.pg_advantages.reshape(-1), values, vs, None, log_rhos.reshape(-1))
+        metrics = self.optimize(
+            logp.reshape(-1),
+            dist.entropy().mean(),
+            d.behaviour_logp.reshape(-1),
+            targets.pg_advantages.reshape(-1),
+            values,
+            vs,
+            None,
+            log_rhos.reshape(-1),
+        )
         metrics["explained_variance"] = explained_variance(values.detach(), vs)
         return metrics
 
-    def optimize(self, logp: torch.Tensor, entropy: torch.Tensor, anchor_logp: torch.Tensor,
-                 advantages: torch.Tensor, values: torch.Tensor, targets: torch.Tensor,
-                 old_values: torch.Tensor | None, log_rhos: torch.Tensor) -> dict[str, float]:
+    def optimize(
+        self,
+        logp: torch.Tensor,
+        entropy: torch.Tensor,
+        anchor_logp: torch.Tensor,
+        advantages: torch.Tensor,
+        values: torch.Tensor,
+        targets: torch.Tensor,
+        old_values: torch.Tensor | None,
+        log_rhos: torch.Tensor,
+    ) -> dict[str, float]:
         """The loss of one minibatch (flat steps), one optimizer step, and its diagnostics."""
         cfg = self.cfg
         if cfg.normalize_advantages:
@@ -216,19 +276,46 @@ class APPO:
         self.optimizer.step()
         log_ratio = logp.detach() - anchor_logp
         approx_kl = (log_ratio.exp() - 1.0 - log_ratio).mean()  # Schulman's k3 estimator of KL(anchor || pi)
-        scalars = torch.stack([loss.detach(), policy_loss.detach(), v_loss.detach(), entropy.detach(),
-                               grad_norm.detach().float(), log_rhos.exp().mean(), clip_fraction, approx_kl,
-                               self.returns(values.detach()).mean()]).cpu().numpy()
-        names = ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "rho_mean", "clip_fraction",
-                 "approx_kl", "value_mean")
+        scalars = (
+            torch.stack(
+                [
+                    loss.detach(),
+                    policy_loss.detach(),
+                    v_loss.detach(),
+                    entropy.detach(),
+                    grad_norm.detach().float(),
+                    log_rhos.exp().mean(),
+                    clip_fraction,
+                    approx_kl,
+                    self.returns(values.detach()).mean(),
+                ]
+            )
+            .cpu()
+            .numpy()
+        )
+        names = (
+            "loss",
+            "policy_loss",
+            "value_loss",
+            "entropy",
+            "grad_norm",
+            "rho_mean",
+            "clip_fraction",
+            "approx_kl",
+            "value_mean",
+        )
         return {name: float(value) for name, value in zip(names, scalars)}
 
     def weights(self) -> dict[str, np.ndarray]:
         return module_weights(self.net)
 
     def state_dict(self) -> dict[str, Any]:
-        state = {"algorithm": self.name, "net": cpu_copy(self.net.state_dict()),
-                 "optimizer": cpu_copy(self.optimizer.state_dict()), "updates": int(self.updates)}
+        state = {
+            "algorithm": self.name,
+            "net": cpu_copy(self.net.state_dict()),
+            "optimizer": cpu_copy(self.optimizer.state_dict()),
+            "updates": int(self.updates),
+        }
         if self.value_norm is not None:
             state["value_norm"] = cpu_copy(self.value_norm.state_dict())
         return state
@@ -236,10 +323,15 @@ class APPO:
     def form_hint(self, saved: Mapping[str, Any]) -> str:
         """Which setting that changes the network's tensors a saved network was trained with, where it differs."""
         names = [str(k) for k in saved]
-        forms = {"algorithm.shared_torso": (not any(k.startswith("value.") for k in names), self.net.shared),
-                 "algorithm.normalize_obs": (any(k.startswith("obs_norm.") for k in names), self.net.obs_norm is not None)}
-        differ = [f"{key} = {str(was).lower()}; this run has {str(now).lower()}"
-                  for key, (was, now) in forms.items() if was != now]
+        forms = {
+            "algorithm.shared_torso": (not any(k.startswith("value.") for k in names), self.net.shared),
+            "algorithm.normalize_obs": (any(k.startswith("obs_norm.") for k in names), self.net.obs_norm is not None),
+        }
+        differ = [
+            f"{key} = {str(was).lower()}; this run has {str(now).lower()}"
+            for key, (was, now) in forms.items()
+            if was != now
+        ]
         return f" (it was trained with {', '.join(differ)})" if differ else ""
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -261,15 +353,24 @@ class APPO:
             self.value_norm.load_state_dict(saved_norm)
         elif self.value_norm is not None:  # a checkpoint from before normalize_returns: its statistics start afresh
             self.value_norm = RunningMeanStd((1,)).to(self.device)
-            log.warning("the checkpoint has no return statistics (trained without algorithm.normalize_returns): "
-                        "they start afresh, and the value output is read in their units from now on")
+            log.warning(
+                "the checkpoint has no return statistics (trained without algorithm.normalize_returns): "
+                "they start afresh, and the value output is read in their units from now on"
+            )
 
 
 class StochasticPolicy:
     """Actor side: samples from the newest policy and reports log mu(a|x); the evaluator takes the mode."""
 
-    def __init__(self, config: RunConfig, obs_space: gym.Space, action_space: gym.Space, seed: int | None,
-                 mask_size: int = 0, device: str = "cpu"):
+    def __init__(
+        self,
+        config: RunConfig,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        seed: int | None,
+        mask_size: int = 0,
+        device: str = "cpu",
+    ):
         self.device = torch_device(device)
         net = seeded_actor_critic(config, obs_space, action_space, mask_size, seed).to(self.device)
         self.nets = SwappableNet(net)
@@ -306,15 +407,18 @@ class StochasticPolicy:
 
 # ---------------------------------------------------------------------- the algorithm module interface
 
+
 def check_action_space(name: str, action_space: gym.Space) -> None:
     ActionHead(action_space)
 
 
-def make_learner(name: str, config: RunConfig, obs_space: gym.Space, action_space: gym.Space, device: str,
-                 mask_size: int) -> APPO:
+def make_learner(
+    name: str, config: RunConfig, obs_space: gym.Space, action_space: gym.Space, device: str, mask_size: int
+) -> APPO:
     return APPO(name, config, obs_space, action_space, device=device, mask_size=mask_size)
 
 
-def make_policy(name: str, config: RunConfig, obs_space: gym.Space, action_space: gym.Space, seed: int | None,
-                mask_size: int) -> StochasticPolicy:
+def make_policy(
+    name: str, config: RunConfig, obs_space: gym.Space, action_space: gym.Space, seed: int | None, mask_size: int
+) -> StochasticPolicy:
     return StochasticPolicy(config, obs_space, action_space, seed, mask_size, device=config.actors.device)

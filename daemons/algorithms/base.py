@@ -9,7 +9,6 @@ from typing import Any, Protocol
 import numpy as np
 
 
-
 @dataclass(frozen=True)
 class UpdateResult:
     """What one update reports: scalar metrics, and new priorities for the sampled slots (or None)."""

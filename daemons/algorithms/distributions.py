@@ -32,11 +32,13 @@ class Categorical:
 
     def log_prob(self, indices: torch.Tensor) -> torch.Tensor:
         """indices [B, parts] (0-based) -> [B]."""
-        return sum(logp.gather(-1, indices[:, i:i + 1]).squeeze(-1) for i, logp in enumerate(self.parts))
+        return sum(logp.gather(-1, indices[:, i : i + 1]).squeeze(-1) for i, logp in enumerate(self.parts))
 
     def entropy(self) -> torch.Tensor:
         # exp(-1e9) is 0, so masked actions add nothing; where() keeps 0 * -inf out of the sum
-        return sum(-(torch.where(logp > -1e8, logp.exp() * logp, torch.zeros_like(logp))).sum(-1) for logp in self.parts)
+        return sum(
+            -(torch.where(logp > -1e8, logp.exp() * logp, torch.zeros_like(logp))).sum(-1) for logp in self.parts
+        )
 
 
 class DiagGaussian:
@@ -66,8 +68,9 @@ class ActionHead(nn.Module):
     Wire actions: Discrete [B] and MultiDiscrete [B, d] integers with the space's own start values; Box
     [B, *shape] float32, the unclipped sample (the env step clips to the bounds)."""
 
-    def __init__(self, action_space: gym.Space, log_std_init: float = 0.0, state_dependent_std: bool = False,
-                 mask_size: int = 0):
+    def __init__(
+        self, action_space: gym.Space, log_std_init: float = 0.0, state_dependent_std: bool = False, mask_size: int = 0
+    ):
         super().__init__()
         self.space = action_space
         self.mask_size = mask_size
@@ -76,7 +79,9 @@ class ActionHead(nn.Module):
             self.register_buffer("starts", torch.tensor([int(action_space.start)]), persistent=False)
         elif isinstance(action_space, gym.spaces.MultiDiscrete):
             if action_space.nvec.ndim != 1:
-                raise ValueError(f"a MultiDiscrete action space must be one-dimensional, got nvec shape {action_space.nvec.shape}")
+                raise ValueError(
+                    f"a MultiDiscrete action space must be one-dimensional, got nvec shape {action_space.nvec.shape}"
+                )
             self.kind, self.sizes = "multi_discrete", [int(n) for n in action_space.nvec]
             self.register_buffer("starts", torch.as_tensor(np.asarray(action_space.start, np.int64)), persistent=False)
         elif isinstance(action_space, gym.spaces.Box) and np.issubdtype(action_space.dtype, np.floating):
@@ -102,11 +107,11 @@ class ActionHead(nn.Module):
     def distribution(self, outputs: torch.Tensor, obs: torch.Tensor | None = None) -> Categorical | DiagGaussian:
         if self.kind == "box":
             if self.state_dependent:
-                mean, log_std = outputs[:, :self.dim], outputs[:, self.dim:] + self.log_std_init
+                mean, log_std = outputs[:, : self.dim], outputs[:, self.dim :] + self.log_std_init
                 return DiagGaussian(mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX))
             return DiagGaussian(outputs, self.log_std)
         if self.mask_size and obs is not None:
-            legal = obs.reshape(obs.shape[0], -1)[:, -self.mask_size:] > 0.5
+            legal = obs.reshape(obs.shape[0], -1)[:, -self.mask_size :] > 0.5
             outputs = outputs.masked_fill(~legal, -1e9)
         return Categorical(outputs, self.sizes)
 
@@ -126,7 +131,7 @@ class ActionHead(nn.Module):
     def check_wire(self, actions: np.ndarray, where: str = "actions") -> None:
         """ValueError unless received actions [..., *action_shape] have this space's dtype kind and range."""
         shape = tuple(self.space.shape or ())
-        if tuple(actions.shape[actions.ndim - len(shape):]) != shape:
+        if tuple(actions.shape[actions.ndim - len(shape) :]) != shape:
             raise ValueError(f"{where} must end with the action shape {list(shape)}, got {list(actions.shape)}")
         if self.kind == "box":
             if actions.dtype.kind != "f":

@@ -12,12 +12,20 @@ import numpy as np
 import torch
 from torch import nn
 
-from tandem.daemons.algorithms.base import UpdateResult
-from tandem.daemons.replay.batch import SampledBatch
-from tandem.daemons.config.schema import AlgorithmSection, ModelSection, RunConfig
 from tandem.daemons.algorithms.adam import Adam
-from tandem.daemons.algorithms.torch_util import (SwappableNet, check_tensors, cpu_copy, make_adam, module_weights,
-                                          seeded_network, to_tensor, torch_device)
+from tandem.daemons.algorithms.base import UpdateResult
+from tandem.daemons.algorithms.torch_util import (
+    SwappableNet,
+    check_tensors,
+    cpu_copy,
+    make_adam,
+    module_weights,
+    seeded_network,
+    to_tensor,
+    torch_device,
+)
+from tandem.daemons.config.schema import AlgorithmSection, ModelSection, RunConfig
+from tandem.daemons.replay.batch import SampledBatch
 
 ALGORITHM_NAME = "double_dqn"
 
@@ -47,8 +55,16 @@ def check_mask(mask_size: int, num_actions: int) -> int:
 class DoubleDQN:
     """Online and target Q-networks trained with Adam on a Huber loss of n-step double-DQN targets."""
 
-    def __init__(self, model_cfg: ModelSection, algo_cfg: AlgorithmSection, obs_space: gym.Space,
-                 action_space: gym.Space, device: str = "cpu", seed: int | None = None, mask_size: int = 0) -> None:
+    def __init__(
+        self,
+        model_cfg: ModelSection,
+        algo_cfg: AlgorithmSection,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        device: str = "cpu",
+        seed: int | None = None,
+        mask_size: int = 0,
+    ) -> None:
         self.num_actions, self.action_start = discrete_actions(action_space)
         self.mask_size = check_mask(mask_size, self.num_actions)
         self.device = torch_device(device)
@@ -73,13 +89,17 @@ class DoubleDQN:
         """Actions as int64 indices in [0, n), checked on the CPU (a bad index on CUDA would kill the context)."""
         idx = np.asarray(actions).reshape(-1)
         if idx.shape != (batch_size,):
-            raise ValueError(f"batch.actions has shape {np.shape(actions)}, expected ({batch_size},) or ({batch_size}, 1)")
+            raise ValueError(
+                f"batch.actions has shape {np.shape(actions)}, expected ({batch_size},) or ({batch_size}, 1)"
+            )
         if not np.issubdtype(idx.dtype, np.integer):
             raise ValueError(f"batch.actions has dtype {idx.dtype}, expected an integer dtype")
         idx = idx.astype(np.int64) - self.action_start
         if batch_size and (idx.min() < 0 or idx.max() >= self.num_actions):
-            raise ValueError(f"batch.actions holds values outside the action space "
-                             f"[{self.action_start}, {self.action_start + self.num_actions})")
+            raise ValueError(
+                f"batch.actions holds values outside the action space "
+                f"[{self.action_start}, {self.action_start + self.num_actions})"
+            )
         return idx
 
     def check_batch(self, batch: Any) -> None:
@@ -89,8 +109,12 @@ class DoubleDQN:
             raise ValueError(f"actions must be [T, K] for a Discrete action space, got shape {list(actions.shape)}")
         if actions.dtype.kind not in "iu":
             raise ValueError(f"actions must be integers, got {actions.dtype}")
-        if actions.size and (actions.min() < self.action_start or actions.max() >= self.action_start + self.num_actions):
-            raise ValueError(f"actions hold values outside [{self.action_start}, {self.action_start + self.num_actions})")
+        if actions.size and (
+            actions.min() < self.action_start or actions.max() >= self.action_start + self.num_actions
+        ):
+            raise ValueError(
+                f"actions hold values outside [{self.action_start}, {self.action_start + self.num_actions})"
+            )
 
     def update(self, batch: SampledBatch) -> UpdateResult:
         """One Adam step on weighted Huber(Q(s, a), R + D * Q_target(s', argmax_a' Q(s', a'))); priorities = |TD|."""
@@ -165,8 +189,15 @@ class DoubleDQN:
 class DQNPolicy:
     """Epsilon-greedy over a Q-network, one forward pass for all K envs, weights swapped in all or nothing."""
 
-    def __init__(self, model_cfg: ModelSection, obs_space: gym.Space, action_space: gym.Space,
-                 seed: int | None = None, device: str = "cpu", mask_size: int = 0) -> None:
+    def __init__(
+        self,
+        model_cfg: ModelSection,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        seed: int | None = None,
+        device: str = "cpu",
+        mask_size: int = 0,
+    ) -> None:
         self.num_actions, self.action_start = discrete_actions(action_space)
         self.mask_size = check_mask(mask_size, self.num_actions)
         self.device = torch_device(device)
@@ -183,7 +214,7 @@ class DQNPolicy:
         count = obs.shape[0]
         explore = self.rng.random(count) < eps
         if self.mask_size:  # a uniform legal action: the largest of random keys over the legal ones
-            legal = obs.reshape(count, -1)[:, -self.mask_size:] > 0.5
+            legal = obs.reshape(count, -1)[:, -self.mask_size :] > 0.5
             actions = np.argmax(np.where(legal, self.rng.random((count, self.num_actions)), -1.0), axis=1)
         else:
             actions = self.rng.integers(self.num_actions, size=count, dtype=np.int64)
@@ -214,12 +245,21 @@ def check_action_space(name: str, action_space: gym.Space) -> None:
     discrete_actions(action_space)
 
 
-def make_learner(name: str, config: RunConfig, obs_space: gym.Space, action_space: gym.Space, device: str,
-                 mask_size: int) -> DoubleDQN:
-    return DoubleDQN(config.model, config.algorithm, obs_space, action_space, device=device, seed=config.run.seed,
-                     mask_size=mask_size)
+def make_learner(
+    name: str, config: RunConfig, obs_space: gym.Space, action_space: gym.Space, device: str, mask_size: int
+) -> DoubleDQN:
+    return DoubleDQN(
+        config.model,
+        config.algorithm,
+        obs_space,
+        action_space,
+        device=device,
+        seed=config.run.seed,
+        mask_size=mask_size,
+    )
 
 
-def make_policy(name: str, config: RunConfig, obs_space: gym.Space, action_space: gym.Space, seed: int | None,
-                mask_size: int) -> DQNPolicy:
+def make_policy(
+    name: str, config: RunConfig, obs_space: gym.Space, action_space: gym.Space, seed: int | None, mask_size: int
+) -> DQNPolicy:
     return DQNPolicy(config.model, obs_space, action_space, seed=seed, device=config.actors.device, mask_size=mask_size)

@@ -21,8 +21,15 @@ NATURE_CNN_MIN_SIZE = 36  # the smallest height/width the three Nature convoluti
 class MLPQNetwork(nn.Module):
     """Flattens each observation (or one-hot encodes a Discrete one) and maps it to one Q-value per action."""
 
-    def __init__(self, in_features: int, num_actions: int, hidden_sizes: Sequence[int], activation: str,
-                 one_hot: int | None = None, one_hot_start: int = 0) -> None:
+    def __init__(
+        self,
+        in_features: int,
+        num_actions: int,
+        hidden_sizes: Sequence[int],
+        activation: str,
+        one_hot: int | None = None,
+        one_hot_start: int = 0,
+    ) -> None:
         super().__init__()
         self.one_hot = one_hot
         self.one_hot_start = one_hot_start
@@ -51,9 +58,12 @@ class NatureCNN(nn.Module):
         self.scale = scale
         c, h, w = (obs_shape[2], obs_shape[0], obs_shape[1]) if channels_last else tuple(obs_shape)
         self.convs = nn.Sequential(
-            nn.Conv2d(c, 32, 8, stride=4), nn.ReLU(),
-            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
-            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
+            nn.Conv2d(c, 32, 8, stride=4),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2),
+            nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1),
+            nn.ReLU(),
             nn.Flatten(),
         )
         with torch.no_grad():
@@ -95,25 +105,32 @@ def image_channels_last(shape: Sequence[int]) -> bool:
 def build_mlp(model_cfg: ModelSection, obs_space: gym.Space, num_actions: int) -> nn.Module:
     if isinstance(obs_space, gym.spaces.Discrete):
         n = int(obs_space.n)
-        return MLPQNetwork(n, num_actions, model_cfg.hidden_sizes, model_cfg.activation,
-                           one_hot=n, one_hot_start=int(obs_space.start))
+        return MLPQNetwork(
+            n, num_actions, model_cfg.hidden_sizes, model_cfg.activation, one_hot=n, one_hot_start=int(obs_space.start)
+        )
     if isinstance(obs_space, (gym.spaces.Box, gym.spaces.MultiBinary)):
         in_features = int(np.prod(obs_space.shape, dtype=np.int64))
         return MLPQNetwork(in_features, num_actions, model_cfg.hidden_sizes, model_cfg.activation)
-    raise SetupError(f"model.kind {model_cfg.kind!r}: the MLP takes Box, MultiBinary or Discrete (one-hot) "
-                     f"observations, not {obs_space}")
+    raise SetupError(
+        f"model.kind {model_cfg.kind!r}: the MLP takes Box, MultiBinary or Discrete (one-hot) "
+        f"observations, not {obs_space}"
+    )
 
 
 def build_nature_cnn(model_cfg: ModelSection, obs_space: gym.Space, num_actions: int) -> nn.Module:
     if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 3:
-        raise SetupError(f"model.kind {model_cfg.kind!r}: the Nature CNN needs a 3-D Box observation "
-                         f"([C, H, W] or [H, W, C]), got {obs_space}")
+        raise SetupError(
+            f"model.kind {model_cfg.kind!r}: the Nature CNN needs a 3-D Box observation "
+            f"([C, H, W] or [H, W, C]), got {obs_space}"
+        )
     shape = obs_space.shape
     channels_last = image_channels_last(shape)
     h, w = (shape[0], shape[1]) if channels_last else (shape[1], shape[2])
     if min(h, w) < NATURE_CNN_MIN_SIZE:
-        raise SetupError(f"model.kind {model_cfg.kind!r}: the Nature CNN needs images of at least "
-                         f"{NATURE_CNN_MIN_SIZE}x{NATURE_CNN_MIN_SIZE}, got observation shape {shape}")
+        raise SetupError(
+            f"model.kind {model_cfg.kind!r}: the Nature CNN needs images of at least "
+            f"{NATURE_CNN_MIN_SIZE}x{NATURE_CNN_MIN_SIZE}, got observation shape {shape}"
+        )
     return NatureCNN(shape, num_actions, channels_last, scale=obs_space.dtype == np.uint8)
 
 
@@ -131,7 +148,9 @@ def dummy_obs(obs_space: gym.Space, batch: int) -> np.ndarray | None:
     if isinstance(obs_space, gym.spaces.Discrete):
         return np.full(batch, obs_space.start, dtype=np.int64)
     if isinstance(obs_space, gym.spaces.Box):
-        return np.broadcast_to(np.clip(0, obs_space.low, obs_space.high), (batch, *obs_space.shape)).astype(obs_space.dtype)
+        return np.broadcast_to(np.clip(0, obs_space.low, obs_space.high), (batch, *obs_space.shape)).astype(
+            obs_space.dtype
+        )
     if isinstance(obs_space, gym.spaces.MultiBinary):
         return np.zeros((batch, *obs_space.shape), dtype=obs_space.dtype)
     return None
@@ -146,12 +165,16 @@ def check_output(model_cfg: ModelSection, net: nn.Module, obs_space: gym.Space, 
         try:
             out = net(torch.as_tensor(obs))
         except Exception as exc:
-            raise SetupError(f"model.kind {model_cfg.kind!r}: forward pass on observations of shape "
-                             f"{obs.shape} failed ({type(exc).__name__}: {exc})") from exc
+            raise SetupError(
+                f"model.kind {model_cfg.kind!r}: forward pass on observations of shape "
+                f"{obs.shape} failed ({type(exc).__name__}: {exc})"
+            ) from exc
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, num_actions) or not out.is_floating_point():
         got = f"shape {tuple(out.shape)} {out.dtype}" if isinstance(out, torch.Tensor) else type(out).__name__
-        raise SetupError(f"model.kind {model_cfg.kind!r}: a batch of 2 observations must give float outputs of "
-                         f"shape (2, {num_actions}), got {got}")
+        raise SetupError(
+            f"model.kind {model_cfg.kind!r}: a batch of 2 observations must give float outputs of "
+            f"shape (2, {num_actions}), got {got}"
+        )
 
 
 def build_q_network(model_cfg: ModelSection, obs_space: gym.Space, num_actions: int) -> nn.Module:

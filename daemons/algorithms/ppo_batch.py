@@ -43,5 +43,7 @@ def minibatch_rows(flat: FlatSteps, count: int, by: str, generator: torch.Genera
         return list(torch.chunk(order, min(count, flat.size)))
     columns = torch.unique(flat.streams)
     order = columns[torch.randperm(len(columns), generator=generator).to(device)]
-    return [torch.nonzero(torch.isin(flat.streams, chunk)).squeeze(1)
-            for chunk in torch.chunk(order, min(count, len(columns)))]
+    return [
+        torch.nonzero(torch.isin(flat.streams, chunk)).squeeze(1)
+        for chunk in torch.chunk(order, min(count, len(columns)))
+    ]

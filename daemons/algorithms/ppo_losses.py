@@ -1,4 +1,4 @@
-"""The loss terms of the on-policy learners: PPO's clipped surrogate, the (optionally clipped) value loss, advantage scaling."""
+"""On-policy loss terms: PPO's clipped surrogate, the (optionally clipped) value loss, advantage scaling."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ def normalized_advantages(advantages: torch.Tensor) -> torch.Tensor:
     return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
 
 
-def clipped_surrogate(logp: torch.Tensor, behaviour_logp: torch.Tensor, advantages: torch.Tensor,
-                      clip_ratio: float) -> tuple[torch.Tensor, torch.Tensor]:
+def clipped_surrogate(
+    logp: torch.Tensor, behaviour_logp: torch.Tensor, advantages: torch.Tensor, clip_ratio: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """PPO's policy loss -E[min(r A, clip(r, 1-eps, 1+eps) A)] with r = pi/mu, and the share of clipped ratios."""
     ratio = torch.exp(logp - behaviour_logp)
     clipped = torch.clamp(ratio, 1.0 - clip_ratio, 1.0 + clip_ratio)
@@ -22,8 +23,9 @@ def clipped_surrogate(logp: torch.Tensor, behaviour_logp: torch.Tensor, advantag
     return loss, clip_fraction
 
 
-def value_loss(values: torch.Tensor, targets: torch.Tensor, old_values: torch.Tensor | None = None,
-               clip: float = 0.0) -> torch.Tensor:
+def value_loss(
+    values: torch.Tensor, targets: torch.Tensor, old_values: torch.Tensor | None = None, clip: float = 0.0
+) -> torch.Tensor:
     """0.5 E[(V - target)^2]; with `clip` > 0 and the values before the update, PPO's pessimistic form:
     0.5 E[max((V - target)^2, (V_old + clip(V - V_old, -clip, clip) - target)^2)]."""
     squared = (values - targets).pow(2)

@@ -1,4 +1,4 @@
-"""Running mean and variance (Chan et al.'s parallel update), kept as module buffers so they checkpoint and travel with weights."""
+"""Running mean and variance (Chan et al.'s update) as module buffers: they checkpoint and travel with the weights."""
 
 from __future__ import annotations
 

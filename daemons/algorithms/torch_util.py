@@ -74,7 +74,9 @@ def check_tensors(expected: Mapping[str, torch.Tensor], given: Mapping[str, Any]
         raise ValueError(f"weights must be a mapping of names to arrays, got {type(given).__name__}")
     missing = [name for name in expected if name not in given]
     if missing:
-        raise ValueError(f"tensor {missing[0]!r} is missing" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+        raise ValueError(
+            f"tensor {missing[0]!r} is missing" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+        )
     unknown = [name for name in given if name not in expected]
     if unknown:
         raise ValueError(f"tensor {unknown[0]!r} is not in this model")
@@ -82,7 +84,9 @@ def check_tensors(expected: Mapping[str, torch.Tensor], given: Mapping[str, Any]
         value = given[name]
         kind, want = (np.ndarray, wire_dtype(ref)) if numpy else (torch.Tensor, ref.dtype)
         if not isinstance(value, kind):
-            raise ValueError(f"tensor {name!r} is a {type(value).__name__}, expected a {kind.__module__}.{kind.__name__}")
+            raise ValueError(
+                f"tensor {name!r} is a {type(value).__name__}, expected a {kind.__module__}.{kind.__name__}"
+            )
         if value.dtype != want:
             raise ValueError(f"tensor {name!r} has dtype {value.dtype}, expected {want}")
         if tuple(value.shape) != tuple(ref.shape):
@@ -91,9 +95,12 @@ def check_tensors(expected: Mapping[str, torch.Tensor], given: Mapping[str, Any]
 
 def module_weights(module: nn.Module) -> dict[str, np.ndarray]:
     """CPU copies of a module's state dict (float32 for floating tensors), safe to send while training goes on."""
-    return {name: tensor.detach().to("cpu", dtype=torch.float32 if tensor.is_floating_point() else tensor.dtype,
-                                     copy=True).numpy()
-            for name, tensor in module.state_dict().items()}
+    return {
+        name: tensor.detach()
+        .to("cpu", dtype=torch.float32 if tensor.is_floating_point() else tensor.dtype, copy=True)
+        .numpy()
+        for name, tensor in module.state_dict().items()
+    }
 
 
 def make_adam(params: list, learning_rate: float, eps: float = 1e-8) -> Adam:

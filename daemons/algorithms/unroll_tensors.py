@@ -30,8 +30,9 @@ class UnrollTensors:
     final_n: torch.Tensor  # [F] column of each final observation
 
 
-def stack_unrolls(unrolls: Sequence[TransitionBatch], head: ActionHead, device: torch.device,
-                  reward_scale: float) -> UnrollTensors:
+def stack_unrolls(
+    unrolls: Sequence[TransitionBatch], head: ActionHead, device: torch.device, reward_scale: float
+) -> UnrollTensors:
     """Concatenate unrolls of equal T along K; final observations keep their (t, column) places."""
     obs = np.concatenate([u.obs for u in unrolls], axis=1)
     actions = np.concatenate([u.actions for u in unrolls], axis=1)
@@ -48,8 +49,9 @@ def stack_unrolls(unrolls: Sequence[TransitionBatch], head: ActionHead, device: 
         rewards=to_tensor(np.concatenate([u.rewards for u in unrolls], axis=1), device, torch.float32) * reward_scale,
         terminated=to_tensor(np.concatenate([u.terminated for u in unrolls], axis=1), device, torch.float32),
         ended=to_tensor(np.concatenate([u.terminated | u.truncated for u in unrolls], axis=1), device, torch.float32),
-        behaviour_logp=to_tensor(np.concatenate([u.extras[BEHAVIOUR_LOGP] for u in unrolls], axis=1), device,
-                                 torch.float32),
+        behaviour_logp=to_tensor(
+            np.concatenate([u.extras[BEHAVIOUR_LOGP] for u in unrolls], axis=1), device, torch.float32
+        ),
         finals=to_tensor(np.concatenate([u.final_obs for u in unrolls]), device),
         final_t=torch.as_tensor(np.concatenate(rows), dtype=torch.long, device=device),
         final_n=torch.as_tensor(np.concatenate(cols), dtype=torch.long, device=device),
@@ -62,6 +64,13 @@ def select_columns(data: UnrollTensors, cols: torch.Tensor) -> UnrollTensors:
     position[cols] = torch.arange(len(cols), device=cols.device)
     keep = position[data.final_n] >= 0
     return UnrollTensors(
-        obs=data.obs[:, cols], actions=data.actions[:, cols], rewards=data.rewards[:, cols],
-        terminated=data.terminated[:, cols], ended=data.ended[:, cols], behaviour_logp=data.behaviour_logp[:, cols],
-        finals=data.finals[keep], final_t=data.final_t[keep], final_n=position[data.final_n[keep]])
+        obs=data.obs[:, cols],
+        actions=data.actions[:, cols],
+        rewards=data.rewards[:, cols],
+        terminated=data.terminated[:, cols],
+        ended=data.ended[:, cols],
+        behaviour_logp=data.behaviour_logp[:, cols],
+        finals=data.finals[keep],
+        final_t=data.final_t[keep],
+        final_n=position[data.final_n[keep]],
+    )

@@ -14,9 +14,18 @@ class VTraceReturns:
 
 
 @torch.no_grad()
-def vtrace(log_rhos: torch.Tensor, rewards: torch.Tensor, values: torch.Tensor, next_values: torch.Tensor,
-           discounts: torch.Tensor, continues: torch.Tensor, rho_clip: float = 1.0, c_clip: float = 1.0,
-           pg_rho_clip: float | None = None, lam: float = 1.0) -> VTraceReturns:
+def vtrace(
+    log_rhos: torch.Tensor,
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    next_values: torch.Tensor,
+    discounts: torch.Tensor,
+    continues: torch.Tensor,
+    rho_clip: float = 1.0,
+    c_clip: float = 1.0,
+    pg_rho_clip: float | None = None,
+    lam: float = 1.0,
+) -> VTraceReturns:
     """V-trace for T steps of N streams.
 
     log_rhos: log pi(a_t|x_t) - log mu(a_t|x_t). values: V(x_t). next_values: V of the state after step t

@@ -5,4 +5,12 @@ from tandem.daemons.config.loader import apply_overrides, config_from_dict, load
 from tandem.daemons.config.render import config_to_dict, render_toml
 from tandem.daemons.config.schema import RunConfig
 
-__all__ = ["ConfigError", "RunConfig", "apply_overrides", "config_from_dict", "config_to_dict", "load_config", "render_toml"]
+__all__ = [
+    "ConfigError",
+    "RunConfig",
+    "apply_overrides",
+    "config_from_dict",
+    "config_to_dict",
+    "load_config",
+    "render_toml",
+]

@@ -49,8 +49,14 @@ def build(cls: type, data: Any, key: str) -> Any:
 
 
 def type_name(value: Any) -> str:
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
-            dict: "a table"}.get(type(value), type(value).__name__)
+    return {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a table",
+    }.get(type(value), type(value).__name__)
 
 
 def coerce(hint: Any, value: Any, key: str) -> Any:

@@ -65,21 +65,31 @@ def check_relations(config: RunConfig) -> None:
         where = f"policies.{policy}." if config.policies else ""
         c = policy_config(config, policy)
         if c.algorithm.name == "double_dqn" and c.learner.replay_min_size > c.learner.replay_capacity:
-            raise ConfigError(f"{where}learner.replay_min_size", f"{c.learner.replay_min_size} is more than "
-                              f"learner.replay_capacity ({c.learner.replay_capacity}): training would never start")
+            raise ConfigError(
+                f"{where}learner.replay_min_size",
+                f"{c.learner.replay_min_size} is more than "
+                f"learner.replay_capacity ({c.learner.replay_capacity}): training would never start",
+            )
         if c.algorithm.name == "double_dqn" and c.algorithm.batch_size > c.learner.replay_capacity:
             raise ConfigError(f"{where}algorithm.batch_size", "is larger than learner.replay_capacity")
         if c.algorithm.targets != "per_update":  # these need targets fixed at the update's start
             if c.algorithm.minibatch_by == "steps":
-                raise ConfigError(f"{where}algorithm.minibatch_by", "'steps' needs algorithm.targets = 'per_update' "
-                                  "(recomputed V-trace needs whole unrolls in order)")
+                raise ConfigError(
+                    f"{where}algorithm.minibatch_by",
+                    "'steps' needs algorithm.targets = 'per_update' (recomputed V-trace needs whole unrolls in order)",
+                )
             if c.algorithm.value_clip > 0:
-                raise ConfigError(f"{where}algorithm.value_clip", "needs algorithm.targets = 'per_update' (the values "
-                                  "it clips around are those the update starts from); with 'per_minibatch' set it to 0")
+                raise ConfigError(
+                    f"{where}algorithm.value_clip",
+                    "needs algorithm.targets = 'per_update' (the values "
+                    "it clips around are those the update starts from); with 'per_minibatch' set it to 0",
+                )
     if config.supervisor.liveness_timeout_s <= config.supervisor.heartbeat_interval_s:
         raise ConfigError("supervisor.liveness_timeout_s", "must be longer than supervisor.heartbeat_interval_s")
     if config.model.kind not in ("auto", "mlp", "nature_cnn") and ":" not in config.model.kind:
-        raise ConfigError("model.kind", f"{config.model.kind!r} is not 'auto', 'mlp', 'nature_cnn' or 'module:callable'")
+        raise ConfigError(
+            "model.kind", f"{config.model.kind!r} is not 'auto', 'mlp', 'nature_cnn' or 'module:callable'"
+        )
     if not config.env.id.strip():
         raise ConfigError("env.id", "must name a gymnasium id or 'module:callable'")
     check_pixels(config)
@@ -97,8 +107,14 @@ def check_pixels(config: RunConfig) -> None:
     if not env.pixels.enabled:
         return
     if env.atari.enabled:
-        raise ConfigError("env.pixels.enabled", "cannot be true with env.atari.enabled: both skip, pool, resize and "
-                          "stack frames (for an ALE id keep [env.atari], for any other image env [env.pixels])")
+        raise ConfigError(
+            "env.pixels.enabled",
+            "cannot be true with env.atari.enabled: both skip, pool, resize and "
+            "stack frames (for an ALE id keep [env.atari], for any other image env [env.pixels])",
+        )
     if env.vector in ("envpool", "ale"):
-        raise ConfigError("env.vector", f"{env.vector!r} builds its envs natively, without [env.pixels]' wrappers: "
-                          "use env.vector = '', 'sync' or 'async'")
+        raise ConfigError(
+            "env.vector",
+            f"{env.vector!r} builds its envs natively, without [env.pixels]' wrappers: "
+            "use env.vector = '', 'sync' or 'async'",
+        )

@@ -7,8 +7,14 @@ import fnmatch
 from dataclasses import replace
 
 from tandem.daemons.config.fields import ConfigError, build
-from tandem.daemons.config.schema import (AlgorithmSection, LearnerSection, ModelSection, PolicySection, RunConfig,
-                                   algorithm_default_values)
+from tandem.daemons.config.schema import (
+    AlgorithmSection,
+    LearnerSection,
+    ModelSection,
+    PolicySection,
+    RunConfig,
+    algorithm_default_values,
+)
 
 DEFAULT_POLICY = "default"
 PORT_KEYS = ("transitions_port", "weights_port", "snapshot_port")
@@ -24,7 +30,9 @@ def policy_section(config: RunConfig, name: str) -> PolicySection:
     if not config.policies and name == DEFAULT_POLICY:
         return PolicySection()
     if name not in config.policies:
-        raise ConfigError("policies", f"no policy named {name!r}; the run's policies: {', '.join(policy_names(config))}")
+        raise ConfigError(
+            "policies", f"no policy named {name!r}; the run's policies: {', '.join(policy_names(config))}"
+        )
     return config.policies[name]
 
 
@@ -71,7 +79,9 @@ def check_policies(config: RunConfig) -> None:
     """Names usable in process names and paths; every override a valid key and value of its section."""
     for name, section in config.policies.items():
         if not name or any(c in name for c in "/\\ .") or name.startswith("-"):
-            raise ConfigError(f"policies.{name}", "a policy name must be non-empty, without '/', '\\', '.', spaces or a leading '-'")
+            raise ConfigError(
+                f"policies.{name}", "a policy name must be non-empty, without '/', '\\', '.', spaces or a leading '-'"
+            )
         if not section.agents:
             raise ConfigError(f"policies.{name}.agents", "must name at least one agent or pattern")
         policy_config(config, name)  # raises ConfigError naming the bad override

@@ -22,16 +22,24 @@ def config_reference() -> str:
 
 
 def _table(header: str, cls: type) -> list[str]:
-    lines = [f"## `[{header}]`", "", _first_line(cls.__doc__, header), "",
-             "| key | type | default | allowed | meaning |", "|---|---|---|---|---|"]
+    lines = [
+        f"## `[{header}]`",
+        "",
+        _first_line(cls.__doc__, header),
+        "",
+        "| key | type | default | allowed | meaning |",
+        "|---|---|---|---|---|",
+    ]
     nested = []
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         if dataclasses.is_dataclass(hints[f.name]):
             nested.append((f"{header}.{f.name}", hints[f.name]))
             continue
-        lines.append(f"| `{f.name}` | {_type_name(hints[f.name])} | {_default(f)} | {_allowed(f.metadata)} | "
-                     f"{_cell(f.metadata.get('doc', ''))} |")
+        lines.append(
+            f"| `{f.name}` | {_type_name(hints[f.name])} | {_default(f)} | {_allowed(f.metadata)} | "
+            f"{_cell(f.metadata.get('doc', ''))} |"
+        )
     lines.append("")
     for sub_header, sub_cls in nested:
         lines += _table(sub_header, sub_cls)
@@ -41,7 +49,7 @@ def _table(header: str, cls: type) -> list[str]:
 def _first_line(doc: str | None, header: str) -> str:
     text = " ".join((doc or "").split())
     prefix = f"[{header}]:"
-    text = text[len(prefix):].strip() if text.startswith(prefix) else text
+    text = text[len(prefix) :].strip() if text.startswith(prefix) else text
     return text[:1].upper() + text[1:]
 
 

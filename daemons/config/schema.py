@@ -6,8 +6,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-def option(default: Any, doc: str, *, min: float | None = None, max: float | None = None,
-           choices: tuple[Any, ...] | None = None, above: float | None = None) -> Any:
+def option(
+    default: Any,
+    doc: str,
+    *,
+    min: float | None = None,
+    max: float | None = None,
+    choices: tuple[Any, ...] | None = None,
+    above: float | None = None,
+) -> Any:
     """A config field with its one-line doc and the bounds that make a value impossible."""
     meta = {"doc": doc, "min": min, "max": max, "choices": choices, "above": above}
     if isinstance(default, (list, dict)):
@@ -29,7 +36,9 @@ class RunSection:
 class AtariSection:
     """[env.atari]: the standard Atari preprocessing around an ALE env (ale-py), for actors and the evaluator."""
 
-    enabled: bool = option(False, "Wrap env.id (an 'ALE/Game-v5' id built with frameskip=1) in the preprocessing below.")
+    enabled: bool = option(
+        False, "Wrap env.id (an 'ALE/Game-v5' id built with frameskip=1) in the preprocessing below."
+    )
     noop_max: int = option(30, "Up to this many no-op actions after each reset (random starts).", min=0)
     frame_skip: int = option(4, "Each action repeats this many frames; the last two are max-pooled.", min=1)
     screen_size: int = option(84, "Frames are resized to screen_size x screen_size.", min=36)
@@ -48,13 +57,23 @@ class AtariSection:
 class PixelsSection:
     """[env.pixels]: frame skip, grayscale, resize and frame stack around any env whose observation is an image."""
 
-    enabled: bool = option(False, "Wrap env.id (any env whose observation is an HxWxC or HxW uint8 Box of 0-255; for an ALE "
-                                  "id use [env.atari]) in the preprocessing below.")
-    frame_skip: int = option(4, "Each action repeats this many frames, rewards summed; the last two are max-pooled (1: none).", min=1)
+    enabled: bool = option(
+        False,
+        "Wrap env.id (any env whose observation is an HxWxC or HxW uint8 Box of 0-255; for an ALE "
+        "id use [env.atari]) in the preprocessing below.",
+    )
+    frame_skip: int = option(
+        4, "Each action repeats this many frames, rewards summed; the last two are max-pooled (1: none).", min=1
+    )
     screen_size: int = option(84, "Frames are resized to screen_size x screen_size.", min=8)
-    grayscale: bool = option(True, "Grayscale frames [H, W]; false keeps colour, each frame [C, H, W] and a stack [stack*C, H, W] "
-                                   "(sent whole: only single-channel stacks travel as frames).")
-    frame_stack: int = option(4, "Observations are the last this many frames, [stack, H, W] uint8 (channels first).", min=1)
+    grayscale: bool = option(
+        True,
+        "Grayscale frames [H, W]; false keeps colour, each frame [C, H, W] and a stack [stack*C, H, W] "
+        "(sent whole: only single-channel stacks travel as frames).",
+    )
+    frame_stack: int = option(
+        4, "Observations are the last this many frames, [stack, H, W] uint8 (channels first).", min=1
+    )
     clip_rewards: bool = option(False, "Training only: rewards become their sign; reported returns stay the env's own.")
 
     def frames_per_obs(self, obs_shape: tuple) -> int:
@@ -72,10 +91,16 @@ class EnvSection:
     kwargs: dict[str, Any] = option({}, "Keyword arguments passed to gymnasium.make or the callable.")
     num_envs: int = option(8, "Environments per actor (K); one batched inference steps all of them.", min=1, max=4096)
     max_episode_steps: int = option(0, "Truncate episodes after this many steps; 0 keeps the env's own limit.", min=0)
-    api: str = option("auto", "'gymnasium', PettingZoo 'aec' or 'parallel'; 'auto' tells them apart by what env.id builds.",
-                      choices=("auto", "gymnasium", "aec", "parallel"))
-    vector: str = option("", "How an actor steps its K gymnasium envs: '' its own loop, 'sync'/'async' gymnasium's Sync/AsyncVectorEnv, 'envpool' EnvPool, 'ale' ale-py's Atari vector env.",
-                         choices=("", "sync", "async", "envpool", "ale"))
+    api: str = option(
+        "auto",
+        "'gymnasium', PettingZoo 'aec' or 'parallel'; 'auto' tells them apart by what env.id builds.",
+        choices=("auto", "gymnasium", "aec", "parallel"),
+    )
+    vector: str = option(
+        "",
+        "How an actor steps its K gymnasium envs: '' its own loop, 'sync'/'async' gymnasium's Sync/AsyncVectorEnv, 'envpool' EnvPool, 'ale' ale-py's Atari vector env.",
+        choices=("", "sync", "async", "envpool", "ale"),
+    )
     atari: AtariSection = field(default_factory=AtariSection)
     pixels: PixelsSection = field(default_factory=PixelsSection)
 
@@ -93,64 +118,120 @@ class EnvSection:
 class ModelSection:
     """[model]: the network every policy of the run uses."""
 
-    kind: str = option("auto", "'auto' (MLP for vectors, Nature CNN for images), 'mlp', 'nature_cnn' or 'module:callable'.")
+    kind: str = option(
+        "auto", "'auto' (MLP for vectors, Nature CNN for images), 'mlp', 'nature_cnn' or 'module:callable'."
+    )
     hidden_sizes: list[int] = option([128, 128], "Hidden layer widths of the MLP.", min=1)
     activation: str = option("relu", "Activation of the MLP.", choices=("relu", "tanh", "elu"))
-    init: str = option("torch", "Initial weights of a built-in network: 'torch' (PyTorch's defaults) or 'orthogonal' "
-                       "(gain sqrt(2) for hidden layers, as PPO implementations start their Atari CNNs).",
-                       choices=("torch", "orthogonal"))
+    init: str = option(
+        "torch",
+        "Initial weights of a built-in network: 'torch' (PyTorch's defaults) or 'orthogonal' "
+        "(gain sqrt(2) for hidden layers, as PPO implementations start their Atari CNNs).",
+        choices=("torch", "orthogonal"),
+    )
 
 
 @dataclass
 class AlgorithmSection:
     """[algorithm]: the learning rule and its hyper-parameters (keys marked (dqn) or (on-policy) apply to those only)."""
 
-    name: str = option("double_dqn", "Algorithm the learner runs: 'double_dqn' (replay), 'appo' (V-trace + clipped objective) or 'impala' (V-trace policy gradient).",
-                       choices=("double_dqn", "appo", "impala"))
+    name: str = option(
+        "double_dqn",
+        "Algorithm the learner runs: 'double_dqn' (replay), 'appo' (V-trace + clipped objective) or 'impala' (V-trace policy gradient).",
+        choices=("double_dqn", "appo", "impala"),
+    )
     gamma: float = option(0.99, "Discount factor.", min=0.0, max=1.0)
     learning_rate: float = option(1e-3, "Adam learning rate.", above=0.0)
-    batch_size: int = option(128, "Transitions per update (on-policy: whole unrolls are gathered until there are this many).", min=1)
+    batch_size: int = option(
+        128, "Transitions per update (on-policy: whole unrolls are gathered until there are this many).", min=1
+    )
     max_grad_norm: float = option(10.0, "Gradient norm clip; 0 turns clipping off.", min=0.0)
     n_step: int = option(3, "(dqn) Steps summed into each return before bootstrapping.", min=1, max=100)
-    target_update_interval: int = option(250, "(dqn) Updates between copies of the online net into the target net.", min=1)
+    target_update_interval: int = option(
+        250, "(dqn) Updates between copies of the online net into the target net.", min=1
+    )
     huber_delta: float = option(1.0, "(dqn) Delta of the Huber loss.", above=0.0)
     prioritized: bool = option(False, "(dqn) Prioritized replay through a sum-tree instead of uniform sampling.")
-    priority_alpha: float = option(0.6, "(dqn) How strongly priorities shape sampling (0 is uniform).", min=0.0, max=1.0)
+    priority_alpha: float = option(
+        0.6, "(dqn) How strongly priorities shape sampling (0 is uniform).", min=0.0, max=1.0
+    )
     priority_beta: float = option(0.4, "(dqn) Importance-sampling correction exponent.", min=0.0, max=1.0)
     clip_ratio: float = option(0.2, "(appo) PPO clip range of the ratio target/behaviour policy.", above=0.0)
-    vtrace_rho_clip: float = option(1.0, "(on-policy) V-trace rho-bar: clip of the importance weight in the targets and the policy gradient.", above=0.0)
+    vtrace_rho_clip: float = option(
+        1.0,
+        "(on-policy) V-trace rho-bar: clip of the importance weight in the targets and the policy gradient.",
+        above=0.0,
+    )
     vtrace_c_clip: float = option(1.0, "(on-policy) V-trace c-bar: clip of the trace-cutting weights.", above=0.0)
-    vtrace_lambda: float = option(0.95, "(on-policy) Mixes n-step targets like GAE's lambda (1.0 is IMPALA's V-trace).", min=0.0, max=1.0)
+    vtrace_lambda: float = option(
+        0.95, "(on-policy) Mixes n-step targets like GAE's lambda (1.0 is IMPALA's V-trace).", min=0.0, max=1.0
+    )
     value_coef: float = option(0.5, "(on-policy) Weight of the value loss.", min=0.0)
     entropy_coef: float = option(0.01, "(on-policy) Weight of the entropy bonus.", min=0.0)
     epochs: int = option(1, "(on-policy) Passes over each batch of unrolls.", min=1, max=100)
     minibatches: int = option(1, "(on-policy) Minibatches per pass; each holds whole unrolls.", min=1)
     normalize_advantages: bool = option(True, "(on-policy) Scale each minibatch's advantages to mean 0, std 1.")
-    targets: str = option("per_minibatch", "(on-policy) When V-trace targets and advantages are computed: 'per_minibatch' with the current weights before each step (IMPALA's form), 'per_update' once with the weights the update starts from (PPO's form; needed by minibatch_by = 'steps' and value_clip).",
-                          choices=("per_minibatch", "per_update"))
-    minibatch_by: str = option("unrolls", "(on-policy) What a minibatch is drawn as: 'unrolls' (whole env columns, in order) or 'steps' (single steps shuffled over the whole batch: less correlated, as PPO does; needs targets = 'per_update').",
-                               choices=("unrolls", "steps"))
-    clip_anchor: str = option("proximal", "(appo, targets = 'per_update') What PPO's clipped ratio is taken against: 'proximal', the policy the update starts from (decoupled PPO: an unroll's lag behind it is weighted in by V-trace once), or 'behaviour', the version that acted.",
-                              choices=("proximal", "behaviour"))
-    value_clip: float = option(0.0, "(on-policy) PPO's value clipping: a value moves at most this far from where the update started before its loss stops counting (in normalized units with normalize_returns); 0 is off. Needs targets = 'per_update'.", min=0.0)
-    normalize_returns: bool = option(True, "(on-policy) The value output is in units of the running mean and standard deviation of the value targets (Sample Factory's normalize_returns): one learning rate fits rewards of any scale, and the value loss cannot swamp the policy's gradient.")
-    normalize_obs: bool = option(False, "(on-policy) Vector observations are shifted and scaled by their running mean and standard deviation (kept in the network, so actors and exports use the same statistics); image observations are left as they are.")
+    targets: str = option(
+        "per_minibatch",
+        "(on-policy) When V-trace targets and advantages are computed: 'per_minibatch' with the current weights before each step (IMPALA's form), 'per_update' once with the weights the update starts from (PPO's form; needed by minibatch_by = 'steps' and value_clip).",
+        choices=("per_minibatch", "per_update"),
+    )
+    minibatch_by: str = option(
+        "unrolls",
+        "(on-policy) What a minibatch is drawn as: 'unrolls' (whole env columns, in order) or 'steps' (single steps shuffled over the whole batch: less correlated, as PPO does; needs targets = 'per_update').",
+        choices=("unrolls", "steps"),
+    )
+    clip_anchor: str = option(
+        "proximal",
+        "(appo, targets = 'per_update') What PPO's clipped ratio is taken against: 'proximal', the policy the update starts from (decoupled PPO: an unroll's lag behind it is weighted in by V-trace once), or 'behaviour', the version that acted.",
+        choices=("proximal", "behaviour"),
+    )
+    value_clip: float = option(
+        0.0,
+        "(on-policy) PPO's value clipping: a value moves at most this far from where the update started before its loss stops counting (in normalized units with normalize_returns); 0 is off. Needs targets = 'per_update'.",
+        min=0.0,
+    )
+    normalize_returns: bool = option(
+        True,
+        "(on-policy) The value output is in units of the running mean and standard deviation of the value targets (Sample Factory's normalize_returns): one learning rate fits rewards of any scale, and the value loss cannot swamp the policy's gradient.",
+    )
+    normalize_obs: bool = option(
+        False,
+        "(on-policy) Vector observations are shifted and scaled by their running mean and standard deviation (kept in the network, so actors and exports use the same statistics); image observations are left as they are.",
+    )
     adam_eps: float = option(1e-5, "(on-policy) Adam's epsilon.", above=0.0)
-    reward_scale: float = option(1.0, "(on-policy) Rewards are multiplied by this before training (returns reported unscaled).", above=0.0)
+    reward_scale: float = option(
+        1.0, "(on-policy) Rewards are multiplied by this before training (returns reported unscaled).", above=0.0
+    )
     log_std_init: float = option(0.0, "(on-policy, Box actions) Initial log standard deviation of the Gaussian policy.")
-    state_dependent_std: bool = option(False, "(on-policy, Box actions) The network outputs the log-std per state instead of one learned vector.")
-    shared_torso: bool = option(False, "(on-policy) One network whose last layer gives the policy and the value (IMPALA's and Sample Factory's form: half the learner's compute of two separate networks).")
+    state_dependent_std: bool = option(
+        False, "(on-policy, Box actions) The network outputs the log-std per state instead of one learned vector."
+    )
+    shared_torso: bool = option(
+        False,
+        "(on-policy) One network whose last layer gives the policy and the value (IMPALA's and Sample Factory's form: half the learner's compute of two separate networks).",
+    )
 
 
 # Defaults of an algorithm where they differ from the schema's (which are double_dqn's): they fill
 # every key the config does not set, so `algorithm.name = "appo"` alone is a sensible run.
 ALGORITHM_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     # targets once per update, single-step minibatches, value clipping: measured best on CartPole (docs/learning.md)
-    "appo": {"algorithm": {"learning_rate": 3e-4, "batch_size": 1024, "max_grad_norm": 0.5, "targets": "per_update",
-                           "minibatch_by": "steps", "value_clip": 0.2},
-             "learner": {"max_lag": 32}},
-    "impala": {"algorithm": {"learning_rate": 3e-4, "batch_size": 1024, "max_grad_norm": 40.0, "vtrace_lambda": 1.0},
-               "learner": {"max_lag": 32}},
+    "appo": {
+        "algorithm": {
+            "learning_rate": 3e-4,
+            "batch_size": 1024,
+            "max_grad_norm": 0.5,
+            "targets": "per_update",
+            "minibatch_by": "steps",
+            "value_clip": 0.2,
+        },
+        "learner": {"max_lag": 32},
+    },
+    "impala": {
+        "algorithm": {"learning_rate": 3e-4, "batch_size": 1024, "max_grad_norm": 40.0, "vtrace_lambda": 1.0},
+        "learner": {"max_lag": 32},
+    },
 }
 
 
@@ -186,22 +267,64 @@ class ActorsSection:
 
     count: int = option(2, "Number of actor processes.", min=0, max=1024)
     unroll_length: int = option(16, "Steps per env in one TransitionBatch (T).", min=1, max=10000)
-    epsilon: float = option(0.4, "(dqn) Ape-X base epsilon: env g of all G = count * env.num_envs actor envs explores with epsilon ** (1 + alpha * g / (G - 1)).", min=0.0, max=1.0)
-    epsilon_alpha: float = option(7.0, "(dqn) Ape-X alpha spreading the epsilons across every env of every actor.", min=0.0)
-    epsilon_decay_steps: int = option(0, "(dqn) Env steps over which each actor's epsilon falls from 1.0 to its own; 0 starts there.", min=0)
-    backlog_batches: int = option(16, "Batches an actor keeps while its learner is slow or gone; then the oldest is dropped.", min=1)
-    join_unrolls: int = option(16, "(dqn) Consecutive unrolls waiting in the backlog that are sent as one message (fewer per-message costs at the learner); 1 sends each alone.", min=1, max=1024)
-    weights_refresh_s: float = option(5.0, "Ask the snapshot socket when no new version arrived for this long.", above=0.0)
-    relookup_after_s: float = option(20.0, "A learner silent this long (no weights, no snapshot reply) is looked up again at the supervisor, and followed if it moved.", above=0.0)
-    follow_pace: bool = option(True, "Send no faster than this actor's share of the insert budget its learner advertises with each weight version (no budget, or none lately: full speed).")
+    epsilon: float = option(
+        0.4,
+        "(dqn) Ape-X base epsilon: env g of all G = count * env.num_envs actor envs explores with epsilon ** (1 + alpha * g / (G - 1)).",
+        min=0.0,
+        max=1.0,
+    )
+    epsilon_alpha: float = option(
+        7.0, "(dqn) Ape-X alpha spreading the epsilons across every env of every actor.", min=0.0
+    )
+    epsilon_decay_steps: int = option(
+        0, "(dqn) Env steps over which each actor's epsilon falls from 1.0 to its own; 0 starts there.", min=0
+    )
+    backlog_batches: int = option(
+        16, "Batches an actor keeps while its learner is slow or gone; then the oldest is dropped.", min=1
+    )
+    join_unrolls: int = option(
+        16,
+        "(dqn) Consecutive unrolls waiting in the backlog that are sent as one message (fewer per-message costs at the learner); 1 sends each alone.",
+        min=1,
+        max=1024,
+    )
+    weights_refresh_s: float = option(
+        5.0, "Ask the snapshot socket when no new version arrived for this long.", above=0.0
+    )
+    relookup_after_s: float = option(
+        20.0,
+        "A learner silent this long (no weights, no snapshot reply) is looked up again at the supervisor, and followed if it moved.",
+        above=0.0,
+    )
+    follow_pace: bool = option(
+        True,
+        "Send no faster than this actor's share of the insert budget its learner advertises with each weight version (no budget, or none lately: full speed).",
+    )
     torch_threads: int = option(1, "torch.set_num_threads in each actor.", min=1)
     device: str = option("cpu", "Torch device the actors and the evaluator infer on: 'cpu', 'cuda', 'cuda:0', ...")
-    mode: str = option("env", "'env': each actor steps its own envs; 'serve': each actor is an action server that game processes connect to (the docs' guide: Games that run their own loop).", choices=("env", "serve"))
-    serve_bind: str = option("tcp://127.0.0.1:0", "(serve) Where actor i's game socket binds (port 0: a free one; a fixed port P binds P + i); beyond loopback it needs --insecure. The address bound is in the run directory's games/actor-N.endpoint and in status.")
-    serve_batch_wait_ms: float = option(2.0, "(serve) Longest a game's request waits for a fuller inference batch (a batch also goes at once when every stream that stepped in the last 0.25 s is waiting, or at serve_max_batch).", min=0.0)
+    mode: str = option(
+        "env",
+        "'env': each actor steps its own envs; 'serve': each actor is an action server that game processes connect to (the docs' guide: Games that run their own loop).",
+        choices=("env", "serve"),
+    )
+    serve_bind: str = option(
+        "tcp://127.0.0.1:0",
+        "(serve) Where actor i's game socket binds (port 0: a free one; a fixed port P binds P + i); beyond loopback it needs --insecure. The address bound is in the run directory's games/actor-N.endpoint and in status.",
+    )
+    serve_batch_wait_ms: float = option(
+        2.0,
+        "(serve) Longest a game's request waits for a fuller inference batch (a batch also goes at once when every stream that stepped in the last 0.25 s is waiting, or at serve_max_batch).",
+        min=0.0,
+    )
     serve_max_batch: int = option(256, "(serve) Most requests in one inference.", min=1, max=65536)
-    serve_timeout_s: float = option(10.0, "(serve) A game silent this long (no step, no bye) is dropped: its open episodes end there (truncated).", above=0.0)
-    serve_max_streams: int = option(1024, "(serve) Most streams open at once over all games; a hello beyond it is refused (server_busy).", min=1)
+    serve_timeout_s: float = option(
+        10.0,
+        "(serve) A game silent this long (no step, no bye) is dropped: its open episodes end there (truncated).",
+        above=0.0,
+    )
+    serve_max_streams: int = option(
+        1024, "(serve) Most streams open at once over all games; a hello beyond it is refused (server_busy).", min=1
+    )
 
 
 @dataclass
@@ -209,19 +332,43 @@ class LearnerSection:
     """[learner]: replay, training pace, publishing and checkpoints of the policy's learner."""
 
     device: str = option("cpu", "Torch device: 'cpu', 'cuda', 'cuda:0', ...")
-    remote: bool = option(False, "The learner runs elsewhere (`tandem learner --join`); the supervisor starts none and waits for it to register.")
+    remote: bool = option(
+        False,
+        "The learner runs elsewhere (`tandem learner --join`); the supervisor starts none and waits for it to register.",
+    )
     replay_capacity: int = option(100_000, "(dqn) Transitions the replay ring holds (preallocated).", min=1)
     replay_min_size: int = option(1_000, "(dqn) Transitions needed before the first update.", min=1)
-    samples_per_insert: float = option(4.0, "(dqn) Target ratio of sampled to inserted transitions (Reverb-style rate limit).", above=0.0)
-    publish_interval_updates: int = option(10, "(dqn) Updates between two published weight versions; on-policy learners publish after every update.", min=1)
-    pace_headroom: float = option(1.1, "The insert budget advertised to actors is this times the transitions/s the learner consumes while it trains; 0 advertises none.", min=0.0, max=100.0)
-    pace_credit: bool = option(True, "(appo, impala) Pace the actors by a credit of one update's transitions per weight version instead of a rate, so that they send what the next update takes however long updates are; false paces by rate.")
-    max_lag: int = option(1000, "Batches whose behaviour version is more than this many versions old are dropped (on-policy: checked when trained on).", min=0)
-    checkpoint_interval_s: float = option(60.0, "Seconds between checkpoints (one is also written on SIGTERM).", above=0.0)
+    samples_per_insert: float = option(
+        4.0, "(dqn) Target ratio of sampled to inserted transitions (Reverb-style rate limit).", above=0.0
+    )
+    publish_interval_updates: int = option(
+        10, "(dqn) Updates between two published weight versions; on-policy learners publish after every update.", min=1
+    )
+    pace_headroom: float = option(
+        1.1,
+        "The insert budget advertised to actors is this times the transitions/s the learner consumes while it trains; 0 advertises none.",
+        min=0.0,
+        max=100.0,
+    )
+    pace_credit: bool = option(
+        True,
+        "(appo, impala) Pace the actors by a credit of one update's transitions per weight version instead of a rate, so that they send what the next update takes however long updates are; false paces by rate.",
+    )
+    max_lag: int = option(
+        1000,
+        "Batches whose behaviour version is more than this many versions old are dropped (on-policy: checked when trained on).",
+        min=0,
+    )
+    checkpoint_interval_s: float = option(
+        60.0, "Seconds between checkpoints (one is also written on SIGTERM).", above=0.0
+    )
     checkpoint_replay: bool = option(False, "(dqn) Also save the replay buffer in checkpoints.")
     torch_threads: int = option(1, "torch.set_num_threads in the learner.", min=1)
     intake_thread: bool = option(True, "Receive, check and insert batches on a thread of their own, beside training.")
-    prefetch: bool = option(False, "(dqn) Sample the next replay batch (as tensors on the device, pinned and non-blocking on CUDA) while an update runs; no gain measured on a CPU.")
+    prefetch: bool = option(
+        False,
+        "(dqn) Sample the next replay batch (as tensors on the device, pinned and non-blocking on CUDA) while an update runs; no gain measured on a CPU.",
+    )
 
 
 @dataclass
@@ -231,9 +378,21 @@ class EvalSection:
     enabled: bool = option(True, "Run an evaluator process beside the actors.")
     window_episodes: int = option(20, "Episodes averaged into the evaluation return of a version.", min=1)
     num_envs: int = option(4, "Environments the evaluator steps.", min=1)
-    epsilon: float = option(0.0, "Exploration of the evaluator (0 is greedy; on-policy: the chance of a sampled action instead of the most likely).", min=0.0, max=1.0)
-    interval_s: float = option(0.5, "Least time from the start of one evaluation round to the next (CPU left to training).", min=0.0)
-    max_cpu_share: float = option(0.1, "Most of the machine's cores the evaluator takes on average: after each round it waits until its CPU since the round began is within this share (0.1 of 2 cores: a fifth of one; on 10 or more cores no wait beyond interval_s).", above=0.0, max=1.0)
+    epsilon: float = option(
+        0.0,
+        "Exploration of the evaluator (0 is greedy; on-policy: the chance of a sampled action instead of the most likely).",
+        min=0.0,
+        max=1.0,
+    )
+    interval_s: float = option(
+        0.5, "Least time from the start of one evaluation round to the next (CPU left to training).", min=0.0
+    )
+    max_cpu_share: float = option(
+        0.1,
+        "Most of the machine's cores the evaluator takes on average: after each round it waits until its CPU since the round began is within this share (0.1 of 2 cores: a fifth of one; on 10 or more cores no wait beyond interval_s).",
+        above=0.0,
+        max=1.0,
+    )
 
 
 @dataclass
@@ -242,7 +401,9 @@ class StopSection:
 
     eval_return: float | None = option(None, "Stop when the evaluator's mean return reaches this.")
     mean_return: float | None = option(None, "Stop when the mean of the last 100 training episodes reaches this.")
-    env_steps: int | None = option(None, "Stop after this many env steps over all actors; a resumed run's earlier starts count too.", min=1)
+    env_steps: int | None = option(
+        None, "Stop after this many env steps over all actors; a resumed run's earlier starts count too.", min=1
+    )
     seconds: float | None = option(None, "Stop after this many seconds of this start.", above=0.0)
 
 
@@ -251,27 +412,56 @@ class SupervisorSection:
     """[supervisor]: heartbeats, liveness, start-up deadlines, restarts and memory limits of the daemons."""
 
     heartbeat_interval_s: float = option(1.0, "Seconds between two heartbeats of a daemon.", above=0.0)
-    liveness_timeout_s: float = option(15.0, "A daemon silent for this long is hung: SIGTERM, SIGKILL after stop_grace_s, restart.", above=0.0)
+    liveness_timeout_s: float = option(
+        15.0, "A daemon silent for this long is hung: SIGTERM, SIGKILL after stop_grace_s, restart.", above=0.0
+    )
     stop_grace_s: float = option(10.0, "Seconds between SIGTERM and SIGKILL when stopping a daemon.", above=0.0)
     max_concurrent_starts: int = option(2, "Actors allowed to build their environments at the same time.", min=1)
-    start_token_lease_s: float = option(30.0, "A builder stuck this long in one build stage lends its start token to the next actor (it builds on until build_env_deadline_s); at most half of build_env_deadline_s is used, so the lease always fires before the deadline; 0: never.", min=0.0)
+    start_token_lease_s: float = option(
+        30.0,
+        "A builder stuck this long in one build stage lends its start token to the next actor (it builds on until build_env_deadline_s); at most half of build_env_deadline_s is used, so the lease always fires before the deadline; 0: never.",
+        min=0.0,
+    )
     first_heartbeat_s: float = option(60.0, "Deadline from process start to its first heartbeat (imports).", above=0.0)
-    build_env_deadline_s: float = option(120.0, "Deadline of each env build stage; a hung constructor gets its actor killed and restarted.", above=0.0)
+    build_env_deadline_s: float = option(
+        120.0, "Deadline of each env build stage; a hung constructor gets its actor killed and restarted.", above=0.0
+    )
     connect_deadline_s: float = option(60.0, "Deadline of the connect stage.", above=0.0)
     wait_weights_deadline_s: float = option(300.0, "Deadline for an actor's first weights.", above=0.0)
     backoff_initial_s: float = option(0.5, "First restart delay; doubles with each consecutive failure.", above=0.0)
     backoff_max_s: float = option(30.0, "Longest restart delay.", above=0.0)
     start_retries: int = option(3, "Consecutive failures before reaching running that make a process FATAL.", min=1)
     crash_loop_max: int = option(5, "Exits within crash_loop_window_s that make a process FATAL.", min=1)
-    end_run_on_learner_fatal: bool = option(False, "End the whole run when any policy's learner is FATAL; by default a multi-policy run ends only when every learner is, and the other policies train on.")
+    end_run_on_learner_fatal: bool = option(
+        False,
+        "End the whole run when any policy's learner is FATAL; by default a multi-policy run ends only when every learner is, and the other policies train on.",
+    )
     crash_loop_window_s: float = option(60.0, "Window of the crash-loop count.", above=0.0)
-    max_age_s: float = option(0.0, "Recycle an actor or the evaluator after it has run this long (0: never), as a planned restart that does not count toward the crash loop; learners are never recycled by age.", min=0.0)
-    backoff_reset_s: float = option(10.0, "A process that fails after running this long restarts after backoff_initial_s again (as supervisord's startsecs); its exit still counts toward the crash loop.", min=0.0)
-    actor_rss_limit_mb: int = option(0, "An actor above this resident memory is recycled (a planned restart, no failure); 0 is no limit.", min=0)
-    learner_rss_limit_mb: int = option(0, "A learner above this resident memory checkpoints and is recycled (a planned restart, no failure); 0 is no limit.", min=0)
+    max_age_s: float = option(
+        0.0,
+        "Recycle an actor or the evaluator after it has run this long (0: never), as a planned restart that does not count toward the crash loop; learners are never recycled by age.",
+        min=0.0,
+    )
+    backoff_reset_s: float = option(
+        10.0,
+        "A process that fails after running this long restarts after backoff_initial_s again (as supervisord's startsecs); its exit still counts toward the crash loop.",
+        min=0.0,
+    )
+    actor_rss_limit_mb: int = option(
+        0, "An actor above this resident memory is recycled (a planned restart, no failure); 0 is no limit.", min=0
+    )
+    learner_rss_limit_mb: int = option(
+        0,
+        "A learner above this resident memory checkpoints and is recycled (a planned restart, no failure); 0 is no limit.",
+        min=0,
+    )
     evaluator_rss_limit_mb: int = option(0, "The evaluator's memory limit (recycled above it); 0 is no limit.", min=0)
-    metrics_port: int = option(0, "Port of the supervisor's HTTP endpoint (Prometheus /metrics, /healthz); 0 leaves it off.", min=0, max=65535)
-    metrics_host: str = option("127.0.0.1", "Address the metrics endpoint binds (loopback by default; it has no authentication).")
+    metrics_port: int = option(
+        0, "Port of the supervisor's HTTP endpoint (Prometheus /metrics, /healthz); 0 leaves it off.", min=0, max=65535
+    )
+    metrics_host: str = option(
+        "127.0.0.1", "Address the metrics endpoint binds (loopback by default; it has no authentication)."
+    )
 
 
 @dataclass
@@ -286,7 +476,9 @@ class TransportSection:
     linger_ms: int = option(500, "LINGER of every socket: longest wait to flush on close.", min=0, max=60_000)
     transitions_sndhwm_msgs: int = option(4, "Batches queued in an actor's PUSH socket.", min=1)
     transitions_rcvhwm_msgs: int = option(8, "Batches queued in the learner's PULL socket per actor.", min=1)
-    transitions_buffer_kb: int = option(256, "Kernel send/receive buffer of transitions sockets (bounds stale data in flight).", min=4)
+    transitions_buffer_kb: int = option(
+        256, "Kernel send/receive buffer of transitions sockets (bounds stale data in flight).", min=4
+    )
     weights_hwm_msgs: int = option(2, "Weight versions queued per subscriber (each is a whole model).", min=1, max=16)
     max_message_mb: int = option(2048, "Largest frame a receiver accepts; a larger one disconnects its sender.", min=1)
     heartbeat_ivl_ms: int = option(1000, "ZMTP heartbeat interval on TCP links.", min=1)
@@ -297,10 +489,14 @@ class TransportSection:
 class PolicySection:
     """[policies.NAME]: which agents of a multi-agent env this policy plays, and how its learner differs."""
 
-    agents: list[str] = option(["*"], "Agent names or shell patterns ('pursuer_*'); an agent plays the first policy that matches it.")
+    agents: list[str] = option(
+        ["*"], "Agent names or shell patterns ('pursuer_*'); an agent plays the first policy that matches it."
+    )
     algorithm: dict[str, Any] = option({}, "Keys of [algorithm] that differ for this policy.")
     model: dict[str, Any] = option({}, "Keys of [model] that differ for this policy.")
-    learner: dict[str, Any] = option({}, "Keys of [learner] that differ for this policy (device, replay_capacity, ...).")
+    learner: dict[str, Any] = option(
+        {}, "Keys of [learner] that differ for this policy (device, replay_capacity, ...)."
+    )
     transitions_port: int = option(0, "This policy's learner's transitions port; 0 picks a free one.", min=0, max=65535)
     weights_port: int = option(0, "This policy's learner's weights port; 0 picks a free one.", min=0, max=65535)
     snapshot_port: int = option(0, "This policy's learner's snapshot port; 0 picks a free one.", min=0, max=65535)
@@ -310,21 +506,36 @@ class PolicySection:
 class SecuritySection:
     """[security]: CurveZMQ keys for links that leave this machine (`tandem keys`); empty: none, loopback only."""
 
-    key_dir: str = option("", "Directory of this host's keypair and allow-list (`tandem keys create`); empty: no keys, and a bind beyond loopback needs --insecure.")
+    key_dir: str = option(
+        "",
+        "Directory of this host's keypair and allow-list (`tandem keys create`); empty: no keys, and a bind beyond loopback needs --insecure.",
+    )
     key_name: str = option("host", "The keypair in key_dir this host's daemons use (KEY_NAME.key_secret).")
-    supervisor_key: str = option("", "The supervisor's public key (40 Z85 characters, or a .key file); empty: this host's own public key (the supervisor shares this host's keypair).")
-    curve_on_loopback: bool = option(False, "CurveZMQ on loopback TCP too (for tests, or a host whose other users are not trusted).")
+    supervisor_key: str = option(
+        "",
+        "The supervisor's public key (40 Z85 characters, or a .key file); empty: this host's own public key (the supervisor shares this host's keypair).",
+    )
+    curve_on_loopback: bool = option(
+        False, "CurveZMQ on loopback TCP too (for tests, or a host whose other users are not trusted)."
+    )
 
 
 @dataclass
 class TrackingSection:
     """[tracking]: experiment tracking beyond metrics.jsonl and TensorBoard (Weights & Biases)."""
 
-    wandb: bool = option(False, "Log the run's curves (the same as TensorBoard's, against env steps) to Weights & Biases; needs `pip install 'tandem[tracking]'`.")
+    wandb: bool = option(
+        False,
+        "Log the run's curves (the same as TensorBoard's, against env steps) to Weights & Biases; needs `pip install 'tandem[tracking]'`.",
+    )
     project: str = option("tandem", "The W&B project.")
     entity: str = option("", "The W&B entity (user or team); empty: your default entity.")
     run_name: str = option("", "The W&B run's name; empty: run.name.")
-    mode: str = option("online", "'online' uploads as it goes; 'offline' writes RUN_DIR/wandb only (`wandb sync` uploads it later).", choices=("online", "offline"))
+    mode: str = option(
+        "online",
+        "'online' uploads as it goes; 'offline' writes RUN_DIR/wandb only (`wandb sync` uploads it later).",
+        choices=("online", "offline"),
+    )
 
 
 @dataclass

@@ -87,9 +87,15 @@ class SignReward(gym.RewardWrapper):
 def wrap_atari(env: gym.Env, cfg: AtariSection, training: bool, max_episode_steps: int = 0) -> gym.Env:
     """`env` (frameskip=1) with the preprocessing `cfg` asks for; the evaluator's (training False) sees
     whole games and true rewards. `max_episode_steps` > 0 cuts games after that many agent steps."""
-    env = gym.wrappers.AtariPreprocessing(env, noop_max=cfg.noop_max, frame_skip=cfg.frame_skip,
-                                          screen_size=cfg.screen_size, grayscale_obs=cfg.grayscale,
-                                          terminal_on_life_loss=False, scale_obs=False)
+    env = gym.wrappers.AtariPreprocessing(
+        env,
+        noop_max=cfg.noop_max,
+        frame_skip=cfg.frame_skip,
+        screen_size=cfg.screen_size,
+        grayscale_obs=cfg.grayscale,
+        terminal_on_life_loss=False,
+        scale_obs=False,
+    )
     if max_episode_steps:
         env = gym.wrappers.TimeLimit(env, max_episode_steps=max_episode_steps)
     env = GameReturn(env)
@@ -111,13 +117,14 @@ def stacks_by_rule(env: gym.Env, stack: int) -> bool:
     array every step: true of `wrap_atari`'s chain (AtariPreprocessing resizes into a fresh array) and of
     `wrap_pixels`' (ResizeObservation does), the only ones whose stacks an actor keeps as frames
     (`EnvSection.frames_per_obs` needs `env.atari` or `env.pixels`)."""
-    return (type(env) is gym.wrappers.FrameStackObservation and env.stack_size == stack
-            and env.padding_type == "reset")
+    return type(env) is gym.wrappers.FrameStackObservation and env.stack_size == stack and env.padding_type == "reset"
 
 
 def atari_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     """gymnasium.make kwargs for the raw ALE env: one frame per step, since AtariPreprocessing skips frames."""
     if kwargs.get("frameskip", 1) != 1:
-        raise ValueError(f"env.kwargs.frameskip is {kwargs['frameskip']}: with env.atari.enabled the ALE env must "
-                         "step single frames (env.atari.frame_skip sets the skip)")
+        raise ValueError(
+            f"env.kwargs.frameskip is {kwargs['frameskip']}: with env.atari.enabled the ALE env must "
+            "step single frames (env.atari.frame_skip sets the skip)"
+        )
     return {**kwargs, "frameskip": 1}

@@ -29,8 +29,13 @@ class EnvSetupError(EnvBuildError, SetupError):
 
 
 # gymnasium's errors for an id it cannot resolve: the same at every start
-UNKNOWN_ID_ERRORS = (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound,
-                     gym.error.DeprecatedEnv, gym.error.UnregisteredEnv)
+UNKNOWN_ID_ERRORS = (
+    gym.error.NameNotFound,
+    gym.error.NamespaceNotFound,
+    gym.error.VersionNotFound,
+    gym.error.DeprecatedEnv,
+    gym.error.UnregisteredEnv,
+)
 
 
 def resolve_callable(spec: str) -> Callable[..., Any]:
@@ -47,8 +52,9 @@ def has_attribute(spec: str) -> bool:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise EnvSetupError(f"env.id {spec!r}: cannot import module {module_name!r} ({exc})"
-                            f"{not_found_hint(exc, module_name)}") from exc
+        raise EnvSetupError(
+            f"env.id {spec!r}: cannot import module {module_name!r} ({exc}){not_found_hint(exc, module_name)}"
+        ) from exc
     return hasattr(module, attr.split(".")[0])
 
 

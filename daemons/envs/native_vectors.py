@@ -34,14 +34,16 @@ class GameTally:
 def atari_game(cfg: EnvSection) -> str:
     """'ALE/MsPacman-v5' -> 'MsPacman'."""
     if not cfg.atari.enabled or not cfg.id.startswith("ALE/"):
-        raise EnvBuildError(f"env.vector = {cfg.vector!r} is for Atari: it needs env.atari.enabled and an "
-                            f"'ALE/Game-v5' env.id (env.id is {cfg.id!r})")
+        raise EnvBuildError(
+            f"env.vector = {cfg.vector!r} is for Atari: it needs env.atari.enabled and an "
+            f"'ALE/Game-v5' env.id (env.id is {cfg.id!r})"
+        )
     return cfg.id.removeprefix("ALE/").split("-")[0]
 
 
 def check_spaces(venv: Any, cfg: EnvSection) -> Any:
     """`venv` when its observations are what the learner expects (it probes make_env's env); else an error."""
-    obs, act = venv.single_observation_space, venv.single_action_space
+    obs, _act = venv.single_observation_space, venv.single_action_space
     if cfg.atari.enabled:  # the learner's, from make_env's wrappers, without building an ALE env here
         a = cfg.atari
         shape = (a.frame_stack,) * (a.frame_stack > 1) + (a.screen_size, a.screen_size) + (3,) * (not a.grayscale)
@@ -52,9 +54,11 @@ def check_spaces(venv: Any, cfg: EnvSection) -> Any:
         probe.close()
     if tuple(obs.shape) != tuple(shape) or np.dtype(obs.dtype) != dtype:
         venv.close()
-        raise EnvBuildError(f"env.vector = {cfg.vector!r} gives observations of shape {tuple(obs.shape)} {obs.dtype}, "
-                            f"but the learner expects {tuple(shape)} {dtype} (what env.vector = '' steps); "
-                            "use another env.vector or change [env.atari]")
+        raise EnvBuildError(
+            f"env.vector = {cfg.vector!r} gives observations of shape {tuple(obs.shape)} {obs.dtype}, "
+            f"but the learner expects {tuple(shape)} {dtype} (what env.vector = '' steps); "
+            "use another env.vector or change [env.atari]"
+        )
     return venv
 
 
@@ -74,9 +78,17 @@ def envpool_task(cfg: EnvSection, training: bool) -> tuple[str, dict[str, Any]]:
     kwargs.pop("frameskip", None)  # env.atari.frame_skip is the skip, as for the built-in preprocessing
     # ale-py's v5 default of sticky actions, and no FIRE on reset: the same game as make_env's
     kwargs.setdefault("repeat_action_probability", 0.25)
-    kwargs.update(stack_num=a.frame_stack, gray_scale=a.grayscale, frame_skip=a.frame_skip, noop_max=a.noop_max,
-                  img_height=a.screen_size, img_width=a.screen_size, use_fire_reset=False,
-                  episodic_life=training and a.episodic_life, reward_clip=training and a.clip_rewards)
+    kwargs.update(
+        stack_num=a.frame_stack,
+        gray_scale=a.grayscale,
+        frame_skip=a.frame_skip,
+        noop_max=a.noop_max,
+        img_height=a.screen_size,
+        img_width=a.screen_size,
+        use_fire_reset=False,
+        episodic_life=training and a.episodic_life,
+        reward_clip=training and a.clip_rewards,
+    )
     return f"{atari_game(cfg)}-v5", kwargs
 
 
@@ -85,8 +97,10 @@ def make_envpool(cfg: EnvSection, seed: int, training: bool = True) -> EnvPoolVe
     try:
         import envpool
     except ImportError as exc:
-        raise EnvBuildError("env.vector = 'envpool' needs the envpool package (pip install envpool), "
-                            f"which is not importable here: {exc}") from exc
+        raise EnvBuildError(
+            "env.vector = 'envpool' needs the envpool package (pip install envpool), "
+            f"which is not importable here: {exc}"
+        ) from exc
     try:
         # batch_size = num_envs: every step waits for all K (synchronous), like the other vector envs
         pool = envpool.make_gymnasium(task, num_envs=cfg.num_envs, batch_size=cfg.num_envs, seed=seed, **kwargs)
@@ -148,8 +162,10 @@ def make_ale(cfg: EnvSection, training: bool = True) -> AleVector:
     try:
         from ale_py.vector_env import AtariVectorEnv
     except ImportError as exc:
-        raise EnvBuildError("env.vector = 'ale' needs ale-py >= 0.11 (pip install -U ale-py), which has "
-                            f"ale_py.vector_env.AtariVectorEnv: {exc}") from exc
+        raise EnvBuildError(
+            "env.vector = 'ale' needs ale-py >= 0.11 (pip install -U ale-py), which has "
+            f"ale_py.vector_env.AtariVectorEnv: {exc}"
+        ) from exc
     game = re.sub(r"(?<!^)(?=[A-Z])", "_", atari_game(cfg)).lower()  # 'MsPacman' -> 'ms_pacman', its ROM name
     a, kwargs = cfg.atari, dict(cfg.kwargs)
     kwargs.pop("frameskip", None)
@@ -160,13 +176,27 @@ def make_ale(cfg: EnvSection, training: bool = True) -> AleVector:
     try:
         # life_loss_info: a lost life is a terminated step but the game goes on (its episodic_life restarts
         # the game); rewards come unclipped, so whole-game returns can be reported and clipping done here.
-        venv = AtariVectorEnv(game, cfg.num_envs, autoreset_mode="SameStep", img_height=a.screen_size,
-                              img_width=a.screen_size, grayscale=a.grayscale, stack_num=a.frame_stack,
-                              frameskip=a.frame_skip, noop_max=a.noop_max, maxpool=True, use_fire_reset=False,
-                              episodic_life=False, life_loss_info=episodic, reward_clipping=False, **kwargs)
+        venv = AtariVectorEnv(
+            game,
+            cfg.num_envs,
+            autoreset_mode="SameStep",
+            img_height=a.screen_size,
+            img_width=a.screen_size,
+            grayscale=a.grayscale,
+            stack_num=a.frame_stack,
+            frameskip=a.frame_skip,
+            noop_max=a.noop_max,
+            maxpool=True,
+            use_fire_reset=False,
+            episodic_life=False,
+            life_loss_info=episodic,
+            reward_clipping=False,
+            **kwargs,
+        )
     except Exception as exc:  # unknown games and options arrive as assorted exception types
-        raise EnvBuildError(f"ale-py's AtariVectorEnv could not make {game!r} with {kwargs}: "
-                            f"{type(exc).__name__}: {exc}") from exc
+        raise EnvBuildError(
+            f"ale-py's AtariVectorEnv could not make {game!r} with {kwargs}: {type(exc).__name__}: {exc}"
+        ) from exc
     return check_spaces(AleVector(venv, clip_rewards=training and a.clip_rewards), cfg)
 
 

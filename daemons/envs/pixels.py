@@ -23,13 +23,17 @@ def image_problem(space: gym.Space, cfg: PixelsSection) -> str | None:
     if not isinstance(space, gym.spaces.Box) or space.dtype != np.uint8 or len(space.shape) not in (2, 3):
         return f"env.pixels.enabled: the env's observation space is {space}, not {IMAGE}"
     if not (np.all(space.low == 0) and np.all(space.high == 255)):
-        return (f"env.pixels.enabled: the env's observation space {space} has bounds other than 0 and 255 "
-                f"(low {np.min(space.low)}..{np.max(space.low)}, high {np.min(space.high)}..{np.max(space.high)}); "
-                f"it needs {IMAGE}")
+        return (
+            f"env.pixels.enabled: the env's observation space {space} has bounds other than 0 and 255 "
+            f"(low {np.min(space.low)}..{np.max(space.low)}, high {np.min(space.high)}..{np.max(space.high)}); "
+            f"it needs {IMAGE}"
+        )
     channels = space.shape[2] if len(space.shape) == 3 else 1
     if cfg.grayscale and channels not in (1, 3):
-        return (f"env.pixels.grayscale: frames of shape {space.shape} have {channels} channels; grayscale takes 1 or 3 "
-                "(RGB) in the last axis (channels last), or set env.pixels.grayscale = false")
+        return (
+            f"env.pixels.grayscale: frames of shape {space.shape} have {channels} channels; grayscale takes 1 or 3 "
+            "(RGB) in the last axis (channels last), or set env.pixels.grayscale = false"
+        )
     return None
 
 

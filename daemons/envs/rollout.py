@@ -29,13 +29,24 @@ class MultiAgentRollout:
     unrolls wait in `outbox` as TransitionBatches for the actor to send to their policy's learner.
     """
 
-    def __init__(self, worlds: list[Any], api: str, spaces: dict[str, PolicySpaces], unroll_length: int,
-                 stream_prefix: str, seed: int, record: bool = True, incarnation: int = 0, return_window: int = 100):
+    def __init__(
+        self,
+        worlds: list[Any],
+        api: str,
+        spaces: dict[str, PolicySpaces],
+        unroll_length: int,
+        stream_prefix: str,
+        seed: int,
+        record: bool = True,
+        incarnation: int = 0,
+        return_window: int = 100,
+    ):
         self.worlds, self.api, self.spaces, self.record = worlds, api, spaces, record
         self.incarnation = incarnation
         self.policy_of = {agent: policy for policy, s in spaces.items() for agent in s.agents}
-        self.adapters = {agent: ObsAdapter(worlds[0].observation_space(agent), f"agent {agent!r}")
-                         for agent in self.policy_of}
+        self.adapters = {
+            agent: ObsAdapter(worlds[0].observation_space(agent), f"agent {agent!r}") for agent in self.policy_of
+        }
         self.streams: dict[tuple[int, str], AgentStream] = {}
         for k in range(len(worlds)):
             for agent, policy in self.policy_of.items():
@@ -108,8 +119,9 @@ class MultiAgentRollout:
                 k, agent, _ = turns[i]
                 actions[i] = action.item() if np.ndim(action) == 0 else action
                 if self.record:
-                    self.streams[(k, agent)].acted(chosen[j], versions.get(policy, -1),
-                                                   {name: values[j] for name, values in extras.items()})
+                    self.streams[(k, agent)].acted(
+                        chosen[j], versions.get(policy, -1), {name: values[j] for name, values in extras.items()}
+                    )
                 self.running_length[(k, agent)] += 1
         self.env_steps += len(turns)
         return actions

@@ -29,14 +29,20 @@ class ObsAdapter:
             size = int(np.prod(inner.shape)) + self.mask_size
             self.space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
         else:
-            raise ValueError(f"{who}: observation space {space} is not supported "
-                             "(a Box, or a Dict of 'observation' and 'action_mask')")
+            raise ValueError(
+                f"{who}: observation space {space} is not supported "
+                "(a Box, or a Dict of 'observation' and 'action_mask')"
+            )
         self.dtype = np.dtype(self.space.dtype or np.float32)
 
     def __call__(self, obs: Any) -> np.ndarray:
         if self.mask_size:
-            return np.concatenate([np.asarray(obs["observation"], np.float32).reshape(-1),
-                                   np.asarray(obs["action_mask"], np.float32).reshape(-1)])
+            return np.concatenate(
+                [
+                    np.asarray(obs["observation"], np.float32).reshape(-1),
+                    np.asarray(obs["action_mask"], np.float32).reshape(-1),
+                ]
+            )
         return np.asarray(obs, dtype=self.dtype)
 
 
@@ -64,8 +70,10 @@ def policy_spaces(config: RunConfig, world: Any) -> dict[str, PolicySpaces]:
     table = assign_agents(config, agents)
     idle = [p for p in policy_names(config) if p not in table.values()]
     if idle:
-        raise ValueError(f"policy {idle[0]!r} plays none of the env's agents ({', '.join(agents)}); "
-                         "fix its agents patterns or remove it")
+        raise ValueError(
+            f"policy {idle[0]!r} plays none of the env's agents ({', '.join(agents)}); "
+            "fix its agents patterns or remove it"
+        )
     out = {}
     for policy in dict.fromkeys(table.values()):
         mine = [a for a in agents if table[a] == policy]
@@ -73,9 +81,11 @@ def policy_spaces(config: RunConfig, world: Any) -> dict[str, PolicySpaces]:
         obs_space, act_space = world.observation_space(first), world.action_space(first)
         for other in mine[1:]:
             if world.observation_space(other) != obs_space or world.action_space(other) != act_space:
-                raise ValueError(f"policy {policy!r} plays agents {first!r} and {other!r}, whose spaces differ "
-                                 f"({obs_space}, {act_space} vs {world.observation_space(other)}, "
-                                 f"{world.action_space(other)}); give them separate policies")
+                raise ValueError(
+                    f"policy {policy!r} plays agents {first!r} and {other!r}, whose spaces differ "
+                    f"({obs_space}, {act_space} vs {world.observation_space(other)}, "
+                    f"{world.action_space(other)}); give them separate policies"
+                )
         adapter = ObsAdapter(obs_space, f"agent {first!r}")
         out[policy] = PolicySpaces(tuple(mine), adapter.space, act_space, adapter.mask_size)
     return out

@@ -67,15 +67,23 @@ class AgentStream:
         obs = np.stack(self.obs)[:, None]
         finals = np.stack(self.finals) if self.finals else np.empty((0, *obs.shape[2:]), obs.dtype)
         batch = TransitionBatch(
-            policy_id=policy_id, actor_id=self.stream_id, incarnation=incarnation, seq=self.seq,
+            policy_id=policy_id,
+            actor_id=self.stream_id,
+            incarnation=incarnation,
+            seq=self.seq,
             policy_version=min(self.versions),  # the oldest version that acted: lag is never understated
-            env_steps=env_steps, obs=obs,
+            env_steps=env_steps,
+            obs=obs,
             actions=np.asarray(self.actions, self.action_dtype).reshape(self.steps, 1, *np.shape(self.actions[0])),
             rewards=np.asarray(self.rewards, np.float32)[:, None],
-            terminated=np.asarray(self.terminated)[:, None], truncated=np.asarray(self.truncated)[:, None],
+            terminated=np.asarray(self.terminated)[:, None],
+            truncated=np.asarray(self.truncated)[:, None],
             final_obs=finals,
-            extras={name: np.stack([np.asarray(step[name]) for step in self.extras])[:, None]
-                    for name in self.extras[0]} if self.extras else {},
+            extras={
+                name: np.stack([np.asarray(step[name]) for step in self.extras])[:, None] for name in self.extras[0]
+            }
+            if self.extras
+            else {},
         )
         self.seq += 1
         last = self.obs[-1]

@@ -72,8 +72,9 @@ def build_vector(cfg: EnvSection, seed: int, enter_stage: Callable[[str], None],
     except EnvBuildError:
         raise
     except Exception as exc:  # a user's env, or a worker building it, may raise anything
-        raise EnvBuildError(f"building env.vector = {kind!r} of {cfg.id!r} failed: "
-                            f"{type(exc).__name__}: {exc}") from exc
+        raise EnvBuildError(
+            f"building env.vector = {kind!r} of {cfg.id!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
     raise EnvBuildError(f"env.vector {kind!r} is not one of 'sync', 'async', 'envpool', 'ale'")
 
 

@@ -107,8 +107,9 @@ def make_world(cfg: EnvSection, api: str) -> Any:
     elif ":" in cfg.id:
         world = build(cfg.id, cfg.kwargs)
     else:
-        raise EnvBuildError(f"env.id {cfg.id!r} is neither a PettingZoo module (with env() or parallel_env()) "
-                            "nor 'module:callable'")
+        raise EnvBuildError(
+            f"env.id {cfg.id!r} is neither a PettingZoo module (with env() or parallel_env()) nor 'module:callable'"
+        )
     if api_of(world) != api:
         got = api_of(world)
         world.close()

@@ -43,6 +43,9 @@ class Cadence:
     def counters(self, now: float, cpu_now: float) -> dict[str, float]:
         """The evaluator's cost: cores used on average since it started, its last round and the pause after it."""
         wall = now - self.started
-        return {"eval_cpu_cores": round((cpu_now - self.cpu_at_start) / wall, 3) if wall > 0 else 0.0,
-                "eval_round_s": round(self.round_s, 2), "eval_wait_s": round(self.wait_s, 2),
-                "eval_cores_allowed": round(self.cores_allowed, 2)}
+        return {
+            "eval_cpu_cores": round((cpu_now - self.cpu_at_start) / wall, 3) if wall > 0 else 0.0,
+            "eval_round_s": round(self.round_s, 2),
+            "eval_wait_s": round(self.wait_s, 2),
+            "eval_cores_allowed": round(self.cores_allowed, 2),
+        }

@@ -12,17 +12,17 @@ from tandem.daemons.actor.follow import LearnerFollower
 from tandem.daemons.actor.link import FollowedPolicy
 from tandem.daemons.actor.stepping import env_builder
 from tandem.daemons.config.policies import policy_config
-from tandem.daemons.envs.gym_envs import build_each, close_all
 from tandem.daemons.config.schema import RunConfig
-from tandem.daemons.evaluator.kept import KeptCheckpoints
+from tandem.daemons.envs.gym_envs import build_each, close_all
 from tandem.daemons.evaluator.cadence import Cadence, machine_cores
+from tandem.daemons.evaluator.kept import KeptCheckpoints
 from tandem.daemons.evaluator.rounds import make_rounds, round_counters
 from tandem.daemons.runtime.control_channel import ControlChannel
-from tandem.daemons.runtime.start_token import wait_start_token
 from tandem.daemons.runtime.endpoints import find_learner, socket_options
 from tandem.daemons.runtime.paths import run_dir
 from tandem.daemons.runtime.reporter import Reporter
 from tandem.daemons.runtime.signals import StopFlag
+from tandem.daemons.runtime.start_token import wait_start_token
 from tandem.daemons.runtime.torch_threads import set_torch_threads
 from tandem.protocol import sockets
 
@@ -68,18 +68,23 @@ class Evaluator:
             for n, (policy, spaces) in enumerate(rounds.spaces.items()):
                 pconf = policy_config(cfg, policy)
                 endpoints = find_learner(self.channel, pconf, policy, self.stop, self.reporter.tick)
-                self.policies[policy] = FollowedPolicy(self.ctx, pconf, policy, spaces, endpoints, "evaluator",
-                                                       seed=cfg.run.seed + 999 + n)
-            self.kept = KeptCheckpoints({p: run_dir(cfg) / f"learner-{p}" for p in self.policies},
-                                        {p: policy_config(cfg, p).algorithm.name for p in self.policies},
-                                        cfg.stop.eval_return)
+                self.policies[policy] = FollowedPolicy(
+                    self.ctx, pconf, policy, spaces, endpoints, "evaluator", seed=cfg.run.seed + 999 + n
+                )
+            self.kept = KeptCheckpoints(
+                {p: run_dir(cfg) / f"learner-{p}" for p in self.policies},
+                {p: policy_config(cfg, p).algorithm.name for p in self.policies},
+                cfg.stop.eval_return,
+            )
             self.reporter.update(self.kept.counters())
             self.reporter.set_stage("wait_weights")
             follower = LearnerFollower(self.channel, cfg.actors.relookup_after_s)
             while not self.stop:
                 for followed in self.policies.values():
                     followed.poll()
-                follower.check(self.policies, time.monotonic(), lambda policy, found: self.policies[policy].reconnect(found))
+                follower.check(
+                    self.policies, time.monotonic(), lambda policy, found: self.policies[policy].reconnect(found)
+                )
                 if min(f.version for f in self.policies.values()) < 0:
                     self.reporter.tick()
                     time.sleep(0.01)
@@ -123,8 +128,9 @@ class Evaluator:
         self.kept.after_round(counters, versions, self.rounds, cfg.eval.window_episodes, self.weights)
         ended, cpu_ended = time.monotonic(), time.process_time()
         next_at = self.cadence.next_round_at(started, ended, cpu_ended - cpu_started)
-        self.reporter.update({**counters, **self.kept.counters(), "eval_rounds": self.rounds,
-                              **self.cadence.counters(ended, cpu_ended)})
+        self.reporter.update(
+            {**counters, **self.kept.counters(), "eval_rounds": self.rounds, **self.cadence.counters(ended, cpu_ended)}
+        )
         self.reporter.next_beat = 0.0  # report each finished round at once
         self.reporter.tick()
         while not self.stop and time.monotonic() < next_at:

@@ -26,7 +26,6 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -63,8 +62,11 @@ def kept_state(algorithm: str, version: int, weights: Mapping[str, np.ndarray], 
     import torch
 
     tensors = {name: torch.from_numpy(np.ascontiguousarray(array)) for name, array in weights.items()}
-    return {"version": int(version), "algorithm": {"algorithm": algorithm, ACTING_NETWORK[algorithm]: tensors},
-            "evaluation": evaluation}
+    return {
+        "version": int(version),
+        "algorithm": {"algorithm": algorithm, ACTING_NETWORK[algorithm]: tensors},
+        "evaluation": evaluation,
+    }
 
 
 def read_evaluation(path: Path) -> dict | None:
@@ -92,8 +94,11 @@ class KeptCheckpoints:
         self.write_failures = 0
         unknown = sorted(p for p, a in self.algorithms.items() if a not in ACTING_NETWORK)
         if unknown:
-            log.warning("no best or solved checkpoints for %s: their algorithm's acting network is not one of %s",
-                        ", ".join(unknown), ", ".join(ACTING_NETWORK))
+            log.warning(
+                "no best or solved checkpoints for %s: their algorithm's acting network is not one of %s",
+                ", ".join(unknown),
+                ", ".join(ACTING_NETWORK),
+            )
         self.best: dict[str, float | None] = {}
         for policy, directory in self.directories.items():
             record = read_evaluation(directory / KEPT_FILES["best"])
@@ -109,22 +114,39 @@ class KeptCheckpoints:
         best = {f"eval_best_return.{p}": v for p, v in self.best.items() if v is not None}
         return {**best, "kept_write_failures": self.write_failures}
 
-    def after_round(self, counters: Mapping[str, float], versions: Mapping[str, int], round_no: int, episodes: int,
-                    weights: Callable[[str], Mapping[str, np.ndarray]]) -> list[Path]:
+    def after_round(
+        self,
+        counters: Mapping[str, float],
+        versions: Mapping[str, int],
+        round_no: int,
+        episodes: int,
+        weights: Callable[[str], Mapping[str, np.ndarray]],
+    ) -> list[Path]:
         """Save what this round earned (call before reporting it, so a stop on it finds solved.pt written);
         `weights(policy)` gives the weights the round played with. Returns the files written."""
         returns = policy_returns(counters, list(self.directories))
-        base = {"round": round_no, "episodes": episodes, "round_return": float(counters["eval_return"]),
-                "versions": {p: int(v) for p, v in versions.items()}, "time": time.time()}
+        base = {
+            "round": round_no,
+            "episodes": episodes,
+            "round_return": float(counters["eval_return"]),
+            "versions": {p: int(v) for p, v in versions.items()},
+            "time": time.time(),
+        }
         wanted: list[tuple[str, str, dict]] = []
         for policy, value in returns.items():
             if improves(value, self.best[policy]):
-                wanted.append((policy, "best", {**base, "kind": "best", "return": float(value),
-                                                "previous_best": self.best[policy]}))
+                wanted.append(
+                    (
+                        policy,
+                        "best",
+                        {**base, "kind": "best", "return": float(value), "previous_best": self.best[policy]},
+                    )
+                )
         if not self.solved and solves(counters.get("eval_return"), self.target):
             for policy in self.directories:
-                wanted.append((policy, "solved", {**base, "kind": "solved", "return": returns.get(policy),
-                                                  "target": self.target}))
+                wanted.append(
+                    (policy, "solved", {**base, "kind": "solved", "return": returns.get(policy), "target": self.target})
+                )
         written = []
         for policy, kind, evaluation in wanted:
             if self.algorithms[policy] not in ACTING_NETWORK:
@@ -138,8 +160,9 @@ class KeptCheckpoints:
                     self.solved = True
         return written
 
-    def write(self, policy: str, kind: str, version: int, weights: Mapping[str, np.ndarray],
-              evaluation: dict) -> Path | None:
+    def write(
+        self, policy: str, kind: str, version: int, weights: Mapping[str, np.ndarray], evaluation: dict
+    ) -> Path | None:
         from tandem.daemons.learner.checkpoint import write_atomic
 
         path = self.directories[policy] / KEPT_FILES[kind]
@@ -150,6 +173,12 @@ class KeptCheckpoints:
             self.write_failures += 1
             log.warning("cannot write %s (%s); %d failed writes", path, exc, self.write_failures)
             return None
-        log.info("kept %s of policy %s: version %d, evaluation return %.2f -> %s", kind, policy, version,
-                 evaluation["return"] if evaluation["return"] is not None else float("nan"), path)
+        log.info(
+            "kept %s of policy %s: version %d, evaluation return %.2f -> %s",
+            kind,
+            policy,
+            version,
+            evaluation["return"] if evaluation["return"] is not None else float("nan"),
+            path,
+        )
         return path

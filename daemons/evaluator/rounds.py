@@ -36,7 +36,9 @@ class GymRounds:
         self.envs, self.window_episodes = envs, window_episodes
         self.spaces = {DEFAULT_POLICY: PolicySpaces((), envs[0].observation_space, envs[0].action_space, 0)}
 
-    def play_round(self, choose: Chooser, seed: int, stopped: Callable[[], bool], tick: Callable[[], Any]) -> Returns | None:
+    def play_round(
+        self, choose: Chooser, seed: int, stopped: Callable[[], bool], tick: Callable[[], Any]
+    ) -> Returns | None:
         envs = self.envs
         quotas = episode_quotas(self.window_episodes, len(envs))
         obs = [np.asarray(env.reset(seed=seed + k)[0]) for k, env in enumerate(envs)]
@@ -71,7 +73,9 @@ class WorldRounds:
         self.stepping = WorldStepping(worlds, api, config, "evaluator", seed, incarnation=0, record=False)
         self.spaces = self.stepping.spaces
 
-    def play_round(self, choose: Chooser, seed: int, stopped: Callable[[], bool], tick: Callable[[], Any]) -> Returns | None:
+    def play_round(
+        self, choose: Chooser, seed: int, stopped: Callable[[], bool], tick: Callable[[], Any]
+    ) -> Returns | None:
         stepping = self.stepping
         stepping.restart(seed)
         target = stepping.episodes + self.window_episodes
@@ -100,8 +104,11 @@ def round_counters(returns: Returns, spaces: dict[str, PolicySpaces], versions: 
     """What a finished round reports: the mean return (of each agent's mean), per agent and per policy."""
     agent_means = {agent: float(np.mean(values)) for agent, values in returns.items() if values}
     everything = [r for values in returns.values() for r in values]
-    counters = {"eval_return": float(np.mean(list(agent_means.values()))), "eval_version": min(versions.values()),
-                "eval_return_min": float(np.min(everything))}
+    counters = {
+        "eval_return": float(np.mean(list(agent_means.values()))),
+        "eval_version": min(versions.values()),
+        "eval_return_min": float(np.min(everything)),
+    }
     named = {agent: value for agent, value in agent_means.items() if agent is not None}
     if named:
         counters.update({f"eval_return.{agent}": value for agent, value in named.items()})

@@ -41,8 +41,9 @@ def check_plain(value: Any, where: str = "state") -> None:
             stack.extend((child, f"{path}[{i}]") for i, child in enumerate(item))
         elif not isinstance(item, PLAIN_TYPES):
             hint = "; convert it with torch.from_numpy" if type(item).__module__ == "numpy" else ""
-            raise TypeError(f"{path} is a {type(item).__module__}.{type(item).__name__}, which weights-only "
-                            f"loading refuses{hint}")
+            raise TypeError(
+                f"{path} is a {type(item).__module__}.{type(item).__name__}, which weights-only loading refuses{hint}"
+            )
 
 
 def checkpoint_files(directory: Path) -> list[tuple[int, Path]]:

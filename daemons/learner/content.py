@@ -1,4 +1,4 @@
-"""What a well-framed batch must also be before this learner trains on it: its policy's shapes, dtypes and finite numbers."""
+"""What a well-framed batch must also be to be trained on: its policy's shapes, dtypes, finite numbers."""
 
 from __future__ import annotations
 
@@ -23,11 +23,16 @@ class BatchContentCheck:
 
     def __call__(self, batch: TransitionBatch) -> None:
         if batch.obs_shape != self.obs_shape:  # a stacked batch's frames count as their stacks (PROTOCOL.md 2.1.2)
-            raise BadBatch("obs_shape", f"obs are {list(batch.obs_shape)} per step, this policy's observations are "
-                           f"{list(self.obs_shape)}")
+            raise BadBatch(
+                "obs_shape",
+                f"obs are {list(batch.obs_shape)} per step, this policy's observations are {list(self.obs_shape)}",
+            )
         if not np.can_cast(batch.obs.dtype, self.obs_dtype, casting="same_kind"):
-            raise BadBatch("obs_dtype", f"obs are {batch.obs.dtype}, this policy's observations are {self.obs_dtype} "
-                           "(only a cast within the same kind is taken, e.g. float64 to float32)")
+            raise BadBatch(
+                "obs_dtype",
+                f"obs are {batch.obs.dtype}, this policy's observations are {self.obs_dtype} "
+                "(only a cast within the same kind is taken, e.g. float64 to float32)",
+            )
         if not np.isfinite(batch.rewards).all():
             raise BadBatch("values", "rewards hold NaN or infinite values")
         if batch.obs.dtype.kind == "f":

@@ -12,27 +12,27 @@ import numpy as np
 import torch
 
 from tandem.daemons.algorithms import feed_kind, make_algorithm
-from tandem.daemons.learner.checkpoint import load_latest_checkpoint, save_checkpoint
-from tandem.daemons.config.schema import RunConfig
-from tandem.daemons.runtime.control_channel import ControlChannel
-from tandem.daemons.runtime.endpoints import bind_endpoints, is_loopback, learner_endpoints, socket_options
 from tandem.daemons.config.policies import policy_config
+from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.probe import probe_policy_spaces
+from tandem.daemons.learner.checkpoint import load_latest_checkpoint, save_checkpoint
+from tandem.daemons.learner.content import BatchContentCheck
 from tandem.daemons.learner.intake import Intake
 from tandem.daemons.learner.metrics_log import MetricsLog
 from tandem.daemons.learner.pace import PaceMeter, consumed_per_update
 from tandem.daemons.learner.prefetch import Prefetcher
-from tandem.daemons.runtime.paths import run_dir
 from tandem.daemons.learner.replay_feed import ReplayFeed
 from tandem.daemons.learner.snapshots import SnapshotServer, serve_snapshots
 from tandem.daemons.learner.unroll_feed import UnrollFeed
-from tandem.daemons.learner.content import BatchContentCheck
+from tandem.daemons.learner.version_floor import read_floor, write_floor
+from tandem.daemons.runtime.control_channel import ControlChannel
+from tandem.daemons.runtime.endpoints import bind_endpoints, is_loopback, learner_endpoints, socket_options
 from tandem.daemons.runtime.logs import log_dropped
-from tandem.daemons.security.curve import gatekeeper_for
+from tandem.daemons.runtime.paths import run_dir
 from tandem.daemons.runtime.reporter import TRAIN_PREFIX, Reporter
 from tandem.daemons.runtime.signals import StopFlag
 from tandem.daemons.runtime.torch_threads import set_torch_threads
-from tandem.daemons.learner.version_floor import read_floor, write_floor
+from tandem.daemons.security.curve import gatekeeper_for
 from tandem.protocol import WeightBlob, sockets
 
 log = logging.getLogger(__name__)
@@ -43,8 +43,16 @@ FIRST_CHECKPOINT_S = 10.0  # the first checkpoint after start, whatever learner.
 class Learner:
     """One learner process for one policy; see `run()` for the loop."""
 
-    def __init__(self, config: RunConfig, policy_id: str, stop: StopFlag, control_endpoint: str | None,
-                 device: str | None = None, bind: str | None = None, insecure: bool = False):
+    def __init__(
+        self,
+        config: RunConfig,
+        policy_id: str,
+        stop: StopFlag,
+        control_endpoint: str | None,
+        device: str | None = None,
+        bind: str | None = None,
+        insecure: bool = False,
+    ):
         # This policy's view of the run: its own algorithm, model and learner overrides, and its own ports.
         self.config, self.policy_id, self.stop = policy_config(config, policy_id), policy_id, stop
         self.bind_base, self.insecure = bind, insecure
@@ -58,10 +66,19 @@ class Learner:
         self.ctx = sockets.new_context()
         self.channel = ControlChannel(self.ctx, control_endpoint, socket_options(config)) if control_endpoint else None
         self.reporter = Reporter("learner", self.name, config.supervisor.heartbeat_interval_s, self.channel)
-        self.counts = {"batches_received": 0, "batches_malformed": 0, "batches_stale": 0, "batches_foreign": 0,
-                       "batches_over_ratio": 0,
-                       "transitions_inserted": 0, "updates": 0, "snapshots_served": 0, "checkpoints": 0,
-                       "snapshot_requests_refused": 0, "disk_write_failures": 0}
+        self.counts = {
+            "batches_received": 0,
+            "batches_malformed": 0,
+            "batches_stale": 0,
+            "batches_foreign": 0,
+            "batches_over_ratio": 0,
+            "transitions_inserted": 0,
+            "updates": 0,
+            "snapshots_served": 0,
+            "checkpoints": 0,
+            "snapshot_requests_refused": 0,
+            "disk_write_failures": 0,
+        }
         self.version = -1
         self.latest_frames: list | None = None
         # The feed is shared by the training thread and, with learner.intake_thread, the receiver thread.
@@ -91,9 +108,19 @@ class Learner:
             self.feed = ReplayFeed(cfg, obs_space, action_space)
         else:
             self.feed = UnrollFeed(cfg.algorithm.batch_size, cfg.learner.max_lag)
-        self.check_content = BatchContentCheck(self.obs_shape, obs_space.dtype or np.float32, self.algorithm.check_batch)
-        self.intake = Intake(self.feed, self.feed_lock, self.policy_id, self.check_content, cfg.learner.max_lag,
-                             lambda: self.version, self.counts, heard=self.pace.heard)
+        self.check_content = BatchContentCheck(
+            self.obs_shape, obs_space.dtype or np.float32, self.algorithm.check_batch
+        )
+        self.intake = Intake(
+            self.feed,
+            self.feed_lock,
+            self.policy_id,
+            self.check_content,
+            cfg.learner.max_lag,
+            lambda: self.version,
+            self.counts,
+            heard=self.pace.heard,
+        )
         self.consumed_per_update = consumed_per_update(cfg, feed_kind(cfg) == "replay")
         if feed_kind(cfg) != "replay" and cfg.learner.pace_credit:  # on-policy: one version per update
             self.pace.credit_per_version = int(self.consumed_per_update) if cfg.learner.pace_headroom > 0 else 0
@@ -105,7 +132,9 @@ class Learner:
             self.counts["updates"] = int(state.get("updates", 0))
             self.version = int(state.get("version", -1))
             if state.get("replay"):
-                self.feed.load_state_dict({k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in state["replay"].items()})
+                self.feed.load_state_dict(
+                    {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in state["replay"].items()}
+                )
             log.info("resumed from checkpoint: version %d, %d updates", self.version, self.counts["updates"])
         # Versions only go up, across restarts too: start above anything published before.
         self.version = max(self.version, read_floor(self.dir / "version")) + 1
@@ -118,17 +147,21 @@ class Learner:
         planned = [endpoints.transitions, endpoints.weights, endpoints.snapshot]
         exposed = [e for e in planned if not is_loopback(e) and not sockets.uses_curve(e, opts.curve)]
         if exposed and not self.insecure:
-            raise ValueError(f"binding {exposed[0]} exposes the learner beyond this machine without keys: set "
-                             "security.key_dir (`tandem keys create`) for CurveZMQ, or pass --insecure")
+            raise ValueError(
+                f"binding {exposed[0]} exposes the learner beyond this machine without keys: set "
+                "security.key_dir (`tandem keys create`) for CurveZMQ, or pass --insecure"
+            )
         self.gatekeeper = gatekeeper_for(self.ctx, self.config, planned)  # before the binds: ZAP fails closed
         self.link = sockets.link_security(endpoints.transitions, opts.curve)
         self.public_key = opts.curve.public_key.decode() if opts.curve else ""  # registered: actors check it
         self.transitions_pull = sockets.transitions_pull(self.ctx, endpoints.transitions, opts)
         self.weights_pub = sockets.weights_pub(self.ctx, endpoints.weights, opts)
         self.snapshot_router = sockets.snapshot_router(self.ctx, endpoints.snapshot, opts)
-        self.endpoints = {"transitions": sockets.bound_endpoint(self.transitions_pull),
-                          "weights": sockets.bound_endpoint(self.weights_pub),
-                          "snapshot": sockets.bound_endpoint(self.snapshot_router)}
+        self.endpoints = {
+            "transitions": sockets.bound_endpoint(self.transitions_pull),
+            "weights": sockets.bound_endpoint(self.weights_pub),
+            "snapshot": sockets.bound_endpoint(self.snapshot_router),
+        }
         log.info("bound %s%s", self.endpoints, " (INSECURE: no authentication)" if exposed else "")
         self.register()
 
@@ -136,10 +169,20 @@ class Learner:
         """Tell the supervisor where this learner is, so actors can find it (repeated: supervisors restart too)."""
         self.next_register = time.monotonic() + 5.0
         if self.channel is not None:
-            self.channel.send("register", {"name": self.name, "role": "learner", "policy": self.policy_id,
-                                           "endpoints": self.endpoints, "insecure": self.link == "insecure",
-                                           "link": self.link, "public_key": self.public_key,
-                                           "host": self.reporter.host, "pid": os.getpid()})
+            self.channel.send(
+                "register",
+                {
+                    "name": self.name,
+                    "role": "learner",
+                    "policy": self.policy_id,
+                    "endpoints": self.endpoints,
+                    "insecure": self.link == "insecure",
+                    "link": self.link,
+                    "public_key": self.public_key,
+                    "host": self.reporter.host,
+                    "pid": os.getpid(),
+                },
+            )
 
     # ------------------------------------------------------------------ the loop
 
@@ -196,9 +239,12 @@ class Learner:
             now = time.monotonic()
             # Starved: wanted to train and had no data.
             # The buffer's fill for this pass: the middle of its fill before and after the update.
-            self.pace.tick(now, self.consumed_per_update if trained else 0.0,
-                           starved=not trained,
-                           fill=(fill_before + self.feed.fill()) / 2)
+            self.pace.tick(
+                now,
+                self.consumed_per_update if trained else 0.0,
+                starved=not trained,
+                fill=(fill_before + self.feed.fill()) / 2,
+            )
             if self.snapshots_threaded:
                 self.snapshots.check()
             else:
@@ -284,8 +330,15 @@ class Learner:
 
     def publish(self) -> None:
         pace_per_s, streams = self.pace.advice(time.monotonic(), filling=self.feed.filling())
-        blob = WeightBlob.build(self.policy_id, self.version, self.counts["updates"], self.algorithm.weights(),
-                                pace_per_s, streams, self.pace.credit_per_version)
+        blob = WeightBlob.build(
+            self.policy_id,
+            self.version,
+            self.counts["updates"],
+            self.algorithm.weights(),
+            pace_per_s,
+            streams,
+            self.pace.credit_per_version,
+        )
         self.latest_frames = blob.to_frames()
         self.snapshots.offer(self.version, self.latest_frames)
         sockets.send_frames(self.weights_pub, self.latest_frames)
@@ -325,8 +378,10 @@ class Learner:
         with self.feed_lock:  # the receiver thread must not change replay while it is written out
             saved = self.feed.state_dict()
             if saved:
-                state["replay"] = {k: torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v
-                                   for k, v in saved.items()}
+                state["replay"] = {
+                    k: torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v
+                    for k, v in saved.items()
+                }
                 save_checkpoint(self.dir, state)
         if not saved:
             save_checkpoint(self.dir, state)
@@ -336,12 +391,17 @@ class Learner:
     def counters(self) -> dict[str, float]:
         with self.feed_lock:
             feed_counters = self.feed.counters()
-        return {**self.counts, **feed_counters, **self.pace.counters(), "version": self.version,
-                "batches_stale": self.counts["batches_stale"] + self.feed.dropped_stale,
-                "lag_mean": self.lag_mean,
-                "loss": self.last_metrics.get("loss", 0.0),
-                "checkpoint_age_s": time.monotonic() - self.last_checkpoint if self.last_checkpoint else -1.0,
-                "sample_lag_mean": self.last_metrics.get("sample_lag_mean", 0.0),
-                # the last update's diagnostics (losses, entropy, KL, clip fraction, explained variance, ...):
-                # the supervisor puts them in the run's curves as train/NAME
-                **{TRAIN_PREFIX + k: v for k, v in self.last_metrics.items() if math.isfinite(v)}}
+        return {
+            **self.counts,
+            **feed_counters,
+            **self.pace.counters(),
+            "version": self.version,
+            "batches_stale": self.counts["batches_stale"] + self.feed.dropped_stale,
+            "lag_mean": self.lag_mean,
+            "loss": self.last_metrics.get("loss", 0.0),
+            "checkpoint_age_s": time.monotonic() - self.last_checkpoint if self.last_checkpoint else -1.0,
+            "sample_lag_mean": self.last_metrics.get("sample_lag_mean", 0.0),
+            # the last update's diagnostics (losses, entropy, KL, clip fraction, explained variance, ...):
+            # the supervisor puts them in the run's curves as train/NAME
+            **{TRAIN_PREFIX + k: v for k, v in self.last_metrics.items() if math.isfinite(v)},
+        }

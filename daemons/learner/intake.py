@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-
 from tandem.daemons.runtime.logs import log_dropped
 from tandem.protocol import ProtocolError, TransitionBatch, sockets
 
@@ -20,8 +19,17 @@ JOIN_TIMEOUT_S = 5.0
 # decode, its observations have another shape, it holds NaN or infinite values, or its actions (or extras) do not
 # fit the algorithm (`check_batch`).
 MALFORMED_REASONS = ("frames", "obs_shape", "obs_dtype", "values", "version", "algorithm")
-INTAKE_COUNTS = ("batches_received", "batches_framed", "batches_malformed", "batches_stale", "batches_foreign",
-                 "batches_over_ratio", "transitions_inserted", "intake_errors", *(f"malformed_{r}" for r in MALFORMED_REASONS))
+INTAKE_COUNTS = (
+    "batches_received",
+    "batches_framed",
+    "batches_malformed",
+    "batches_stale",
+    "batches_foreign",
+    "batches_over_ratio",
+    "transitions_inserted",
+    "intake_errors",
+    *(f"malformed_{r}" for r in MALFORMED_REASONS),
+)
 
 
 class BadBatch(ValueError):
@@ -46,9 +54,17 @@ class Intake:
     learner's counter dict: this object is the only writer of the keys in INTAKE_COUNTS.
     """
 
-    def __init__(self, feed: Any, lock: threading.Lock, policy_id: str, check_content: Callable[[TransitionBatch], None],
-                 max_lag: int, current_version: Callable[[], int], counts: dict[str, float],
-                 heard: Callable[[str, float], None] | None = None):
+    def __init__(
+        self,
+        feed: Any,
+        lock: threading.Lock,
+        policy_id: str,
+        check_content: Callable[[TransitionBatch], None],
+        max_lag: int,
+        current_version: Callable[[], int],
+        counts: dict[str, float],
+        heard: Callable[[str, float], None] | None = None,
+    ):
         self.feed, self.lock, self.policy_id = feed, lock, policy_id
         self.heard = heard  # told of each valid batch's actor (the pace meter counts the actors it shares among)
         self.check_content, self.max_lag, self.current_version = check_content, max_lag, current_version
@@ -82,8 +98,11 @@ class Intake:
             self.counts["batches_stale"] += 1
             return
         if lag < 0:  # versions only rise, across restarts too: no actor can hold one this learner never published
-            self.count_malformed("version", "a batch of a version this learner never published",
-                                 ValueError(f"policy_version {batch.policy_version} > {self.current_version()}"))
+            self.count_malformed(
+                "version",
+                "a batch of a version this learner never published",
+                ValueError(f"policy_version {batch.policy_version} > {self.current_version()}"),
+            )
             return
         try:
             self.check_content(batch)

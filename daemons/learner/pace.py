@@ -37,8 +37,14 @@ class PaceMeter:
     the last window: advice never holds a learner back.
     """
 
-    def __init__(self, headroom: float, window_s: float = WINDOW_S, stream_ttl_s: float = STREAM_TTL_S,
-                 credit_per_version: int = 0, expected_streams: int = 1):
+    def __init__(
+        self,
+        headroom: float,
+        window_s: float = WINDOW_S,
+        stream_ttl_s: float = STREAM_TTL_S,
+        credit_per_version: int = 0,
+        expected_streams: int = 1,
+    ):
         self.headroom, self.window_s, self.stream_ttl_s = headroom, window_s, stream_ttl_s
         # Transitions all actors may send against each version (0: none): on-policy, what one update takes.
         # Unlike the rate it needs no measurement, so it holds from the first version and whatever an update lasts.
@@ -101,8 +107,13 @@ class PaceMeter:
             # A credit clocks the actors by versions: a rate on top would be corrected down by the queue the
             # credit keeps full (two updates deep, by design) and starve the learner.
             self.advertised = (0.0, streams or self.expected_streams)
-        elif (filling or self.headroom <= 0 or self.rate_per_s is None or self.rate_per_s <= 0
-                or self.starved_share > STARVED_SHARE_MAX):
+        elif (
+            filling
+            or self.headroom <= 0
+            or self.rate_per_s is None
+            or self.rate_per_s <= 0
+            or self.starved_share > STARVED_SHARE_MAX
+        ):
             self.advertised = (0.0, streams)
         else:
             correction = 1.0 + FILL_GAIN * (FILL_TARGET - self.fill)
@@ -110,7 +121,11 @@ class PaceMeter:
         return self.advertised
 
     def counters(self) -> dict[str, float]:
-        return {"pace_per_s": round(self.advertised[0], 1), "pace_streams": self.advertised[1],
-                "pace_capacity_per_s": round(self.rate_per_s or 0.0, 1),
-                "pace_starved_share": round(self.starved_share, 3), "pace_fill": round(self.fill, 3),
-                "pace_credit": self.credit_per_version}
+        return {
+            "pace_per_s": round(self.advertised[0], 1),
+            "pace_streams": self.advertised[1],
+            "pace_capacity_per_s": round(self.rate_per_s or 0.0, 1),
+            "pace_starved_share": round(self.starved_share, 3),
+            "pace_fill": round(self.fill, 3),
+            "pace_credit": self.credit_per_version,
+        }

@@ -86,10 +86,14 @@ class Prefetcher:
     def to_device(self, sample: SampledBatch) -> tuple[SampledBatch, Any]:
         if not self.cuda:
             # Sampled columns are fresh copies: sharing their memory is safe and costs nothing.
-            return dataclasses.replace(sample, **{n: torch.from_numpy(getattr(sample, n)) for n in TENSOR_COLUMNS}), None
+            return dataclasses.replace(
+                sample, **{n: torch.from_numpy(getattr(sample, n)) for n in TENSOR_COLUMNS}
+            ), None
         with torch.cuda.stream(self.stream):
-            moved = {n: torch.from_numpy(getattr(sample, n)).pin_memory().to(self.device, non_blocking=True)
-                     for n in TENSOR_COLUMNS}
+            moved = {
+                n: torch.from_numpy(getattr(sample, n)).pin_memory().to(self.device, non_blocking=True)
+                for n in TENSOR_COLUMNS
+            }
             event = torch.cuda.Event()
             event.record(self.stream)
         return dataclasses.replace(sample, **moved), event

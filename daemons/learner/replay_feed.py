@@ -20,17 +20,28 @@ class ReplayFeed:
         self.config = config
         shape = tuple(obs_space.shape or ())
         stack = config.env.frames_per_obs(shape)
-        common = dict(prioritized=config.algorithm.prioritized, alpha=config.algorithm.priority_alpha, seed=config.run.seed)
+        common = dict(
+            prioritized=config.algorithm.prioritized, alpha=config.algorithm.priority_alpha, seed=config.run.seed
+        )
         action_shape, action_dtype = action_space.shape or (), np.dtype(action_space.dtype or np.int64)
         if stack > 1:  # each frame stored once; the replay runs its own n-step windows over frame numbers
-            self.replay = FrameReplay(config.learner.replay_capacity, shape, np.dtype(obs_space.dtype), action_shape,
-                                      action_dtype, config.algorithm.n_step, config.algorithm.gamma, **common)
+            self.replay = FrameReplay(
+                config.learner.replay_capacity,
+                shape,
+                np.dtype(obs_space.dtype),
+                action_shape,
+                action_dtype,
+                config.algorithm.n_step,
+                config.algorithm.gamma,
+                **common,
+            )
             self.nstep = self.replay.nstep
             # its n-step windows and frame writes are one step, done under the lock
             self._prepare, self._insert = (lambda batch: batch), self.replay.add
         else:
-            self.replay = ReplayBuffer(config.learner.replay_capacity, shape, np.dtype(obs_space.dtype), action_shape,
-                                       action_dtype, **common)
+            self.replay = ReplayBuffer(
+                config.learner.replay_capacity, shape, np.dtype(obs_space.dtype), action_shape, action_dtype, **common
+            )
             self.nstep = NStepAccumulator(config.algorithm.n_step, config.algorithm.gamma)
             self._prepare = lambda batch: self.nstep.add(stacks.unpack(batch))
             self._insert = self.replay.add
@@ -83,11 +94,16 @@ class ReplayFeed:
             self.replay.update_priorities(sample.indices, result.priorities)
 
     def counters(self) -> dict[str, float]:
-        counts = {"replay_size": len(self.replay), "replay_fill": len(self.replay) / self.replay.capacity,
-                  "nstep_discarded": self.nstep.discarded}
+        counts = {
+            "replay_size": len(self.replay),
+            "replay_fill": len(self.replay) / self.replay.capacity,
+            "nstep_discarded": self.nstep.discarded,
+        }
         if isinstance(self.replay, FrameReplay):
-            counts.update(replay_dropped_overwritten=self.replay.dropped_overwritten,
-                          replay_batches_unstackable=self.replay.batches_unstackable + self.replay.batches_too_large)
+            counts.update(
+                replay_dropped_overwritten=self.replay.dropped_overwritten,
+                replay_batches_unstackable=self.replay.batches_unstackable + self.replay.batches_too_large,
+            )
         return counts
 
     def state_dict(self) -> dict[str, Any]:

@@ -15,8 +15,9 @@ POLL_MS = 50  # the thread looks at its stop event at least this often
 JOIN_TIMEOUT_S = 2.0
 
 
-def serve_snapshots(router: Any, policy_id: str, version: int, latest_frames: list | None,
-                    counts: dict[str, float]) -> None:
+def serve_snapshots(
+    router: Any, policy_id: str, version: int, latest_frames: list | None, counts: dict[str, float]
+) -> None:
     """Answer every waiting request without blocking: the newest blob to a `weight_request` for this policy
     that is behind `version`, `up_to_date` / `no_weights` otherwise; every other message is refused with
     a reply and counted in `snapshot_requests_refused` (PROTOCOL.md 2.3)."""
@@ -28,11 +29,18 @@ def serve_snapshots(router: Any, policy_id: str, version: int, latest_frames: li
             refuse(router, counts, "bad_message", str(exc), identity, reply_address(body)[1])
             continue
         if not isinstance(request, WeightRequest):
-            refuse(router, counts, "bad_kind", f"the snapshot socket takes weight_request, not {request.KIND}", identity)
+            refuse(
+                router, counts, "bad_kind", f"the snapshot socket takes weight_request, not {request.KIND}", identity
+            )
             continue
         if request.policy_id != policy_id:
-            refuse(router, counts, "wrong_policy", f"this learner trains policy {policy_id!r}, not "
-                   f"{request.policy_id!r}", identity)
+            refuse(
+                router,
+                counts,
+                "wrong_policy",
+                f"this learner trains policy {policy_id!r}, not {request.policy_id!r}",
+                identity,
+            )
             continue
         if latest_frames is None:
             reply = ControlReply(0, False, "no_weights", "no weights published yet")
@@ -45,7 +53,9 @@ def serve_snapshots(router: Any, policy_id: str, version: int, latest_frames: li
         sockets.send_message(router, reply, identity=identity)
 
 
-def refuse(router: Any, counts: dict[str, float], code: str, message: str, identity: bytes, request_id: int = 0) -> None:
+def refuse(
+    router: Any, counts: dict[str, float], code: str, message: str, identity: bytes, request_id: int = 0
+) -> None:
     """Count, log (rate-limited) and answer a snapshot request the learner will not serve."""
     counts["snapshot_requests_refused"] += 1
     log_dropped(log, "a snapshot request", counts["snapshot_requests_refused"], f"{code}: {message}")

@@ -82,8 +82,11 @@ class UnrollFeed:
         pass
 
     def counters(self) -> dict[str, float]:
-        return {"replay_size": self.queued, "replay_fill": self.queued / self.capacity,
-                "unrolls_dropped_full": self.dropped_full}
+        return {
+            "replay_size": self.queued,
+            "replay_fill": self.queued / self.capacity,
+            "unrolls_dropped_full": self.dropped_full,
+        }
 
     def state_dict(self) -> dict[str, Any]:
         return {}  # unrolls are seconds old: a restarted learner waits for fresh ones

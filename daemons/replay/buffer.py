@@ -32,9 +32,18 @@ class ReplayBuffer:
     Not thread-safe: one learner thread owns it.
     """
 
-    def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype: Any, action_shape: tuple[int, ...],
-                 action_dtype: Any, prioritized: bool = False, alpha: float = 0.6, seed: int = 0,
-                 eps: float = 1e-6) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        obs_shape: tuple[int, ...],
+        obs_dtype: Any,
+        action_shape: tuple[int, ...],
+        action_dtype: Any,
+        prioritized: bool = False,
+        alpha: float = 0.6,
+        seed: int = 0,
+        eps: float = 1e-6,
+    ) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         if alpha < 0:
@@ -88,8 +97,8 @@ class ReplayBuffer:
                 raise ValueError(f"{name}: expected shape {want}, got {src.shape}")
         for name in COLUMNS:
             src, col = getattr(transitions, name)[skip:], rows[name]
-            col[first:first + head] = src[:head]
-            col[:stored - head] = src[head:]
+            col[first : first + head] = src[:head]
+            col[: stored - head] = src[head:]
         if self._tree is not None:
             slots = (first + np.arange(stored)) % self._capacity
             self._tree.update(slots, self._tree.max_priority or 1.0)
@@ -156,8 +165,14 @@ class ReplayBuffer:
         """Contents and position as numpy arrays and ints (no pickle needed); arrays are views, not copies."""
         filled = min(self._added, self._capacity)  # slots ever written (evicted ones included: `size` says which live)
         state: dict[str, Any] = {name: self._rows[name][:filled] for name in COLUMNS}
-        state.update(capacity=self._capacity, pos=self._pos, size=self._size, added=self._added,
-                     prioritized=int(self.prioritized), rng=_rng_to_array(self._rng))
+        state.update(
+            capacity=self._capacity,
+            pos=self._pos,
+            size=self._size,
+            added=self._added,
+            prioritized=int(self.prioritized),
+            rng=_rng_to_array(self._rng),
+        )
         if self._tree is not None:
             state["priorities"] = self._tree.get(np.arange(filled))
         return state
@@ -168,12 +183,18 @@ class ReplayBuffer:
         if capacity != self._capacity:
             raise ValueError(f"saved capacity {capacity} differs from this buffer's {self._capacity}")
         filled = len(state["returns"])
-        if not 0 <= size <= filled <= capacity or not 0 <= pos < capacity or (filled < capacity and pos != filled % capacity):
+        if (
+            not 0 <= size <= filled <= capacity
+            or not 0 <= pos < capacity
+            or (filled < capacity and pos != filled % capacity)
+        ):
             raise ValueError(f"saved size {size} / pos {pos} / {filled} rows do not fit capacity {capacity}")
         for name in COLUMNS:
             saved, want = np.asarray(state[name]), self._rows.dtype[name]
             if saved.shape != (filled, *want.shape) or saved.dtype != want.base:
-                raise ValueError(f"{name}: saved {saved.dtype} {saved.shape}, expected {want.base} {(filled, *want.shape)}")
+                raise ValueError(
+                    f"{name}: saved {saved.dtype} {saved.shape}, expected {want.base} {(filled, *want.shape)}"
+                )
         for name in COLUMNS:
             self._rows[name][:filled] = state[name]
         self._size, self._pos, self._added = size, pos, int(state.get("added", filled))
@@ -189,13 +210,25 @@ class ReplayBuffer:
 
 def row_dtype(obs_shape: tuple, obs_dtype: Any, action_shape: tuple, action_dtype: Any) -> np.dtype:
     """One transition's columns as one record, padded to a power of two up to 64 bytes, else to whole 64s."""
-    shapes = {"obs": (obs_dtype, obs_shape), "actions": (action_dtype, action_shape), "returns": (np.float32, ()),
-              "next_obs": (obs_dtype, obs_shape), "discounts": (np.float32, ()), "versions": (np.int64, ())}
+    shapes = {
+        "obs": (obs_dtype, obs_shape),
+        "actions": (action_dtype, action_shape),
+        "returns": (np.float32, ()),
+        "next_obs": (obs_dtype, obs_shape),
+        "discounts": (np.float32, ()),
+        "versions": (np.int64, ()),
+    }
     packed = np.dtype([(name, np.dtype(dt), shape) for name, (dt, shape) in shapes.items()], align=True)
     size = packed.itemsize
     padded = 1 << (size - 1).bit_length() if size <= 64 else -(-size // 64) * 64
-    return np.dtype({"names": list(packed.names), "formats": [packed.fields[n][0] for n in packed.names],
-                     "offsets": [packed.fields[n][1] for n in packed.names], "itemsize": padded})
+    return np.dtype(
+        {
+            "names": list(packed.names),
+            "formats": [packed.fields[n][0] for n in packed.names],
+            "offsets": [packed.fields[n][1] for n in packed.names],
+            "itemsize": padded,
+        }
+    )
 
 
 def aligned_rows(count: int, dtype: np.dtype) -> np.ndarray:
@@ -231,6 +264,10 @@ def _rng_to_array(rng: np.random.Generator) -> np.ndarray:
 def _rng_from_array(words: np.ndarray) -> np.random.Generator:
     w = [int(x) for x in np.asarray(words, np.int64).view(np.uint64)]
     rng = np.random.Generator(np.random.PCG64())
-    rng.bit_generator.state = {"bit_generator": "PCG64", "state": {"state": w[0] | w[1] << 64, "inc": w[2] | w[3] << 64},
-                               "has_uint32": w[4], "uinteger": w[5]}
+    rng.bit_generator.state = {
+        "bit_generator": "PCG64",
+        "state": {"state": w[0] | w[1] << 64, "inc": w[2] | w[3] << 64},
+        "has_uint32": w[4],
+        "uinteger": w[5],
+    }
     return rng

@@ -34,9 +34,20 @@ class FrameReplay:
         batch = replay.sample(256, beta)
     """
 
-    def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype: Any, action_shape: tuple[int, ...],
-                 action_dtype: Any, n: int, gamma: float, prioritized: bool = False, alpha: float = 0.6, seed: int = 0,
-                 frame_capacity: int | None = None) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        obs_shape: tuple[int, ...],
+        obs_dtype: Any,
+        action_shape: tuple[int, ...],
+        action_dtype: Any,
+        n: int,
+        gamma: float,
+        prioritized: bool = False,
+        alpha: float = 0.6,
+        seed: int = 0,
+        frame_capacity: int | None = None,
+    ) -> None:
         if len(obs_shape) < 1 or obs_shape[0] < 2:
             raise ValueError(f"frame replay needs observations [S >= 2, *frame], got {obs_shape}")
         self.stack, self.frame_shape = int(obs_shape[0]), tuple(obs_shape[1:])
@@ -46,8 +57,16 @@ class FrameReplay:
             raise ValueError(f"frame capacity {self.frame_capacity} does not fit int32 references")
         self.frames = mapped_zeros((self.frame_capacity, *self.frame_shape), obs_dtype)  # mapped lazily, as it fills
         self.written = 0  # frames ever written: frame number f lies in slot f % frame_capacity while f >= oldest
-        self.rows = ReplayBuffer(capacity, (self.stack,), np.int32, action_shape, action_dtype,
-                                 prioritized=prioritized, alpha=alpha, seed=seed)
+        self.rows = ReplayBuffer(
+            capacity,
+            (self.stack,),
+            np.int32,
+            action_shape,
+            action_dtype,
+            prioritized=prioritized,
+            alpha=alpha,
+            seed=seed,
+        )
         self.prioritized = prioritized
         self.nstep = NStepAccumulator(n, gamma)
         # (actor, incarnation) -> (next seq, frame numbers of obs[T]'s stack [K, S]): the next batch's obs[0]
@@ -56,7 +75,7 @@ class FrameReplay:
         self._blocks: deque[tuple[int, int]] = deque()
         self.dropped_overwritten = 0  # transitions whose carried frames were overwritten before they completed
         self.batches_unstackable = 0
-        self.batches_too_large = 0  # batches of more than half the frame ring  # whole-stack batches whose stacks are not FrameStackObservation's
+        self.batches_too_large = 0  # batches of more than half the frame ring
 
     @property
     def capacity(self) -> int:
@@ -90,8 +109,11 @@ class FrameReplay:
         key = (batch.actor_id, batch.incarnation)
         prev = self._streams.pop(key, None)
         fresh = steps * envs + len(batch.final_obs)
-        if prev is not None and (prev[0] != batch.seq or prev[1].shape[0] != envs
-                                 or (prev[1].size and prev[1].min() < self.written + fresh - self.frame_capacity)):
+        if prev is not None and (
+            prev[0] != batch.seq
+            or prev[1].shape[0] != envs
+            or (prev[1].size and prev[1].min() < self.written + fresh - self.frame_capacity)
+        ):
             prev = None  # not the next batch of its stream, or its obs[0] frames are about to go
         count = fresh + (0 if prev is not None else envs * self.stack)
         if count > self.frame_capacity // 2:  # would evict most of replay at once: a misconfigured capacity
@@ -102,13 +124,15 @@ class FrameReplay:
         ext = np.empty((self.stack + steps, envs), np.int64)
         base = self.written
         if prev is not None:
-            ext[:self.stack] = prev[1].T
+            ext[: self.stack] = prev[1].T
         else:
-            self._write(np.concatenate([np.swapaxes(batch.obs_history, 0, 1), batch.obs[:1]]).reshape(-1, *self.frame_shape))
-            ext[:self.stack] = base + np.arange(self.stack * envs).reshape(self.stack, envs)
+            self._write(
+                np.concatenate([np.swapaxes(batch.obs_history, 0, 1), batch.obs[:1]]).reshape(-1, *self.frame_shape)
+            )
+            ext[: self.stack] = base + np.arange(self.stack * envs).reshape(self.stack, envs)
         first_new = self.written
         self._write(batch.obs[1:].reshape(-1, *self.frame_shape))
-        ext[self.stack:] = first_new + np.arange(steps * envs).reshape(steps, envs)
+        ext[self.stack :] = first_new + np.arange(steps * envs).reshape(steps, envs)
         final_numbers = self.written + np.arange(len(batch.final_obs))
         self._write(batch.final_obs)
         src = stacks.stack_sources(batch.terminated | batch.truncated, self.stack)
@@ -132,8 +156,11 @@ class FrameReplay:
             lowest = lowest[alive]
             if not len(tr):
                 return 0
-        slots = dataclasses.replace(tr, obs=(tr.obs % self.frame_capacity).astype(np.int32),
-                                    next_obs=(tr.next_obs % self.frame_capacity).astype(np.int32))
+        slots = dataclasses.replace(
+            tr,
+            obs=(tr.obs % self.frame_capacity).astype(np.int32),
+            next_obs=(tr.next_obs % self.frame_capacity).astype(np.int32),
+        )
         stored = self.rows.add(slots)
         block_min = int(lowest.min())
         while self._blocks and self._blocks[-1][1] >= block_min:
@@ -155,8 +182,8 @@ class FrameReplay:
         count = len(frames)
         first = self.written % self.frame_capacity
         head = min(count, self.frame_capacity - first)
-        self.frames[first:first + head] = frames[:head]
-        self.frames[:count - head] = frames[head:]
+        self.frames[first : first + head] = frames[:head]
+        self.frames[: count - head] = frames[head:]
         self.written += count
 
     def sample(self, batch_size: int, beta: float = 0.4) -> SampledBatch:
@@ -168,12 +195,16 @@ class FrameReplay:
 
     def gather(self, slots: np.ndarray) -> dict[str, np.ndarray]:
         cols = self.rows.gather(slots)
-        cols["obs"], cols["next_obs"] = self.frames.take(cols["obs"], axis=0), self.frames.take(cols["next_obs"], axis=0)
+        cols["obs"], cols["next_obs"] = (
+            self.frames.take(cols["obs"], axis=0),
+            self.frames.take(cols["next_obs"], axis=0),
+        )
         return cols
 
     def _stacked(self, batch: SampledBatch) -> SampledBatch:
-        return dataclasses.replace(batch, obs=self.frames.take(batch.obs, axis=0),
-                                   next_obs=self.frames.take(batch.next_obs, axis=0))
+        return dataclasses.replace(
+            batch, obs=self.frames.take(batch.obs, axis=0), next_obs=self.frames.take(batch.next_obs, axis=0)
+        )
 
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
         self.rows.update_priorities(indices, priorities)
@@ -182,8 +213,12 @@ class FrameReplay:
         """The rows' state (frame slots in obs / next_obs) plus the frame ring and its eviction marks."""
         state = self.rows.state_dict()
         blocks = np.array(self._blocks, np.int64).reshape(-1, 2)
-        state.update(frames=self.frames[:min(self.written, self.frame_capacity)], frames_written=self.written,
-                     frame_capacity=self.frame_capacity, frame_blocks=blocks)
+        state.update(
+            frames=self.frames[: min(self.written, self.frame_capacity)],
+            frames_written=self.written,
+            frame_capacity=self.frame_capacity,
+            frame_blocks=blocks,
+        )
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -193,10 +228,12 @@ class FrameReplay:
             raise ValueError(f"saved frame capacity {int(state['frame_capacity'])} differs from {self.frame_capacity}")
         frames, written = np.asarray(state["frames"]), int(state["frames_written"])
         if frames.shape != (min(written, self.frame_capacity), *self.frame_shape) or frames.dtype != self.frames.dtype:
-            raise ValueError(f"frames: saved {frames.dtype} {frames.shape}, expected {self.frames.dtype} "
-                             f"{(min(written, self.frame_capacity), *self.frame_shape)}")
+            raise ValueError(
+                f"frames: saved {frames.dtype} {frames.shape}, expected {self.frames.dtype} "
+                f"{(min(written, self.frame_capacity), *self.frame_shape)}"
+            )
         self.rows.load_state_dict(state)
-        self.frames[:len(frames)] = frames
+        self.frames[: len(frames)] = frames
         self.written = written
         self._blocks = deque((int(a), int(b)) for a, b in np.asarray(state["frame_blocks"], np.int64).reshape(-1, 2))
         self._streams.clear()

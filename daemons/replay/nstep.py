@@ -120,9 +120,14 @@ class NStepAccumulator:
         return out
 
     def _continues(self, carry: _Carry, batch: TransitionBatch) -> bool:
-        return (batch.seq == carry.next_seq and carry.num_envs == batch.num_envs
-                and carry.obs.shape[2:] == batch.obs.shape[2:] and carry.obs.dtype == batch.obs.dtype
-                and carry.actions.shape[2:] == batch.actions.shape[2:] and carry.actions.dtype == batch.actions.dtype)
+        return (
+            batch.seq == carry.next_seq
+            and carry.num_envs == batch.num_envs
+            and carry.obs.shape[2:] == batch.obs.shape[2:]
+            and carry.obs.dtype == batch.obs.dtype
+            and carry.actions.shape[2:] == batch.actions.shape[2:]
+            and carry.actions.dtype == batch.actions.dtype
+        )
 
     def _retire(self, key: tuple[str, int]) -> None:
         carry = self._carries.pop(key, None)
@@ -163,7 +168,7 @@ class NStepAccumulator:
         # steps: cheaper than locating every step's next episode end.
         first_end = np.full((length, envs), n + 1, np.int64)  # n + 1: no episode end within n steps
         for i in range(min(n, length) - 1, -1, -1):  # from the far step back, so the nearest end wins
-            np.copyto(first_end[:length - i], i + 1, where=done[i:])
+            np.copyto(first_end[: length - i], i + 1, where=done[i:])
         m = np.minimum(first_end, n)
         for left in range(1, min(n, length + 1)):  # the last n-1 starts also stop at the batch's end
             np.minimum(m[length - left], left, out=m[length - left])
@@ -176,7 +181,7 @@ class NStepAccumulator:
         # Discounted sums of every start's window, masked past its m, then the emitted ones.
         sums = rewards.copy()
         for i in range(1, min(n, length)):
-            sums[:length - i] += np.where(m[:length - i] > i, self._powers[i] * rewards[i:], 0.0)
+            sums[: length - i] += np.where(m[: length - i] > i, self._powers[i] * rewards[i:], 0.0)
         returns = sums.reshape(-1).take(flat)
         # An emitted window always ends inside this batch: an open carried start has no episode end after
         # it in the carry, and c <= n-1 means a full window reaches the batch. So its last step is >= 0.
@@ -215,9 +220,9 @@ class NStepAccumulator:
         keep = min(n - 1, length)
         lo = length - keep
         if keep <= steps:
-            carry_obs = batch.obs[steps - keep:steps].copy()  # a copy: the carry must not pin the whole batch
+            carry_obs = batch.obs[steps - keep : steps].copy()  # a copy: the carry must not pin the whole batch
         else:
-            carry_obs = np.concatenate([carry.obs[c - (keep - steps):], batch.obs[:steps]])
+            carry_obs = np.concatenate([carry.obs[c - (keep - steps) :], batch.obs[:steps]])
         new_carry = _Carry(
             next_seq=batch.seq + 1,
             obs=carry_obs,

@@ -28,15 +28,19 @@ def learner_endpoints(config: RunConfig) -> LearnerEndpoints:
 
 def socket_options(config: RunConfig):
     """The config's [transport] section as protocol socket options."""
+    from tandem.daemons.security.curve import curve_keys
     from tandem.protocol.sockets import SocketOptions
 
-    from tandem.daemons.security.curve import curve_keys
-
     t = config.transport
-    return SocketOptions(curve=curve_keys(config),
-        linger_ms=t.linger_ms, transitions_sndhwm_msgs=t.transitions_sndhwm_msgs,
-        transitions_rcvhwm_msgs=t.transitions_rcvhwm_msgs, transitions_buffer_bytes=t.transitions_buffer_kb << 10, weights_hwm_msgs=t.weights_hwm_msgs,
-        max_message_bytes=t.max_message_mb << 20, heartbeat_ivl_ms=t.heartbeat_ivl_ms,
+    return SocketOptions(
+        curve=curve_keys(config),
+        linger_ms=t.linger_ms,
+        transitions_sndhwm_msgs=t.transitions_sndhwm_msgs,
+        transitions_rcvhwm_msgs=t.transitions_rcvhwm_msgs,
+        transitions_buffer_bytes=t.transitions_buffer_kb << 10,
+        weights_hwm_msgs=t.weights_hwm_msgs,
+        max_message_bytes=t.max_message_mb << 20,
+        heartbeat_ivl_ms=t.heartbeat_ivl_ms,
         heartbeat_timeout_ms=t.heartbeat_timeout_ms,
     )
 
@@ -107,5 +111,7 @@ def learner_socket_options(config: RunConfig, endpoints: LearnerEndpoints):
     """Socket options for links to a learner: with CURVE, the learner's public key is the server key."""
     opts = socket_options(config)
     if opts.curve is not None and endpoints.public_key:
-        opts = dataclasses.replace(opts, curve=dataclasses.replace(opts.curve, server_key=endpoints.public_key.encode()))
+        opts = dataclasses.replace(
+            opts, curve=dataclasses.replace(opts.curve, server_key=endpoints.public_key.encode())
+        )
     return opts

@@ -8,7 +8,8 @@ import sys
 
 def setup_logging(level: str, name: str) -> None:
     logging.basicConfig(
-        level=getattr(logging, level, logging.INFO), stream=sys.stderr,
+        level=getattr(logging, level, logging.INFO),
+        stream=sys.stderr,
         format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s",
     )
 

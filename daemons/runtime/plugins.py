@@ -21,7 +21,9 @@ def import_callable(spec: str, key: str) -> Callable[..., Any]:
     try:
         target = importlib.import_module(module_name)
     except ImportError as exc:
-        raise SetupError(f"{key} {spec!r}: cannot import module {module_name!r} ({exc}){not_found_hint(exc, module_name)}") from exc
+        raise SetupError(
+            f"{key} {spec!r}: cannot import module {module_name!r} ({exc}){not_found_hint(exc, module_name)}"
+        ) from exc
     for part in attr_path.split("."):
         if not hasattr(target, part):
             raise SetupError(f"{key} {spec!r}: module {module_name!r} has no attribute {attr_path!r}")
@@ -36,8 +38,10 @@ def not_found_hint(exc: ImportError, module_name: str) -> str:
     directory on every daemon's path; anything else needs installing or PYTHONPATH."""
     if not isinstance(exc, ModuleNotFoundError) or not (exc.name and module_name.startswith(exc.name)):
         return ""  # the module itself was found; something it imports is missing, and the message says what
-    return ("; Tandem looks in the config file's folder, the working directory, PYTHONPATH and the installed "
-            "packages: install it (pip install -e) or add its folder to PYTHONPATH")
+    return (
+        "; Tandem looks in the config file's folder, the working directory, PYTHONPATH and the installed "
+        "packages: install it (pip install -e) or add its folder to PYTHONPATH"
+    )
 
 
 def plugin_folders(config_file: str | os.PathLike[str]) -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""A counter's rate over the last few seconds (longer for a slow counter), from (time, value) samples with an explicit clock."""
+"""A counter's rate over the last few seconds (longer for a slow counter), from (time, value) samples."""
 
 from __future__ import annotations
 

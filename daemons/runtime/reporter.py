@@ -33,7 +33,7 @@ MAX_TRAIN_DIAGNOSTICS = 32  # a peer sending endless train_ counters cannot grow
 def train_diagnostics(counters: Mapping[str, float]) -> dict[str, float]:
     """A learner heartbeat's training diagnostics, without the prefix (at most MAX_TRAIN_DIAGNOSTICS, sorted)."""
     names = sorted(k for k in counters if k.startswith(TRAIN_PREFIX))[:MAX_TRAIN_DIAGNOSTICS]
-    return {k[len(TRAIN_PREFIX):]: counters[k] for k in names}
+    return {k[len(TRAIN_PREFIX) :]: counters[k] for k in names}
 
 
 def status_line(stage: str, counters: Mapping[str, int | float], rates: Mapping[str, float]) -> str:
@@ -43,7 +43,11 @@ def status_line(stage: str, counters: Mapping[str, int | float], rates: Mapping[
         value = counters.get(key)
         if value is None:
             continue
-        text = f"{key} {value:.1f}" if isinstance(value, float) and not float(value).is_integer() else f"{key} {int(value)}"
+        text = (
+            f"{key} {value:.1f}"
+            if isinstance(value, float) and not float(value).is_integer()
+            else f"{key} {int(value)}"
+        )
         if key in rates:
             text += f" ({rates[key]:.0f}/s)"
         parts.append(text)
@@ -69,8 +73,9 @@ class Reporter:
     STOPPING=1 on entering a stop stage.
     """
 
-    def __init__(self, role: str, name: str, interval_s: float, channel: ControlChannel | None,
-                 notifier: Notifier | None = None):
+    def __init__(
+        self, role: str, name: str, interval_s: float, channel: ControlChannel | None, notifier: Notifier | None = None
+    ):
         self.role, self.name, self.interval_s, self.channel = role, name, interval_s, channel
         self.notifier = shared() if notifier is None else notifier
         self.incarnation = new_incarnation()
@@ -127,14 +132,24 @@ class Reporter:
         self.counters.update({k: v for k, v in counters.items() if v is not None})
 
     def status(self) -> str:
-        return status_line(self.stage, self.counters, {k: m.rate() for k, m in self.rates.items() if len(m.samples) > 1})
+        return status_line(
+            self.stage, self.counters, {k: m.rate() for k, m in self.rates.items() if len(m.samples) > 1}
+        )
 
     def heartbeat(self) -> Heartbeat:
         now = time.monotonic()
         return Heartbeat(
-            role=self.role, name=self.name, pid=os.getpid(), host=self.host, incarnation=self.incarnation,
-            seq=self.seq, stage=self.stage, stage_elapsed_s=now - self.stage_since, counters=dict(self.counters),
-            rss_bytes=int(self.process.memory_info().rss), cpu_percent=float(self.process.cpu_percent(None)),
+            role=self.role,
+            name=self.name,
+            pid=os.getpid(),
+            host=self.host,
+            incarnation=self.incarnation,
+            seq=self.seq,
+            stage=self.stage,
+            stage_elapsed_s=now - self.stage_since,
+            counters=dict(self.counters),
+            rss_bytes=int(self.process.memory_info().rss),
+            cpu_percent=float(self.process.cpu_percent(None)),
             error=self.error,
         )
 
@@ -156,5 +171,3 @@ class Reporter:
         self.seq += 1
         self.channel.drain()
         return True
-
-

@@ -1,4 +1,4 @@
-"""One supervisor per run directory: an flock on `RUN_DIR/supervisor.lock`, which the kernel drops when its holder dies."""
+"""One supervisor per run directory: an flock on `RUN_DIR/supervisor.lock`; the kernel drops it when its holder dies."""
 
 from __future__ import annotations
 
@@ -29,8 +29,10 @@ def lock_run_dir(directory: Path) -> IO[str]:
         handle.seek(0)
         holder = handle.read().strip() or "unknown"
         handle.close()
-        raise RunDirBusy(f"run directory {directory} is in use by another supervisor (pid {holder}); stop that run "
-                         "first (`tandem stop`) or choose another run.name or run.dir") from None
+        raise RunDirBusy(
+            f"run directory {directory} is in use by another supervisor (pid {holder}); stop that run "
+            "first (`tandem stop`) or choose another run.name or run.dir"
+        ) from None
     handle.seek(0)
     handle.truncate()
     handle.write(f"{os.getpid()}\n")

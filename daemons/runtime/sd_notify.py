@@ -75,13 +75,18 @@ class Notifier:
         try:
             if self.sock is None:
                 # Non-blocking: a notify socket that cannot take a datagram now must not stall a main loop.
-                self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK)
+                self.sock = socket.socket(
+                    socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK
+                )
             self.sock.sendto(message.encode(), self.address)
         except OSError as exc:
             self.failures += 1
             if self.failures == 1:
-                log.warning("could not notify systemd at %s (%s); further failures are only counted",
-                            os.environ.get("NOTIFY_SOCKET", self.address), exc)
+                log.warning(
+                    "could not notify systemd at %s (%s); further failures are only counted",
+                    os.environ.get("NOTIFY_SOCKET", self.address),
+                    exc,
+                )
             return False
         self.sent += 1
         return True

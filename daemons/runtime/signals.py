@@ -55,8 +55,7 @@ def die_with_parent(supervisor_pid: int | None = None) -> None:
     if os.getppid() != parent:  # the parent died before prctl took effect
         os.kill(os.getpid(), signal.SIGTERM)
     if supervisor_pid is not None and supervisor_pid != parent:
-        threading.Thread(target=_watch_supervisor, args=(supervisor_pid,), name="watch-supervisor",
-                         daemon=True).start()
+        threading.Thread(target=_watch_supervisor, args=(supervisor_pid,), name="watch-supervisor", daemon=True).start()
 
 
 WATCH_POLL_MS = 1000  # how often the watcher wakes to check again (a pidfd wakes it at once anyway)

@@ -117,6 +117,6 @@ def _frame(line: str) -> str:
     text = line.strip()
     if not text.startswith('File "') or '", line ' not in text:
         return ""
-    path, rest = text[len('File "'):].split('", line ', 1)
+    path, rest = text[len('File "') :].split('", line ', 1)
     number, _, func = rest.partition(" in ")
     return f"{path}:{number} in {func}"

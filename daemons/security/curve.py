@@ -39,8 +39,12 @@ def cli_curve_keys(run_dir: Path | None) -> CurveKeys | None:
 
     key_dir = os.environ.get("TANDEM_KEY_DIR", "")
     if key_dir:
-        return _load(key_dir, os.environ.get("TANDEM_KEY_NAME", "host"), os.environ.get("TANDEM_SUPERVISOR_KEY", ""),
-                     os.environ.get("TANDEM_CURVE_ON_LOOPBACK", "") == "1")
+        return _load(
+            key_dir,
+            os.environ.get("TANDEM_KEY_NAME", "host"),
+            os.environ.get("TANDEM_SUPERVISOR_KEY", ""),
+            os.environ.get("TANDEM_CURVE_ON_LOOPBACK", "") == "1",
+        )
     if run_dir is not None and (run_dir / "config.toml").exists():
         from tandem.daemons.config import load_config
 
@@ -52,8 +56,10 @@ def check_keys(config: RunConfig) -> None:
     """KeySetupError now, at start, rather than at the first socket: a key that cannot be used is a usage error."""
     curve_keys(config)
     if config.security.key_dir and not (Path(config.security.key_dir).expanduser() / ALLOWED).is_dir():
-        raise KeySetupError(f"{config.security.key_dir} has no {ALLOWED}/ directory: nobody could connect; "
-                            "`tandem keys allow KEY --name NAME` adds a client's public key")
+        raise KeySetupError(
+            f"{config.security.key_dir} has no {ALLOWED}/ directory: nobody could connect; "
+            "`tandem keys allow KEY --name NAME` adds a client's public key"
+        )
 
 
 class Gatekeeper:

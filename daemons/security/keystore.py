@@ -40,8 +40,10 @@ def create(key_dir: Path, name: str) -> Path:
     os.chmod(key_dir, 0o700)  # an existing directory too: the secret keys live here
     secret = key_dir / f"{name}.key_secret"
     if secret.exists():
-        raise KeySetupError(f"{secret} exists already; remove it first to make a new keypair (clients that "
-                            "allowed the old public key will have to allow the new one)")
+        raise KeySetupError(
+            f"{secret} exists already; remove it first to make a new keypair (clients that "
+            "allowed the old public key will have to allow the new one)"
+        )
     public_file, secret_file = zmq.auth.create_certificates(str(key_dir), name)
     os.chmod(secret_file, 0o600)
     os.chmod(public_file, 0o644)
@@ -79,8 +81,10 @@ def load_keypair(key_dir: Path, name: str) -> tuple[bytes, bytes]:
     except OSError as exc:
         raise KeySetupError(f"cannot read {path}: {exc.strerror or exc}") from exc
     if mode & stat.S_IRWXO:
-        raise KeySetupError(f"secret key {path} is readable by others (mode {stat.S_IMODE(mode):04o}); "
-                            f"`chmod 600 {path}` and make sure it was not copied elsewhere")
+        raise KeySetupError(
+            f"secret key {path} is readable by others (mode {stat.S_IMODE(mode):04o}); "
+            f"`chmod 600 {path}` and make sure it was not copied elsewhere"
+        )
     try:
         public, secret = zmq.auth.load_certificate(str(path))
     except (OSError, ValueError) as exc:
@@ -122,8 +126,9 @@ def allow(key_dir: Path, key: str | os.PathLike, name: str) -> Path:
 def revoke(key_dir: Path, name: str) -> None:
     path = key_dir / ALLOWED / f"{check_name(name)}.key"
     if not path.exists():
-        raise KeySetupError(f"{name!r} is not on the allow-list of {key_dir}; allowed: "
-                            f"{', '.join(sorted(allowed(key_dir))) or 'none'}")
+        raise KeySetupError(
+            f"{name!r} is not on the allow-list of {key_dir}; allowed: {', '.join(sorted(allowed(key_dir))) or 'none'}"
+        )
     path.unlink()
 
 

@@ -20,7 +20,12 @@ from typing import Any
 
 from tandem.daemons.main import DaemonSpec, run
 
-PRELOAD = ["tandem.daemons.main", "tandem.daemons.actor.daemon", "tandem.daemons.learner.daemon", "tandem.daemons.evaluator.daemon"]
+PRELOAD = [
+    "tandem.daemons.main",
+    "tandem.daemons.actor.daemon",
+    "tandem.daemons.learner.daemon",
+    "tandem.daemons.evaluator.daemon",
+]
 _forkserver: Any = None
 
 
@@ -59,7 +64,8 @@ class Child:
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.process = forkserver_context().Process(
-            target=run_child, args=(self.spec, str(self.log_path)), name=self.name, daemon=False)
+            target=run_child, args=(self.spec, str(self.log_path)), name=self.name, daemon=False
+        )
         self.process.start()
 
     @property

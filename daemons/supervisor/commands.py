@@ -36,18 +36,29 @@ def status(sup: Any, request: ControlRequest, now: float) -> ControlReply:
 def stop(sup: Any, request: ControlRequest, now: float) -> ControlReply:
     sup.stop(now, by=str(request.args.get("by", "tandem stop")))
     if sup.remote and not sup.records:
-        return ControlReply(request.request_id, True, message="stopping the supervisor; the daemons it did not start "
-                            "keep running: stop them where they run (systemctl stop, tandem-tmux stop)")
+        return ControlReply(
+            request.request_id,
+            True,
+            message="stopping the supervisor; the daemons it did not start "
+            "keep running: stop them where they run (systemctl stop, tandem-tmux stop)",
+        )
     return ControlReply(request.request_id, True, message="stopping every daemon")
 
 
 def restart(sup: Any, request: ControlRequest, now: float) -> ControlReply:
     rid, name = request.request_id, request.args.get("name")
     if name in sup.remote:
-        return ControlReply(rid, False, "not_managed", f"{name} was not started by this supervisor; restart it "
-                            "where it runs (e.g. systemctl restart tandem-actor@N)")
+        return ControlReply(
+            rid,
+            False,
+            "not_managed",
+            f"{name} was not started by this supervisor; restart it "
+            "where it runs (e.g. systemctl restart tandem-actor@N)",
+        )
     if name not in sup.records:
-        return ControlReply(rid, False, "unknown_process", f"no process named {name!r}; known: {', '.join(sup.records)}")
+        return ControlReply(
+            rid, False, "unknown_process", f"no process named {name!r}; known: {', '.join(sup.records)}"
+        )
     rec = sup.records[name]
     was_alive = states.is_alive(rec)
     states.restart_requested(rec, now)
@@ -64,9 +75,14 @@ def lookup(sup: Any, request: ControlRequest, now: float) -> ControlReply:
     policy = request.args.get("policy", "")
     entry = sup.registry.get(str(policy))
     if entry is None:
-        return ControlReply(request.request_id, False, "not_registered", f"no learner registered for policy {policy!r} yet")
-    return ControlReply(request.request_id, True, data={"endpoints": entry["endpoints"], "learner": entry["name"],
-                                                        "public_key": entry.get("public_key", "")})
+        return ControlReply(
+            request.request_id, False, "not_registered", f"no learner registered for policy {policy!r} yet"
+        )
+    return ControlReply(
+        request.request_id,
+        True,
+        data={"endpoints": entry["endpoints"], "learner": entry["name"], "public_key": entry.get("public_key", "")},
+    )
 
 
 def start_token(sup: Any, request: ControlRequest, now: float) -> ControlReply:
@@ -75,8 +91,9 @@ def start_token(sup: Any, request: ControlRequest, now: float) -> ControlReply:
         return ControlReply(request.request_id, False, "bad_args", "start_token needs name: the asking daemon's name")
     if name not in sup.records and not sup.adopt:
         # A slot held by a name that never heartbeats here would never be given back.
-        return ControlReply(request.request_id, False, "unknown_process",
-                            f"no process named {name!r}; known: {', '.join(sup.records)}")
+        return ControlReply(
+            request.request_id, False, "unknown_process", f"no process named {name!r}; known: {', '.join(sup.records)}"
+        )
     granted = sup.tokens.acquire(name)
     return ControlReply(request.request_id, True, data={"granted": granted, "holders": sorted(sup.tokens.holders)})
 
@@ -85,8 +102,9 @@ def episodes(sup: Any, request: ControlRequest, now: float) -> ControlReply:
     args = request.args
     agents = args.get("agents")
     returns = args.get("returns", [])
-    sup.view.episodes_report(list(returns) if isinstance(returns, list) else [], now,
-                             list(agents) if isinstance(agents, list) else None)
+    sup.view.episodes_report(
+        list(returns) if isinstance(returns, list) else [], now, list(agents) if isinstance(agents, list) else None
+    )
     return ControlReply(request.request_id, True, data={})
 
 
@@ -95,21 +113,45 @@ def progress(sup: Any, request: ControlRequest, now: float) -> ControlReply:
 
 
 COMMANDS: dict[str, Command] = {
-    "status": Command(status, "tandem status", "none",
-                      "{run, supervisor_pid, time, stopping, processes: [row...], policies: [line...], unhealthy: [name...]}"),
-    "stop": Command(stop, "tandem stop", "by: str (optional, who asked; shown as the run's end reason)",
-                    "none; message says what stops"),
-    "restart": Command(restart, "tandem restart", "name: str (a process the supervisor started)",
-                       "none; message 'restarting NAME'"),
-    "register": Command(register, "learners, every 5 s",
-                        "name, role, policy, host: str; pid: int; insecure: bool; "
-                        "endpoints: {transitions, weights, snapshot: str}", "none"),
-    "lookup": Command(lookup, "actors and the evaluator, before they connect", "policy: str",
-                      "{endpoints: {transitions, weights, snapshot}, learner: str}"),
-    "start_token": Command(start_token, "actors, before they build envs", "name: str (the asking daemon)",
-                           "{granted: bool, holders: [name...]}"),
-    "episodes": Command(episodes, "actors, with their heartbeats",
-                        "returns: [float], lengths: [int], version: int, agents: [str] (multi-agent runs)", "{}"),
+    "status": Command(
+        status,
+        "tandem status",
+        "none",
+        "{run, supervisor_pid, time, stopping, processes: [row...], policies: [line...], unhealthy: [name...]}",
+    ),
+    "stop": Command(
+        stop,
+        "tandem stop",
+        "by: str (optional, who asked; shown as the run's end reason)",
+        "none; message says what stops",
+    ),
+    "restart": Command(
+        restart, "tandem restart", "name: str (a process the supervisor started)", "none; message 'restarting NAME'"
+    ),
+    "register": Command(
+        register,
+        "learners, every 5 s",
+        "name, role, policy, host: str; pid: int; insecure: bool; endpoints: {transitions, weights, snapshot: str}",
+        "none",
+    ),
+    "lookup": Command(
+        lookup,
+        "actors and the evaluator, before they connect",
+        "policy: str",
+        "{endpoints: {transitions, weights, snapshot}, learner: str}",
+    ),
+    "start_token": Command(
+        start_token,
+        "actors, before they build envs",
+        "name: str (the asking daemon)",
+        "{granted: bool, holders: [name...]}",
+    ),
+    "episodes": Command(
+        episodes,
+        "actors, with their heartbeats",
+        "returns: [float], lengths: [int], version: int, agents: [str] (multi-agent runs)",
+        "{}",
+    ),
     "progress": Command(progress, "scripts and tests", "none", "{figures: the figures `tandem up` shows}"),
 }
 
@@ -118,6 +160,10 @@ def handle(sup: Any, request: ControlRequest, now: float) -> ControlReply:
     """Answer one control request through the table; an unknown command is answered with the known ones."""
     command = COMMANDS.get(request.command)
     if command is None:
-        return ControlReply(request.request_id, False, "unknown_command",
-                            f"unknown command {request.command!r}; known: {', '.join(COMMANDS)}")
+        return ControlReply(
+            request.request_id,
+            False,
+            "unknown_command",
+            f"unknown command {request.command!r}; known: {', '.join(COMMANDS)}",
+        )
     return command.handler(sup, request, now)

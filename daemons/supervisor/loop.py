@@ -67,7 +67,9 @@ def handle_control(router, sup: Supervisor, now: float) -> None:
             log_dropped(log, "a malformed control message", sup.view.malformed, exc)
             kind, request_id = reply_address(body)
             if kind != Heartbeat.KIND:  # a heartbeat's sender expects no reply and would never read one
-                sockets.send_message(router, ControlReply(request_id, False, "bad_message", str(exc)), identity=identity)
+                sockets.send_message(
+                    router, ControlReply(request_id, False, "bad_message", str(exc)), identity=identity
+                )
             continue
         if isinstance(message, Heartbeat):
             sup.heartbeat(message, now)
@@ -75,10 +77,22 @@ def handle_control(router, sup: Supervisor, now: float) -> None:
             sockets.send_message(router, sup.handle(message, now), identity=identity)
         else:
             sup.view.malformed += 1
-            log_dropped(log, f"a {message.KIND} message on the control socket", sup.view.malformed,
-                        "it takes control_request and heartbeat")
-            sockets.send_message(router, ControlReply(0, False, "bad_kind", f"the control socket takes control_request "
-                                                      f"and heartbeat messages, not {message.KIND}"), identity=identity)
+            log_dropped(
+                log,
+                f"a {message.KIND} message on the control socket",
+                sup.view.malformed,
+                "it takes control_request and heartbeat",
+            )
+            sockets.send_message(
+                router,
+                ControlReply(
+                    0,
+                    False,
+                    "bad_kind",
+                    f"the control socket takes control_request and heartbeat messages, not {message.KIND}",
+                ),
+                identity=identity,
+            )
 
 
 def prepare(config: RunConfig, insecure: bool, no_children: bool) -> RunConfig:
@@ -93,19 +107,31 @@ def prepare(config: RunConfig, insecure: bool, no_children: bool) -> RunConfig:
     except KeySetupError as exc:
         raise SupervisorError(f"security: {exc}", ExitCode.USAGE) from exc
     if not insecure and not is_loopback(f"tcp://{config.transport.host}:0") and curve_keys(config) is None:
-        raise SupervisorError(f"transport.host {config.transport.host!r} is not loopback: set security.key_dir "
-                              "(`tandem keys create`) so every link there uses CurveZMQ, or pass --insecure",
-                              ExitCode.USAGE)
+        raise SupervisorError(
+            f"transport.host {config.transport.host!r} is not loopback: set security.key_dir "
+            "(`tandem keys create`) so every link there uses CurveZMQ, or pass --insecure",
+            ExitCode.USAGE,
+        )
     serve = config.actors.serve_bind
     if config.actors.mode == "serve" and not insecure and not is_loopback(serve.replace(":*", ":0")):
-        raise SupervisorError(f"actors.serve_bind {serve!r} is not loopback: the game socket has no CurveZMQ yet "
-                              "(games would need keys too), so binding there needs --insecure", ExitCode.USAGE)
+        raise SupervisorError(
+            f"actors.serve_bind {serve!r} is not loopback: the game socket has no CurveZMQ yet "
+            "(games would need keys too), so binding there needs --insecure",
+            ExitCode.USAGE,
+        )
     return config
 
 
-def supervise(config: RunConfig, honour_stop: bool, insecure: bool = False, no_children: bool = False,
-              show: Callable[[dict, float], None] | None = None, fresh: bool = False,
-              announce: Callable[[str], None] = log.info, plugin_paths: tuple[str, ...] = ()) -> Outcome:
+def supervise(
+    config: RunConfig,
+    honour_stop: bool,
+    insecure: bool = False,
+    no_children: bool = False,
+    show: Callable[[dict, float], None] | None = None,
+    fresh: bool = False,
+    announce: Callable[[str], None] = log.info,
+    plugin_paths: tuple[str, ...] = (),
+) -> Outcome:
     """Start and keep the run's daemons alive until a stop condition, `tandem stop`, a FATAL, or a signal.
 
     With `no_children` it starts nothing: daemons started elsewhere (systemd units, tmux windows) connect
@@ -140,15 +166,23 @@ def announce_resume(config: RunConfig, directory: Path, fresh: bool, announce: C
         except OSError as exc:
             raise SupervisorError(f"--fresh could not move the previous run aside in {directory}: {exc}") from exc
         if moved is not None:
-            announce(f"starting run {config.run.name!r} fresh; "
-                     f"the previous run's checkpoints and curves are in {moved}")
+            announce(
+                f"starting run {config.run.name!r} fresh; the previous run's checkpoints and curves are in {moved}"
+            )
     elif (message := resume_message(config.run.name, directory)) is not None:
         announce(message)
 
 
-def _supervise_locked(config: RunConfig, directory: Path, notifier, honour_stop: bool, insecure: bool,
-                      no_children: bool, show: Callable[[dict, float], None] | None,
-                      plugin_paths: tuple[str, ...] = ()) -> Outcome:
+def _supervise_locked(
+    config: RunConfig,
+    directory: Path,
+    notifier,
+    honour_stop: bool,
+    insecure: bool,
+    no_children: bool,
+    show: Callable[[dict, float], None] | None,
+    plugin_paths: tuple[str, ...] = (),
+) -> Outcome:
     try:
         resolved = directory / "config.toml"
         resolved.write_text(render_toml(config))
@@ -170,8 +204,16 @@ def _supervise_locked(config: RunConfig, directory: Path, notifier, honour_stop:
     endpoint_file = directory / "endpoint"
     endpoint_file.write_text(control + "\n")
     specs = [] if no_children else plan_children(config, insecure)
-    sup = Supervisor(config, resolved, control, directory / "logs", specs, adopt=no_children, started=started,
-                     plugin_paths=plugin_paths)
+    sup = Supervisor(
+        config,
+        resolved,
+        control,
+        directory / "logs",
+        specs,
+        adopt=no_children,
+        started=started,
+        plugin_paths=plugin_paths,
+    )
     sup.view.continue_from(earlier_starts(directory / "metrics.jsonl"))  # before the observer appends to it
     try:
         observer = Observer(config, directory)  # metrics.jsonl, TensorBoard, /metrics: before any child starts

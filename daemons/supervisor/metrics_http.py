@@ -1,4 +1,4 @@
-"""The supervisor's HTTP endpoint in a thread: Prometheus `/metrics` and a `/healthz` that is 503 while a process is FATAL or hung."""
+"""The supervisor's HTTP endpoint, in a thread: Prometheus `/metrics`, and `/healthz` (503 while FATAL or hung)."""
 
 from __future__ import annotations
 
@@ -50,8 +50,9 @@ class MetricsServer:
             raise MetricsPortBusy(f"{key} = {port} on {host} {why}; pick another port or leave {key} unset") from exc
         self.httpd.daemon_threads = True
         self.address = self.httpd.server_address[:2]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2},
-                                       name="metrics-http", daemon=True)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2}, name="metrics-http", daemon=True
+        )
         self.thread.start()
         log.info("metrics on http://%s:%d/metrics, health on /healthz", *self.address)
 

@@ -25,7 +25,11 @@ class Observer:
         self.server = None
         section = config.supervisor
         if section.metrics_port:
-            from tandem.daemons.supervisor.metrics_http import MetricsPortBusy, MetricsServer  # prometheus_client on use only
+            from tandem.daemons.supervisor.metrics_http import (
+                MetricsPortBusy,
+                MetricsServer,
+            )  # prometheus_client on use only
+
             try:
                 self.server = MetricsServer(section.metrics_host, section.metrics_port)
             except MetricsPortBusy as exc:

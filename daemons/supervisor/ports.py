@@ -34,16 +34,23 @@ def fix_ports(config: RunConfig) -> RunConfig:
         return replace(section, **chosen)
 
     if not config.policies:
-        return replace(config, transport=fixed(t, ("transitions_port", "weights_port", "snapshot_port", "control_port")))
+        return replace(
+            config, transport=fixed(t, ("transitions_port", "weights_port", "snapshot_port", "control_port"))
+        )
     policies = {name: fixed(section, PORT_KEYS) for name, section in config.policies.items()}
     return replace(config, transport=fixed(t, ("control_port",)), policies=policies)
 
 
 def plan_children(config: RunConfig, insecure: bool = False) -> list[DaemonSpec]:
     """The learners (one per policy), the actors and the evaluator of a one-machine run: the process table."""
-    specs = [DaemonSpec("learner", "", policy=policy, insecure=insecure) for policy in policy_names(config)
-             if not policy_config(config, policy).learner.remote]
-    specs += [DaemonSpec("actor", "", index=i, insecure=insecure) for i in range(config.actors.count)]  # serve mode binds
+    specs = [
+        DaemonSpec("learner", "", policy=policy, insecure=insecure)
+        for policy in policy_names(config)
+        if not policy_config(config, policy).learner.remote
+    ]
+    specs += [
+        DaemonSpec("actor", "", index=i, insecure=insecure) for i in range(config.actors.count)
+    ]  # serve mode binds
     if config.eval.enabled:
         specs.append(DaemonSpec("evaluator", ""))
     return specs

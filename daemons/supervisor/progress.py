@@ -1,4 +1,4 @@
-"""What `tandem up` shows and stops on, computed from heartbeats and episode reports (pure: no sockets, explicit now)."""
+"""What `tandem up` shows and stops on, from heartbeats and episode reports (pure: no sockets, an explicit now)."""
 
 from __future__ import annotations
 
@@ -50,8 +50,11 @@ class RunView:
         """Episode returns an actor reported; with `agents` (multi-agent runs), one agent's episode each."""
         if agents is not None and len(agents) == len(returns):
             for agent, value in zip(agents, returns):
-                if isinstance(value, (int, float)) and isinstance(agent, str) and (
-                        agent in self.agent_returns or len(self.agent_returns) < MAX_AGENTS_SHOWN):
+                if (
+                    isinstance(value, (int, float))
+                    and isinstance(agent, str)
+                    and (agent in self.agent_returns or len(self.agent_returns) < MAX_AGENTS_SHOWN)
+                ):
                     self.agent_returns.setdefault(agent, deque(maxlen=100)).append(float(value))
         values = [float(r) for r in returns if isinstance(r, (int, float))]
         self.returns.extend(values)
@@ -82,16 +85,19 @@ class RunView:
         out = {}
         for name, beat in sorted(learners.items()):
             policy = name.removeprefix("learner-")
-            out[policy] = {"version": beat.counters.get("version"), "updates": beat.counters.get("updates"),
-                           "eval_return": evaluator.counters.get(f"eval_return.{policy}") if evaluator else None,
-                           "train": train_diagnostics(beat.counters)}
+            out[policy] = {
+                "version": beat.counters.get("version"),
+                "updates": beat.counters.get("updates"),
+                "eval_return": evaluator.counters.get(f"eval_return.{policy}") if evaluator else None,
+                "train": train_diagnostics(beat.counters),
+            }
         return out
 
     def figures(self, now: float) -> dict:
         actor_versions = [b.counters.get("version", -1) for b in self.beats.values() if b.role == "actor"]
         learner_versions = [b.counters.get("version", -1) for b in self.beats.values() if b.role == "learner"]
         extra: dict = {}
-        if (policies := self.policy_figures()):
+        if policies := self.policy_figures():
             extra["policies"] = policies
         else:
             learner = next((b for b in self.beats.values() if b.role == "learner"), None)
@@ -122,7 +128,9 @@ class RunView:
             "lag_mean": round(self.learner_counter("lag_mean"), 2),
             "batches_dropped": int(self._sum("actor", "batches_dropped")),
             # Backpressure: what learners read and threw away, the budget they advertise, how long actors waited.
-            "learner_dropped": int(self.learner_counter("batches_over_ratio") + self.learner_counter("unrolls_dropped_full")),
+            "learner_dropped": int(
+                self.learner_counter("batches_over_ratio") + self.learner_counter("unrolls_dropped_full")
+            ),
             "pace_per_s": round(self.learner_counter("pace_per_s")),
             "pace_credit": round(self.learner_counter("pace_credit")),  # on-policy: transitions per version
             "paced_s": round(self._sum("actor", "paced_s"), 1),

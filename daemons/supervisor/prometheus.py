@@ -75,12 +75,14 @@ class SnapshotCollector(Collector):
                 metric = family(kind, name, doc, ["run"])
                 metric.add_metric([run], value)
                 yield metric
-        unhealthy = family("gauge", "tandem_unhealthy_processes", "Processes FATAL or hung (healthz is 503 above 0).",
-                           ["run"])
+        unhealthy = family(
+            "gauge", "tandem_unhealthy_processes", "Processes FATAL or hung (healthz is 503 above 0).", ["run"]
+        )
         unhealthy.add_metric([run], float(len(status["unhealthy"])))
         yield unhealthy
-        dropped = family("counter", "tandem_supervisor_dropped", "Control messages the supervisor dropped.",
-                         ["run", "reason"])
+        dropped = family(
+            "counter", "tandem_supervisor_dropped", "Control messages the supervisor dropped.", ["run", "reason"]
+        )
         for reason, count in sorted(status.get("dropped", {}).items()):
             dropped.add_metric([run, reason], float(count))
         yield dropped
@@ -88,8 +90,9 @@ class SnapshotCollector(Collector):
     @staticmethod
     def _processes(run: str, rows: list[dict]) -> Iterator:
         labels = ["run", "process", "role"]
-        state = family("gauge", "tandem_process_state", "1 for the state the process is in, 0 for the others.",
-                       labels + ["state"])
+        state = family(
+            "gauge", "tandem_process_state", "1 for the state the process is in, 0 for the others.", labels + ["state"]
+        )
         hung = family("gauge", "tandem_process_hung", "1 while the process is alive but silent too long.", labels)
         for row in rows:
             for value in PROCESS_STATES + ([row["state"]] if row["state"] not in PROCESS_STATES else []):

@@ -1,4 +1,4 @@
-"""What a run directory already holds: learners' checkpoints to resume from, or, with --fresh, moved aside with the curves."""
+"""A run directory's earlier learners' checkpoints: resumed from, or with --fresh moved aside with the curves."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def newest_checkpoints(directory: Path) -> dict[str, tuple[int, Path]]:
     for learner in sorted(directory.glob("learner-*")):
         versions = [(int(m.group(1)), p) for p in learner.iterdir() if (m := CHECKPOINT.match(p.name))]
         if versions:
-            found[learner.name[len("learner-"):]] = max(versions)
+            found[learner.name[len("learner-") :]] = max(versions)
     return found
 
 

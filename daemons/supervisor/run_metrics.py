@@ -1,4 +1,4 @@
-"""The run's curves: `run.dir/metrics.jsonl`, one flat JSON object per record, and TensorBoard scalars when installed."""
+"""The run's curves: `run.dir/metrics.jsonl`, a flat JSON object per record, and TensorBoard scalars when installed."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ SKIPPED = {"actor_version_min", "eval_version", "condition_met_unix"}
 
 
 def flatten(figures: dict[str, Any], prefix: str = "") -> dict[str, float | int]:
-    """`{"policies": {"a": {"eval_return": 1}}}` -> `{"policies/a/eval_return": 1}`; numbers only, NaN and None dropped."""
+    """`{"policies": {"a": {"eval_return": 1}}}` -> `{"policies/a/eval_return": 1}`; numbers only (no NaN, None)."""
     out: dict[str, float | int] = {}
     for key, value in figures.items():
         if not prefix and key in SKIPPED:
@@ -34,8 +34,10 @@ def open_tensorboard(directory: Path):
         from tensorboard.compat.proto.summary_pb2 import Summary
         from tensorboard.summary.writer.event_file_writer import EventFileWriter
     except ImportError:
-        log.info("tensorboard is not installed: the run's curves go to metrics.jsonl only "
-                 "(pip install 'tandem[tensorboard]' for TensorBoard event files)")
+        log.info(
+            "tensorboard is not installed: the run's curves go to metrics.jsonl only "
+            "(pip install 'tandem[tensorboard]' for TensorBoard event files)"
+        )
         return None
     return _TensorBoard(EventFileWriter(str(directory)), Event, Summary)
 

@@ -45,6 +45,7 @@ def earlier_starts(path: Path) -> Earlier:
         except ValueError:  # a line cut short when the machine went down
             continue
         if isinstance(record, dict) and "env_steps" in record:
-            return Earlier(max(1, count(record.get("segment"))), count(record.get("env_steps")),
-                           count(record.get("episodes")))
+            return Earlier(
+                max(1, count(record.get("segment"))), count(record.get("env_steps")), count(record.get("episodes"))
+            )
     return Earlier()

@@ -50,7 +50,8 @@ class HeartbeatPolicy:
     first_heartbeat_s: float = 60.0  # STARTING with no heartbeat at all this long after spawn -> TERMINATE
     # keyed by a stage's first word ("build_env 3/8" -> "build_env"); applied only before RUNNING
     stage_deadlines_s: Mapping[str, float] = field(
-        default_factory=lambda: {"build_env": 120.0, "connect": 60.0, "wait_weights": 300.0})
+        default_factory=lambda: {"build_env": 120.0, "connect": 60.0, "wait_weights": 300.0}
+    )
 
 
 @dataclass
@@ -99,7 +100,7 @@ def stage_key(stage: str) -> str:
 def backoff_delay(failures: int, policy: RestartPolicy) -> float:
     """Delay before the next start after `failures` consecutive failures (1 -> initial, doubling, capped)."""
     exponent = min(max(failures, 1) - 1, 64)  # the cap makes larger exponents pointless; avoid float overflow
-    return min(policy.backoff_initial_s * 2.0 ** exponent, policy.backoff_max_s)
+    return min(policy.backoff_initial_s * 2.0**exponent, policy.backoff_max_s)
 
 
 def _set_state(rec: ProcessRecord, state: State, now: float) -> None:
@@ -150,8 +151,11 @@ def exited(rec: ProcessRecord, code: int | None, now: float, policy: RestartPoli
         return  # nothing of ours was running; a stale report
     was_starting = rec.state == State.STARTING
     # As supervisord's startsecs: a process that ran fine for a while starts its backoff over.
-    ran_long = (rec.state == State.RUNNING and rec.running_since is not None
-                and now - rec.running_since >= policy.backoff_reset_s)
+    ran_long = (
+        rec.state == State.RUNNING
+        and rec.running_since is not None
+        and now - rec.running_since >= policy.backoff_reset_s
+    )
     terminated_by_us = rec.terminate_sent_at is not None
     rec.last_exit_code, rec.last_stage = code, rec.stage
     rec.pid, rec.stage = None, ""
@@ -198,8 +202,9 @@ def exited(rec: ProcessRecord, code: int | None, now: float, policy: RestartPoli
         rec.last_error = f"{rec.last_error} (failed {rec.start_failures} starts in a row)"
     elif len(rec.exit_times) >= policy.crash_loop_max:
         _set_state(rec, State.FATAL, now)
-        rec.last_error = (f"{rec.last_error} (crash loop: {len(rec.exit_times)} exits "
-                          f"within {policy.crash_loop_window_s:g} s)")
+        rec.last_error = (
+            f"{rec.last_error} (crash loop: {len(rec.exit_times)} exits within {policy.crash_loop_window_s:g} s)"
+        )
     else:
         _set_state(rec, State.BACKOFF, now)
         # start failures can be spread wider than the crash window (slow builds), so take the larger count

@@ -18,23 +18,31 @@ def process_row(sup: Any, name: str, now: float) -> dict[str, Any]:
     beat = sup.beats.get(name)
     counters = dict(beat.counters) if beat else {}
     beat_age = now - sup.beat_times[name] if name in sup.beat_times else None
-    hung = (states.is_alive(rec) and beat_age is not None
-            and beat_age > sup.heartbeat_policy.liveness_timeout_s)
+    hung = states.is_alive(rec) and beat_age is not None and beat_age > sup.heartbeat_policy.liveness_timeout_s
     rate_key = "updates" if rec.role == "learner" else "env_steps"
     return {
-        "name": name, "role": rec.role, "host": beat.host if beat else socket.gethostname(), "pid": rec.pid,
-        "state": rec.state.value, "hung": hung,
+        "name": name,
+        "role": rec.role,
+        "host": beat.host if beat else socket.gethostname(),
+        "pid": rec.pid,
+        "state": rec.state.value,
+        "hung": hung,
         "stage": rec.stage if states.is_alive(rec) else rec.last_stage,
         "stage_s": round(now - rec.stage_since, 1) if states.is_alive(rec) and rec.stage else None,
         "uptime_s": round(now - rec.started_at, 1) if rec.started_at is not None and states.is_alive(rec) else None,
-        "restarts": rec.restarts, "recycles": rec.recycles, "last_recycle": rec.last_recycle,
+        "restarts": rec.restarts,
+        "recycles": rec.recycles,
+        "last_recycle": rec.last_recycle,
         "heartbeat_age_s": round(beat_age, 2) if beat_age is not None else None,
         "rss_mb": round(beat.rss_bytes / 2**20, 1) if beat else None,
         "cpu_percent": round(beat.cpu_percent, 1) if beat else None,
-        "rate_per_s": rate_from(sup, name, rate_key), "rate_of": rate_key,
-        "version": counters.get("version"), "lag": counters.get("lag_mean"),
+        "rate_per_s": rate_from(sup, name, rate_key),
+        "rate_of": rate_key,
+        "version": counters.get("version"),
+        "lag": counters.get("lag_mean"),
         "dropped": counters.get("batches_dropped", counters.get("batches_over_ratio")),
-        "exit_code": rec.last_exit_code, "last_error": rec.last_error,
+        "exit_code": rec.last_exit_code,
+        "last_error": rec.last_error,
         "counters": counters,
     }
 
@@ -61,17 +69,32 @@ def remote_row(sup: Any, name: str, now: float) -> dict[str, Any]:
     state = remote_state(sup, name, now)
     counters = dict(beat.counters) if beat else {}
     rate_key = "updates" if entry["role"] == "learner" else "env_steps"
-    return {"name": name, "role": entry["role"], "host": entry["host"], "pid": entry["pid"],
-            "state": state, "hung": False, "stage": beat.stage if beat else "",
-            "stage_s": round(beat.stage_elapsed_s, 1) if beat else None, "uptime_s": None, "restarts": 0,
-            "recycles": 0, "last_recycle": "", "heartbeat_age_s": round(age, 2) if age is not None else None,
-            "rss_mb": round(beat.rss_bytes / 2**20, 1) if beat else None,
-            "cpu_percent": round(beat.cpu_percent, 1) if beat else None,
-            "rate_per_s": rate_from(sup, name, rate_key), "rate_of": rate_key,
-            "version": counters.get("version"), "lag": counters.get("lag_mean"),
-            "dropped": counters.get("batches_dropped", counters.get("batches_over_ratio")), "exit_code": None,
-            "last_error": "INSECURE: unauthenticated bind" if entry["insecure"] else "", "counters": counters,
-            "insecure": entry["insecure"]}
+    return {
+        "name": name,
+        "role": entry["role"],
+        "host": entry["host"],
+        "pid": entry["pid"],
+        "state": state,
+        "hung": False,
+        "stage": beat.stage if beat else "",
+        "stage_s": round(beat.stage_elapsed_s, 1) if beat else None,
+        "uptime_s": None,
+        "restarts": 0,
+        "recycles": 0,
+        "last_recycle": "",
+        "heartbeat_age_s": round(age, 2) if age is not None else None,
+        "rss_mb": round(beat.rss_bytes / 2**20, 1) if beat else None,
+        "cpu_percent": round(beat.cpu_percent, 1) if beat else None,
+        "rate_per_s": rate_from(sup, name, rate_key),
+        "rate_of": rate_key,
+        "version": counters.get("version"),
+        "lag": counters.get("lag_mean"),
+        "dropped": counters.get("batches_dropped", counters.get("batches_over_ratio")),
+        "exit_code": None,
+        "last_error": "INSECURE: unauthenticated bind" if entry["insecure"] else "",
+        "counters": counters,
+        "insecure": entry["insecure"],
+    }
 
 
 def rate_from(sup: Any, name: str, key: str) -> float | None:
@@ -81,8 +104,11 @@ def rate_from(sup: Any, name: str, key: str) -> float | None:
 
 def actor_sum(sup: Any, key: str, policy: str, single: bool) -> int | None:
     """A per-policy actor counter (`key.POLICY`; plain `key` in a one-policy run) summed over live actors."""
-    values = [b.counters.get(f"{key}.{policy}", b.counters.get(key) if single else None)
-              for b in sup.beats.values() if b.role == "actor"]
+    values = [
+        b.counters.get(f"{key}.{policy}", b.counters.get(key) if single else None)
+        for b in sup.beats.values()
+        if b.role == "actor"
+    ]
     values = [v for v in values if v is not None]
     return int(sum(values)) if values else None
 
@@ -110,44 +136,76 @@ def policy_lines(sup: Any, now: float) -> list[dict[str, Any]]:
         c = dict(sup.beats[name].counters) if name in sup.beats else {}
         entry = next((e for e in sup.registry.values() if e["name"] == name), {})
         policy = name.removeprefix("learner-")
-        learner_dropped = [c.get(k) for k in ("batches_over_ratio", "unrolls_dropped_full", "batches_stale",
-                                              "batches_malformed")]
-        lines.append({"policy": policy, "learner": name,
-                      "state": rec.state.value if rec is not None else "REMOTE", "insecure": entry.get("insecure", False),
-                      # how its three sockets are reached: curve, loopback or insecure (unauthenticated beyond loopback)
-                      "link": entry.get("link") or ("insecure" if entry.get("insecure") else None),
-                      "version": c.get("version"), "updates": c.get("updates"),
-                      "updates_per_s": rate_from(sup, name, "updates"), "replay_fill": c.get("replay_fill"),
-                      "lag": c.get("lag_mean"), "last_checkpoint_age_s": c.get("checkpoint_age_s"),
-                      "dropped_by_learner": int(sum(v for v in learner_dropped if v is not None)) if c else None,
-                      "dropped_by_actors": actor_sum(sup, "batches_dropped", policy, single),
-                      # backpressure: the insert budget the learner advertises (0 = none), the time actors waited
-                      "pace_per_s": c.get("pace_per_s"), "pace_credit": c.get("pace_credit"),
-                      "paced_s": actor_seconds(sup, "paced_s"),
-                      "eval_return": policy_return(sup, policy, single)})
+        learner_dropped = [
+            c.get(k) for k in ("batches_over_ratio", "unrolls_dropped_full", "batches_stale", "batches_malformed")
+        ]
+        lines.append(
+            {
+                "policy": policy,
+                "learner": name,
+                "state": rec.state.value if rec is not None else "REMOTE",
+                "insecure": entry.get("insecure", False),
+                # how its three sockets are reached: curve, loopback or insecure (unauthenticated beyond loopback)
+                "link": entry.get("link") or ("insecure" if entry.get("insecure") else None),
+                "version": c.get("version"),
+                "updates": c.get("updates"),
+                "updates_per_s": rate_from(sup, name, "updates"),
+                "replay_fill": c.get("replay_fill"),
+                "lag": c.get("lag_mean"),
+                "last_checkpoint_age_s": c.get("checkpoint_age_s"),
+                "dropped_by_learner": int(sum(v for v in learner_dropped if v is not None)) if c else None,
+                "dropped_by_actors": actor_sum(sup, "batches_dropped", policy, single),
+                # backpressure: the insert budget the learner advertises (0 = none), the time actors waited
+                "pace_per_s": c.get("pace_per_s"),
+                "pace_credit": c.get("pace_credit"),
+                "paced_s": actor_seconds(sup, "paced_s"),
+                "eval_return": policy_return(sup, policy, single),
+            }
+        )
     return lines
 
 
-GAME_SERVER_KEYS = ("serve_port", "games", "streams", "serve_requests_per_s", "serve_batch_mean",
-                    "serve_latency_p50_ms", "serve_latency_p99_ms", "games_timed_out", "game_errors")
+GAME_SERVER_KEYS = (
+    "serve_port",
+    "games",
+    "streams",
+    "serve_requests_per_s",
+    "serve_batch_mean",
+    "serve_latency_p50_ms",
+    "serve_latency_p99_ms",
+    "games_timed_out",
+    "game_errors",
+)
 
 
 def game_servers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Actors in serve mode (their heartbeats carry serve_port): connected games, requests/s, batch, latency."""
-    return [{"name": r["name"], **{key: r["counters"].get(key) for key in GAME_SERVER_KEYS}}
-            for r in rows if r["role"] == "actor" and "serve_port" in r["counters"]]
+    return [
+        {"name": r["name"], **{key: r["counters"].get(key) for key in GAME_SERVER_KEYS}}
+        for r in rows
+        if r["role"] == "actor" and "serve_port" in r["counters"]
+    ]
 
 
 def status_data(sup: Any, now: float) -> dict[str, Any]:
     rows = [process_row(sup, name, now) for name in sup.records]
     rows += [remote_row(sup, name, now) for name in sup.remote]
     return {
-        "run": sup.config.run.name, "supervisor_pid": os.getpid(), "time": time.time(),
-        "stopping": sup.stopping, "processes": rows, "policies": policy_lines(sup, now),
+        "run": sup.config.run.name,
+        "supervisor_pid": os.getpid(),
+        "time": time.time(),
+        "stopping": sup.stopping,
+        "processes": rows,
+        "policies": policy_lines(sup, now),
         "control_link": link_security(sup.control_endpoint, curve_keys(sup.config)),
         "game_servers": game_servers(rows),
         "dropped": {"control_malformed": sup.view.malformed, "heartbeats_unknown": sup.view.unknown_heartbeats},
         # a daemon started elsewhere that has gone silent counts too (one never heard from may still be starting)
-        "unhealthy": [r["name"] for r in rows if r["state"] == State.FATAL.value or r["hung"]
-                      or (r["state"] == "REMOTE-LOST" and r["heartbeat_age_s"] is not None)],
+        "unhealthy": [
+            r["name"]
+            for r in rows
+            if r["state"] == State.FATAL.value
+            or r["hung"]
+            or (r["state"] == "REMOTE-LOST" and r["heartbeat_age_s"] is not None)
+        ],
     }

@@ -10,16 +10,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.main import DaemonSpec
 from tandem.daemons.runtime import stack_dump
 from tandem.daemons.runtime.logs import log_dropped
-from tandem.daemons.supervisor import commands
-from tandem.daemons.supervisor.children import Child
-from tandem.daemons.supervisor.child_memory import ChildMemory
-from tandem.daemons.supervisor.progress import RunView
-from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.runtime.rate_meter import RateMeter
-from tandem.daemons.supervisor import states
+from tandem.daemons.supervisor import commands, states
+from tandem.daemons.supervisor.child_memory import ChildMemory
+from tandem.daemons.supervisor.children import Child
+from tandem.daemons.supervisor.progress import RunView
 from tandem.daemons.supervisor.states import Action, HeartbeatPolicy, ProcessRecord, RestartPolicy, State
 from tandem.daemons.supervisor.tokens import StartTokens
 from tandem.protocol import ControlReply, ControlRequest, Heartbeat
@@ -30,13 +29,24 @@ BUILD_STAGES = ("start", "wait_start_token", "build_env")
 
 def policies(config: RunConfig) -> tuple[RestartPolicy, HeartbeatPolicy]:
     s = config.supervisor
-    restart = RestartPolicy(backoff_initial_s=s.backoff_initial_s, backoff_max_s=s.backoff_max_s,
-                            start_retries=s.start_retries, crash_loop_max=s.crash_loop_max,
-                            crash_loop_window_s=s.crash_loop_window_s, backoff_reset_s=s.backoff_reset_s)
-    heartbeat = HeartbeatPolicy(liveness_timeout_s=s.liveness_timeout_s, stop_grace_s=s.stop_grace_s,
-                                first_heartbeat_s=s.first_heartbeat_s,
-                                stage_deadlines_s={"build_env": s.build_env_deadline_s, "connect": s.connect_deadline_s,
-                                                   "wait_weights": s.wait_weights_deadline_s})
+    restart = RestartPolicy(
+        backoff_initial_s=s.backoff_initial_s,
+        backoff_max_s=s.backoff_max_s,
+        start_retries=s.start_retries,
+        crash_loop_max=s.crash_loop_max,
+        crash_loop_window_s=s.crash_loop_window_s,
+        backoff_reset_s=s.backoff_reset_s,
+    )
+    heartbeat = HeartbeatPolicy(
+        liveness_timeout_s=s.liveness_timeout_s,
+        stop_grace_s=s.stop_grace_s,
+        first_heartbeat_s=s.first_heartbeat_s,
+        stage_deadlines_s={
+            "build_env": s.build_env_deadline_s,
+            "connect": s.connect_deadline_s,
+            "wait_weights": s.wait_weights_deadline_s,
+        },
+    )
     return restart, heartbeat
 
 
@@ -49,15 +59,32 @@ def token_lease_s(lease_s: float, build_deadline_s: float) -> float:
 class Supervisor:
     """Owns the process table of one run. Call `step(now)` often and `handle()` for each control message."""
 
-    def __init__(self, config: RunConfig, config_path: Path, control_endpoint: str, logs: Path, specs: list[DaemonSpec],
-                 adopt: bool = False, started: float | None = None, plugin_paths: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        config: RunConfig,
+        config_path: Path,
+        control_endpoint: str,
+        logs: Path,
+        specs: list[DaemonSpec],
+        adopt: bool = False,
+        started: float | None = None,
+        plugin_paths: tuple[str, ...] = (),
+    ):
         self.config, self.config_path, self.control_endpoint, self.logs = config, config_path, control_endpoint, logs
         # adopt: watch any daemon that heartbeats here (started by systemd or tmux), as joined learners are watched
         self.adopt = adopt
         self.restart_policy, self.heartbeat_policy = policies(config)
-        self.specs = {spec.name: replace(spec, config_file=str(config_path), control=control_endpoint,
-                                         die_with_parent=True, supervisor_pid=os.getpid(),
-                                         plugin_paths=plugin_paths) for spec in specs}
+        self.specs = {
+            spec.name: replace(
+                spec,
+                config_file=str(config_path),
+                control=control_endpoint,
+                die_with_parent=True,
+                supervisor_pid=os.getpid(),
+                plugin_paths=plugin_paths,
+            )
+            for spec in specs
+        }
         self.view = RunView(config.stop, time.monotonic() if started is None else started)
         self.records = {spec.name: ProcessRecord(spec.name, spec.role) for spec in specs}
         self.children: dict[str, Child | None] = {spec.name: None for spec in specs}
@@ -71,8 +98,11 @@ class Supervisor:
         self.stopping = False
         self.stop_requested_by: str | None = None
         s = config.supervisor
-        self.rss_limits = {"actor": s.actor_rss_limit_mb << 20, "learner": s.learner_rss_limit_mb << 20,
-                           "evaluator": s.evaluator_rss_limit_mb << 20}
+        self.rss_limits = {
+            "actor": s.actor_rss_limit_mb << 20,
+            "learner": s.learner_rss_limit_mb << 20,
+            "evaluator": s.evaluator_rss_limit_mb << 20,
+        }
         self.child_memory = ChildMemory()
         self.policies_down: set[str] = set()  # learners said to be FATAL while the run goes on
 
@@ -115,8 +145,14 @@ class Supervisor:
                 else:
                     error = self.last_error(name, child, code)
                 states.exited(rec, code, now, self.restart_policy, error=error)
-                log.log(logging.WARNING if rec.state != State.STOPPED else logging.INFO,
-                        "%s exited with code %s -> %s %s", name, code, rec.state.value, rec.last_error)
+                log.log(
+                    logging.WARNING if rec.state != State.STOPPED else logging.INFO,
+                    "%s exited with code %s -> %s %s",
+                    name,
+                    code,
+                    rec.state.value,
+                    rec.last_error,
+                )
             self._check_memory(name, rec, now)
             action, reason = states.due(rec, now, self.heartbeat_policy)
             if action == Action.START and not self.stopping:
@@ -132,8 +168,12 @@ class Supervisor:
                     rec.terminate_sent_at = now
                 self.signal(name, signal.SIGTERM)
             elif action == Action.KILL:
-                log.warning("killing %s after %.1f s of grace: %s", name,
-                            states.kill_grace_s(rec, self.heartbeat_policy), reason)
+                log.warning(
+                    "killing %s after %.1f s of grace: %s",
+                    name,
+                    states.kill_grace_s(rec, self.heartbeat_policy),
+                    reason,
+                )
                 self.signal(name, signal.SIGKILL)
                 states.killed(rec, now)
 
@@ -150,8 +190,12 @@ class Supervisor:
                     self.tokens.release(name)
             elif lease > 0 and rec.stage and now - rec.stage_since > lease:
                 self.tokens.release(name)
-                log.warning("%s has been in stage %s for %.0f s: its start token goes to the next builder",
-                            name, rec.stage, now - rec.stage_since)
+                log.warning(
+                    "%s has been in stage %s for %.0f s: its start token goes to the next builder",
+                    name,
+                    rec.stage,
+                    now - rec.stage_since,
+                )
 
     def _check_memory(self, name: str, rec: ProcessRecord, now: float) -> None:
         limit = self.rss_limits.get(rec.role, 0)
@@ -209,8 +253,12 @@ class Supervisor:
         for rec in fatal:
             if rec.name not in self.policies_down:
                 self.policies_down.add(rec.name)
-                log.error("policy %s is down (%s is FATAL: %s); the other policies train on", rec.name.removeprefix(
-                    "learner-"), rec.name, rec.last_error)
+                log.error(
+                    "policy %s is down (%s is FATAL: %s); the other policies train on",
+                    rec.name.removeprefix("learner-"),
+                    rec.name,
+                    rec.last_error,
+                )
         self.policies_down &= {r.name for r in fatal}  # a restarted learner can go down, and be said, again
         actors = [r for r in recs if r.role == "actor"]
         if actors and all(r.state == State.FATAL for r in actors):
@@ -226,8 +274,12 @@ class Supervisor:
             return
         if rec is None:
             self.view.unknown_heartbeats += 1
-            log_dropped(log, f"a heartbeat from {beat.name!r} (pid {beat.pid}), which this supervisor did not start",
-                        self.view.unknown_heartbeats, "start it with --control only under `tandem supervise --no-children`")
+            log_dropped(
+                log,
+                f"a heartbeat from {beat.name!r} (pid {beat.pid}), which this supervisor did not start",
+                self.view.unknown_heartbeats,
+                "start it with --control only under `tandem supervise --no-children`",
+            )
             return
         if beat.pid != rec.pid:
             return  # a killed incarnation's last words
@@ -261,19 +313,34 @@ class Supervisor:
     def register(self, request: ControlRequest, now: float) -> ControlReply:
         args = request.args
         endpoints = args.get("endpoints")
-        if not isinstance(endpoints, dict) or not all(isinstance(endpoints.get(k), str) for k in ("transitions", "weights", "snapshot")):
-            return ControlReply(request.request_id, False, "bad_args", "register needs endpoints.transitions, .weights and .snapshot")
-        entry = {"name": str(args.get("name", "")), "endpoints": dict(endpoints), "host": str(args.get("host", "")),
-                 "pid": args.get("pid"), "insecure": bool(args.get("insecure", False)), "role": str(args.get("role", "")),
-                 "public_key": args.get("public_key") if isinstance(args.get("public_key"), str) else "",
-                 "link": args.get("link") if args.get("link") in ("curve", "loopback", "insecure") else ""}
+        if not isinstance(endpoints, dict) or not all(
+            isinstance(endpoints.get(k), str) for k in ("transitions", "weights", "snapshot")
+        ):
+            return ControlReply(
+                request.request_id, False, "bad_args", "register needs endpoints.transitions, .weights and .snapshot"
+            )
+        entry = {
+            "name": str(args.get("name", "")),
+            "endpoints": dict(endpoints),
+            "host": str(args.get("host", "")),
+            "pid": args.get("pid"),
+            "insecure": bool(args.get("insecure", False)),
+            "role": str(args.get("role", "")),
+            "public_key": args.get("public_key") if isinstance(args.get("public_key"), str) else "",
+            "link": args.get("link") if args.get("link") in ("curve", "loopback", "insecure") else "",
+        }
         previous = self.registry.get(str(args.get("policy", "")))
         self.registry[str(args.get("policy", ""))] = entry
         if entry["name"] not in self.records:
             self.remote[entry["name"]] = entry
         if previous is None or previous["endpoints"] != entry["endpoints"]:
-            log.info("%s registered policy %r at %s%s", entry["name"], args.get("policy"), entry["endpoints"],
-                     " (INSECURE)" if entry["insecure"] else "")
+            log.info(
+                "%s registered policy %r at %s%s",
+                entry["name"],
+                args.get("policy"),
+                entry["endpoints"],
+                " (INSECURE)" if entry["insecure"] else "",
+            )
         return ControlReply(request.request_id, True)
 
     def handle(self, request: ControlRequest, now: float) -> ControlReply:

@@ -29,18 +29,29 @@ class WandbSink:
         try:
             import wandb
         except ImportError as exc:
-            raise TrackingError("tracking.wandb is set but wandb is not installed: pip install 'tandem[tracking]' "
-                                "(or set tracking.wandb = false)") from exc
+            raise TrackingError(
+                "tracking.wandb is set but wandb is not installed: pip install 'tandem[tracking]' "
+                "(or set tracking.wandb = false)"
+            ) from exc
         if tracking.mode == "online" and not _has_api_key(wandb):
-            raise TrackingError("tracking.wandb in online mode needs a W&B API key (`wandb login`, or "
-                                "WANDB_API_KEY); or set tracking.mode = 'offline' and `wandb sync` later")
+            raise TrackingError(
+                "tracking.wandb in online mode needs a W&B API key (`wandb login`, or "
+                "WANDB_API_KEY); or set tracking.mode = 'offline' and `wandb sync` later"
+            )
         id_file = directory / RUN_ID_FILE
         run_id = id_file.read_text().strip() if id_file.exists() else secrets.token_hex(6)  # W&B ids: [a-z0-9]
         try:
-            self.run = wandb.init(project=tracking.project, entity=tracking.entity or None,
-                                  name=tracking.run_name or run_name, id=run_id, resume="allow",
-                                  mode=tracking.mode, dir=str(directory), config=config,
-                                  settings=wandb.Settings(init_timeout=60, console="off", silent=True))
+            self.run = wandb.init(
+                project=tracking.project,
+                entity=tracking.entity or None,
+                name=tracking.run_name or run_name,
+                id=run_id,
+                resume="allow",
+                mode=tracking.mode,
+                dir=str(directory),
+                config=config,
+                settings=wandb.Settings(init_timeout=60, console="off", silent=True),
+            )
         except Exception as exc:  # wandb raises its own error types, for a network or an account problem
             raise TrackingError(f"tracking.wandb: W&B did not start a run: {exc}") from exc
         id_file.write_text(run_id + "\n")
@@ -56,8 +67,11 @@ class WandbSink:
         finisher.start()
         finisher.join(FINISH_TIMEOUT_S)
         if finisher.is_alive():
-            log.warning("W&B did not finish within %.0f s; what it had not uploaded stays in %s (wandb sync)",
-                        FINISH_TIMEOUT_S, self.run.dir)
+            log.warning(
+                "W&B did not finish within %.0f s; what it had not uploaded stays in %s (wandb sync)",
+                FINISH_TIMEOUT_S,
+                self.run.dir,
+            )
 
 
 def _has_api_key(wandb: Any) -> bool:

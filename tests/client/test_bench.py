@@ -79,9 +79,14 @@ def test_transport_record_is_complete():
         # the checking sender differs from tandem's only where stacks are kept as frames
         assert (("tandem-checked", "ipc", payload) in keys) == (payload == "atari")
         for half in ("sender", "receiver"):  # each half alone, against the same raw baseline
-            rate = next(r["batches_per_s"] for r in data["results"] if r["path"] == f"tandem-{half}" and r["payload"] == payload)
-            raw = next(r["batches_per_s"] for r in data["results"] if r["path"] == "raw-pyzmq" and r["transport"] == "ipc"
-                       and r["payload"] == payload)
+            rate = next(
+                r["batches_per_s"] for r in data["results"] if r["path"] == f"tandem-{half}" and r["payload"] == payload
+            )
+            raw = next(
+                r["batches_per_s"]
+                for r in data["results"]
+                if r["path"] == "raw-pyzmq" and r["transport"] == "ipc" and r["payload"] == payload
+            )
             assert data["ratios"][f"{payload}/ipc/{half}_alone_over_raw"] == pytest.approx(rate / raw, abs=0.002)
     assert all(r["batches_per_s"] > 0 for r in data["results"])
     assert set(data["met"]) and set(data["targets"]) and {"tandem", "raw-pyzmq", "raw-same"} <= set(data["sends"])
@@ -101,6 +106,7 @@ def test_isolation_record_is_complete():
 def test_all_runs_each_benchmark_and_combines_records(monkeypatch):
     """`bench all` collects one record per benchmark (replay only here, to keep the test short)."""
     from tandem.client.bench import group
+
     monkeypatch.setattr(group, "BENCHMARKS", {"replay": group.BENCHMARKS["replay"]})
     data = record("all")
     assert data["benchmark"] == "all" and data["quick"] is True
@@ -118,7 +124,9 @@ def test_broadcast_record_is_complete():
         assert r["ratio"] == pytest.approx(r["tandem_median_ms"] / r["raw_median_ms"], rel=0.01)
     assert data["target"]["ratio_10MiB_max_actors_max"] == 1.5 and isinstance(data["met"], bool)
     stalled = data["stalled_subscriber"]
-    assert stalled["stopped"] == 1 and stalled["versions"] == 10 and stalled["rss_peak_mb"] >= stalled["rss_before_mb"] > 0
+    assert (
+        stalled["stopped"] == 1 and stalled["versions"] == 10 and stalled["rss_peak_mb"] >= stalled["rss_before_mb"] > 0
+    )
     growth = (stalled["rss_peak_mb"] - stalled["rss_before_mb"]) * 2**20 / stalled["blob_bytes"]
     assert stalled["growth_blobs"] == pytest.approx(growth, abs=0.05)
     assert stalled["target"]["growth_blobs_max"] == 4.0 and isinstance(stalled["met"], bool)
@@ -132,7 +140,9 @@ def test_scale_record_is_complete():
     assert [r["actors"] for r in rows] == [1, 2] and all(r["steps_per_s"] > 0 for r in rows)
     assert rows[0]["speedup"] == 1.0
     assert abs(rows[1]["speedup"] - rows[1]["steps_per_s"] / rows[0]["steps_per_s"]) < 0.01
-    assert rows[1]["efficiency"] == pytest.approx(rows[1]["speedup"] / min(2, data["machine"]["usable_cores"]), abs=0.01)
+    assert rows[1]["efficiency"] == pytest.approx(
+        rows[1]["speedup"] / min(2, data["machine"]["usable_cores"]), abs=0.01
+    )
 
 
 def test_vector_record_has_every_mode_and_a_bad_mode_names_the_key():
@@ -152,7 +162,9 @@ def test_intake_record_is_complete():
         result = data["results"][model]
         runs = result["runs"]
         assert set(runs) == {"no_intake", "no_intake_no_prefetch", "flood_thread", "flood_inline"}
-        assert all(r["samples_per_s"] > 0 and r["intake_errors"] == 0 and r["batches_malformed"] == 0 for r in runs.values())
+        assert all(
+            r["samples_per_s"] > 0 and r["intake_errors"] == 0 and r["batches_malformed"] == 0 for r in runs.values()
+        )
         assert runs["flood_thread"]["batches_received_per_s"] > 0 and runs["flood_inline"]["batches_received_per_s"] > 0
         assert runs["no_intake"]["batches_received_per_s"] == 0
         limits = result["limits"]

@@ -1,4 +1,4 @@
-"""`tandem bench learn`: per-seed curves and medians from real runs, and the pure parts (reading rows, medians, references)."""
+"""`tandem bench learn`: per-seed curves and medians from real runs, and its pure parts (rows, medians, references)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ from tandem.client.bench.references import load_reference, shipped
 from tandem.client.bench.runs import RunFigures
 from tandem.client.cli import cli
 
-ROWS = [{"elapsed_s": 1.0, "env_steps": 0}, {"elapsed_s": 2.0, "env_steps": 400, "mean_return_100": 20.0},
-        {"elapsed_s": 3.0, "env_steps": 900, "mean_return_100": 60.0, "eval_return": 100.0},
-        {"elapsed_s": 4.0, "env_steps": 1600, "mean_return_100": 150.0}]
+ROWS = [
+    {"elapsed_s": 1.0, "env_steps": 0},
+    {"elapsed_s": 2.0, "env_steps": 400, "mean_return_100": 20.0},
+    {"elapsed_s": 3.0, "env_steps": 900, "mean_return_100": 60.0, "eval_return": 100.0},
+    {"elapsed_s": 4.0, "env_steps": 1600, "mean_return_100": 150.0},
+]
 
 
 def test_value_at_takes_the_newest_value_at_or_before_the_frames():
@@ -24,14 +27,29 @@ def test_value_at_takes_the_newest_value_at_or_before_the_frames():
 
 
 def test_a_seed_record_reads_the_curve_and_the_solve():
-    summary = {"reason": "evaluation return 480.0 >= 475", "condition_met_unix": 1010.5, "env_steps": 1700,
-               "updates": 3, "mean_return_100": 170.0, "eval_return": 480.0}
+    summary = {
+        "reason": "evaluation return 480.0 >= 475",
+        "condition_met_unix": 1010.5,
+        "env_steps": 1700,
+        "updates": 3,
+        "mean_return_100": 170.0,
+        "eval_return": 480.0,
+    }
     run = seed_record(2, RunFigures(summary=summary, learner_rows=[], rows=ROWS, started_unix=1000.0), 1600, 1)
     assert run["solved"] and run["solve_s"] == 10.5 and run["solve_frames"] == 1700
     assert [p["frames"] for p in run["points"]] == [400, 800, 1200, 1600]
     assert [p["train_return"] for p in run["points"]] == [20.0, 20.0, 60.0, 150.0]
-    unsolved = seed_record(3, RunFigures(summary={"reason": "1700 env steps >= 1600", "env_steps": 1700},
-                                         learner_rows=[], rows=ROWS, started_unix=1000.0), 1600, 4)
+    unsolved = seed_record(
+        3,
+        RunFigures(
+            summary={"reason": "1700 env steps >= 1600", "env_steps": 1700},
+            learner_rows=[],
+            rows=ROWS,
+            started_unix=1000.0,
+        ),
+        1600,
+        4,
+    )
     assert not unsolved["solved"] and unsolved["solve_s"] is None and unsolved["frames"] == 6800  # frame skip 4
     both = medians([run, unsolved], limit_frames=1600, limit_s=60.0)
     assert both["solved"] == 1 and both["solve_s"] == pytest.approx((10.5 + 60.0) / 2)  # unsolved counts as the limit
@@ -59,9 +77,26 @@ def test_references_by_name_or_file_and_clear_errors(tmp_path):
 @pytest.mark.timeout(150)
 def test_bench_learn_runs_real_seeds_and_prints_a_complete_record():
     # an unreachable target: the run goes on to the frames
-    result = CliRunner().invoke(cli, ["bench", "learn", "--config", "examples/cartpole_appo.toml", "--frames", "40000",
-                                      "--seeds", "1", "--limit-s", "60", "--reference", "cartpole-cleanrl-ppo",
-                                      "--set", "stop.eval_return=1e9", "--json"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "bench",
+            "learn",
+            "--config",
+            "examples/cartpole_appo.toml",
+            "--frames",
+            "40000",
+            "--seeds",
+            "1",
+            "--limit-s",
+            "60",
+            "--reference",
+            "cartpole-cleanrl-ppo",
+            "--set",
+            "stop.eval_return=1e9",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output.strip().splitlines()[-1])
     assert data["benchmark"] == "learn" and data["frames"] == 40000 and data["frames_per_step"] == 1
@@ -74,8 +109,9 @@ def test_bench_learn_runs_real_seeds_and_prints_a_complete_record():
 
 
 def test_bench_learn_names_a_bad_reference():
-    result = CliRunner().invoke(cli, ["bench", "learn", "--config", "examples/cartpole_appo.toml", "--frames", "100",
-                                      "--reference", "nope"])
+    result = CliRunner().invoke(
+        cli, ["bench", "learn", "--config", "examples/cartpole_appo.toml", "--frames", "100", "--reference", "nope"]
+    )
     assert result.exit_code == 2 and "no reference named 'nope'" in result.output
 
 

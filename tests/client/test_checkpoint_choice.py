@@ -91,7 +91,9 @@ def test_tandem_eval_and_export_take_the_checkpoint_by_name(kept_run, tmp_path):
 def test_a_missing_named_checkpoint_is_a_usage_error_listing_those_there(kept_run):
     result = invoke("eval", kept_run[0], "--checkpoint", "solved", "--episodes", 1)
     assert result.exit_code == int(ExitCode.USAGE), result.output
-    assert "no 'solved' checkpoint" in result.output and "latest (ckpt-000000000040.pt), best (best.pt)" in result.output
+    assert (
+        "no 'solved' checkpoint" in result.output and "latest (ckpt-000000000040.pt), best (best.pt)" in result.output
+    )
     assert "Traceback" not in result.output
     bad = invoke("eval", kept_run[0], "--checkpoint", "worst")
     assert bad.exit_code == int(ExitCode.USAGE) and "latest" in bad.output
@@ -118,11 +120,17 @@ def test_the_cli_offers_exactly_the_kept_choices():
 def test_every_policy_of_a_world_plays_its_own_kept_checkpoint(tmp_path):
     run = tmp_path / "run"
     algorithms = make_run(run, "speaker_listener.toml", "policies.listener.algorithm={ name = 'appo' }")
-    kept = KeptCheckpoints({p: run / f"learner-{p}" for p in algorithms},
-                           {"speaker": "double_dqn", "listener": "appo"}, target=None)
+    kept = KeptCheckpoints(
+        {p: run / f"learner-{p}" for p in algorithms}, {"speaker": "double_dqn", "listener": "appo"}, target=None
+    )
     versions = {"speaker": 11, "listener": 12}
-    kept.after_round({"eval_return": -9.0, "eval_return.speaker": -9.0, "eval_return.listener": -9.0}, versions, 1, 4,
-                     lambda policy: algorithms[policy].weights())
+    kept.after_round(
+        {"eval_return": -9.0, "eval_return.speaker": -9.0, "eval_return.listener": -9.0},
+        versions,
+        1,
+        4,
+        lambda policy: algorithms[policy].weights(),
+    )
     for file in (run / "learner-speaker").glob("ckpt-*.pt"):
         file.unlink()  # so the speaker can only play its best.pt
     assert invoke("eval", run, "--policy", "listener", "--episodes", 1).exit_code == int(ExitCode.FAILURE)

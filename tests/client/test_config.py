@@ -32,38 +32,54 @@ def test_examples_check_clean():
 
 
 def test_rendered_config_loads_back_to_the_same(tmp_path):
-    config = load_config(ROOT / "examples" / "cartpole.toml", ["env.kwargs.sutton_barto_reward=true", "stop.env_steps=5000"])
+    config = load_config(
+        ROOT / "examples" / "cartpole.toml", ["env.kwargs.sutton_barto_reward=true", "stop.env_steps=5000"]
+    )
     again = load_config(write(tmp_path, render_toml(config)))
     assert again == config
 
 
-@pytest.mark.parametrize("text,key,words", [
-    ("[actors]\ncont = 2\n", "actors.cont", ["did you mean 'count'", "Valid keys in [actors]: count"]),
-    ("[actorz]\ncount = 2\n", "actorz", ["Valid keys in the top level: run, env"]),
-    ("[actors]\ncount = '2'\n", "actors.count", ["must be an integer", "a string"]),
-    ("[actors]\ncount = 2.5\n", "actors.count", ["must be an integer"]),
-    ("[algorithm]\ngamma = 'high'\n", "algorithm.gamma", ["must be a number"]),
-    ("[algorithm]\nprioritized = 1\n", "algorithm.prioritized", ["must be a boolean"]),
-    ("[model]\nhidden_sizes = [64, 'x']\n", "model.hidden_sizes[1]", ["must be an integer"]),
-    ("[env]\nkwargs = 3\n", "env.kwargs", ["must be a table"]),
-    ("actors = 3\n", "actors", ["must be a table"]),
-    ("[actors]\ncount = -1\n", "actors.count", [">= 0"]),
-    ("[algorithm]\ngamma = 1.5\n", "algorithm.gamma", ["<= 1.0"]),
-    ("[algorithm]\nlearning_rate = 0\n", "algorithm.learning_rate", ["> 0.0"]),
-    ("[model]\nhidden_sizes = [64, 0]\n", "model.hidden_sizes", [">= 1"]),
-    ("[run]\nlog_level = 'LOUD'\n", "run.log_level", ["not one of: DEBUG, INFO"]),
-    ("[learner]\nreplay_capacity = 100\nreplay_min_size = 500\n", "learner.replay_min_size", ["never start"]),
-    ("[model]\nkind = 'transformer'\n", "model.kind", ["module:callable"]),
-    ("[transport]\nweights_port = 5555\nsnapshot_port = 5555\n", "transport", ["same port"]),
-    # NaN passes every bound check (all comparisons are false): it once turned hang detection off.
-    ("[supervisor]\nliveness_timeout_s = nan\n", "supervisor.liveness_timeout_s", ["finite number", "nan"]),
-    ("[stop]\nseconds = nan\n", "stop.seconds", ["finite number"]),
-    ("[algorithm]\nlearning_rate = inf\n", "algorithm.learning_rate", ["finite number", "inf"]),
-    ("[algorithm]\nname = 'appo'\ntargets = 'per_minibatch'\nminibatch_by = 'steps'\n",
-     "algorithm.minibatch_by", ["targets = 'per_update'"]),
-    ("[algorithm]\nname = 'impala'\nvalue_clip = 0.2\n", "algorithm.value_clip", ["targets = 'per_update'", "set it to 0"]),
-    ("[algorithm]\nname = 'appo'\ntargets = 'once'\n", "algorithm.targets", ["not one of: per_minibatch, per_update"]),
-])
+@pytest.mark.parametrize(
+    "text,key,words",
+    [
+        ("[actors]\ncont = 2\n", "actors.cont", ["did you mean 'count'", "Valid keys in [actors]: count"]),
+        ("[actorz]\ncount = 2\n", "actorz", ["Valid keys in the top level: run, env"]),
+        ("[actors]\ncount = '2'\n", "actors.count", ["must be an integer", "a string"]),
+        ("[actors]\ncount = 2.5\n", "actors.count", ["must be an integer"]),
+        ("[algorithm]\ngamma = 'high'\n", "algorithm.gamma", ["must be a number"]),
+        ("[algorithm]\nprioritized = 1\n", "algorithm.prioritized", ["must be a boolean"]),
+        ("[model]\nhidden_sizes = [64, 'x']\n", "model.hidden_sizes[1]", ["must be an integer"]),
+        ("[env]\nkwargs = 3\n", "env.kwargs", ["must be a table"]),
+        ("actors = 3\n", "actors", ["must be a table"]),
+        ("[actors]\ncount = -1\n", "actors.count", [">= 0"]),
+        ("[algorithm]\ngamma = 1.5\n", "algorithm.gamma", ["<= 1.0"]),
+        ("[algorithm]\nlearning_rate = 0\n", "algorithm.learning_rate", ["> 0.0"]),
+        ("[model]\nhidden_sizes = [64, 0]\n", "model.hidden_sizes", [">= 1"]),
+        ("[run]\nlog_level = 'LOUD'\n", "run.log_level", ["not one of: DEBUG, INFO"]),
+        ("[learner]\nreplay_capacity = 100\nreplay_min_size = 500\n", "learner.replay_min_size", ["never start"]),
+        ("[model]\nkind = 'transformer'\n", "model.kind", ["module:callable"]),
+        ("[transport]\nweights_port = 5555\nsnapshot_port = 5555\n", "transport", ["same port"]),
+        # NaN passes every bound check (all comparisons are false): it once turned hang detection off.
+        ("[supervisor]\nliveness_timeout_s = nan\n", "supervisor.liveness_timeout_s", ["finite number", "nan"]),
+        ("[stop]\nseconds = nan\n", "stop.seconds", ["finite number"]),
+        ("[algorithm]\nlearning_rate = inf\n", "algorithm.learning_rate", ["finite number", "inf"]),
+        (
+            "[algorithm]\nname = 'appo'\ntargets = 'per_minibatch'\nminibatch_by = 'steps'\n",
+            "algorithm.minibatch_by",
+            ["targets = 'per_update'"],
+        ),
+        (
+            "[algorithm]\nname = 'impala'\nvalue_clip = 0.2\n",
+            "algorithm.value_clip",
+            ["targets = 'per_update'", "set it to 0"],
+        ),
+        (
+            "[algorithm]\nname = 'appo'\ntargets = 'once'\n",
+            "algorithm.targets",
+            ["not one of: per_minibatch, per_update"],
+        ),
+    ],
+)
 def test_each_kind_of_mistake_names_its_key(tmp_path, text, key, words):
     with pytest.raises(ConfigError) as err:
         load_config(write(tmp_path, text))
@@ -77,16 +93,25 @@ def test_per_minibatch_targets_leave_appo_with_whole_unroll_minibatches_and_no_v
     assert (config.algorithm.minibatch_by, config.algorithm.value_clip) == ("unrolls", 0.0)
     config = load_config(write(tmp_path, "[algorithm]\nname = 'appo'\n"))
     assert (config.algorithm.targets, config.algorithm.minibatch_by, config.algorithm.value_clip) == (
-        "per_update", "steps", 0.2)
+        "per_update",
+        "steps",
+        0.2,
+    )
 
 
 def test_overrides(tmp_path):
     path = write(tmp_path, "[actors]\ncount = 2\n")
-    config = load_config(path, ["actors.count=5", "env.id=Acrobot-v1", "stop.seconds=30", "env.kwargs.render_mode='rgb_array'"])
+    config = load_config(
+        path, ["actors.count=5", "env.id=Acrobot-v1", "stop.seconds=30", "env.kwargs.render_mode='rgb_array'"]
+    )
     assert (config.actors.count, config.env.id, config.stop.seconds) == (5, "Acrobot-v1", 30.0)
     assert config.env.kwargs == {"render_mode": "rgb_array"}
-    for bad, key in [("actors.count=x", "actors.count"), ("actors=3", "actors"), ("nosuch.key=1", "nosuch"),
-                     ("actors.count.deep=1", "actors.count")]:
+    for bad, key in [
+        ("actors.count=x", "actors.count"),
+        ("actors=3", "actors"),
+        ("nosuch.key=1", "nosuch"),
+        ("actors.count.deep=1", "actors.count"),
+    ]:
         with pytest.raises(ConfigError) as err:
             load_config(path, [bad])
         assert err.value.key == key

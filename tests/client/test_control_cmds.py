@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import json
+import os
 import socket
 
 import pytest
@@ -69,10 +69,27 @@ def test_status_table_shows_a_long_last_error_whole():
 
     cause = "OSError: [Errno 28] No space left on device: 'runs/x/learner-default/ckpt-12.pt.tmp'"
     error = "learner-default exited with code 1 after 3 failed checkpoints; last: " + cause
-    row = {"name": "learner-default", "role": "learner", "host": "h", "pid": None, "state": "FATAL", "hung": False,
-           "stage": "checkpoint", "stage_s": 1.0, "uptime_s": 5.0, "restarts": 3, "heartbeat_age_s": None,
-           "rss_mb": None, "cpu_percent": None, "rate_per_s": None, "rate_of": "updates", "version": 7, "lag": None,
-           "dropped": None, "last_error": error}
+    row = {
+        "name": "learner-default",
+        "role": "learner",
+        "host": "h",
+        "pid": None,
+        "state": "FATAL",
+        "hung": False,
+        "stage": "checkpoint",
+        "stage_s": 1.0,
+        "uptime_s": 5.0,
+        "restarts": 3,
+        "heartbeat_age_s": None,
+        "rss_mb": None,
+        "cpu_percent": None,
+        "rate_per_s": None,
+        "rate_of": "updates",
+        "version": 7,
+        "lag": None,
+        "dropped": None,
+        "last_error": error,
+    }
     data = {"run": "x", "processes": [row], "policies": []}
     console = Console(width=400, record=True)
     console.print(render(data))
@@ -82,18 +99,51 @@ def test_status_table_shows_a_long_last_error_whole():
 
 def status_of_a_busy_run() -> dict:
     def row(name, role, state, stage, rate, version, rss, restarts, recycles=0, error=""):
-        return {"name": name, "role": role, "host": "gpu-box-17.example", "pid": 123456, "state": state, "hung": False,
-                "stage": stage, "stage_s": 12.5, "uptime_s": 98765.4, "restarts": restarts, "recycles": recycles,
-                "heartbeat_age_s": 0.4, "rss_mb": rss, "cpu_percent": 99.5, "rate_per_s": rate,
-                "rate_of": "updates" if role == "learner" else "env_steps", "version": version, "lag": 1.25,
-                "dropped": 606, "last_error": error}
-    return {"run": "pong-appo", "processes": [
-        row("learner-default", "learner", "RUNNING", "running", 163.2, 123456, 2345.6, 0),
-        row("actor-12", "actor", "RUNNING", "running", 18234.5, 123455, 456.7, 3, recycles=2),
-        row("actor-13", "actor", "STARTING", "build_env 3/8", None, None, 120.0, 1, error="killed at its deadline")],
-        "policies": [{"policy": "default", "state": "RUNNING", "version": 123456, "updates_per_s": 163.2,
-                      "replay_fill": 0.42, "lag": 1.25, "dropped_by_learner": 606, "dropped_by_actors": 12,
-                      "eval_return": 20.5, "last_checkpoint_age_s": 12.0}]}
+        return {
+            "name": name,
+            "role": role,
+            "host": "gpu-box-17.example",
+            "pid": 123456,
+            "state": state,
+            "hung": False,
+            "stage": stage,
+            "stage_s": 12.5,
+            "uptime_s": 98765.4,
+            "restarts": restarts,
+            "recycles": recycles,
+            "heartbeat_age_s": 0.4,
+            "rss_mb": rss,
+            "cpu_percent": 99.5,
+            "rate_per_s": rate,
+            "rate_of": "updates" if role == "learner" else "env_steps",
+            "version": version,
+            "lag": 1.25,
+            "dropped": 606,
+            "last_error": error,
+        }
+
+    return {
+        "run": "pong-appo",
+        "processes": [
+            row("learner-default", "learner", "RUNNING", "running", 163.2, 123456, 2345.6, 0),
+            row("actor-12", "actor", "RUNNING", "running", 18234.5, 123455, 456.7, 3, recycles=2),
+            row("actor-13", "actor", "STARTING", "build_env 3/8", None, None, 120.0, 1, error="killed at its deadline"),
+        ],
+        "policies": [
+            {
+                "policy": "default",
+                "state": "RUNNING",
+                "version": 123456,
+                "updates_per_s": 163.2,
+                "replay_fill": 0.42,
+                "lag": 1.25,
+                "dropped_by_learner": 606,
+                "dropped_by_actors": 12,
+                "eval_return": 20.5,
+                "last_checkpoint_age_s": 12.0,
+            }
+        ],
+    }
 
 
 def test_status_at_80_columns_shows_every_value_whole():
@@ -105,8 +155,24 @@ def test_status_at_80_columns_shows_every_value_whole():
     console.print(render(status_of_a_busy_run(), console.width))
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= 80, text
-    for value in ("learner-default", "actor-12", "build_env 3/8", "RUNNING", "STARTING", "163.2u/s", "18.2k/s",
-                  "123456", "123455", "27h26m", "2346M", "3+2p", "20.5", "42%", "606", "killed at its deadline"):
+    for value in (
+        "learner-default",
+        "actor-12",
+        "build_env 3/8",
+        "RUNNING",
+        "STARTING",
+        "163.2u/s",
+        "18.2k/s",
+        "123456",
+        "123455",
+        "27h26m",
+        "2346M",
+        "3+2p",
+        "20.5",
+        "42%",
+        "606",
+        "killed at its deadline",
+    ):
         assert value in text, (value, text)
 
 
@@ -115,14 +181,35 @@ def test_progress_at_80_columns_with_bars_toward_each_stop_condition():
 
     from tandem.client.screen import progress_lines
 
-    figures = {"elapsed_s": 123.4, "env_steps": 1234567, "env_steps_per_s": 18234.5, "updates": 98765,
-               "updates_per_s": 163.2, "episodes": 4321, "mean_return_100": -20.25, "eval_return": 237.5,
-               "version": 98765, "lag_mean": 1.25, "batches_dropped": 606}
+    figures = {
+        "elapsed_s": 123.4,
+        "env_steps": 1234567,
+        "env_steps_per_s": 18234.5,
+        "updates": 98765,
+        "updates_per_s": 163.2,
+        "episodes": 4321,
+        "mean_return_100": -20.25,
+        "eval_return": 237.5,
+        "version": 98765,
+        "lag_mean": 1.25,
+        "batches_dropped": 606,
+    }
     stop = SimpleNamespace(eval_return=475.0, mean_return=None, env_steps=None, seconds=600.0)
     lines = progress_lines(figures, stop)
     assert all(len(line) < 80 for line in lines), lines
     text = "\n".join(lines)
-    for value in ("1.23M", "18.2k/s", "version 98765", "98.8k", "163.2/s", "-20.2", "237.5", "606", "237.5 / 475.0", "123.4 / 600.0"):
+    for value in (
+        "1.23M",
+        "18.2k/s",
+        "version 98765",
+        "98.8k",
+        "163.2/s",
+        "-20.2",
+        "237.5",
+        "606",
+        "237.5 / 475.0",
+        "123.4 / 600.0",
+    ):
         assert value in text, (value, text)
     eval_line = next(line for line in lines if "eval_return" in line)
     assert "#" * 10 + "-" * 10 in eval_line  # half way to 475

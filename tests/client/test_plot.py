@@ -1,4 +1,4 @@
-"""`tandem plot RUN_DIR`: a matplotlib picture of the run's series, from a metrics.jsonl the supervisor's writer made."""
+"""`tandem plot RUN_DIR`: a matplotlib picture of the run's series, from a metrics.jsonl the supervisor wrote."""
 
 from __future__ import annotations
 
@@ -24,13 +24,30 @@ def write_run(directory, records: int, segment: int | None = None, steps_from: i
     curves = RunMetricsLog(directory, tensorboard=False)
     for i in range(records):
         head = {} if segment is None else {"segment": segment}
-        curves.write({**head, "elapsed_s": float(i), "env_steps": steps_from + 1000 * i, "env_steps_per_s": 1000.0,
-                      "updates_per_s": 5.0, "mean_return_100": 10.0 + i,
-                      "eval_return": 20.0 + 2 * i if i > 2 else None, "lag_mean": 0.5, "batches_dropped": 0,
-                      "policies": {"a": {"eval_return": float(i), "train": {"entropy": 0.4}}, "b": {"eval_return": 1.0}},
-                      "train": {"policy_loss": -0.01, "value_loss": 0.2, "entropy": 0.6 - 0.01 * i, "approx_kl": 0.01,
-                                "clip_fraction": 0.1, "explained_variance": 0.5, "grad_norm": 0.4}},
-                     wall_time=1000.0 + i)
+        curves.write(
+            {
+                **head,
+                "elapsed_s": float(i),
+                "env_steps": steps_from + 1000 * i,
+                "env_steps_per_s": 1000.0,
+                "updates_per_s": 5.0,
+                "mean_return_100": 10.0 + i,
+                "eval_return": 20.0 + 2 * i if i > 2 else None,
+                "lag_mean": 0.5,
+                "batches_dropped": 0,
+                "policies": {"a": {"eval_return": float(i), "train": {"entropy": 0.4}}, "b": {"eval_return": 1.0}},
+                "train": {
+                    "policy_loss": -0.01,
+                    "value_loss": 0.2,
+                    "entropy": 0.6 - 0.01 * i,
+                    "approx_kl": 0.01,
+                    "clip_fraction": 0.1,
+                    "explained_variance": 0.5,
+                    "grad_norm": 0.4,
+                },
+            },
+            wall_time=1000.0 + i,
+        )
     curves.close()
 
 
@@ -64,10 +81,23 @@ def test_the_svg_has_each_series_against_steps_and_time_and_real_ticks(tmp_path)
     assert result.exit_code == 0, result.output
     assert not (tmp_path / "report.png").exists()
     lines = svg_lines(out)
-    for name in ("mean_return_100", "eval_return", "policies/a/eval_return", "policies/b/eval_return",
-                 "env_steps_per_s", "updates_per_s", "lag_mean", "batches_dropped", "train/policy_loss",
-                 "train/value_loss", "train/entropy", "policies/a/train/entropy", "train/approx_kl",
-                 "train/clip_fraction", "train/explained_variance"):
+    for name in (
+        "mean_return_100",
+        "eval_return",
+        "policies/a/eval_return",
+        "policies/b/eval_return",
+        "env_steps_per_s",
+        "updates_per_s",
+        "lag_mean",
+        "batches_dropped",
+        "train/policy_loss",
+        "train/value_loss",
+        "train/entropy",
+        "policies/a/train/entropy",
+        "train/approx_kl",
+        "train/clip_fraction",
+        "train/explained_variance",
+    ):
         assert f"env_steps:{name}:1" in lines and f"elapsed_s:{name}:1" in lines, name
     assert len(lines["env_steps:mean_return_100:1"]) == 10
     assert len(lines["env_steps:eval_return:1"]) == 7  # only the records that had one

@@ -42,8 +42,9 @@ def make_run(run_dir: Path, example: str, *overrides: str) -> dict:
             net = algorithm.online if pconf.algorithm.name == "double_dqn" else algorithm.net
             for p in net.parameters():
                 p.mul_(1.0 + 0.2 * torch.randn(p.shape, generator=gen))  # keeps the scale of the init
-        save_checkpoint(run_dir / f"learner-{name}", {"algorithm": algorithm.state_dict(), "version": 40 + n,
-                                                      "updates": 3})
+        save_checkpoint(
+            run_dir / f"learner-{name}", {"algorithm": algorithm.state_dict(), "version": 40 + n, "updates": 3}
+        )
         algorithms[name] = algorithm
     return algorithms
 
@@ -136,7 +137,9 @@ def test_each_policy_of_a_multiagent_run_loads_by_name(world_run):
 
 @pytest.mark.parametrize("which", ["dqn", "appo", "listener"])
 def test_an_export_loads_without_the_run_and_acts_like_the_checkpoint(which, dqn_run, appo_run, world_run, tmp_path):
-    run, policy_name = {"dqn": (dqn_run[0], None), "appo": (appo_run[0], None), "listener": (world_run[0], "listener")}[which]
+    run, policy_name = {"dqn": (dqn_run[0], None), "appo": (appo_run[0], None), "listener": (world_run[0], "listener")}[
+        which
+    ]
     original = load_policy(run, policy_name)
     spec_file = export_policy(original, tmp_path / "out")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["policy.json", "weights.safetensors"]
@@ -151,8 +154,10 @@ def test_an_export_loads_without_the_run_and_acts_like_the_checkpoint(which, dqn
 
 
 def test_importing_tandem_and_its_policy_api_loads_no_torch():
-    code = ("import sys\nimport tandem\nfrom tandem import load_policy, load_exported, export_policy\n"
-            "print('torch' in sys.modules)")
+    code = (
+        "import sys\nimport tandem\nfrom tandem import load_policy, load_exported, export_policy\n"
+        "print('torch' in sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
@@ -223,14 +228,17 @@ def test_tandem_eval_writes_a_video_of_each_episode(dqn_run, tmp_path):
         assert frames == length + 1  # the first observation and one frame after every step
 
 
-@pytest.mark.parametrize("args, code, message", [
-    (["eval", "{tmp}/nothing-here"], ExitCode.USAGE, "does not exist"),
-    (["export", "{tmp}/nothing-here", "{tmp}/out"], ExitCode.USAGE, "does not exist"),
-    (["eval", "{tmp}", "--episodes", "1"], ExitCode.USAGE, "no config.toml"),
-    (["eval", "{dqn}", "--policy", "nobody"], ExitCode.USAGE, "no policy named 'nobody'"),
-    (["export", "{world}", "{tmp}/out"], ExitCode.USAGE, "the run's policies: speaker, listener"),
-    (["eval", "{empty}"], ExitCode.FAILURE, "no readable checkpoint"),
-])
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (["eval", "{tmp}/nothing-here"], ExitCode.USAGE, "does not exist"),
+        (["export", "{tmp}/nothing-here", "{tmp}/out"], ExitCode.USAGE, "does not exist"),
+        (["eval", "{tmp}", "--episodes", "1"], ExitCode.USAGE, "no config.toml"),
+        (["eval", "{dqn}", "--policy", "nobody"], ExitCode.USAGE, "no policy named 'nobody'"),
+        (["export", "{world}", "{tmp}/out"], ExitCode.USAGE, "the run's policies: speaker, listener"),
+        (["eval", "{empty}"], ExitCode.FAILURE, "no readable checkpoint"),
+    ],
+)
 def test_a_missing_run_checkpoint_or_policy_is_a_clear_error(args, code, message, dqn_run, world_run, tmp_path):
     empty = tmp_path / "empty-run"
     empty.mkdir()
@@ -252,6 +260,9 @@ def test_an_atari_policy_is_evaluated_on_preprocessed_frames_and_exported_with_i
     assert json.loads(result.output)["lengths"] == [25]  # agent steps of the preprocessed env, cut by the limit
     export_policy(policy, tmp_path / "out")
     document = json.loads((tmp_path / "out" / "policy.json").read_text())
-    assert document["preprocessing"]["kind"] == "atari" and "FrameStackObservation(4)" in document["preprocessing"]["describe"]
+    assert (
+        document["preprocessing"]["kind"] == "atari"
+        and "FrameStackObservation(4)" in document["preprocessing"]["describe"]
+    )
     frames = observations(policy.observation_space, 8)
     np.testing.assert_array_equal(load_exported(tmp_path / "out").act(frames), policy.act(frames))

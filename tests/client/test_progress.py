@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
-from tandem.daemons.supervisor.progress import RunView
 from tandem.client.display import format_line
 from tandem.daemons.config.schema import StopSection
+from tandem.daemons.supervisor.progress import RunView
 from tandem.protocol import Heartbeat
 
 
 def beat(name, role, **counters):
-    return Heartbeat(role=role, name=name, pid=1, host="h", incarnation=1, seq=0, stage="running",
-                     stage_elapsed_s=0.0, counters=counters)
+    return Heartbeat(
+        role=role,
+        name=name,
+        pid=1,
+        host="h",
+        incarnation=1,
+        seq=0,
+        stage="running",
+        stage_elapsed_s=0.0,
+        counters=counters,
+    )
 
 
 def test_rates_and_totals():
@@ -48,8 +57,17 @@ def test_stop_conditions():
 def test_a_restarted_actor_keeps_its_earlier_steps():
     view = RunView(StopSection(), started=0.0)
     view.heartbeat(beat("actor-0", "actor", env_steps=5000), 1.0)
-    restarted = Heartbeat(role="actor", name="actor-0", pid=2, host="h", incarnation=2, seq=0, stage="running",
-                          stage_elapsed_s=0.0, counters={"env_steps": 100})
+    restarted = Heartbeat(
+        role="actor",
+        name="actor-0",
+        pid=2,
+        host="h",
+        incarnation=2,
+        seq=0,
+        stage="running",
+        stage_elapsed_s=0.0,
+        counters={"env_steps": 100},
+    )
     view.heartbeat(restarted, 2.0)
     assert view.env_steps() == 5100
     assert view.figures(2.0)["env_steps_per_s"] >= 0
@@ -57,8 +75,12 @@ def test_a_restarted_actor_keeps_its_earlier_steps():
 
 def test_backpressure_figures():
     view = RunView(StopSection(), started=0.0)
-    view.heartbeat(beat("learner-default", "learner", updates=10, batches_over_ratio=3, unrolls_dropped_full=4,
-                        pace_per_s=12000.0), 1.0)
+    view.heartbeat(
+        beat(
+            "learner-default", "learner", updates=10, batches_over_ratio=3, unrolls_dropped_full=4, pace_per_s=12000.0
+        ),
+        1.0,
+    )
     view.heartbeat(beat("actor-0", "actor", env_steps=100, paced_s=1.25), 1.0)
     view.heartbeat(beat("actor-1", "actor", env_steps=100, paced_s=0.5), 1.0)
     fig = view.figures(1.0)

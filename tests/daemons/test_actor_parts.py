@@ -6,9 +6,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from tandem.daemons.actor.backlog import Backlog
 from tandem.daemons.actor.exploration import actor_epsilons, decayed
 from tandem.daemons.actor.unroll import UnrollBuilder
-from tandem.daemons.actor.backlog import Backlog
 from tandem.daemons.config.schema import EnvSection
 from tandem.daemons.envs.gym_envs import EnvGroup, make_env
 from tandem.daemons.evaluator.rounds import episode_quotas
@@ -34,7 +34,7 @@ def test_backlog_drops_oldest_and_counts():
 
 def test_apex_epsilons_spread_over_every_env():
     eps = np.concatenate([actor_epsilons(0.4, 7.0, i, 2, 4) for i in range(2)])
-    assert eps[0] == 0.4 and np.isclose(eps[-1], 0.4 ** 8)
+    assert eps[0] == 0.4 and np.isclose(eps[-1], 0.4**8)
     assert np.all(np.diff(eps) < 0)
     assert np.allclose(actor_epsilons(0.3, 7.0, 0, 1, 1), [0.3])
     assert np.allclose(decayed(np.array([0.1]), 0, 100), [1.0])
@@ -50,8 +50,20 @@ def test_unrolls_from_real_envs_encode_episode_ends():
     while not done:
         actions = rng.integers(0, 2, 3)
         done = unroll.add(actions, envs.step(actions))
-    batch = TransitionBatch("default", "a", 1, 0, 0, envs.env_steps, unroll.obs, unroll.actions, unroll.rewards,
-                            unroll.terminated, unroll.truncated, unroll.final_obs())
+    batch = TransitionBatch(
+        "default",
+        "a",
+        1,
+        0,
+        0,
+        envs.env_steps,
+        unroll.obs,
+        unroll.actions,
+        unroll.rewards,
+        unroll.terminated,
+        unroll.truncated,
+        unroll.final_obs(),
+    )
     batch.check_shapes()
     assert batch.truncated.any(), "a 7-step limit must truncate within 20 steps"
     for t, k in np.argwhere(batch.truncated | batch.terminated):
@@ -83,8 +95,11 @@ class BreaksTheRule(gym.ObservationWrapper):
         return obs
 
 
-@pytest.mark.parametrize("breaks, goes_whole", [(set(), 0), ({1}, 0), ({2}, None), ({7}, 1), ({30}, 1)],
-                         ids=["never", "first-obs", "first-step", "mid", "later"])
+@pytest.mark.parametrize(
+    "breaks, goes_whole",
+    [(set(), 0), ({1}, 0), ({2}, None), ({7}, 1), ({30}, 1)],
+    ids=["never", "first-obs", "first-step", "mid", "later"],
+)
 def test_frame_unroll_builder_keeps_frames_while_the_rule_holds_and_whole_stacks_after(breaks, goes_whole):
     """Frames kept by the builder rebuild exactly what whole stacks hold, across episode ends and truncations;
     from a stack that breaks the rule on, the unroll goes whole and equals UnrollBuilder's."""
@@ -92,7 +107,9 @@ def test_frame_unroll_builder_keeps_frames_while_the_rule_holds_and_whole_stacks
     from tandem.protocol import stacks
     from tests.frame_envs import Actor
 
-    wrap = lambda env, k: BreaksTheRule(env, breaks if k == 1 else set())
+    def wrap(env, k):
+        return BreaksTheRule(env, breaks if k == 1 else set())
+
     kept, whole = Actor(3, seed=5, wrap=wrap), Actor(3, seed=5, wrap=wrap)  # same seeds: the same episodes
     shapes = []
     for _ in range(6):

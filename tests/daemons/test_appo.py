@@ -26,8 +26,13 @@ SPACES = {
 
 
 def appo_config(name="appo", **algorithm):
-    return config_from_dict({"algorithm": {"name": name, "batch_size": 32, **algorithm},
-                             "model": {"hidden_sizes": [16]}, "run": {"seed": 3}})
+    return config_from_dict(
+        {
+            "algorithm": {"name": name, "batch_size": 32, **algorithm},
+            "model": {"hidden_sizes": [16]},
+            "run": {"seed": 3},
+        }
+    )
 
 
 def test_gaussian_log_probs_and_entropy_equal_torch_distributions():
@@ -85,9 +90,21 @@ def unroll_from_policy(policy, steps=8, envs=4, seed=0, version=0) -> Transition
         logps.append(extras[BEHAVIOUR_LOGP])
     terminated, truncated = np.zeros((steps, envs), bool), np.zeros((steps, envs), bool)
     terminated[2, 1], truncated[5, 3] = True, True
-    return TransitionBatch("default", "actor-0", 0, seed, version, 0, obs, np.stack(actions),
-                           rng.normal(size=(steps, envs)).astype(np.float32), terminated, truncated,
-                           rng.uniform(-1, 1, (1, 3)).astype(np.float32), {BEHAVIOUR_LOGP: np.stack(logps)})
+    return TransitionBatch(
+        "default",
+        "actor-0",
+        0,
+        seed,
+        version,
+        0,
+        obs,
+        np.stack(actions),
+        rng.normal(size=(steps, envs)).astype(np.float32),
+        terminated,
+        truncated,
+        rng.uniform(-1, 1, (1, 3)).astype(np.float32),
+        {BEHAVIOUR_LOGP: np.stack(logps)},
+    )
 
 
 @pytest.mark.parametrize("kind", list(SPACES))
@@ -125,9 +142,21 @@ def test_appo_learns_a_two_armed_bandit():
     for update in range(60):
         policy.load_weights(learner.weights())
         actions, extras = policy.explore(obs[0], np.zeros(32))
-        batch = TransitionBatch("default", "a", 0, update, update, 0, obs, actions[None], actions[None].astype(np.float32),
-                                np.ones((1, 32), bool), np.zeros((1, 32), bool), np.zeros((0, 3), np.float32),
-                                {BEHAVIOUR_LOGP: extras[BEHAVIOUR_LOGP][None]})
+        batch = TransitionBatch(
+            "default",
+            "a",
+            0,
+            update,
+            update,
+            0,
+            obs,
+            actions[None],
+            actions[None].astype(np.float32),
+            np.ones((1, 32), bool),
+            np.zeros((1, 32), bool),
+            np.zeros((0, 3), np.float32),
+            {BEHAVIOUR_LOGP: extras[BEHAVIOUR_LOGP][None]},
+        )
         learner.update([batch])
     with torch.no_grad():
         p_arm_1 = learner.net.distribution(torch.zeros(1, 3)).log_prob(torch.ones(1, 1, dtype=torch.long)).exp().item()
@@ -135,7 +164,10 @@ def test_appo_learns_a_two_armed_bandit():
 
 
 def test_a_shared_torso_is_one_network_whose_last_output_is_the_value():
-    config, space = appo_config(shared_torso=True, learning_rate=3e-3, epochs=4, entropy_coef=0.0), gym.spaces.Discrete(2)
+    config, space = (
+        appo_config(shared_torso=True, learning_rate=3e-3, epochs=4, entropy_coef=0.0),
+        gym.spaces.Discrete(2),
+    )
     learner = make_algorithm(config, VECTOR, space, "cpu")
     names = set(learner.weights())
     assert names and all(k.startswith("policy.") for k in names)  # no second (value) network
@@ -148,22 +180,41 @@ def test_a_shared_torso_is_one_network_whose_last_output_is_the_value():
         np.testing.assert_allclose(values.numpy(), out[:, -1].numpy(), rtol=1e-6)
         np.testing.assert_allclose(values.numpy(), learner.net.values(obs).numpy(), rtol=1e-6)
         actions = torch.zeros(4, 1, dtype=torch.long)
-        np.testing.assert_allclose(dist.log_prob(actions).numpy(),
-                                   learner.net.distribution(obs[:4]).log_prob(actions).numpy(), rtol=1e-6)
+        np.testing.assert_allclose(
+            dist.log_prob(actions).numpy(), learner.net.distribution(obs[:4]).log_prob(actions).numpy(), rtol=1e-6
+        )
     # it learns: the bandit of the test above, with one network
     policy = make_policy(config, VECTOR, space, seed=1)
     zeros = np.zeros((2, 32, 3), np.float32)
     for update in range(60):
         policy.load_weights(learner.weights())
         chosen, extras = policy.explore(zeros[0], np.zeros(32))
-        learner.update([TransitionBatch("default", "a", 0, update, update, 0, zeros, chosen[None],
-                                        chosen[None].astype(np.float32), np.ones((1, 32), bool), np.zeros((1, 32), bool),
-                                        np.zeros((0, 3), np.float32), {BEHAVIOUR_LOGP: extras[BEHAVIOUR_LOGP][None]})])
+        learner.update(
+            [
+                TransitionBatch(
+                    "default",
+                    "a",
+                    0,
+                    update,
+                    update,
+                    0,
+                    zeros,
+                    chosen[None],
+                    chosen[None].astype(np.float32),
+                    np.ones((1, 32), bool),
+                    np.zeros((1, 32), bool),
+                    np.zeros((0, 3), np.float32),
+                    {BEHAVIOUR_LOGP: extras[BEHAVIOUR_LOGP][None]},
+                )
+            ]
+        )
     with torch.no_grad():
         p_arm_1 = learner.net.distribution(torch.zeros(1, 3)).log_prob(torch.ones(1, 1, dtype=torch.long)).exp().item()
     assert p_arm_1 > 0.9, p_arm_1
     # a checkpoint of the other form is refused, saying which setting it was trained with
-    with pytest.raises(ValueError, match=r"does not fit this model \(it was trained with algorithm.shared_torso = true"):
+    with pytest.raises(
+        ValueError, match=r"does not fit this model \(it was trained with algorithm.shared_torso = true"
+    ):
         separate.load_state_dict(learner.state_dict())
     with pytest.raises(ValueError, match=r"shared_torso = false; this run has true"):
         learner.load_state_dict(separate.state_dict())
@@ -175,7 +226,9 @@ def test_bad_batches_are_refused_with_a_reason():
     good = unroll_from_policy(policy)
     cases = {
         "is missing": dataclasses.replace(good, extras={}),
-        "must be float32": dataclasses.replace(good, extras={BEHAVIOUR_LOGP: good.extras[BEHAVIOUR_LOGP].astype(np.float64)}),
+        "must be float32": dataclasses.replace(
+            good, extras={BEHAVIOUR_LOGP: good.extras[BEHAVIOUR_LOGP].astype(np.float64)}
+        ),
         "NaN": dataclasses.replace(good, extras={BEHAVIOUR_LOGP: np.full((8, 4), np.nan, np.float32)}),
         "outside the action space": dataclasses.replace(good, actions=np.zeros((8, 4), np.int64)),  # start is 1
         "must be integers": dataclasses.replace(good, actions=good.actions.astype(np.float32)),
@@ -197,8 +250,9 @@ def test_state_round_trip_and_foreign_states_are_refused():
     assert other.updates == 1
     with pytest.raises(ValueError, match="not 'appo'"):
         other.load_state_dict({**state, "algorithm": "double_dqn"})
-    wider = make_algorithm(config_from_dict({"algorithm": {"name": "appo"}, "model": {"hidden_sizes": [32]}}),
-                           VECTOR, space, "cpu")
+    wider = make_algorithm(
+        config_from_dict({"algorithm": {"name": "appo"}, "model": {"hidden_sizes": [32]}}), VECTOR, space, "cpu"
+    )
     with pytest.raises(ValueError, match="does not fit this model"):
         wider.load_state_dict(state)
 
@@ -218,7 +272,9 @@ def test_a_state_dependent_log_std_comes_from_the_network_and_trains():
 
 @pytest.mark.parametrize("name", ["appo", "double_dqn"])
 def test_actors_device_names_the_key_when_it_cannot_be_used_and_works_when_it_can(name):
-    config = config_from_dict({"algorithm": {"name": name}, "actors": {"device": "cuda"}, "model": {"hidden_sizes": [8]}})
+    config = config_from_dict(
+        {"algorithm": {"name": name}, "actors": {"device": "cuda"}, "model": {"hidden_sizes": [8]}}
+    )
     space = gym.spaces.Discrete(2)
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="actors.device: device 'cuda': CUDA is not available"):
@@ -230,13 +286,21 @@ def test_actors_device_names_the_key_when_it_cannot_be_used_and_works_when_it_ca
     assert all(isinstance(v, np.ndarray) for v in extras.values())
 
 
-@pytest.mark.parametrize("options", [
-    {"targets": "per_update"},
-    {"targets": "per_update", "minibatch_by": "steps", "minibatches": 4, "epochs": 2, "value_clip": 0.2},
-    {"normalize_returns": True, "minibatches": 2},
-    {"targets": "per_update", "minibatch_by": "steps", "minibatches": 4, "normalize_returns": True,
-     "normalize_obs": True},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"targets": "per_update"},
+        {"targets": "per_update", "minibatch_by": "steps", "minibatches": 4, "epochs": 2, "value_clip": 0.2},
+        {"normalize_returns": True, "minibatches": 2},
+        {
+            "targets": "per_update",
+            "minibatch_by": "steps",
+            "minibatches": 4,
+            "normalize_returns": True,
+            "normalize_obs": True,
+        },
+    ],
+)
 def test_every_target_mode_and_normalizer_updates_and_reports_diagnostics(options):
     config, space = appo_config(**options), SPACES["discrete"]
     learner, policy = make_algorithm(config, VECTOR, space, "cpu"), make_policy(config, VECTOR, space, seed=5)
@@ -310,6 +374,7 @@ print("ok")
 """
     import subprocess
     import sys
+
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
@@ -337,7 +402,9 @@ def test_adam_computes_what_torch_adam_does_and_their_states_load_into_each_othe
         resumed = Adam(net().parameters(), lr=1e-2, eps=1e-5)
         resumed.load_state_dict(reference.state_dict())  # a checkpoint written by torch.optim.Adam
         assert resumed.steps == 15
-        torch.testing.assert_close(resumed.exp_avg_sq[0], reference.state[list(torch_net.parameters())[0]]["exp_avg_sq"])
+        torch.testing.assert_close(
+            resumed.exp_avg_sq[0], reference.state[list(torch_net.parameters())[0]]["exp_avg_sq"]
+        )
         torch.optim.Adam(net().parameters(), lr=1e-2).load_state_dict(ours.state_dict())  # and the other way
     with pytest.raises(ValueError, match="optimizer state is for 4 parameters, this network has 2"):
         Adam(torch.nn.Linear(3, 3).parameters(), lr=1e-3).load_state_dict(reference.state_dict())

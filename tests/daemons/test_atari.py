@@ -11,8 +11,15 @@ from tandem.daemons.envs.gym_envs import EnvBuildError, EnvGroup, make_env
 
 
 def atari_env(game: str, training: bool, **atari):
-    config = config_from_dict({"env": {"id": f"ALE/{game}-v5", "kwargs": {"repeat_action_probability": 0.0},
-                                       "atari": {"enabled": True, **atari}}})
+    config = config_from_dict(
+        {
+            "env": {
+                "id": f"ALE/{game}-v5",
+                "kwargs": {"repeat_action_probability": 0.0},
+                "atari": {"enabled": True, **atari},
+            }
+        }
+    )
     return make_env(config.env, training)
 
 

@@ -1,4 +1,4 @@
-"""Real ALE games through the actor's stepping: frame stacks cut to frames, sent, and rebuilt exactly (PROTOCOL.md 2.1.2)."""
+"""Real ALE games through the actor's stepping: stacks cut to frames, sent, and rebuilt exactly (PROTOCOL.md 2.1.2)."""
 
 from __future__ import annotations
 
@@ -14,25 +14,42 @@ ENVS, UNROLL = 2, 8
 
 
 def atari_config(game: str, max_steps: int):
-    return config_from_dict({"env": {"id": f"ALE/{game}-v5", "num_envs": ENVS, "max_episode_steps": max_steps,
-                                     "kwargs": {"repeat_action_probability": 0.0}, "atari": {"enabled": True}},
-                             "actors": {"unroll_length": UNROLL}})
+    return config_from_dict(
+        {
+            "env": {
+                "id": f"ALE/{game}-v5",
+                "num_envs": ENVS,
+                "max_episode_steps": max_steps,
+                "kwargs": {"repeat_action_probability": 0.0},
+                "atari": {"enabled": True},
+            },
+            "actors": {"unroll_length": UNROLL},
+        }
+    )
 
 
-def play(game: str, max_steps: int, unrolls: int, incarnation: int, seed: int, explore=None,
-         config=None, frames: bool = True) -> list[TransitionBatch]:
+def play(
+    game: str, max_steps: int, unrolls: int, incarnation: int, seed: int, explore=None, config=None, frames: bool = True
+) -> list[TransitionBatch]:
     """What an actor would push: `unrolls` TransitionBatches of ENVS real, preprocessed, frame-stacked envs
     (actions uniform at random, or from `explore(obs) -> (actions, extras)` as an actor's policy gives them).
     The stepping keeps the stacks as frames (as an actor does), or with `frames` False whole (the reference)."""
     config = config or atari_config(game, max_steps)
-    stepping = make_stepping([make_env(config.env) for _ in range(ENVS)], "gymnasium", config, "actor-0", seed,
-                             incarnation)
+    stepping = make_stepping(
+        [make_env(config.env) for _ in range(ENVS)], "gymnasium", config, "actor-0", seed, incarnation
+    )
     if not frames:
         stepping.frame_stack = 1
     rng = np.random.default_rng(seed)
-    choose = lambda policy, obs, idx: (rng.integers(0, stepping.spaces["default"].action_space.n, len(idx)), {})
+
+    def choose(policy, obs, idx):
+        return (rng.integers(0, stepping.spaces["default"].action_space.n, len(idx)), {})
+
     if explore is not None:
-        choose = lambda policy, obs, idx: explore(obs)
+
+        def choose(policy, obs, idx):
+            return explore(obs)
+
     try:
         while len(stepping.outbox) < unrolls:
             stepping.tick(choose, {"default": 0})
@@ -46,8 +63,9 @@ def test_atari_stacks_survive_the_wire_across_lives_truncation_and_restarts():
     # and a second incarnation starts over with new envs.
     # The same seeds and actions give the same games, so the stepping's frames meet whole stacks of a second run.
     kept = play("Breakout", 60, 24, incarnation=0, seed=0) + play("Breakout", 60, 8, incarnation=1, seed=1)
-    batches = (play("Breakout", 60, 24, incarnation=0, seed=0, frames=False)
-               + play("Breakout", 60, 8, incarnation=1, seed=1, frames=False))
+    batches = play("Breakout", 60, 24, incarnation=0, seed=0, frames=False) + play(
+        "Breakout", 60, 8, incarnation=1, seed=1, frames=False
+    )
     assert sum(int(b.terminated.sum()) for b in batches) >= 2 and sum(int(b.truncated.sum()) for b in batches) >= 2
     replay = FrameReplay(10_000, (4, 84, 84), np.uint8, (), np.int64, 3, 0.99)
     ref, acc = ReplayBuffer(10_000, (4, 84, 84), np.uint8, (), np.int64), NStepAccumulator(3, 0.99)
@@ -66,8 +84,16 @@ def test_atari_stacks_survive_the_wire_across_lives_truncation_and_restarts():
     assert sent < 0.4 * whole  # about a quarter: each frame once, plus obs[0]'s three older frames
     # Replay holds exactly the transitions whole stacks would give: no stack mixes episodes or incarnations.
     mine, theirs = replay.gather(replay.live_slots()), ref.gather(ref.live_slots())
-    key = lambda cols, i: (cols["obs"][i].tobytes(), cols["next_obs"][i].tobytes(), int(cols["actions"][i]),
-                           float(cols["returns"][i]), float(cols["discounts"][i]))
+
+    def key(cols, i):
+        return (
+            cols["obs"][i].tobytes(),
+            cols["next_obs"][i].tobytes(),
+            int(cols["actions"][i]),
+            float(cols["returns"][i]),
+            float(cols["discounts"][i]),
+        )
+
     assert sorted(key(mine, i) for i in range(len(replay))) == sorted(key(theirs, i) for i in range(len(ref)))
     assert len(replay) > 0.9 * sum(b.num_transitions for b in batches)
 
@@ -131,10 +157,20 @@ def test_an_appo_learner_scores_the_actors_actions_on_the_screens_the_actor_saw(
     from tandem.daemons.algorithms.unroll_tensors import stack_unrolls
     from tandem.daemons.learner.unroll_feed import UnrollFeed
 
-    config = config_from_dict({"env": {"id": "ALE/Breakout-v5", "num_envs": ENVS, "max_episode_steps": 60,
-                                       "kwargs": {"repeat_action_probability": 0.0}, "atari": {"enabled": True}},
-                               "actors": {"unroll_length": UNROLL}, "model": {"init": "orthogonal"},
-                               "algorithm": {"name": "appo", "shared_torso": True}})
+    config = config_from_dict(
+        {
+            "env": {
+                "id": "ALE/Breakout-v5",
+                "num_envs": ENVS,
+                "max_episode_steps": 60,
+                "kwargs": {"repeat_action_probability": 0.0},
+                "atari": {"enabled": True},
+            },
+            "actors": {"unroll_length": UNROLL},
+            "model": {"init": "orthogonal"},
+            "algorithm": {"name": "appo", "shared_torso": True},
+        }
+    )
     env = make_env(config.env)
     spaces = env.observation_space, env.action_space
     env.close()
@@ -143,8 +179,15 @@ def test_an_appo_learner_scores_the_actors_actions_on_the_screens_the_actor_saw(
         learner.net.policy.head[-1].weight.mul_(1000.0)  # undo the near-uniform start, and then some
     actor = StochasticPolicy(config, *spaces, seed=3)
     actor.load_weights(learner.weights())
-    batches = play("Breakout", 60, 16, incarnation=0, seed=2, explore=lambda obs: actor.explore(obs, np.zeros(len(obs))),
-                   config=config)
+    batches = play(
+        "Breakout",
+        60,
+        16,
+        incarnation=0,
+        seed=2,
+        explore=lambda obs: actor.explore(obs, np.zeros(len(obs))),
+        config=config,
+    )
     assert sum(int(b.terminated.sum()) for b in batches) >= 1 and sum(int(b.truncated.sum()) for b in batches) >= 1
     feed = UnrollFeed(batch_size=sum(b.num_transitions for b in batches), max_lag=0)
     for batch in batches:

@@ -12,24 +12,34 @@ import pytest
 import torch
 
 from tandem.daemons.algorithms.dqn import DoubleDQN
-from tandem.daemons.replay import SampledBatch
-from tandem.daemons.learner.checkpoint import checkpoint_path, load_latest_checkpoint, save_checkpoint
 from tandem.daemons.config.schema import AlgorithmSection, ModelSection
+from tandem.daemons.learner.checkpoint import checkpoint_path, load_latest_checkpoint, save_checkpoint
+from tandem.daemons.replay import SampledBatch
 
 VECTOR = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
 
 
 def algorithm(seed: int = 0) -> DoubleDQN:
-    return DoubleDQN(ModelSection(hidden_sizes=[16]), AlgorithmSection(learning_rate=1e-2, target_update_interval=2),
-                     VECTOR, gym.spaces.Discrete(4), seed=seed)
+    return DoubleDQN(
+        ModelSection(hidden_sizes=[16]),
+        AlgorithmSection(learning_rate=1e-2, target_update_interval=2),
+        VECTOR,
+        gym.spaces.Discrete(4),
+        seed=seed,
+    )
 
 
 def sample(rng: np.random.Generator, size: int = 16) -> SampledBatch:
     return SampledBatch(
-        obs=rng.normal(size=(size, 3)).astype(np.float32), actions=rng.integers(4, size=size),
-        returns=rng.normal(size=size).astype(np.float32), next_obs=rng.normal(size=(size, 3)).astype(np.float32),
-        discounts=np.full(size, 0.9, np.float32), versions=np.zeros(size, np.int64),
-        indices=np.arange(size, dtype=np.int64), weights=np.ones(size, np.float32))
+        obs=rng.normal(size=(size, 3)).astype(np.float32),
+        actions=rng.integers(4, size=size),
+        returns=rng.normal(size=size).astype(np.float32),
+        next_obs=rng.normal(size=(size, 3)).astype(np.float32),
+        discounts=np.full(size, 0.9, np.float32),
+        versions=np.zeros(size, np.int64),
+        indices=np.arange(size, dtype=np.int64),
+        weights=np.ones(size, np.float32),
+    )
 
 
 def state(version: int, **extra) -> dict:

@@ -20,8 +20,10 @@ def keys(tmp_path):
     keystore.create(client_dir, "client")
     keystore.create(rogue_dir, "rogue")
     keystore.allow(server_dir, client_dir / "client.key", "client")
-    pair = {name: keystore.load_keypair(d, name) for name, d in (("server", server_dir), ("client", client_dir),
-                                                                   ("rogue", rogue_dir))}
+    pair = {
+        name: keystore.load_keypair(d, name)
+        for name, d in (("server", server_dir), ("client", client_dir), ("rogue", rogue_dir))
+    }
     return server_dir, pair
 
 
@@ -32,8 +34,9 @@ class Server:
         self.ctx = sockets.new_context()
         self.gate = Gatekeeper(self.ctx, str(server_dir)).start(on_sighup=False)
         public, secret = pair["server"]
-        self.router = sockets.control_router(self.ctx, "tcp://127.0.0.1:*",
-                                             SocketOptions(curve=CurveKeys(public, secret, b"", on_loopback=True)))
+        self.router = sockets.control_router(
+            self.ctx, "tcp://127.0.0.1:*", SocketOptions(curve=CurveKeys(public, secret, b"", on_loopback=True))
+        )
         self.endpoint = sockets.bound_endpoint(self.router)
 
     def heard(self, wait_s: float) -> bool:
@@ -69,7 +72,7 @@ def test_only_allow_listed_clients_that_know_the_server_get_through(keys):
             "the wrong server key": CurveKeys(*pair["client"], pair["rogue"][0], True),
         }
         accepted = 0
-        for what, curve in rogue_attempts.items():
+        for _what, curve in rogue_attempts.items():
             contexts.append(send_from(server.endpoint, curve))
             accepted += server.heard(REFUSED_S)
         assert accepted == 0, f"{accepted} rogue connections got through"

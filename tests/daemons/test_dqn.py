@@ -12,8 +12,8 @@ from torch import nn
 
 from tandem.daemons.algorithms import make_algorithm, make_policy
 from tandem.daemons.algorithms.dqn import DoubleDQN, DQNPolicy
-from tandem.daemons.replay import SampledBatch
 from tandem.daemons.config.schema import AlgorithmSection, ModelSection, RunConfig
+from tandem.daemons.replay import SampledBatch
 from tandem.protocol.weights import WeightBlob
 
 TWO_STATES = gym.spaces.Box(0.0, 1.0, shape=(2,), dtype=np.float32)
@@ -38,16 +38,25 @@ def linear_q(obs_space, num_actions, model_cfg):
 def batch(obs, actions, returns, next_obs, discounts, weights=None) -> SampledBatch:
     size = len(returns)
     return SampledBatch(
-        obs=np.asarray(obs, dtype=np.float32), actions=np.asarray(actions, dtype=np.int64),
-        returns=np.asarray(returns, dtype=np.float32), next_obs=np.asarray(next_obs, dtype=np.float32),
-        discounts=np.asarray(discounts, dtype=np.float32), versions=np.zeros(size, np.int64),
+        obs=np.asarray(obs, dtype=np.float32),
+        actions=np.asarray(actions, dtype=np.int64),
+        returns=np.asarray(returns, dtype=np.float32),
+        next_obs=np.asarray(next_obs, dtype=np.float32),
+        discounts=np.asarray(discounts, dtype=np.float32),
+        versions=np.zeros(size, np.int64),
         indices=np.arange(size, dtype=np.int64),
-        weights=np.ones(size, np.float32) if weights is None else np.asarray(weights, dtype=np.float32))
+        weights=np.ones(size, np.float32) if weights is None else np.asarray(weights, dtype=np.float32),
+    )
 
 
 def random_batch(rng: np.random.Generator, size: int = 16, num_actions: int = 4) -> SampledBatch:
-    return batch(rng.normal(size=(size, 3)), rng.integers(num_actions, size=size), rng.normal(size=size),
-                 rng.normal(size=(size, 3)), rng.choice([0.0, 0.99], size=size))
+    return batch(
+        rng.normal(size=(size, 3)),
+        rng.integers(num_actions, size=size),
+        rng.normal(size=size),
+        rng.normal(size=(size, 3)),
+        rng.choice([0.0, 0.99], size=size),
+    )
 
 
 def algo_cfg(**kwargs) -> AlgorithmSection:
@@ -55,8 +64,14 @@ def algo_cfg(**kwargs) -> AlgorithmSection:
 
 
 def mlp_algo(device="cpu", seed=0, num_actions=4, **kwargs) -> DoubleDQN:
-    return DoubleDQN(ModelSection(hidden_sizes=[16]), algo_cfg(**kwargs), VECTOR, gym.spaces.Discrete(num_actions),
-                     device=device, seed=seed)
+    return DoubleDQN(
+        ModelSection(hidden_sizes=[16]),
+        algo_cfg(**kwargs),
+        VECTOR,
+        gym.spaces.Discrete(num_actions),
+        device=device,
+        seed=seed,
+    )
 
 
 # ------------------------------------------------------------------------------------------- learner
@@ -67,10 +82,21 @@ def test_q_values_converge_on_a_two_state_mdp(device):
     # s0 -a0-> s0 (r 0.5), s0 -a1-> s1 (r 0), s1 -a0-> terminal (r 1), s1 -a1-> s1 (r 2); gamma 0.5.
     # Q*(s1, a1) = 2 + 0.5 * 4 = 4, Q*(s1, a0) = 1, Q*(s0, a1) = 0.5 * 4 = 2, Q*(s0, a0) = 0.5 + 0.5 * 2 = 1.5.
     s0, s1 = [1.0, 0.0], [0.0, 1.0]
-    data = batch(obs=[s0, s0, s1, s1], actions=[0, 1, 0, 1], returns=[0.5, 0.0, 1.0, 2.0],
-                 next_obs=[s0, s1, s1, s1], discounts=[0.5, 0.5, 0.0, 0.5])
-    algo = DoubleDQN(ModelSection(hidden_sizes=[32]), algo_cfg(learning_rate=1e-2, target_update_interval=20),
-                     TWO_STATES, gym.spaces.Discrete(2), device=device, seed=0)
+    data = batch(
+        obs=[s0, s0, s1, s1],
+        actions=[0, 1, 0, 1],
+        returns=[0.5, 0.0, 1.0, 2.0],
+        next_obs=[s0, s1, s1, s1],
+        discounts=[0.5, 0.5, 0.0, 0.5],
+    )
+    algo = DoubleDQN(
+        ModelSection(hidden_sizes=[32]),
+        algo_cfg(learning_rate=1e-2, target_update_interval=20),
+        TWO_STATES,
+        gym.spaces.Discrete(2),
+        device=device,
+        seed=0,
+    )
     for _ in range(400):
         result = algo.update(data)
     with torch.no_grad():
@@ -80,15 +106,26 @@ def test_q_values_converge_on_a_two_state_mdp(device):
 
 
 def test_target_uses_online_argmax_and_target_value():
-    algo = DoubleDQN(ModelSection(kind="tests.daemons.test_dqn:linear_q"), algo_cfg(learning_rate=1e-6, huber_delta=1.0),
-                     TWO_STATES, gym.spaces.Discrete(3), seed=0)
+    algo = DoubleDQN(
+        ModelSection(kind="tests.daemons.test_dqn:linear_q"),
+        algo_cfg(learning_rate=1e-6, huber_delta=1.0),
+        TWO_STATES,
+        gym.spaces.Discrete(3),
+        seed=0,
+    )
     state = algo.state_dict()
     # Q(obs) = W @ obs. At next_obs = [1, 0] the online net prefers action 2, the target net action 0.
     state["online"]["weight"] = torch.tensor([[0.0, 0.0], [0.0, 0.5], [5.0, 0.0]])
     state["target"]["weight"] = torch.tensor([[10.0, 0.0], [0.0, 0.0], [3.0, 0.0]])
     algo.load_state_dict(state)
-    data = batch(obs=[[0, 1], [0, 1]], actions=[1, 1], returns=[1.0, 1.0], next_obs=[[1, 0], [1, 0]],
-                 discounts=[0.81, 0.0], weights=[0.5, 1.0])
+    data = batch(
+        obs=[[0, 1], [0, 1]],
+        actions=[1, 1],
+        returns=[1.0, 1.0],
+        next_obs=[[1, 0], [1, 0]],
+        discounts=[0.81, 0.0],
+        weights=[0.5, 1.0],
+    )
     result = algo.update(data)
     # Double DQN: 1 + 0.81 * Q_target(next, argmax Q_online) = 1 + 0.81 * 3 (vanilla DQN would use 10).
     expected_td = np.array([1.0 + 0.81 * 3.0 - 0.5, 1.0 - 0.5], dtype=np.float32)
@@ -160,8 +197,12 @@ def test_weights_are_float32_cpu_copies():
 
 def test_read_only_batches_give_no_warnings():
     data = random_batch(np.random.default_rng(5))
-    frozen = {name: np.frombuffer(getattr(data, name).tobytes(), dtype=getattr(data, name).dtype).reshape(
-        getattr(data, name).shape) for name in ("obs", "actions", "returns", "next_obs", "discounts", "weights")}
+    frozen = {
+        name: np.frombuffer(getattr(data, name).tobytes(), dtype=getattr(data, name).dtype).reshape(
+            getattr(data, name).shape
+        )
+        for name in ("obs", "actions", "returns", "next_obs", "discounts", "weights")
+    }
     read_only = SampledBatch(versions=data.versions, indices=data.indices, **frozen)
     assert not read_only.obs.flags.writeable
     with warnings.catch_warnings():

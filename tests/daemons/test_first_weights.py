@@ -64,7 +64,8 @@ def test_an_actor_started_before_its_learner_binds_gets_the_first_weights_at_onc
         sockets.send_frames(pub, blob.to_frames())  # the learner's first publish: lost to a slow joiner
         got = wait_for_weights(client, FIRST_WEIGHTS_S)
         assert got is not None and got.version == 0, (
-            f"no weights within {FIRST_WEIGHTS_S} s; counters {client.counters}")
+            f"no weights within {FIRST_WEIGHTS_S} s; counters {client.counters}"
+        )
         assert client.counters["snapshot_requests"] + client.counters["blobs_received"] >= 1
     finally:
         assert server.stop()
@@ -98,15 +99,17 @@ def test_a_late_joiner_is_served_while_the_learner_is_in_the_middle_of_an_update
     learner.train_step = long_update
     loop = threading.Thread(target=learner.loop, name="learner-loop", daemon=True)
     loop.start()
-    client = WeightsClient(zmq_ctx, "default", learner.endpoints["weights"], learner.endpoints["snapshot"],
-                           "actor-9", REFRESH_S)
+    client = WeightsClient(
+        zmq_ctx, "default", learner.endpoints["weights"], learner.endpoints["snapshot"], "actor-9", REFRESH_S
+    )
     try:
         assert in_update.wait(FIRST_WEIGHTS_S)
         started = time.monotonic()
         got = wait_for_weights(client, update_s - 0.5)
         waited = time.monotonic() - started
         assert got is not None and got.version == learner.version, (
-            f"not served during the update (waited {waited:.2f} s); counters {client.counters}")
+            f"not served during the update (waited {waited:.2f} s); counters {client.counters}"
+        )
         assert learner.counts["snapshots_served"] >= 1
     finally:
         client.close()

@@ -20,8 +20,9 @@ WAIT_S = 10.0
 def test_blobs_that_do_not_fit_or_hold_nan_are_counted_and_the_current_weights_stay(zmq_ctx, short_tmp):
     config = load_config(ROOT / "examples" / "cartpole.toml", [f"run.dir='{short_tmp}'"])
     spaces = probe_policy_spaces(config)
-    good = make_algorithm(config, spaces.observation_space, spaces.action_space, "cpu",
-                          mask_size=spaces.mask_size).weights()
+    good = make_algorithm(
+        config, spaces.observation_space, spaces.action_space, "cpu", mask_size=spaces.mask_size
+    ).weights()
     first = next(iter(good))
     wrong_shape = {**good, first: np.zeros((3, 3), np.float32)}
     with_nan = {name: np.full_like(array, np.nan) if array.dtype.kind == "f" else array for name, array in good.items()}

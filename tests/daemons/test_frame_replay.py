@@ -24,9 +24,17 @@ def reference_replay(capacity: int) -> tuple[ReplayBuffer, NStepAccumulator]:
 def rows_of(replay, slots=None) -> list[tuple]:
     """Every live transition as a hashable tuple (whole stacks included)."""
     cols = replay.gather(replay.live_slots() if slots is None else slots)
-    return [(cols["obs"][i].tobytes(), int(cols["actions"][i]), round(float(cols["returns"][i]), 4),
-             cols["next_obs"][i].tobytes(), round(float(cols["discounts"][i]), 5), int(cols["versions"][i]))
-            for i in range(len(cols["returns"]))]
+    return [
+        (
+            cols["obs"][i].tobytes(),
+            int(cols["actions"][i]),
+            round(float(cols["returns"][i]), 4),
+            cols["next_obs"][i].tobytes(),
+            round(float(cols["discounts"][i]), 5),
+            int(cols["versions"][i]),
+        )
+        for i in range(len(cols["returns"]))
+    ]
 
 
 def is_a_stack(stack: np.ndarray) -> bool:

@@ -16,9 +16,19 @@ from tandem.client.game import Agent, AgentError, find_endpoint, find_endpoint_a
 from tandem.daemons.actor.serve.server import endpoint_file
 from tandem.protocol import framing
 from tandem.protocol.game import GameAction, GameBye, GameError, GameHello, GameStep, GameWelcome
-from tests.daemons.game_harness import (OBS, TIMEOUT_S, WAIT_S, Clock, Game, hello, pump, replies_to, serve_in_thread,
-                                        settle)
-from tests.daemons.game_harness import make_server  # noqa: F401 (a fixture: pytest finds it by name here)
+from tests.daemons.game_harness import (
+    OBS,
+    TIMEOUT_S,
+    WAIT_S,
+    Clock,
+    Game,
+    hello,
+    pump,
+    replies_to,
+    serve_in_thread,
+    settle,
+)
+
 
 @pytest.mark.parametrize("ending", ["hello", "bye"])
 def test_a_step_waiting_when_its_session_ends_gets_exactly_one_reply(make_server, zmq_ctx, ending):
@@ -58,8 +68,10 @@ def test_a_refusal_carries_the_request_id_whenever_the_header_is_readable(make_s
     for changes, code, request_id in cases:
         game.send([msgpack.packb({**step, **changes}), OBS.tobytes()])
         [err] = pump(server, [game], lambda got: got[0])[0]
-        assert isinstance(err, GameError) and (err.code, err.request_id, err.fatal) == (code, request_id, False), \
-            (changes, err)
+        assert isinstance(err, GameError) and (err.code, err.request_id, err.fatal) == (code, request_id, False), (
+            changes,
+            err,
+        )
     for streams in (0, 257):  # out of range: malformed, with the hello's id
         game.send(framing.encode("game_hello", {"request_id": 50 + streams, "game": "g", "streams": streams}))
         [err] = pump(server, [game], lambda got: got[0])[0]
@@ -78,7 +90,7 @@ def test_a_game_sending_only_malformed_messages_is_not_silent(make_server, zmq_c
     server = make_server(clock)
     game = Game(zmq_ctx, server.endpoint)
     [stream] = hello(server, game, 1)
-    for i in range(4):  # 4 x 0.4 timeouts: far past the timeout since the hello, never silent that long
+    for _i in range(4):  # 4 x 0.4 timeouts: far past the timeout since the hello, never silent that long
         clock.t += 0.4 * TIMEOUT_S
         game.send([b"\xc1 garbage"])
         [err] = pump(server, [game], lambda got: got[0])[0]

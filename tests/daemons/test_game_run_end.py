@@ -10,8 +10,10 @@ import time
 
 import pytest
 
-from tests.daemons.game_harness import WAIT_S, serve_in_thread
-from tests.daemons.game_harness import make_server  # noqa: F401 (a fixture: pytest finds it by name here)
+from tests.daemons.game_harness import (
+    WAIT_S,
+    serve_in_thread,
+)
 from tests.system.harness import ROOT
 
 START_S = 60.0  # a game process's start (Python, gymnasium) on a busy machine
@@ -37,9 +39,24 @@ def test_the_python_example_game_follows_a_restart_and_stops_when_the_run_ends(m
     (run / "endpoint").write_text("tcp://127.0.0.1:1\n")  # the supervisor's: the run goes on while it is there
     first = make_server(bind=False)
     serve_in_thread(first)
-    game = subprocess.Popen([sys.executable, str(ROOT / "examples" / "cartpole_game.py"), "--run-dir", str(run),
-                             "--games", "1", "--seconds", "120", "--timeout-s", "10"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    game = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "cartpole_game.py"),
+            "--run-dir",
+            str(run),
+            "--games",
+            "1",
+            "--seconds",
+            "120",
+            "--timeout-s",
+            "10",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         wait_steps(first, 50, START_S, game)
         stop(first)  # a restart: the supervisor starts the server again
@@ -78,8 +95,12 @@ def test_the_c_example_game_exits_0_when_its_server_stops(make_server, tmp_path)
     while server.endpoint == "":
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    game = subprocess.Popen([str(tmp_path / "cartpole_game"), server.endpoint, "1000000000"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    game = subprocess.Popen(
+        [str(tmp_path / "cartpole_game"), server.endpoint, "1000000000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_steps(server, 100, WAIT_S * 2, game)
         stop(server)

@@ -46,7 +46,9 @@ def send(push, batch: TransitionBatch) -> None:
 
 
 def unroll(actor: str, seq: int, version: int = 0) -> TransitionBatch:
-    return dataclasses.replace(samples.unroll(steps=4, envs=2, seq=seq), actor_id=actor, seq=seq, policy_version=version)
+    return dataclasses.replace(
+        samples.unroll(steps=4, envs=2, seq=seq), actor_id=actor, seq=seq, policy_version=version
+    )
 
 
 def make_intake(feed, counts: dict, check=lambda batch: None) -> Intake:
@@ -91,8 +93,10 @@ def test_a_malformed_batch_is_counted_as_malformed_while_the_limiter_refuses(tmp
         wrong_shape = samples.unroll(steps=4, envs=2, obs_shape=(5,), seq=1)
         send(push, dataclasses.replace(wrong_shape, policy_version=0))  # frames well, does not fit the policy
         send(push, unroll("actor-0", 2))  # good, but over the ratio
-        wait_until(lambda: learner.counts["batches_malformed"] + learner.counts["batches_over_ratio"] == 3,
-                   "three batches to be handled")
+        wait_until(
+            lambda: learner.counts["batches_malformed"] + learner.counts["batches_over_ratio"] == 3,
+            "three batches to be handled",
+        )
         assert learner.counts["batches_malformed"] == 2
         assert learner.counts["batches_over_ratio"] == 1
         assert learner.intake.stop(timeout_s=WAIT_S)
@@ -121,9 +125,10 @@ def test_an_error_in_the_thread_is_counted_and_fails_the_learner_loudly(wire):
 
 def test_the_learner_loop_trains_with_the_receiver_thread_and_stops_it(tmp_path):
     """The real loop: batches go in on the thread, updates happen on the main thread, and stop joins both."""
-    config = load_config(ROOT / "examples" / "cartpole.toml",
-                         [f"run.dir='{tmp_path}'", "learner.replay_min_size=64", "algorithm.batch_size=32",
-                          "learner.prefetch=true"])
+    config = load_config(
+        ROOT / "examples" / "cartpole.toml",
+        [f"run.dir='{tmp_path}'", "learner.replay_min_size=64", "algorithm.batch_size=32", "learner.prefetch=true"],
+    )
     stop = StopFlag()
     learner = Learner(config, "default", stop, control_endpoint=None)
     learner.build()

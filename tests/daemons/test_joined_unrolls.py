@@ -27,9 +27,16 @@ def cut(batch: TransitionBatch, lo: int, hi: int, seq: int) -> TransitionBatch:
     rows_before = int(batch.truncated[:lo].sum())
     rows = int(batch.truncated[lo:hi].sum())
     return dataclasses.replace(
-        batch, seq=seq, obs=batch.obs[lo:hi + 1], actions=batch.actions[lo:hi], rewards=batch.rewards[lo:hi],
-        terminated=batch.terminated[lo:hi], truncated=batch.truncated[lo:hi],
-        final_obs=batch.final_obs[rows_before:rows_before + rows], extras={n: a[lo:hi] for n, a in batch.extras.items()})
+        batch,
+        seq=seq,
+        obs=batch.obs[lo : hi + 1],
+        actions=batch.actions[lo:hi],
+        rewards=batch.rewards[lo:hi],
+        terminated=batch.terminated[lo:hi],
+        truncated=batch.truncated[lo:hi],
+        final_obs=batch.final_obs[rows_before : rows_before + rows],
+        extras={n: a[lo:hi] for n, a in batch.extras.items()},
+    )
 
 
 def pieces() -> list[TransitionBatch]:
@@ -39,8 +46,16 @@ def pieces() -> list[TransitionBatch]:
 
 def rows(transitions) -> np.ndarray:
     """Every n-step transition as one row, sorted: the order windows come out in is not the point."""
-    table = np.column_stack([transitions.obs.reshape(len(transitions), -1), transitions.next_obs.reshape(len(transitions), -1),
-                             transitions.actions, transitions.returns, transitions.discounts, transitions.versions])
+    table = np.column_stack(
+        [
+            transitions.obs.reshape(len(transitions), -1),
+            transitions.next_obs.reshape(len(transitions), -1),
+            transitions.actions,
+            transitions.returns,
+            transitions.discounts,
+            transitions.versions,
+        ]
+    )
     return table[np.lexsort(table.T[::-1])]
 
 
@@ -113,8 +128,16 @@ def test_nothing_is_encoded_while_the_socket_would_not_take_it():
 
 def frame_rows(replay: FrameReplay) -> list[tuple]:
     cols = replay.gather(replay.live_slots())
-    return sorted((cols["obs"][i].tobytes(), int(cols["actions"][i]), round(float(cols["returns"][i]), 5),
-                   cols["next_obs"][i].tobytes(), round(float(cols["discounts"][i]), 5)) for i in range(len(cols["returns"])))
+    return sorted(
+        (
+            cols["obs"][i].tobytes(),
+            int(cols["actions"][i]),
+            round(float(cols["returns"][i]), 5),
+            cols["next_obs"][i].tobytes(),
+            round(float(cols["discounts"][i]), 5),
+        )
+        for i in range(len(cols["returns"]))
+    )
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -164,7 +187,7 @@ def test_an_actors_frame_rows_join_without_copying_and_rebuild_exactly(seed, che
     whole = [dataclasses.replace(ref.unroll(4), policy_version=1) for _ in range(12)]
     assert all(k.obs_stack == frame_envs.STACK for k in kept)
     for i in (0, 4, 8):  # FrameRows(8): 8 unrolls a block, so each group of 4 lies in one
-        assert join_unrolls(kept[i:i + 4]).obs.base is kept[i].obs.base is not None
+        assert join_unrolls(kept[i : i + 4]).obs.base is kept[i].obs.base is not None
     # where no episode started in an unroll's last S-1 steps, the next one's history is those very rows
     tail = slice(4 - frame_envs.STACK + 1, 4)
     in_rows = [stacks.same_memory(a.obs[tail].swapaxes(0, 1), b.obs_history) for a, b in zip(kept, kept[1:])]

@@ -58,7 +58,9 @@ def test_best_keeps_the_weights_of_the_highest_return_and_solved_the_first_to_re
     assert best["evaluation"]["previous_best"] == 120.0 and best["evaluation"]["kind"] == "best"
     assert torch.equal(best["algorithm"]["online"]["layer.weight"], torch.full((2, 3), 20.0))
     assert best["algorithm"]["algorithm"] == "double_dqn"
-    assert solved["version"] == 9 and solved["evaluation"]["return"] == 120.0 and solved["evaluation"]["target"] == 100.0
+    assert (
+        solved["version"] == 9 and solved["evaluation"]["return"] == 120.0 and solved["evaluation"]["target"] == 100.0
+    )
     assert torch.equal(solved["algorithm"]["online"]["layer.weight"], torch.full((2, 3), 9.0))
     assert sorted(p.name for p in directory.iterdir()) == ["best.pt", "solved.pt"]  # no temp file left
     assert k.counters() == {"eval_best_return.default": 150.0, "kept_write_failures": 0}

@@ -63,7 +63,8 @@ def test_snapshot_requests_for_another_policy_or_of_another_kind_are_refused_and
     assert (other.ok, other.code) == (False, "wrong_policy")
     kind = ask(learner, ControlRequest(3, "status", {}).to_frames())
     assert (kind.ok, kind.code) == (False, "bad_kind")
-    bad = ask(learner, [msgpack.packb({"v": PROTOCOL_VERSION, "kind": "weight_request", "request_id": 12,
-                                       "policy_id": 5})])
+    bad = ask(
+        learner, [msgpack.packb({"v": PROTOCOL_VERSION, "kind": "weight_request", "request_id": 12, "policy_id": 5})]
+    )
     assert (bad.ok, bad.code, bad.request_id) == (False, "bad_message", 12)
     assert learner.counts["snapshot_requests_refused"] == 3 and learner.counts["snapshots_served"] == 1

@@ -26,12 +26,22 @@ def stacked_batch(seq: int, seed: int = 0) -> TransitionBatch:
     truncated = np.zeros((STEPS, ENVS), bool)
     truncated[2, 1] = True
     return TransitionBatch(
-        policy_id="default", actor_id="actor-0", incarnation=1, seq=seq, policy_version=0, env_steps=0,
-        obs=rng.integers(0, 255, (STEPS + 1, ENVS, 84, 84), np.uint8), actions=rng.integers(0, 6, (STEPS, ENVS)),
-        rewards=np.zeros((STEPS, ENVS), np.float32), terminated=terminated, truncated=truncated,
+        policy_id="default",
+        actor_id="actor-0",
+        incarnation=1,
+        seq=seq,
+        policy_version=0,
+        env_steps=0,
+        obs=rng.integers(0, 255, (STEPS + 1, ENVS, 84, 84), np.uint8),
+        actions=rng.integers(0, 6, (STEPS, ENVS)),
+        rewards=np.zeros((STEPS, ENVS), np.float32),
+        terminated=terminated,
+        truncated=truncated,
         final_obs=rng.integers(0, 255, (1, 84, 84), np.uint8),
         extras={"behaviour_logp": np.full((STEPS, ENVS), np.log(1 / 6), np.float32)},
-        obs_stack=4, obs_history=rng.integers(0, 255, (ENVS, 3, 84, 84), np.uint8))
+        obs_stack=4,
+        obs_history=rng.integers(0, 255, (ENVS, 3, 84, 84), np.uint8),
+    )
 
 
 def frames(batch: TransitionBatch, **header) -> list[bytes]:
@@ -45,10 +55,17 @@ def frames(batch: TransitionBatch, **header) -> list[bytes]:
 
 @pytest.fixture(params=["appo", "double_dqn"])
 def pong_learner(request, tmp_path):
-    overrides = [f"run.dir='{tmp_path}'", f"algorithm.name='{request.param}'", f"algorithm.batch_size={STEPS * ENVS}",
-                 "learner.replay_min_size=8", "learner.replay_capacity=1000", "learner.samples_per_insert=1.0"]
-    learner = Learner(load_config(ROOT / "examples" / "pong_appo.toml", overrides), "default", StopFlag(),
-                      control_endpoint=None)
+    overrides = [
+        f"run.dir='{tmp_path}'",
+        f"algorithm.name='{request.param}'",
+        f"algorithm.batch_size={STEPS * ENVS}",
+        "learner.replay_min_size=8",
+        "learner.replay_capacity=1000",
+        "learner.samples_per_insert=1.0",
+    ]
+    learner = Learner(
+        load_config(ROOT / "examples" / "pong_appo.toml", overrides), "default", StopFlag(), control_endpoint=None
+    )
     learner.build()
     learner.bind()
     yield learner
@@ -63,10 +80,19 @@ def test_stacked_batches_are_trained_on_and_malformed_ones_counted_and_dropped(p
         frames(good, obs_stack=3),  # history no longer [K, S-1, ...]: a framing error
         frames(dataclasses.replace(good, obs_stack=3, obs_history=good.obs_history[:, :2])),  # [3, 84, 84] obs
         frames(good, obs_stack="4"),
-        frames(dataclasses.replace(good, obs=good.obs[:, :, :80], final_obs=good.final_obs[:, :80],
-                                   obs_history=good.obs_history[:, :, :80])),  # frames of another size
-        frames(dataclasses.replace(good, obs=good.obs.astype(np.float32), final_obs=good.final_obs.astype(np.float32),
-                                   obs_history=good.obs_history.astype(np.float32))),  # floats for uint8 frames
+        frames(
+            dataclasses.replace(
+                good, obs=good.obs[:, :, :80], final_obs=good.final_obs[:, :80], obs_history=good.obs_history[:, :, :80]
+            )
+        ),  # frames of another size
+        frames(
+            dataclasses.replace(
+                good,
+                obs=good.obs.astype(np.float32),
+                final_obs=good.final_obs.astype(np.float32),
+                obs_history=good.obs_history.astype(np.float32),
+            )
+        ),  # floats for uint8 frames
     ]
     for message in bad:
         learner.insert(message)
@@ -88,9 +114,14 @@ def test_stacked_batches_are_trained_on_and_malformed_ones_counted_and_dropped(p
 
 
 def test_a_dqn_learner_checkpoints_its_frame_replay_and_resumes_with_it(tmp_path):
-    overrides = [f"run.dir='{tmp_path}'", "algorithm.name='double_dqn'", "learner.replay_capacity=1000",
-                 "algorithm.batch_size=32", "learner.replay_min_size=8",
-                 "learner.checkpoint_replay=true"]
+    overrides = [
+        f"run.dir='{tmp_path}'",
+        "algorithm.name='double_dqn'",
+        "learner.replay_capacity=1000",
+        "algorithm.batch_size=32",
+        "learner.replay_min_size=8",
+        "learner.checkpoint_replay=true",
+    ]
     config = load_config(ROOT / "examples" / "pong_appo.toml", overrides)
     learner = Learner(config, "default", StopFlag(), control_endpoint=None)
     learner.build()

@@ -21,8 +21,9 @@ STEPS, ENVS = 8, 4
 
 @pytest.fixture
 def appo_learner(tmp_path):
-    config = load_config(ROOT / "examples" / "cartpole_appo.toml",
-                         [f"run.dir='{tmp_path}'", f"algorithm.batch_size={STEPS * ENVS}"])
+    config = load_config(
+        ROOT / "examples" / "cartpole_appo.toml", [f"run.dir='{tmp_path}'", f"algorithm.batch_size={STEPS * ENVS}"]
+    )
     learner = Learner(config, "default", StopFlag(), control_endpoint=None)
     learner.build()
     learner.bind()  # loopback, free ports: each update publishes a version
@@ -34,8 +35,13 @@ def appo_learner(tmp_path):
 def good_batch(seq: int, version: int = 0) -> TransitionBatch:
     batch = samples.unroll(steps=STEPS, envs=ENVS, seq=seq, ends=[(2, 1, "terminated"), (5, 3, "truncated")])
     logp = np.full((STEPS, ENVS), np.log(0.5), np.float32)
-    return dataclasses.replace(batch, policy_version=version, obs=batch.obs / 100, final_obs=batch.final_obs / 100,
-                               extras={"behaviour_logp": logp})
+    return dataclasses.replace(
+        batch,
+        policy_version=version,
+        obs=batch.obs / 100,
+        final_obs=batch.final_obs / 100,
+        extras={"behaviour_logp": logp},
+    )
 
 
 def with_extras(batch: TransitionBatch, **extras) -> TransitionBatch:
@@ -54,9 +60,11 @@ BAD_ONES = {
     "an action outside Discrete(2)": lambda b: dataclasses.replace(b, actions=np.full((STEPS, ENVS), 2, np.int64)),
     "float actions": lambda b: dataclasses.replace(b, actions=b.actions.astype(np.float32)),
     "observations of another shape": lambda b: dataclasses.replace(
-        b, obs=np.zeros((STEPS + 1, ENVS, 3), np.float32), final_obs=np.zeros((1, 3), np.float32)),
-    "a NaN reward": lambda b: dataclasses.replace(b, rewards=np.where(np.arange(STEPS)[:, None] == 3, np.nan,
-                                                                    b.rewards).astype(np.float32)),
+        b, obs=np.zeros((STEPS + 1, ENVS, 3), np.float32), final_obs=np.zeros((1, 3), np.float32)
+    ),
+    "a NaN reward": lambda b: dataclasses.replace(
+        b, rewards=np.where(np.arange(STEPS)[:, None] == 3, np.nan, b.rewards).astype(np.float32)
+    ),
     "an infinite reward": lambda b: dataclasses.replace(b, rewards=np.full((STEPS, ENVS), np.inf, np.float32)),
     "a NaN observation": lambda b: dataclasses.replace(b, obs=np.where(b.obs == b.obs[4, 2, 1], np.nan, b.obs)),
     "a NaN final observation": lambda b: dataclasses.replace(b, final_obs=np.full_like(b.final_obs, np.nan)),
@@ -147,19 +155,29 @@ def test_a_dqn_learner_drops_non_finite_values_and_counts_each_bad_batch_under_i
         nan_rewards[1, 1] = np.nan
         inf_obs = good.obs.astype(np.float32)
         inf_obs[2, 0, 1] = np.inf
-        bad = {"values": [dataclasses.replace(good, rewards=nan_rewards),
-                          dataclasses.replace(good, obs=inf_obs, final_obs=good.final_obs.astype(np.float32))],
-               "obs_shape": [dataclasses.replace(samples.unroll(steps=4, envs=2, obs_shape=(5,)), policy_version=0)],
-               "algorithm": [dataclasses.replace(good, actions=np.full((4, 2), 7, np.int64)),
-                             dataclasses.replace(good, actions=np.zeros((4, 2, 2), np.int64))]}
+        bad = {
+            "values": [
+                dataclasses.replace(good, rewards=nan_rewards),
+                dataclasses.replace(good, obs=inf_obs, final_obs=good.final_obs.astype(np.float32)),
+            ],
+            "obs_shape": [dataclasses.replace(samples.unroll(steps=4, envs=2, obs_shape=(5,)), policy_version=0)],
+            "algorithm": [
+                dataclasses.replace(good, actions=np.full((4, 2), 7, np.int64)),
+                dataclasses.replace(good, actions=np.zeros((4, 2, 2), np.int64)),
+            ],
+        }
         for batches in bad.values():
             for batch in batches:
                 learner.insert(frames(batch))
         learner.insert([b"\x01not a header"])
         assert len(learner.feed.replay) == 0
         counts = learner.counts
-        assert {r: counts[f"malformed_{r}"] for r in ("values", "obs_shape", "algorithm", "frames")} == \
-            {"values": 2, "obs_shape": 1, "algorithm": 2, "frames": 1}
+        assert {r: counts[f"malformed_{r}"] for r in ("values", "obs_shape", "algorithm", "frames")} == {
+            "values": 2,
+            "obs_shape": 1,
+            "algorithm": 2,
+            "frames": 1,
+        }
         assert counts["batches_malformed"] == 6
         learner.insert(frames(good))
         assert counts["transitions_inserted"] > 0 and counts["batches_malformed"] == 6

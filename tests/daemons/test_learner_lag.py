@@ -21,8 +21,12 @@ def make_learner(tmp_path, max_lag=5):
 
 def frames(version, seq, actor="actor-0", policy="default"):
     batch = samples.unroll(steps=8, envs=4, seq=seq)
-    return [bytes(f) for f in type(batch)(**{**batch.__dict__, "policy_version": version, "seq": seq,
-                                             "actor_id": actor, "policy_id": policy}).to_frames()]
+    return [
+        bytes(f)
+        for f in type(batch)(
+            **{**batch.__dict__, "policy_version": version, "seq": seq, "actor_id": actor, "policy_id": policy}
+        ).to_frames()
+    ]
 
 
 def test_stale_batches_are_dropped_and_counted(tmp_path):

@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run_spec(fields: str, timeout_s: float = 60) -> subprocess.Popen:
     code = f"import sys\nfrom tandem.daemons.main import DaemonSpec, run\nsys.exit(run(DaemonSpec({fields})))\n"
-    return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def test_a_bad_config_is_one_line_and_exit_code_3(tmp_path):

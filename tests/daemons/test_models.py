@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from tandem.daemons.config.schema import ModelSection
 from tandem.daemons.algorithms.models import MLPQNetwork, NatureCNN, build_q_network
+from tandem.daemons.config.schema import ModelSection
 from tandem.daemons.runtime.torch_threads import set_torch_threads
 
 VECTOR = gym.spaces.Box(-1.0, 1.0, shape=(4,), dtype=np.float32)
@@ -60,8 +60,11 @@ def test_uint8_images_get_the_nature_cnn(space):
     net = build(space)
     assert isinstance(net, NatureCNN)
     convs = [m for m in net.modules() if isinstance(m, nn.Conv2d)]
-    assert [(c.out_channels, c.kernel_size, c.stride) for c in convs] == [(32, (8, 8), (4, 4)), (64, (4, 4), (2, 2)),
-                                                                           (64, (3, 3), (1, 1))]
+    assert [(c.out_channels, c.kernel_size, c.stride) for c in convs] == [
+        (32, (8, 8), (4, 4)),
+        (64, (4, 4), (2, 2)),
+        (64, (3, 3), (1, 1)),
+    ]
     assert convs[0].in_channels == 4
     assert any(isinstance(m, nn.Linear) and m.out_features == 512 for m in net.modules())
     obs = torch.randint(0, 256, (2, *space.shape), dtype=torch.uint8)
@@ -114,15 +117,18 @@ def test_module_callable_is_imported_and_called():
     assert net(torch.zeros(2, 4)).shape == (2, 3)
 
 
-@pytest.mark.parametrize("kind, message", [
-    ("no_such_module_xyz:make", "cannot import module 'no_such_module_xyz'"),
-    ("tests.daemons.test_models:missing", "has no attribute 'missing'"),
-    ("tests.daemons.test_models:NOT_CALLABLE", "not a callable"),
-    ("tests.daemons.test_models:not_a_module", "returned a str, not a torch.nn.Module"),
-    ("tests.daemons.test_models:wrong_width", r"shape \(2, 3\), got shape \(2, 4\)"),
-    ("tests.daemons.test_models:", "expected 'module:callable'"),
-    ("transformer", "is not one of auto, mlp, nature_cnn"),
-])
+@pytest.mark.parametrize(
+    "kind, message",
+    [
+        ("no_such_module_xyz:make", "cannot import module 'no_such_module_xyz'"),
+        ("tests.daemons.test_models:missing", "has no attribute 'missing'"),
+        ("tests.daemons.test_models:NOT_CALLABLE", "not a callable"),
+        ("tests.daemons.test_models:not_a_module", "returned a str, not a torch.nn.Module"),
+        ("tests.daemons.test_models:wrong_width", r"shape \(2, 3\), got shape \(2, 4\)"),
+        ("tests.daemons.test_models:", "expected 'module:callable'"),
+        ("transformer", "is not one of auto, mlp, nature_cnn"),
+    ],
+)
 def test_bad_kinds_raise_value_error_naming_model_kind(kind, message):
     with pytest.raises(ValueError, match="model.kind") as info:
         build(VECTOR, kind=kind)

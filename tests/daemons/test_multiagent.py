@@ -27,9 +27,13 @@ def rollout_batches(api: str, ticks: int, worlds: int = 3, unroll: int = 4, **en
     rng = np.random.default_rng(0)
     batches = []
     for _ in range(ticks):
-        rollout.tick(lambda policy, obs, w: (rng.integers(0, 2, size=len(obs)),
-                                             {"logp": -np.arange(len(obs), dtype=np.float32) - 0.5}),
-                     {"alpha": 5, "beta": 9})
+        rollout.tick(
+            lambda policy, obs, w: (
+                rng.integers(0, 2, size=len(obs)),
+                {"logp": -np.arange(len(obs), dtype=np.float32) - 0.5},
+            ),
+            {"alpha": 5, "beta": 9},
+        )
         batches += rollout.outbox
         rollout.outbox.clear()
     return rollout, batches
@@ -56,8 +60,9 @@ def test_policies_map_agents_by_pattern_and_merge_their_overrides():
 
 
 def test_a_policy_that_plays_no_agent_is_named():
-    config = config_from_dict({"env": {"id": "tests.multiagent_envs:turn_aec"},
-                               "policies": {**POLICIES, "gamma": {"agents": ["c_*"]}}})
+    config = config_from_dict(
+        {"env": {"id": "tests.multiagent_envs:turn_aec"}, "policies": {**POLICIES, "gamma": {"agents": ["c_*"]}}}
+    )
     with pytest.raises(ValueError, match="policy 'gamma' plays none of the env's agents"):
         policy_spaces(config, make_world(config.env, "aec"))
 
@@ -110,8 +115,9 @@ def test_a_leaving_agent_does_not_cut_the_others_episodes():
 def test_action_mask_observations_are_flattened_with_the_mask_last():
     import gymnasium as gym
 
-    space = gym.spaces.Dict({"observation": gym.spaces.Box(0, 1, (3, 3, 2), np.int8),
-                             "action_mask": gym.spaces.Box(0, 1, (9,), np.int8)})
+    space = gym.spaces.Dict(
+        {"observation": gym.spaces.Box(0, 1, (3, 3, 2), np.int8), "action_mask": gym.spaces.Box(0, 1, (9,), np.int8)}
+    )
     adapter = ObsAdapter(space, "agent 'x'")
     obs = {"observation": np.ones((3, 3, 2), np.int8), "action_mask": np.eye(9, dtype=np.int8)[4]}
     flat = adapter(obs)
@@ -122,11 +128,14 @@ def test_action_mask_observations_are_flattened_with_the_mask_last():
 
 
 def test_masked_policy_explores_and_exploits_only_legal_actions():
-    from tandem.daemons.algorithms.dqn import DQNPolicy
     import gymnasium as gym
 
+    from tandem.daemons.algorithms.dqn import DQNPolicy
+
     config = config_from_dict({})
-    policy = DQNPolicy(config.model, gym.spaces.Box(-1, 1, (13,), np.float32), gym.spaces.Discrete(4), seed=0, mask_size=4)
+    policy = DQNPolicy(
+        config.model, gym.spaces.Box(-1, 1, (13,), np.float32), gym.spaces.Discrete(4), seed=0, mask_size=4
+    )
     obs = np.zeros((200, 13), np.float32)
     obs[:, -4:] = [0, 1, 0, 1]
     for eps in (0.0, 1.0):

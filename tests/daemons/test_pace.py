@@ -1,4 +1,4 @@
-"""The actor's pacer (token bucket at its share of the budget) and the learner's consumption estimate, on explicit clocks."""
+"""The actor's pacer (a token bucket at its share of the budget) and the learner's consumption, on explicit clocks."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from tandem.daemons.actor.pacer import MAX_SLICE_S, Pacer
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.learner.pace import FILL_TARGET, STARVED_SHARE_MAX, PaceMeter, consumed_per_update
 
-
 # ------------------------------------------------------------------ the actor's pacer
+
 
 def drive(pacer: Pacer, start: float, seconds: float, batch: int, batch_s: float) -> tuple[int, float]:
     """An actor producing one `batch` every `batch_s` when not told to wait; (transitions sent, time waited)."""
@@ -95,8 +95,16 @@ def test_streams_zero_is_one_share():
 
 # ------------------------------------------------------------------ the learner's estimate
 
-def run_learner(meter: PaceMeter, start: float, seconds: float, update_s: float, per_update: float,
-                idle_s: float = 0.0, fill: float = FILL_TARGET) -> float:
+
+def run_learner(
+    meter: PaceMeter,
+    start: float,
+    seconds: float,
+    update_s: float,
+    per_update: float,
+    idle_s: float = 0.0,
+    fill: float = FILL_TARGET,
+) -> float:
     """A learner loop whose updates take `update_s`, with `idle_s` starved between them, its buffer `fill`
     full; returns the clock."""
     now = start
@@ -163,7 +171,7 @@ def test_the_slow_first_updates_do_not_count():
     meter.tick(0.0, 0.0, starved=False)
     for t in (2.0, 2.5, 2.6):  # the first optimizer steps: seconds each
         meter.tick(t, 100.0, starved=False)
-    now = run_learner(meter, 2.6, 2.0, update_s=0.02, per_update=100.0)
+    run_learner(meter, 2.6, 2.0, update_s=0.02, per_update=100.0)
     assert meter.rate_per_s == pytest.approx(5_000.0, rel=0.01)
 
 

@@ -14,10 +14,20 @@ STEPS, ENVS, BATCH = 32, 8, 1024  # the Pong APPO example: unrolls of 256 transi
 
 def unroll(actor: int, seq: int, version: int) -> TransitionBatch:
     zeros = np.zeros((STEPS, ENVS), np.float32)
-    return TransitionBatch(policy_id="default", actor_id=f"actor-{actor}", incarnation=0, seq=seq, policy_version=version,
-                           env_steps=0, obs=np.zeros((STEPS + 1, ENVS, 1), np.float32), actions=zeros.astype(np.int64),
-                           rewards=zeros, terminated=zeros.astype(bool), truncated=zeros.astype(bool),
-                           final_obs=np.zeros((0, 1), np.float32))
+    return TransitionBatch(
+        policy_id="default",
+        actor_id=f"actor-{actor}",
+        incarnation=0,
+        seq=seq,
+        policy_version=version,
+        env_steps=0,
+        obs=np.zeros((STEPS + 1, ENVS, 1), np.float32),
+        actions=zeros.astype(np.int64),
+        rewards=zeros,
+        terminated=zeros.astype(bool),
+        truncated=zeros.astype(bool),
+        final_obs=np.zeros((0, 1), np.float32),
+    )
 
 
 def run(actors: int, credit: int, update_s: float = 5.0, unroll_s: float = 0.3, seconds: float = 120.0) -> dict:

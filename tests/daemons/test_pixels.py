@@ -64,7 +64,9 @@ def test_toml_keys_alone_give_stacks_of_skipped_max_pooled_grayscale_84x84_frame
             assert reward == sum(range(SKIP * k - SKIP + 1, SKIP * k + 1)), "rewards of the skipped frames are summed"
             assert not terminated and not truncated
             agent_frames.append(processed(SKIP * k))
-            window = [agent_frames[max(0, k - STACK + 1 + i)] for i in range(STACK)]  # oldest first, padded at the reset
+            window = [
+                agent_frames[max(0, k - STACK + 1 + i)] for i in range(STACK)
+            ]  # oldest first, padded at the reset
             np.testing.assert_array_equal(obs, np.stack(window))
         assert env.unwrapped.actions == [0] * SKIP * 6
     finally:
@@ -83,7 +85,9 @@ def test_the_max_pool_shows_the_last_two_frames_and_no_earlier_one(tmp_path):
         row = obs[0, (TOP + BLOCK_H // 2) * SIZE // 210]
         bright = np.flatnonzero(row > 100)
         scale = SIZE / 160
-        assert bright.min() == pytest.approx(block_x(7) * scale, abs=1) and bright.max() == pytest.approx((block_x(8) + 8) * scale, abs=1)
+        assert bright.min() == pytest.approx(block_x(7) * scale, abs=1) and bright.max() == pytest.approx(
+            (block_x(8) + 8) * scale, abs=1
+        )
         assert row[int(block_x(6) * scale) - 1] < 50, "frame 6 is not in the pool"
     finally:
         env.close()
@@ -184,7 +188,9 @@ def test_an_actor_sends_each_pixel_frame_once_and_the_learner_rebuilds_every_sta
 
 def test_pixels_on_an_observation_that_is_no_image_is_a_setup_mistake_naming_the_key_and_space(tmp_path):
     config = config_from_dict({"env": {"id": "CartPole-v1", "pixels": {"enabled": True}}})
-    with pytest.raises(EnvSetupError, match=r"env.pixels.enabled: the env's observation space is Box\(.*\(4,\), float32\)"):
+    with pytest.raises(
+        EnvSetupError, match=r"env.pixels.enabled: the env's observation space is Box\(.*\(4,\), float32\)"
+    ):
         make_env(config.env)
     path = tmp_path / "cartpole_pixels.toml"
     path.write_text('[env]\nid = "CartPole-v1"\n\n[env.pixels]\nenabled = true\n')
@@ -197,12 +203,15 @@ def test_pixels_on_an_observation_that_is_no_image_is_a_setup_mistake_naming_the
         make_env(rgba.env)
 
 
-@pytest.mark.parametrize("pixels, env, key", [
-    ({"enabled": True}, {"atari": {"enabled": True}, "id": "ALE/Pong-v5"}, "env.pixels.enabled"),
-    ({"enabled": True}, {"vector": "envpool"}, "env.vector"),
-    ({"enabled": True}, {"vector": "ale"}, "env.vector"),
-    ({"enabled": True, "frame_skip": 0}, {}, "env.pixels.frame_skip"),
-])
+@pytest.mark.parametrize(
+    "pixels, env, key",
+    [
+        ({"enabled": True}, {"atari": {"enabled": True}, "id": "ALE/Pong-v5"}, "env.pixels.enabled"),
+        ({"enabled": True}, {"vector": "envpool"}, "env.vector"),
+        ({"enabled": True}, {"vector": "ale"}, "env.vector"),
+        ({"enabled": True, "frame_skip": 0}, {}, "env.pixels.frame_skip"),
+    ],
+)
 def test_impossible_pixel_configs_name_their_key(pixels, env, key):
     with pytest.raises(ConfigError) as info:
         config_from_dict({"env": {"id": "tests.pixel_envs:MovingBlock", **env, "pixels": pixels}})

@@ -9,7 +9,12 @@ import pytest
 import torch
 
 from tandem.daemons.algorithms.ppo_batch import FlatSteps, minibatch_rows
-from tandem.daemons.algorithms.ppo_losses import clipped_surrogate, explained_variance, normalized_advantages, value_loss
+from tandem.daemons.algorithms.ppo_losses import (
+    clipped_surrogate,
+    explained_variance,
+    normalized_advantages,
+    value_loss,
+)
 from tandem.daemons.algorithms.running_norm import RunningMeanStd
 
 
@@ -70,9 +75,16 @@ def test_running_mean_std_clips_normalized_values():
 
 def flat(steps: int, columns: int) -> FlatSteps:
     m = steps * columns
-    return FlatSteps(obs=torch.arange(m, dtype=torch.float32)[:, None], actions=torch.zeros(m, 1),
-                     behaviour_logp=torch.zeros(m), start_logp=torch.zeros(m), advantages=torch.zeros(m), targets=torch.zeros(m),
-                     old_values=torch.zeros(m), streams=torch.arange(columns).repeat(steps))
+    return FlatSteps(
+        obs=torch.arange(m, dtype=torch.float32)[:, None],
+        actions=torch.zeros(m, 1),
+        behaviour_logp=torch.zeros(m),
+        start_logp=torch.zeros(m),
+        advantages=torch.zeros(m),
+        targets=torch.zeros(m),
+        old_values=torch.zeros(m),
+        streams=torch.arange(columns).repeat(steps),
+    )
 
 
 @pytest.mark.parametrize("by", ["steps", "unrolls"])

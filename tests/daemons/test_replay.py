@@ -50,11 +50,21 @@ class Episodes:
                     how = ends.get((t, k))
                 else:
                     draw = self.rng.random()
-                    how = None if draw >= self.end_prob else ("terminated", "truncated", "both")[int(draw * 3 / self.end_prob)]
+                    how = (
+                        None
+                        if draw >= self.end_prob
+                        else ("terminated", "truncated", "both")[int(draw * 3 / self.end_prob)]
+                    )
                 term, trunc = how in ("terminated", "both"), how in ("truncated", "both")
                 terminated[t, k], truncated[t, k] = term, trunc
-                record = dict(obs=self._obs(k), action=int(actions[t, k]), reward=float(rewards[t, k]),
-                              term=term, trunc=trunc, version=version)
+                record = dict(
+                    obs=self._obs(k),
+                    action=int(actions[t, k]),
+                    reward=float(rewards[t, k]),
+                    term=term,
+                    trunc=trunc,
+                    version=version,
+                )
                 self.step[k] += 1
                 if trunc:
                     final.append(self._obs(k))  # row order: row-major (t, k), as the protocol says
@@ -66,9 +76,18 @@ class Episodes:
         for k in range(envs):
             obs[steps, k] = self._obs(k)
         batch = TransitionBatch(
-            policy_id="default", actor_id=self.actor_id, incarnation=self.incarnation, seq=self.seq,
-            policy_version=version, env_steps=0, obs=obs, actions=actions, rewards=rewards, terminated=terminated,
-            truncated=truncated, final_obs=np.array(final, np.int64).reshape(-1, 2),
+            policy_id="default",
+            actor_id=self.actor_id,
+            incarnation=self.incarnation,
+            seq=self.seq,
+            policy_version=version,
+            env_steps=0,
+            obs=obs,
+            actions=actions,
+            rewards=rewards,
+            terminated=terminated,
+            truncated=truncated,
+            final_obs=np.array(final, np.int64).reshape(-1, 2),
         )
         batch.check_shapes()
         self.seq += 1
@@ -76,7 +95,7 @@ class Episodes:
 
 
 def reference(history: list[list[dict]], n: int, gamma: float) -> dict[tuple, tuple]:
-    """Every complete n-step window in `history`, by brute force: obs -> (action, return, next_obs, discount, version)."""
+    """Every complete n-step window in `history`, brute force: obs -> (action, return, next_obs, discount, version)."""
     out = {}
     for steps in history:
         for p in range(len(steps)):
@@ -109,13 +128,20 @@ def as_dict(parts: list[NStepTransitions]) -> dict[tuple, tuple]:
         for i in range(len(tr)):
             key = tuple(int(x) for x in tr.obs[i])
             assert key not in out, f"window starting at {key} emitted twice"
-            out[key] = (int(tr.actions[i]), float(tr.returns[i]), tuple(int(x) for x in tr.next_obs[i]),
-                        float(tr.discounts[i]), int(tr.versions[i]))
+            out[key] = (
+                int(tr.actions[i]),
+                float(tr.returns[i]),
+                tuple(int(x) for x in tr.next_obs[i]),
+                float(tr.discounts[i]),
+                int(tr.versions[i]),
+            )
     return out
 
 
 def assert_same(got: dict, want: dict) -> None:
-    assert got.keys() == want.keys(), f"missing {sorted(want.keys() - got.keys())[:5]}, extra {sorted(got.keys() - want.keys())[:5]}"
+    assert got.keys() == want.keys(), (
+        f"missing {sorted(want.keys() - got.keys())[:5]}, extra {sorted(got.keys() - want.keys())[:5]}"
+    )
     for key, (action, ret, next_obs, discount, version) in want.items():
         g = got[key]
         assert g[0] == action and g[2] == next_obs and g[4] == version, (key, g, want[key])
@@ -298,9 +324,12 @@ def transitions(start: int, count: int, obs_dim: int = 3) -> NStepTransitions:
     """Transitions whose every column is its running number, so a slot says exactly which one it holds."""
     ids = np.arange(start, start + count)
     return NStepTransitions(
-        obs=np.repeat(ids[:, None], obs_dim, 1).astype(np.float32), actions=ids.astype(np.int64),
-        returns=ids.astype(np.float32), next_obs=np.repeat(ids[:, None] + 0.5, obs_dim, 1).astype(np.float32),
-        discounts=np.full(count, 0.9, np.float32), versions=ids.astype(np.int64),
+        obs=np.repeat(ids[:, None], obs_dim, 1).astype(np.float32),
+        actions=ids.astype(np.int64),
+        returns=ids.astype(np.float32),
+        next_obs=np.repeat(ids[:, None] + 0.5, obs_dim, 1).astype(np.float32),
+        discounts=np.full(count, 0.9, np.float32),
+        versions=ids.astype(np.int64),
     )
 
 
@@ -432,7 +461,9 @@ def test_nstep_into_replay_end_to_end():
     want = reference(sim.steps, 3, GAMMA)
     for i in range(32):
         ref = want[tuple(int(x) for x in batch.obs[i])]
-        assert batch.returns[i] == pytest.approx(ref[1], rel=1e-5, abs=1e-5) and batch.discounts[i] == pytest.approx(ref[3])
+        assert batch.returns[i] == pytest.approx(ref[1], rel=1e-5, abs=1e-5) and batch.discounts[i] == pytest.approx(
+            ref[3]
+        )
 
 
 def best_sample_s(buf: ReplayBuffer, rounds: int = 200, batch_size: int = 256) -> float:

@@ -13,8 +13,17 @@ from tandem.protocol import Heartbeat
 
 
 def beat(name, role, **counters):
-    return Heartbeat(role=role, name=name, pid=1, host="h", incarnation=1, seq=0, stage="running",
-                     stage_elapsed_s=0.0, counters=counters)
+    return Heartbeat(
+        role=role,
+        name=name,
+        pid=1,
+        host="h",
+        incarnation=1,
+        seq=0,
+        stage="running",
+        stage_elapsed_s=0.0,
+        counters=counters,
+    )
 
 
 def test_earlier_starts_are_read_from_the_last_whole_record(tmp_path):

@@ -102,8 +102,13 @@ def test_ready_stopping_once_and_watchdog_cadence(listener):
 def test_reporter_notifies_without_a_control_channel(listener):
     path, sock = listener
     threads = threading.active_count()
-    reporter = Reporter("learner", "learner-default", 1.0, None,
-                        notifier=Notifier(env={"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "1000000"}, pid=os.getpid()))
+    reporter = Reporter(
+        "learner",
+        "learner-default",
+        1.0,
+        None,
+        notifier=Notifier(env={"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "1000000"}, pid=os.getpid()),
+    )
     reporter.set_stage("running")
     assert received(sock) == ["READY=1\nSTATUS=running"]
     reporter.update({"updates": 10, "version": 3})
@@ -134,12 +139,14 @@ def test_a_full_notify_socket_neither_blocks_nor_raises(listener):
 def test_sigterm_sends_stopping_at_once_from_any_stage(listener):
     """A process blocked outside its main loop (here: sleeping) still tells systemd it is stopping."""
     path, sock = listener
-    code = ("import os, signal, time\n"
-            "from tandem.daemons.runtime.signals import StopFlag\n"
-            "stop = StopFlag().install()\n"
-            "os.kill(os.getpid(), signal.SIGTERM)\n"
-            "time.sleep(0.05)\n"
-            "assert stop\n")
+    code = (
+        "import os, signal, time\n"
+        "from tandem.daemons.runtime.signals import StopFlag\n"
+        "stop = StopFlag().install()\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+        "time.sleep(0.05)\n"
+        "assert stop\n"
+    )
     env = {**os.environ, "NOTIFY_SOCKET": path}
     result = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -1,4 +1,4 @@
-"""A supervisor without children (`tandem supervise --no-children`) watches daemons that others started, by explicit clock."""
+"""A supervisor without children (`tandem supervise --no-children`) watches daemons others started; explicit clock."""
 
 from __future__ import annotations
 
@@ -13,15 +13,25 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def make(tmp_path) -> Supervisor:
-    config = load_config(ROOT / "examples" / "cartpole.toml", ["supervisor.liveness_timeout_s=3.0",
-                                                               "supervisor.max_concurrent_starts=1"])
+    config = load_config(
+        ROOT / "examples" / "cartpole.toml", ["supervisor.liveness_timeout_s=3.0", "supervisor.max_concurrent_starts=1"]
+    )
     return Supervisor(config, tmp_path / "config.toml", "tcp://127.0.0.1:1", tmp_path / "logs", [], adopt=True)
 
 
 def beat(name: str, stage: str, pid: int = 100, incarnation: int = 1, **counters) -> Heartbeat:
     role = name.split("-")[0]
-    return Heartbeat(role=role, name=name, pid=pid, host="box", incarnation=incarnation, seq=0, stage=stage,
-                     stage_elapsed_s=0.0, counters=counters)
+    return Heartbeat(
+        role=role,
+        name=name,
+        pid=pid,
+        host="box",
+        incarnation=incarnation,
+        seq=0,
+        stage=stage,
+        stage_elapsed_s=0.0,
+        counters=counters,
+    )
 
 
 def rows(sup: Supervisor, now: float) -> dict:
@@ -38,7 +48,10 @@ def test_daemons_that_heartbeat_are_watched_and_lost_when_silent(tmp_path):
     assert [p["learner"] for p in status_data(sup, 2.0)["policies"]] == ["learner-default"]  # actors are no policy
     sup.step(4.5)
     data = status_data(sup, 4.5)
-    assert {r["name"]: r["state"] for r in data["processes"]} == {"actor-0": "REMOTE-LOST", "learner-default": "REMOTE-LOST"}
+    assert {r["name"]: r["state"] for r in data["processes"]} == {
+        "actor-0": "REMOTE-LOST",
+        "learner-default": "REMOTE-LOST",
+    }
     assert sorted(data["unhealthy"]) == ["actor-0", "learner-default"]
     sup.heartbeat(beat("actor-0", "running", pid=101, incarnation=2, env_steps=0), now=5.0)  # restarted by systemd
     assert rows(sup, 5.0)["actor-0"]["state"] == "REMOTE" and rows(sup, 5.0)["actor-0"]["pid"] == 101

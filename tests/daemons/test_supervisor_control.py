@@ -1,4 +1,4 @@
-"""The supervisor's control socket answers bad input with the request's own id, counts it, and lends no slot to strangers."""
+"""The control socket answers bad input with the request's own id, counts it, and lends no slot to strangers."""
 
 from __future__ import annotations
 
@@ -38,8 +38,12 @@ def test_start_token_needs_a_name_the_supervisor_knows(tmp_path):
 
 def test_heartbeats_from_daemons_it_did_not_start_are_counted(tmp_path):
     sup = make(tmp_path)
-    sup.heartbeat(Heartbeat(role="actor", name="actor-7", pid=1, host="h", incarnation=1, seq=0, stage="running",
-                            stage_elapsed_s=0.0), 0.0)
+    sup.heartbeat(
+        Heartbeat(
+            role="actor", name="actor-7", pid=1, host="h", incarnation=1, seq=0, stage="running", stage_elapsed_s=0.0
+        ),
+        0.0,
+    )
     assert status_data(sup, 0.0)["dropped"]["heartbeats_unknown"] == 1
     assert "actor-7" not in {r["name"] for r in status_data(sup, 0.0)["processes"]}
 
@@ -92,8 +96,19 @@ def test_a_builder_stuck_in_one_stage_lends_its_start_token_on(tmp_path):
     sup.records["actor-1"] = type(sup.records["actor-0"])("actor-1", "actor")
     for name, pid in (("actor-0", 10), ("actor-1", 11)):
         states.started(sup.records[name], pid, 0.0)
-    sup.heartbeat(Heartbeat(role="actor", name="actor-0", pid=10, host="h", incarnation=1, seq=0,
-                            stage="build_env 1/8", stage_elapsed_s=0.0), 1.0)
+    sup.heartbeat(
+        Heartbeat(
+            role="actor",
+            name="actor-0",
+            pid=10,
+            host="h",
+            incarnation=1,
+            seq=0,
+            stage="build_env 1/8",
+            stage_elapsed_s=0.0,
+        ),
+        1.0,
+    )
     assert sup.handle(ControlRequest(1, "start_token", {"name": "actor-0"}), 1.0).data["granted"]
     assert not sup.handle(ControlRequest(2, "start_token", {"name": "actor-1"}), 2.0).data["granted"]
     sup.step(20.0)  # building for 19 s: still its token
@@ -104,15 +119,31 @@ def test_a_builder_stuck_in_one_stage_lends_its_start_token_on(tmp_path):
 
 def test_a_lease_longer_than_the_build_deadline_still_fires_before_it(tmp_path):
     """start_token_lease_s 30 with build_env_deadline_s 15: the token moves on after 7.5 s, not after the kill."""
-    config = load_config(ROOT / "examples" / "cartpole.toml", ["supervisor.max_concurrent_starts=1",
-                                                                "supervisor.build_env_deadline_s=15",
-                                                                "supervisor.start_token_lease_s=30"])
+    config = load_config(
+        ROOT / "examples" / "cartpole.toml",
+        [
+            "supervisor.max_concurrent_starts=1",
+            "supervisor.build_env_deadline_s=15",
+            "supervisor.start_token_lease_s=30",
+        ],
+    )
     specs = [DaemonSpec("actor", "x.toml", index=0), DaemonSpec("actor", "x.toml", index=1)]
     sup = Supervisor(config, tmp_path / "config.toml", "tcp://127.0.0.1:1", tmp_path / "logs", specs)
     for name, pid in (("actor-0", 10), ("actor-1", 11)):
         states.started(sup.records[name], pid, 0.0)
-    sup.heartbeat(Heartbeat(role="actor", name="actor-0", pid=10, host="h", incarnation=1, seq=0,
-                            stage="build_env 1/8", stage_elapsed_s=0.0), 1.0)
+    sup.heartbeat(
+        Heartbeat(
+            role="actor",
+            name="actor-0",
+            pid=10,
+            host="h",
+            incarnation=1,
+            seq=0,
+            stage="build_env 1/8",
+            stage_elapsed_s=0.0,
+        ),
+        1.0,
+    )
     assert sup.handle(ControlRequest(1, "start_token", {"name": "actor-0"}), 1.0).data["granted"]
     sup.step(8.0)  # 7 s in the stage: still its token
     assert not sup.handle(ControlRequest(2, "start_token", {"name": "actor-1"}), 8.0).data["granted"]

@@ -1,4 +1,4 @@
-"""The supervisor's curves (metrics.jsonl, TensorBoard) and its HTTP endpoint (/metrics, /healthz), by explicit clock."""
+"""The supervisor's curves (metrics.jsonl, TensorBoard) and HTTP endpoint (/metrics, /healthz), by explicit clock."""
 
 from __future__ import annotations
 
@@ -27,16 +27,27 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def make(tmp_path, *overrides: str) -> Supervisor:
     config = load_config(ROOT / "examples" / "cartpole.toml", list(overrides))
-    sup = Supervisor(config, tmp_path / "config.toml", "tcp://127.0.0.1:1", tmp_path / "logs", plan_children(config),
-                     started=0.0)
+    sup = Supervisor(
+        config, tmp_path / "config.toml", "tcp://127.0.0.1:1", tmp_path / "logs", plan_children(config), started=0.0
+    )
     for rec in sup.records.values():
         rec.pid = 100  # as if started: heartbeats of pid 100 are its own (nothing is spawned here)
     return sup
 
 
 def beat(name: str, **counters) -> Heartbeat:
-    return Heartbeat(role=name.split("-")[0], name=name, pid=100, host="box", incarnation=1, seq=0, stage="running",
-                     stage_elapsed_s=0.0, counters=counters, rss_bytes=50 * 2**20)
+    return Heartbeat(
+        role=name.split("-")[0],
+        name=name,
+        pid=100,
+        host="box",
+        incarnation=1,
+        seq=0,
+        stage="running",
+        stage_elapsed_s=0.0,
+        counters=counters,
+        rss_bytes=50 * 2**20,
+    )
 
 
 def get(url: str) -> tuple[int, str]:
@@ -48,8 +59,14 @@ def get(url: str) -> tuple[int, str]:
 
 
 def test_flatten_keeps_numbers_under_slash_paths():
-    figures = {"env_steps": 10, "mean_return_100": None, "eval_version": 3, "stopping": True,
-               "policies": {"a": {"eval_return": 1.5, "version": None}}, "agent_returns_100": {"p0": -2.0}}
+    figures = {
+        "env_steps": 10,
+        "mean_return_100": None,
+        "eval_version": 3,
+        "stopping": True,
+        "policies": {"a": {"eval_return": 1.5, "version": None}},
+        "agent_returns_100": {"p0": -2.0},
+    }
     assert flatten(figures) == {"env_steps": 10, "policies/a/eval_return": 1.5, "agent_returns_100/p0": -2.0}
 
 
@@ -68,6 +85,7 @@ def test_run_metrics_log_appends_flushed_records(tmp_path):
 def test_tensorboard_scalars_are_written_against_env_steps(tmp_path):
     pytest.importorskip("tensorboard", reason="tensorboard is optional (tandem[tensorboard])")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     curves = RunMetricsLog(tmp_path)
     for steps, ret in ((100, 10.0), (300, 30.0)):
         curves.write({"env_steps": steps, "eval_return": ret, "policies": {"a": {"eval_return": ret + 1}}})
@@ -94,7 +112,7 @@ def test_endpoint_serves_metrics_and_healthz_from_the_published_snapshot(tmp_pat
     sup = make(tmp_path)
     server = MetricsServer("127.0.0.1", 0)
     try:
-        base = "http://%s:%d" % server.address
+        base = "http://{}:{}".format(*server.address)
         assert get(base + "/healthz")[0] == 503  # nothing published yet
         sup.heartbeat(beat("actor-0", env_steps=500, batches_dropped=2), now=1.0)
         sup.heartbeat(beat("learner-default", updates=7, version=3, lag_mean=0.5), now=1.0)
@@ -108,8 +126,11 @@ def test_endpoint_serves_metrics_and_healthz_from_the_published_snapshot(tmp_pat
         assert samples[("tandem_process_rss_bytes", labels)] == 50 * 2**20
         assert samples[("tandem_policy_version", (("policy", "default"), ("run", "cartpole")))] == 3
         assert samples[("tandem_env_steps_total", (("run", "cartpole"),))] == 500
-        state = {s.labels["state"]: s.value for s in families["tandem_process_state"].samples
-                 if s.labels["process"] == "evaluator"}
+        state = {
+            s.labels["state"]: s.value
+            for s in families["tandem_process_state"].samples
+            if s.labels["process"] == "evaluator"
+        }
         assert state["STOPPED"] == 1 and state["RUNNING"] == 0
         sup.records["learner-default"].state = State.FATAL  # the main loop's next snapshot says so
         server.publish({"status": status_data(sup, 2.0), "figures": sup.view.figures(2.0)})

@@ -10,7 +10,11 @@ from tandem.daemons.supervisor.states import State
 from tandem.daemons.supervisor.supervisor import Supervisor
 
 ROOT = Path(__file__).resolve().parents[2]
-TWO_POLICIES = ["env.id='tests.multiagent_envs:turn_aec'", "policies.alpha.agents=['a_*']", "policies.beta.agents=['b_*']"]
+TWO_POLICIES = [
+    "env.id='tests.multiagent_envs:turn_aec'",
+    "policies.alpha.agents=['a_*']",
+    "policies.beta.agents=['b_*']",
+]
 
 
 def make(tmp_path, *overrides: str) -> Supervisor:

@@ -14,10 +14,15 @@ from tandem.daemons.supervisor.states import (
     State,
 )
 
-RP = RestartPolicy(backoff_initial_s=0.5, backoff_max_s=30.0, start_retries=3, crash_loop_max=5,
-                   crash_loop_window_s=60.0)
-HB = HeartbeatPolicy(liveness_timeout_s=15.0, stop_grace_s=10.0, first_heartbeat_s=60.0,
-                     stage_deadlines_s={"build_env": 120.0, "connect": 60.0, "wait_weights": 300.0})
+RP = RestartPolicy(
+    backoff_initial_s=0.5, backoff_max_s=30.0, start_retries=3, crash_loop_max=5, crash_loop_window_s=60.0
+)
+HB = HeartbeatPolicy(
+    liveness_timeout_s=15.0,
+    stop_grace_s=10.0,
+    first_heartbeat_s=60.0,
+    stage_deadlines_s={"build_env": 120.0, "connect": 60.0, "wait_weights": 300.0},
+)
 
 
 def running_record(now: float = 0.0, pid: int = 100) -> ProcessRecord:
@@ -236,7 +241,6 @@ Thread 0x00007f0000000002 (most recent call first):
     assert hung_at("no dump here\n") == ""
 
 
-
 def test_hung_at_names_each_env_worker_dumped_after_the_daemon():
     from tandem.daemons.runtime.stack_dump import WORKER_BEGIN, WORKERS_END
     from tandem.daemons.supervisor.supervisor import hung_at
@@ -246,7 +250,9 @@ Current thread 0x1 (most recent call first):
   File "/srv/old.py", line 1 in stale
 {WORKERS_END}
 """
-    dump = old_worker + f"""Current thread 0x00007f0000000001 (most recent call first):
+    dump = (
+        old_worker
+        + f"""Current thread 0x00007f0000000001 (most recent call first):
   File "/usr/lib/python3.11/multiprocessing/connection.py", line 395 in _recv
   File "/usr/lib/python3.11/multiprocessing/connection.py", line 430 in _recv_bytes
 
@@ -261,9 +267,13 @@ Current thread 0x00007f0000000004 (most recent call first):
 
 {WORKERS_END}
 """
-    assert hung_at(dump) == ("; at /usr/lib/python3.11/multiprocessing/connection.py:395 in _recv"
-                             "; env worker pid 4242 at /srv/game/envs.py:28 in hang_in_init"
-                             "; env worker pid 4243 at /usr/lib/python3.11/multiprocessing/connection.py:395 in _recv")
+    )
+    assert hung_at(dump) == (
+        "; at /usr/lib/python3.11/multiprocessing/connection.py:395 in _recv"
+        "; env worker pid 4242 at /srv/game/envs.py:28 in hang_in_init"
+        "; env worker pid 4243 at /usr/lib/python3.11/multiprocessing/connection.py:395 in _recv"
+    )
+
 
 def test_liveness_timeout_terminates_then_kills_after_grace():
     rec = running_record(now=0.0)

@@ -19,8 +19,10 @@ K, T = 3, 10
 
 
 def config(*overrides: str):
-    return load_config(ROOT / "examples" / "cartpole.toml",
-                       [f"env.num_envs={K}", "env.max_episode_steps=12", f"actors.unroll_length={T}", *overrides])
+    return load_config(
+        ROOT / "examples" / "cartpole.toml",
+        [f"env.num_envs={K}", "env.max_episode_steps=12", f"actors.unroll_length={T}", *overrides],
+    )
 
 
 def batches(vector: str, seed: int = 5, count: int = 4):
@@ -30,6 +32,7 @@ def batches(vector: str, seed: int = 5, count: int = 4):
     api, build = actor_envs(cfg, seed)
     stepping = make_stepping(build(stages.append), api, cfg, "actor-0", seed=seed, incarnation=1)
     try:
+
         def choose(policy, obs, env_index):  # env 0 lets the pole fall (terminated), the others balance it (truncated)
             return np.where(env_index == 0, 0, obs[:, 2] + obs[:, 3] > 0).astype(np.int64), {}
 
@@ -104,8 +107,9 @@ def test_envpool_truncates_and_resets_in_the_same_step():
 
 def play_games(kind: str):
     """Breakout with [env.atari] in 2 envs under a fixed random action sequence, until a game is reported."""
-    cfg = config_from_dict({"env": {"id": "ALE/Breakout-v5", "num_envs": 2, "vector": kind,
-                                    "atari": {"enabled": True}}})
+    cfg = config_from_dict(
+        {"env": {"id": "ALE/Breakout-v5", "num_envs": 2, "vector": kind, "atari": {"enabled": True}}}
+    )
     api, build = actor_envs(cfg, 0)
     group = make_stepping(build(lambda stage: None), api, cfg, "actor-0", seed=0, incarnation=0).group
     rng = np.random.default_rng(0)
@@ -120,8 +124,17 @@ def play_games(kind: str):
     return ends, reported, group.env_steps
 
 
-@pytest.mark.parametrize("kind", ["sync", "ale", pytest.param("envpool", marks=pytest.mark.skipif(
-    importlib.util.find_spec("envpool") is None, reason="envpool is not installed"))])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "sync",
+        "ale",
+        pytest.param(
+            "envpool",
+            marks=pytest.mark.skipif(importlib.util.find_spec("envpool") is None, reason="envpool is not installed"),
+        ),
+    ],
+)
 def test_vector_atari_reports_whole_games_not_lives(kind):
     ends, reported, steps = play_games(kind)
     assert ends >= 5, "the learner saw every lost life of the first game as an episode end"
@@ -133,8 +146,9 @@ def test_vector_atari_reports_whole_games_not_lives(kind):
 
 @pytest.mark.parametrize("kind", ["ale", "envpool"])
 def test_native_atari_vectors_need_env_atari(kind):
-    api, build = actor_envs(config(f"env.vector='{kind}'") if kind == "ale" else
-                            config(f"env.vector='{kind}'", "env.atari.enabled=true"), 0)
+    api, build = actor_envs(
+        config(f"env.vector='{kind}'") if kind == "ale" else config(f"env.vector='{kind}'", "env.atari.enabled=true"), 0
+    )
     with pytest.raises(EnvBuildError, match="env.atari.enabled and an 'ALE/Game-v5' env.id"):
         build(lambda stage: None)
 
@@ -154,18 +168,37 @@ def test_ale_vector_clips_rewards_and_steps_stacked_frames():
 
 
 def test_a_native_vector_whose_observations_the_learner_would_refuse_is_an_error():
-    cfg = config_from_dict({"env": {"id": "ALE/Pong-v5", "num_envs": 2, "vector": "ale",
-                                    "atari": {"enabled": True, "frame_stack": 1}}})
+    cfg = config_from_dict(
+        {"env": {"id": "ALE/Pong-v5", "num_envs": 2, "vector": "ale", "atari": {"enabled": True, "frame_stack": 1}}}
+    )
     api, build = actor_envs(cfg, 0)
     with pytest.raises(EnvBuildError, match=r"shape \(1, 84, 84\) uint8, but the learner expects \(84, 84\)"):
         build(lambda stage: None)
 
 
-@pytest.mark.parametrize("kind", ["", "ale", pytest.param("envpool", marks=pytest.mark.skipif(
-    importlib.util.find_spec("envpool") is None, reason="envpool is not installed"))])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "",
+        "ale",
+        pytest.param(
+            "envpool",
+            marks=pytest.mark.skipif(importlib.util.find_spec("envpool") is None, reason="envpool is not installed"),
+        ),
+    ],
+)
 def test_native_atari_vectors_truncate_games_as_the_loop_does(kind):
-    cfg = config_from_dict({"env": {"id": "ALE/Pong-v5", "num_envs": 2, "vector": kind, "max_episode_steps": 10,
-                                    "atari": {"enabled": True}}})
+    cfg = config_from_dict(
+        {
+            "env": {
+                "id": "ALE/Pong-v5",
+                "num_envs": 2,
+                "vector": kind,
+                "max_episode_steps": 10,
+                "atari": {"enabled": True},
+            }
+        }
+    )
     api, build = actor_envs(cfg, 0)
     group = make_stepping(build(lambda stage: None), api, cfg, "actor-0", seed=0, incarnation=0).group
     try:

@@ -60,8 +60,17 @@ def random_streams(rng, steps, streams):
 
 def run_vtrace(log_rhos, rewards, values, bootstrap, terminated, truncated, gamma, rho_bar, c_bar, lam):
     t = lambda a: torch.as_tensor(np.asarray(a, np.float64))  # noqa: E731
-    out = vtrace(t(log_rhos), t(rewards), t(values[:-1]), t(bootstrap), gamma * (1.0 - t(terminated)),
-                 1.0 - t(terminated | truncated), rho_clip=rho_bar, c_clip=c_bar, lam=lam)
+    out = vtrace(
+        t(log_rhos),
+        t(rewards),
+        t(values[:-1]),
+        t(bootstrap),
+        gamma * (1.0 - t(terminated)),
+        1.0 - t(terminated | truncated),
+        rho_clip=rho_bar,
+        c_clip=c_bar,
+        lam=lam,
+    )
     return out.vs.numpy(), out.pg_advantages.numpy()
 
 
@@ -75,8 +84,18 @@ def test_vtrace_matches_the_reference_sum_with_episode_ends_inside_unrolls(seed)
     vs, adv = run_vtrace(*inputs, gamma, rho_bar, c_bar, lam)
     log_rhos, rewards, values, bootstrap, terminated, truncated = inputs
     for n in range(streams):
-        ref_vs, ref_adv = reference_vtrace(log_rhos[:, n], rewards[:, n], values[:-1, n], bootstrap[:, n],
-                                           terminated[:, n], truncated[:, n], gamma, rho_bar, c_bar, lam)
+        ref_vs, ref_adv = reference_vtrace(
+            log_rhos[:, n],
+            rewards[:, n],
+            values[:-1, n],
+            bootstrap[:, n],
+            terminated[:, n],
+            truncated[:, n],
+            gamma,
+            rho_bar,
+            c_bar,
+            lam,
+        )
         np.testing.assert_allclose(vs[:, n], ref_vs, rtol=1e-10, atol=1e-10)
         np.testing.assert_allclose(adv[:, n], ref_adv, rtol=1e-10, atol=1e-10)
 
@@ -99,8 +118,9 @@ def test_on_policy_vtrace_is_the_n_step_return_to_the_episode_or_unroll_end(seed
     rng = np.random.default_rng(100 + seed)
     steps, streams, gamma = 12, 5, 0.9
     _, rewards, values, bootstrap, terminated, truncated = random_streams(rng, steps, streams)
-    vs, adv = run_vtrace(np.zeros((steps, streams)), rewards, values, bootstrap, terminated, truncated,
-                         gamma, 1.0, 1.0, 1.0)
+    vs, adv = run_vtrace(
+        np.zeros((steps, streams)), rewards, values, bootstrap, terminated, truncated, gamma, 1.0, 1.0, 1.0
+    )
     for n in range(streams):
         for s in range(steps):
             ret, discount, t = 0.0, 1.0, s
@@ -117,7 +137,9 @@ def test_on_policy_vtrace_is_the_n_step_return_to_the_episode_or_unroll_end(seed
     # and the advantages are the one-step TD errors on those targets
     for n in range(streams):
         for t in range(steps):
-            after = 0.0 if terminated[t, n] else (bootstrap[t, n] if truncated[t, n] or t == steps - 1 else vs[t + 1, n])
+            after = (
+                0.0 if terminated[t, n] else (bootstrap[t, n] if truncated[t, n] or t == steps - 1 else vs[t + 1, n])
+            )
             assert adv[t, n] == pytest.approx(rewards[t, n] + gamma * after - values[t, n], abs=1e-9)
 
 

@@ -51,7 +51,7 @@ class NotifyListener:
         """Let `duration_s` pass while the reader collects."""
         time.sleep(duration_s)
 
-    def wait_for(self, fragment: str, timeout_s: float, procs=None) -> float:
+    def wait_for(self, fragment: str, timeout_s: float, procs=None) -> float:  # noqa: F811 - not the fixture
         """When a message containing `fragment` arrived (waiting at most `timeout_s`)."""
         deadline = time.monotonic() + timeout_s
         while True:

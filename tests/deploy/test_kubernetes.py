@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import shlex
-from pathlib import Path
 
 import click
 import pytest
@@ -14,7 +13,9 @@ from tandem.client.cli import cli as tandem_cli
 from tandem.daemons.config import load_config
 from tests.system.harness import ROOT
 
-kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="the test extra kubernetes-validate is not installed")
+kubernetes_validate = pytest.importorskip(
+    "kubernetes_validate", reason="the test extra kubernetes-validate is not installed"
+)
 
 MANIFESTS = ROOT / "deploy" / "kubernetes"
 KUBERNETES_VERSION = "1.30"  # the oldest release still supported when these were written
@@ -30,8 +31,12 @@ def documents() -> list[dict]:
 
 
 def containers(kind: str | None = None) -> list[dict]:
-    return [c for doc in documents() if doc["kind"] in ("Deployment", "StatefulSet") and kind in (None, doc["metadata"]["name"])
-            for c in doc["spec"]["template"]["spec"]["containers"]]
+    return [
+        c
+        for doc in documents()
+        if doc["kind"] in ("Deployment", "StatefulSet") and kind in (None, doc["metadata"]["name"])
+        for c in doc["spec"]["template"]["spec"]["containers"]
+    ]
 
 
 def tandem_args(container: dict) -> list[str]:

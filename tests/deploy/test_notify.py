@@ -1,8 +1,7 @@
-"""Real daemons talk to a fake systemd notify socket: READY, WATCHDOG cadence, STATUS, STOPPING; a stuck loop goes silent."""
+"""Real daemons and a fake systemd notify socket: READY, WATCHDOG cadence, STATUS, STOPPING; a stuck loop is silent."""
 
 from __future__ import annotations
 
-import json
 import signal
 import statistics
 import subprocess
@@ -37,7 +36,9 @@ def test_learner_and_actor_notify_systemd_without_a_supervisor(tmp_path, procs, 
     ready = learner_sock.wait_for("READY=1", 60, procs)
     learner_sock.pump(2.0)  # its main loop, idle: no actor yet
     check_watchdog_cadence(learner_sock, ready)
-    assert any(m.startswith("STATUS=running") and "version" in m for _, m in learner_sock.messages), learner_sock.messages
+    assert any(m.startswith("STATUS=running") and "version" in m for _, m in learner_sock.messages), (
+        learner_sock.messages
+    )
 
     actor = procs.start("actor", "actor", str(config), "--index", "0", env=notify_env(actor_sock))
     actor_ready = actor_sock.wait_for("READY=1", 60, procs)
@@ -72,7 +73,9 @@ def test_learner_and_actor_notify_systemd_without_a_supervisor(tmp_path, procs, 
 
 
 def test_supervisor_without_children_notifies_and_watches_daemons_started_elsewhere(tmp_path, procs, notify_socket):
-    _, config = write_config(tmp_path, FAST + ["supervisor.heartbeat_interval_s=0.2", "supervisor.liveness_timeout_s=2.0"])
+    _, config = write_config(
+        tmp_path, FAST + ["supervisor.heartbeat_interval_s=0.2", "supervisor.liveness_timeout_s=2.0"]
+    )
     sup_sock = notify_socket("s")
     sup = procs.start("supervisor", "supervise", str(config), "--no-children", env=notify_env(sup_sock))
     sup_sock.wait_for("READY=1", 30, procs)
@@ -105,8 +108,13 @@ def test_supervisor_without_children_notifies_and_watches_daemons_started_elsewh
 
 
 def check_supervised(procs, sup, sup_sock, actor, endpoint, wait_rows) -> None:
-    rows = wait_rows(lambda r: all(r.get(n, {}).get("stage") == "running" and r[n]["state"] == "REMOTE"
-                                   for n in ("learner-default", "actor-0")), 60, "learner and actor running")
+    rows = wait_rows(
+        lambda r: all(
+            r.get(n, {}).get("stage") == "running" and r[n]["state"] == "REMOTE" for n in ("learner-default", "actor-0")
+        ),
+        60,
+        "learner and actor running",
+    )
     assert rows["actor-0"]["pid"] == actor.pid
     sup_sock.pump(1.0)
     assert any(m.startswith("STATUS=supervising") for _, m in sup_sock.messages), sup_sock.messages
@@ -120,8 +128,13 @@ def check_supervised(procs, sup, sup_sock, actor, endpoint, wait_rows) -> None:
         actor.send_signal(signal.SIGCONT)
 
     procs.expected_dead.add("supervisor")
-    stop = subprocess.run([sys.executable, "-m", "tandem", "stop", "--endpoint", endpoint],
-                          capture_output=True, text=True, timeout=30, cwd=ROOT)
+    stop = subprocess.run(
+        [sys.executable, "-m", "tandem", "stop", "--endpoint", endpoint],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=ROOT,
+    )
     assert stop.returncode == 0 and "keep running" in stop.stdout, stop
     sup_sock.wait_for("STOPPING=1", 10)
     assert sup.wait(timeout=15) == 0

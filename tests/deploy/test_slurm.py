@@ -66,29 +66,64 @@ class SlurmNode:
     def start(self) -> str | None:
         """None when the node is up and idle, else why it could not start."""
         r = self.root
-        made = subprocess.run(["mungekey", "--create", f"--keyfile={r}/munge.key"], capture_output=True, text=True,
-                              timeout=30)
+        made = subprocess.run(
+            ["mungekey", "--create", f"--keyfile={r}/munge.key"], capture_output=True, text=True, timeout=30
+        )
         if made.returncode != 0:
             return f"mungekey failed: {made.stderr.strip()}"
-        self._spawn("munged", ["munged", "--force", "--foreground", f"--socket={r}/munge.sock", f"--key-file={r}/munge.key",
-                               f"--log-file={r}/munged.log", f"--pid-file={r}/munged.pid", f"--seed-file={r}/munged.seed"])
+        self._spawn(
+            "munged",
+            [
+                "munged",
+                "--force",
+                "--foreground",
+                f"--socket={r}/munge.sock",
+                f"--key-file={r}/munge.key",
+                f"--log-file={r}/munged.log",
+                f"--pid-file={r}/munged.pid",
+                f"--seed-file={r}/munged.seed",
+            ],
+        )
         if not wait_until(lambda: (r / "munge.sock").exists(), 10):
             return f"munged did not start: {self._tail('munged')}"
         ctld, slurmd = free_ports(1), free_ports(1)
         host = socket.gethostname()
-        self.conf.write_text("\n".join([
-            "ClusterName=tandemtest", f"SlurmctldHost={host}(127.0.0.1)", f"SlurmctldPort={ctld}", f"SlurmdPort={slurmd}",
-            "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge", f"AuthInfo=socket={r}/munge.sock",
-            "CredType=cred/munge", f"StateSaveLocation={r}/state", f"SlurmdSpoolDir={r}/spool",
-            f"SlurmctldPidFile={r}/slurmctld.pid", f"SlurmdPidFile={r}/slurmd.pid",
-            f"SlurmctldLogFile={r}/slurmctld.log", f"SlurmdLogFile={r}/slurmd.log",
-            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SchedulerType=sched/builtin",
-            "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "MpiDefault=none", "ReturnToService=2",
-            "JobCompType=jobcomp/none", "AccountingStorageType=accounting_storage/none",
-            "JobAcctGatherType=jobacct_gather/none", "KillWait=5",
-            f"NodeName={host} NodeAddr=127.0.0.1 CPUs={os.cpu_count() or 2} RealMemory=4000 State=UNKNOWN",
-            # Jobs share the cores: the learner and two actors are more tasks than this machine has cores.
-            "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:8", ""]))
+        self.conf.write_text(
+            "\n".join(
+                [
+                    "ClusterName=tandemtest",
+                    f"SlurmctldHost={host}(127.0.0.1)",
+                    f"SlurmctldPort={ctld}",
+                    f"SlurmdPort={slurmd}",
+                    "SlurmUser=root",
+                    "SlurmdUser=root",
+                    "AuthType=auth/munge",
+                    f"AuthInfo=socket={r}/munge.sock",
+                    "CredType=cred/munge",
+                    f"StateSaveLocation={r}/state",
+                    f"SlurmdSpoolDir={r}/spool",
+                    f"SlurmctldPidFile={r}/slurmctld.pid",
+                    f"SlurmdPidFile={r}/slurmd.pid",
+                    f"SlurmctldLogFile={r}/slurmctld.log",
+                    f"SlurmdLogFile={r}/slurmd.log",
+                    "ProctrackType=proctrack/linuxproc",
+                    "TaskPlugin=task/none",
+                    "SchedulerType=sched/builtin",
+                    "SelectType=select/cons_tres",
+                    "SelectTypeParameters=CR_Core",
+                    "MpiDefault=none",
+                    "ReturnToService=2",
+                    "JobCompType=jobcomp/none",
+                    "AccountingStorageType=accounting_storage/none",
+                    "JobAcctGatherType=jobacct_gather/none",
+                    "KillWait=5",
+                    f"NodeName={host} NodeAddr=127.0.0.1 CPUs={os.cpu_count() or 2} RealMemory=4000 State=UNKNOWN",
+                    # Jobs share the cores: the learner and two actors are more tasks than this machine has cores.
+                    "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:8",
+                    "",
+                ]
+            )
+        )
         self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf)])
         self._spawn("slurmd", ["slurmd", "-D", "-f", str(self.conf)])
 
@@ -102,8 +137,9 @@ class SlurmNode:
 
     def _spawn(self, name: str, args: list[str]) -> None:
         out = (self.root / f"{name}.out").open("w")
-        self.procs.append(subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=self.env,
-                                           start_new_session=True))
+        self.procs.append(
+            subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+        )
 
     def _tail(self, name: str) -> str:
         text = ""
@@ -114,14 +150,16 @@ class SlurmNode:
         return text.strip()
 
     def sbatch(self, *args: str, env: dict[str, str]) -> str:
-        done = subprocess.run(["sbatch", "--parsable", *args], capture_output=True, text=True,
-                              env={**self.env, **env}, timeout=30)
+        done = subprocess.run(
+            ["sbatch", "--parsable", *args], capture_output=True, text=True, env={**self.env, **env}, timeout=30
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout.strip().split(";")[0]
 
     def queue(self) -> str:
-        return subprocess.run(["squeue", "-h", "-o", "%i %T %j"], capture_output=True, text=True, env=self.env,
-                              timeout=10).stdout
+        return subprocess.run(
+            ["squeue", "-h", "-o", "%i %T %j"], capture_output=True, text=True, env=self.env, timeout=10
+        ).stdout
 
     def stop(self) -> None:
         subprocess.run(["scancel", "--user=root"], capture_output=True, env=self.env, timeout=30)
@@ -134,8 +172,10 @@ class SlurmNode:
 def slurm_node():
     missing = [b for b in BINARIES if shutil.which(b) is None]
     if missing:
-        pytest.skip(f"Slurm is not installed here (missing {', '.join(missing)}; Debian: apt-get install slurmctld "
-                    "slurmd slurm-client munge)")
+        pytest.skip(
+            f"Slurm is not installed here (missing {', '.join(missing)}; Debian: apt-get install slurmctld "
+            "slurmd slurm-client munge)"
+        )
     if os.geteuid() != 0:
         pytest.skip("starting slurmctld and slurmd for a test needs root")
     with tempfile.TemporaryDirectory(prefix="tdm-slurm-", dir="/tmp") as directory:  # munge's socket path stays short
@@ -150,26 +190,58 @@ def slurm_node():
 
 
 def test_the_sbatch_scripts_run_a_learner_and_an_actor_array_that_train(tmp_path, slurm_node):
-    config, config_path = write_config(tmp_path, ["actors.count=2", "transport.host='127.0.0.1'", "eval.enabled=false",
-                                                  "learner.replay_min_size=200", "stop.seconds=600"])
+    config, config_path = write_config(
+        tmp_path,
+        [
+            "actors.count=2",
+            "transport.host='127.0.0.1'",
+            "eval.enabled=false",
+            "learner.replay_min_size=200",
+            "stop.seconds=600",
+        ],
+    )
     control = f"tcp://127.0.0.1:{config.transport.control_port}"
     supervisor_log = (tmp_path / "supervisor.log").open("w")
-    supervisor = subprocess.Popen([sys.executable, "-m", "tandem", "supervise", str(config_path), "--no-children"],
-                                  stdout=supervisor_log, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True,
-                                  env={**os.environ, "PYTHONPATH": str(ROOT)})
+    supervisor = subprocess.Popen(
+        [sys.executable, "-m", "tandem", "supervise", str(config_path), "--no-children"],
+        stdout=supervisor_log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+        start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     ctx = sockets.new_context()
     channel = ControlChannel(ctx, control)
     pids: set[int] = set()
     try:
         # The jobs find `tandem` on the PATH they were submitted with (--export=ALL, as deploy/README.md shows).
-        job_env = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT),
-                   "TANDEM_CONFIG": str(config_path), "TANDEM_CONTROL": control, "LEARNER_ADDR": "127.0.0.1",
-                   "LEARNER_PORT": str(free_ports(3)), "DEVICE": "cpu", "OMP_NUM_THREADS": "1"}
+        job_env = {
+            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+            "PYTHONPATH": str(ROOT),
+            "TANDEM_CONFIG": str(config_path),
+            "TANDEM_CONTROL": control,
+            "LEARNER_ADDR": "127.0.0.1",
+            "LEARNER_PORT": str(free_ports(3)),
+            "DEVICE": "cpu",
+            "OMP_NUM_THREADS": "1",
+        }
         # Command-line options override the scripts' #SBATCH lines: no GPU and less memory on this machine.
-        slurm_node.sbatch("--gres=none", "--mem=1500M", "--cpus-per-task=1", f"--output={tmp_path}/learner-%j.out",
-                          str(ROOT / "deploy" / "slurm" / "learner.sbatch"), env=job_env)
-        slurm_node.sbatch("--array=0-1", "--mem=1000M", "--cpus-per-task=1", f"--output={tmp_path}/actor-%a.out",
-                          str(ROOT / "deploy" / "slurm" / "actors.sbatch"), env=job_env)
+        slurm_node.sbatch(
+            "--gres=none",
+            "--mem=1500M",
+            "--cpus-per-task=1",
+            f"--output={tmp_path}/learner-%j.out",
+            str(ROOT / "deploy" / "slurm" / "learner.sbatch"),
+            env=job_env,
+        )
+        slurm_node.sbatch(
+            "--array=0-1",
+            "--mem=1000M",
+            "--cpus-per-task=1",
+            f"--output={tmp_path}/actor-%a.out",
+            str(ROOT / "deploy" / "slurm" / "actors.sbatch"),
+            env=job_env,
+        )
 
         def status() -> dict:
             try:
@@ -189,8 +261,10 @@ def test_the_sbatch_scripts_run_a_learner_and_an_actor_array_that_train(tmp_path
             time.sleep(1)
         else:
             logs = {p.name: p.read_text()[-600:] for p in tmp_path.glob("*.out")}
-            raise AssertionError(f"no training within {TRAIN_S} s: queue {slurm_node.queue()!r}, "
-                                 f"status {[(r['name'], r['state'], r['stage']) for r in data['processes']]}, logs {logs}")
+            raise AssertionError(
+                f"no training within {TRAIN_S} s: queue {slurm_node.queue()!r}, "
+                f"status {[(r['name'], r['state'], r['stage']) for r in data['processes']]}, logs {logs}"
+            )
         rows = {r["name"]: r for r in data["processes"]}
         assert {"learner-default", "actor-0", "actor-1"} <= set(rows)
         assert all(rows[name]["state"] == "REMOTE" for name in ("learner-default", "actor-0", "actor-1")), rows

@@ -1,4 +1,4 @@
-"""The systemd units in deploy/systemd: they verify cleanly, keep the settings the design asks for, and stay sandboxed."""
+"""The systemd units in deploy/systemd verify cleanly, keep the settings the design asks for, and stay sandboxed."""
 
 from __future__ import annotations
 
@@ -17,15 +17,33 @@ INSTALLED_TANDEM = "/opt/tandem/.venv/bin/tandem"
 # Overall exposure (systemd-analyze security, tenths: 15 = 1.5) no unit may exceed; deploy/README.md has each score.
 SECURITY_THRESHOLD = 15
 # unit file -> the unit name checked (templates as one instance)
-UNITS = {"tandem-supervisor.service": "tandem-supervisor.service", "tandem-learner@.service": "tandem-learner@default.service",
-         "tandem-actor@.service": "tandem-actor@0.service", "tandem-evaluator.service": "tandem-evaluator.service",
-         "tandem.target": "tandem.target"}
+UNITS = {
+    "tandem-supervisor.service": "tandem-supervisor.service",
+    "tandem-learner@.service": "tandem-learner@default.service",
+    "tandem-actor@.service": "tandem-actor@0.service",
+    "tandem-evaluator.service": "tandem-evaluator.service",
+    "tandem.target": "tandem.target",
+}
 SERVICES = [u for u in UNITS if u.endswith(".service")]
-REQUIRED = ["Type=notify", "NotifyAccess=main", "Restart=on-failure", "NoNewPrivileges=yes", "ProtectSystem=strict",
-            "ProtectHome=yes", "PrivateTmp=yes", "UMask=0077", "ProtectKernelTunables=yes", "ProtectKernelModules=yes",
-            "ProtectKernelLogs=yes", "ProtectControlGroups=yes", "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6",
-            "SystemCallFilter=@system-service", "CapabilityBoundingSet=", "ReadWritePaths=/var/lib/tandem",
-            "EnvironmentFile=/etc/tandem/tandem.env"]
+REQUIRED = [
+    "Type=notify",
+    "NotifyAccess=main",
+    "Restart=on-failure",
+    "NoNewPrivileges=yes",
+    "ProtectSystem=strict",
+    "ProtectHome=yes",
+    "PrivateTmp=yes",
+    "UMask=0077",
+    "ProtectKernelTunables=yes",
+    "ProtectKernelModules=yes",
+    "ProtectKernelLogs=yes",
+    "ProtectControlGroups=yes",
+    "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6",
+    "SystemCallFilter=@system-service",
+    "CapabilityBoundingSet=",
+    "ReadWritePaths=/var/lib/tandem",
+    "EnvironmentFile=/etc/tandem/tandem.env",
+]
 REQUIRED_KEYS = ["RestartSec", "WatchdogSec", "MemoryMax", "TimeoutStopSec", "StartLimitBurst", "StartLimitIntervalSec"]
 
 analyze = shutil.which("systemd-analyze")
@@ -77,16 +95,26 @@ def unit_copies(tmp_path_factory) -> Path:
 @needs_analyze
 @pytest.mark.parametrize("name", list(UNITS.values()))
 def test_unit_verifies_cleanly(unit_copies, name):
-    result = subprocess.run([analyze, "verify", "--man=no", "--recursive-errors=yes", str(unit_copies / name)],
-                            capture_output=True, text=True, timeout=60, cwd=unit_copies)
+    result = subprocess.run(
+        [analyze, "verify", "--man=no", "--recursive-errors=yes", str(unit_copies / name)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=unit_copies,
+    )
     assert result.returncode == 0 and not result.stderr.strip(), result.stderr
 
 
 @needs_analyze
 @pytest.mark.parametrize("name", [n for n in UNITS.values() if n.endswith(".service")])
 def test_unit_exposure_is_under_the_threshold(unit_copies, name):
-    result = subprocess.run([analyze, "security", "--offline=yes", f"--threshold={SECURITY_THRESHOLD}",
-                             str(unit_copies / name)], capture_output=True, text=True, timeout=60, cwd=unit_copies)
+    result = subprocess.run(
+        [analyze, "security", "--offline=yes", f"--threshold={SECURITY_THRESHOLD}", str(unit_copies / name)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=unit_copies,
+    )
     score = re.search(r"Overall exposure level for \S+: (\d+\.\d)", result.stdout)
     assert score is not None, result.stdout + result.stderr
     print(f"{name}: exposure {score.group(1)}")

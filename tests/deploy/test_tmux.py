@@ -12,9 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tandem.daemons.config import load_config, render_toml
 from tandem.daemons.runtime.control_channel import ControlChannel, ControlTimeout
 from tandem.protocol import sockets
-from tandem.daemons.config import load_config, render_toml
 from tests.system.harness import ROOT
 
 LAUNCHER = ROOT / "deploy" / "tmux" / "tandem-tmux"
@@ -61,34 +61,68 @@ def test_tmux_launcher_starts_and_stops_a_run(tmp_path):
     # Every port 0, as a user's config has them: the supervisor picks its control port and writes it to
     # RUN_DIR/endpoint, the learner binds free ports and registers them, the actor looks them up.
     config = tmp_path / "config.toml"
-    config.write_text(render_toml(load_config(ROOT / "examples" / "cartpole.toml", [
-        f"run.dir='{tmp_path}/run'", "actors.count=1", "env.num_envs=2", "eval.enabled=false",
-        "supervisor.heartbeat_interval_s=0.2"])))
+    config.write_text(
+        render_toml(
+            load_config(
+                ROOT / "examples" / "cartpole.toml",
+                [
+                    f"run.dir='{tmp_path}/run'",
+                    "actors.count=1",
+                    "env.num_envs=2",
+                    "eval.enabled=false",
+                    "supervisor.heartbeat_interval_s=0.2",
+                ],
+            )
+        )
+    )
     sock = tmp_path / "tmux.sock"
     base = [sys.executable, str(LAUNCHER), "-S", str(sock), "--tandem", tandem_command()]
     session = "tandem-test"
     try:
-        started = subprocess.run([*base, "start", str(config), session], capture_output=True, text=True, timeout=120,
-                                 cwd=tmp_path)
+        started = subprocess.run(
+            [*base, "start", str(config), session], capture_output=True, text=True, timeout=120, cwd=tmp_path
+        )
         assert started.returncode == 0, started.stderr
-        windows = subprocess.run(["tmux", "-S", str(sock), "list-panes", "-s", "-t", session, "-F",
-                                  "#{window_name} #{pane_pid}"], capture_output=True, text=True, timeout=10).stdout
+        windows = subprocess.run(
+            ["tmux", "-S", str(sock), "list-panes", "-s", "-t", session, "-F", "#{window_name} #{pane_pid}"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout
         pids = dict(line.split() for line in windows.splitlines())
         assert set(pids) == {"supervisor", "learner-default", "actor-0", "status"}, windows
-        server = int(subprocess.run(["tmux", "-S", str(sock), "display-message", "-p", "#{pid}"],
-                                    capture_output=True, text=True, timeout=10).stdout)
+        server = int(
+            subprocess.run(
+                ["tmux", "-S", str(sock), "display-message", "-p", "#{pid}"], capture_output=True, text=True, timeout=10
+            ).stdout
+        )
 
         endpoint = (tmp_path / "run" / "endpoint").read_text().strip()
         rows = wait_running(endpoint, ["learner-default", "actor-0"], 90)
         assert rows["actor-0"]["pid"] == int(pids["actor-0"])  # the window runs the daemon itself (exec)
-        status = subprocess.run([*tandem_command().split(), "status", "--json", "--endpoint", endpoint],
-                                capture_output=True, text=True, timeout=60)
-        assert {r["name"]: r["stage"] for r in json.loads(status.stdout)["processes"]} == \
-            {"learner-default": "running", "actor-0": "running"}
+        status = subprocess.run(
+            [*tandem_command().split(), "status", "--json", "--endpoint", endpoint],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert {r["name"]: r["stage"] for r in json.loads(status.stdout)["processes"]} == {
+            "learner-default": "running",
+            "actor-0": "running",
+        }
 
-        debug = "".join(subprocess.run(["tmux", "-S", str(sock), "capture-pane", "-p", "-t", f"{session}:{w}"],
-                                       capture_output=True, text=True, timeout=10).stdout for w in ("learner-default", "actor-0"))
-        stopped = subprocess.run([*base, "stop", session, "--timeout", "20"], capture_output=True, text=True, timeout=90)
+        debug = "".join(
+            subprocess.run(
+                ["tmux", "-S", str(sock), "capture-pane", "-p", "-t", f"{session}:{w}"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout
+            for w in ("learner-default", "actor-0")
+        )
+        stopped = subprocess.run(
+            [*base, "stop", session, "--timeout", "20"], capture_output=True, text=True, timeout=90
+        )
         assert stopped.returncode == 0 and "SIGKILL" not in stopped.stdout, stopped.stdout + stopped.stderr + debug
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and (ours(tmp_path) or psutil.pid_exists(server)):
@@ -108,8 +142,22 @@ def test_tmux_launcher_starts_and_stops_a_run(tmp_path):
 
 def test_tmux_launcher_reports_a_bad_config_in_one_line(tmp_path):
     sock = tmp_path / "tmux.sock"
-    result = subprocess.run([sys.executable, str(LAUNCHER), "-S", str(sock), "--tandem", tandem_command(), "start",
-                             str(tmp_path / "missing.toml")], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(LAUNCHER),
+            "-S",
+            str(sock),
+            "--tandem",
+            tandem_command(),
+            "start",
+            str(tmp_path / "missing.toml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert result.returncode == 1 and result.stderr.startswith("error:") and "Traceback" not in result.stderr
     assert not sock.exists()  # no tmux server was started
 
@@ -119,8 +167,14 @@ def test_tmux_launcher_finds_tandem_beside_its_python_without_path(tmp_path):
         pytest.skip("no tandem script beside this Python (not a venv install)")
     sock = tmp_path / "tmux.sock"
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}  # a shell where the venv is not activated
-    result = subprocess.run([sys.executable, str(LAUNCHER), "-S", str(sock), "start", str(tmp_path / "missing.toml")],
-                            capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    result = subprocess.run(
+        [sys.executable, str(LAUNCHER), "-S", str(sock), "start", str(tmp_path / "missing.toml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
     # tandem itself ran (it is the one saying the file is missing), rather than "could not run tandem"
     assert result.returncode == 1 and "missing.toml" in result.stderr, result.stderr
     assert "could not run" not in result.stderr and "cannot find tandem" not in result.stderr, result.stderr

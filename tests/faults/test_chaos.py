@@ -16,8 +16,14 @@ from tests.system.harness import ROOT
 def chaos(tmp_path, only: str, timeout_s: float) -> dict:
     """Run `tandem chaos --quick --only ONLY` (in its own session, killed whole if it overruns); its document."""
     out = tmp_path / "chaos.json"
-    proc = subprocess.Popen([sys.executable, "-m", "tandem", "chaos", "--quick", "--only", only, "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tandem", "chaos", "--quick", "--only", only, "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        start_new_session=True,
+    )
     try:
         stdout, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -26,7 +32,9 @@ def chaos(tmp_path, only: str, timeout_s: float) -> dict:
         pytest.fail(f"tandem chaos --only {only} ran past {timeout_s} s:\n{stderr[-3000:]}")
     record = json.loads(out.read_text())
     assert json.loads(stdout) == record
-    failed = {n: (r.get("failed"), r.get("error"), r["figures"]) for n, r in record["drills"].items() if r["ok"] is False}
+    failed = {
+        n: (r.get("failed"), r.get("error"), r["figures"]) for n, r in record["drills"].items() if r["ok"] is False
+    }
     assert not failed, failed
     assert proc.returncode == 0, stderr[-3000:]
     assert set(record["drills"]) == set(only.split(","))
@@ -63,6 +71,11 @@ def test_leak_recycles_tandem_stop_and_a_full_disk(tmp_path):
 
 
 def test_an_unknown_drill_is_a_usage_error_naming_it():
-    result = subprocess.run([sys.executable, "-m", "tandem", "chaos", "--only", "actor_kill,nonsense"],
-                            capture_output=True, text=True, cwd=ROOT, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "tandem", "chaos", "--only", "actor_kill,nonsense"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert result.returncode == 2 and "nonsense" in result.stderr

@@ -8,8 +8,16 @@ from tandem.protocol import ControlReply, ControlRequest, Heartbeat, TransitionB
 from tandem.protocol.game import GameAction, GameBye, GameError, GameHello, GameSpaces, GameStep, GameWelcome
 
 
-def unroll(steps: int = 5, envs: int = 3, obs_shape=(4,), obs_dtype="<f4", ends=(), seed: int = 0,
-           extras: bool = False, seq: int = 0) -> TransitionBatch:
+def unroll(
+    steps: int = 5,
+    envs: int = 3,
+    obs_shape=(4,),
+    obs_dtype="<f4",
+    ends=(),
+    seed: int = 0,
+    extras: bool = False,
+    seq: int = 0,
+) -> TransitionBatch:
     """An unroll whose episodes end where `ends` says: a list of (t, k, 'terminated' | 'truncated')."""
     rng = np.random.default_rng(seed)
     obs = (rng.random((steps + 1, envs, *obs_shape)) * 100).astype(obs_dtype)
@@ -20,10 +28,19 @@ def unroll(steps: int = 5, envs: int = 3, obs_shape=(4,), obs_dtype="<f4", ends=
     final_obs = (rng.random((int(truncated.sum()), *obs_shape)) * 100).astype(obs_dtype)
     extra = {"logits": rng.standard_normal((steps, envs, 2)).astype("<f4")} if extras else {}
     return TransitionBatch(
-        policy_id="default", actor_id="actor-0", incarnation=7, seq=seq, policy_version=3, env_steps=1234,
-        obs=obs, actions=rng.integers(0, 2, (steps, envs)).astype("<i8"),
-        rewards=rng.standard_normal((steps, envs)).astype("<f4"), terminated=terminated, truncated=truncated,
-        final_obs=final_obs, extras=extra,
+        policy_id="default",
+        actor_id="actor-0",
+        incarnation=7,
+        seq=seq,
+        policy_version=3,
+        env_steps=1234,
+        obs=obs,
+        actions=rng.integers(0, 2, (steps, envs)).astype("<i8"),
+        rewards=rng.standard_normal((steps, envs)).astype("<f4"),
+        terminated=terminated,
+        truncated=truncated,
+        final_obs=final_obs,
+        extras=extra,
     )
 
 
@@ -38,9 +55,20 @@ def every_kind() -> list:
         unroll(ends=[(1, 0, "terminated"), (3, 2, "truncated")], extras=True),
         blob(),
         WeightRequest("default", have_version=4, requester="actor-1"),
-        Heartbeat(role="actor", name="actor-1", pid=123, host="box", incarnation=2, seq=9, stage="running",
-                  stage_elapsed_s=1.5, counters={"env_steps": 100, "fps": 1234.5}, rss_bytes=1 << 20,
-                  cpu_percent=50.0, error=""),
+        Heartbeat(
+            role="actor",
+            name="actor-1",
+            pid=123,
+            host="box",
+            incarnation=2,
+            seq=9,
+            stage="running",
+            stage_elapsed_s=1.5,
+            counters={"env_steps": 100, "fps": 1234.5},
+            rss_bytes=1 << 20,
+            cpu_percent=50.0,
+            error="",
+        ),
         ControlRequest(request_id=1, command="status", args={"verbose": True, "names": ["a", "b"]}),
         ControlReply(request_id=1, ok=False, code="unknown_command", message="no such command", data={"x": [1, 2.5]}),
         *game_kinds(),
@@ -49,6 +77,11 @@ def every_kind() -> list:
 
 def game_kinds() -> list:
     spaces = GameSpaces((4,), "<f4", "discrete", 2, (), "<i8")
-    return [GameHello(1, "pong", 2, spaces), GameWelcome(1, [3, 4], spaces, 10.0, "actor-0"),
-            GameStep(2, 3, np.arange(4, dtype="<f4"), 0.5, True, False), GameAction(2, 3, 7, np.array([1], "<i8")),
-            GameError(2, "bad_obs", "obs must be <f4 [4]", False), GameBye(5, "quit")]
+    return [
+        GameHello(1, "pong", 2, spaces),
+        GameWelcome(1, [3, 4], spaces, 10.0, "actor-0"),
+        GameStep(2, 3, np.arange(4, dtype="<f4"), 0.5, True, False),
+        GameAction(2, 3, 7, np.array([1], "<i8")),
+        GameError(2, "bad_obs", "obs must be <f4 [4]", False),
+        GameBye(5, "quit"),
+    ]

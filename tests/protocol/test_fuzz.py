@@ -18,7 +18,12 @@ DECODERS = [decode, *(cls.from_frames for cls in MESSAGE_TYPES.values())]
 fuzz = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 msgpack_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats() | st.text(max_size=20) | st.binary(max_size=20),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats()
+    | st.text(max_size=20)
+    | st.binary(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=12,
 )
@@ -75,8 +80,8 @@ def test_truncated_and_bit_flipped_bytes(frames, data):
         pos = data.draw(st.integers(0, len(frame) - 1))
         frame[pos] ^= 1 << data.draw(st.integers(0, 7))
     else:
-        del frame[data.draw(st.integers(0, len(frame))):]
-    only_protocol_errors(frames[:index] + [bytes(frame)] + frames[index + 1:])
+        del frame[data.draw(st.integers(0, len(frame))) :]
+    only_protocol_errors(frames[:index] + [bytes(frame)] + frames[index + 1 :])
 
 
 def array_headers():
@@ -84,7 +89,9 @@ def array_headers():
     return header, VALID_FRAMES[1][1:]
 
 
-@pytest.mark.parametrize("shape", [[2**40, 2**40], [2**40] * 8, [2**31, 2**31, 4], [-1], [1.5], ["3"], [0, 2**40, 2**40], [1] * 9])
+@pytest.mark.parametrize(
+    "shape", [[2**40, 2**40], [2**40] * 8, [2**31, 2**31, 4], [-1], [1.5], ["3"], [0, 2**40, 2**40], [1] * 9]
+)
 def test_huge_or_bad_declared_shapes_are_refused_without_allocating(shape):
     header, arrays = array_headers()
     header["arrays"][0]["shape"] = shape
@@ -94,7 +101,9 @@ def test_huge_or_bad_declared_shapes_are_refused_without_allocating(shape):
         decode(frames)
 
 
-@pytest.mark.parametrize("dtype", ["|O", "O", "<V8", "[('a', '<f4')]", ">f4", "<M8[s]", "<U4", "|S4", "<c8", "float32", ""])
+@pytest.mark.parametrize(
+    "dtype", ["|O", "O", "<V8", "[('a', '<f4')]", ">f4", "<M8[s]", "<U4", "|S4", "<c8", "float32", ""]
+)
 def test_forbidden_dtypes_are_named(dtype):
     header, arrays = array_headers()
     header["arrays"][0]["dtype"] = dtype

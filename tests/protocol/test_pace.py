@@ -1,4 +1,4 @@
-"""The weight blob's optional insert budget (`pace_per_s`, `pace_streams`, `pace_credit`): round trip, absence, bad values."""
+"""The weight blob's optional budget (`pace_per_s`, `pace_streams`, `pace_credit`): round trip, absence, bad values."""
 
 from __future__ import annotations
 
@@ -51,13 +51,28 @@ def test_an_integer_rate_is_a_number():
     assert back.pace_per_s == 500.0 and isinstance(back.pace_per_s, float)
 
 
-@pytest.mark.parametrize("key,value", [
-    ("pace_per_s", -1.0), ("pace_per_s", math.nan), ("pace_per_s", math.inf), ("pace_per_s", 1e13),
-    ("pace_per_s", "fast"), ("pace_per_s", True), ("pace_per_s", [1.0]),
-    ("pace_streams", -1), ("pace_streams", 1.5), ("pace_streams", True), ("pace_streams", 1 << 21),
-    ("pace_streams", "2"),
-    ("pace_credit", -1), ("pace_credit", 2.0), ("pace_credit", True), ("pace_credit", (1 << 40) + 1), ("pace_credit", "8"),
-])
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("pace_per_s", -1.0),
+        ("pace_per_s", math.nan),
+        ("pace_per_s", math.inf),
+        ("pace_per_s", 1e13),
+        ("pace_per_s", "fast"),
+        ("pace_per_s", True),
+        ("pace_per_s", [1.0]),
+        ("pace_streams", -1),
+        ("pace_streams", 1.5),
+        ("pace_streams", True),
+        ("pace_streams", 1 << 21),
+        ("pace_streams", "2"),
+        ("pace_credit", -1),
+        ("pace_credit", 2.0),
+        ("pace_credit", True),
+        ("pace_credit", (1 << 40) + 1),
+        ("pace_credit", "8"),
+    ],
+)
 def test_bad_values_are_protocol_errors_naming_the_field(key, value):
     frames = with_header(samples.blob(), **{"pace_per_s": 100.0, "pace_streams": 1, key: value})
     with pytest.raises(ProtocolError) as caught:

@@ -61,13 +61,16 @@ def test_every_allowed_dtype_round_trips_in_observations_and_weights(dtype):
     assert back.tensors["w"].dtype.str == dtype and np.array_equal(back.tensors["w"], arr)
 
 
-@pytest.mark.parametrize("ends", [
-    [],
-    [(0, 0, "terminated")],
-    [(4, 2, "truncated")],
-    [(0, 0, "truncated"), (0, 1, "truncated"), (2, 1, "terminated"), (4, 1, "truncated"), (3, 2, "truncated")],
-    [(t, k, "truncated" if (t + k) % 2 else "terminated") for t in range(5) for k in range(3)],
-])
+@pytest.mark.parametrize(
+    "ends",
+    [
+        [],
+        [(0, 0, "terminated")],
+        [(4, 2, "truncated")],
+        [(0, 0, "truncated"), (0, 1, "truncated"), (2, 1, "terminated"), (4, 1, "truncated"), (3, 2, "truncated")],
+        [(t, k, "truncated" if (t + k) % 2 else "terminated") for t in range(5) for k in range(3)],
+    ],
+)
 def test_episode_boundaries_survive(ends):
     batch = samples.unroll(steps=5, envs=3, ends=ends)
     back = TransitionBatch.from_frames(as_bytes(batch.to_frames()))

@@ -60,7 +60,13 @@ def test_an_unstacked_batch_is_sent_as_before():
     batch = Actor(2, seed=2).unroll(3)
     header = msgpack.unpackb(wire(batch)[0])
     assert "obs_stack" not in header and [a["name"] for a in header["arrays"]] == [
-        "obs", "actions", "rewards", "terminated", "truncated", "final_obs"]
+        "obs",
+        "actions",
+        "rewards",
+        "terminated",
+        "truncated",
+        "final_obs",
+    ]
     assert stacks.unpack(batch) is batch
 
 
@@ -75,8 +81,10 @@ def tamper(batch: TransitionBatch, edit) -> list[bytes]:
 
 
 def set_history(arrays, array: np.ndarray) -> None:
-    arrays["obs_history"] = ({"name": "obs_history", "dtype": array.dtype.str, "shape": list(array.shape)},
-                             array.tobytes())
+    arrays["obs_history"] = (
+        {"name": "obs_history", "dtype": array.dtype.str, "shape": list(array.shape)},
+        array.tobytes(),
+    )
 
 
 BAD = {
@@ -105,8 +113,13 @@ def test_malformed_stacked_batches_are_refused_naming_the_field(what):
 
 def rebuilds_exactly(batch: TransitionBatch) -> bool:
     """The definition pack's cheaper check must agree with: cut, rebuild, compare."""
-    obs, final = stacks.rebuild(batch.obs[:, :, -1], batch.obs[0, :, :-1], batch.terminated | batch.truncated,
-                                batch.final_obs[:, -1], batch.truncated)
+    obs, final = stacks.rebuild(
+        batch.obs[:, :, -1],
+        batch.obs[0, :, :-1],
+        batch.terminated | batch.truncated,
+        batch.final_obs[:, -1],
+        batch.truncated,
+    )
     return np.array_equal(obs, batch.obs) and np.array_equal(final, batch.final_obs)
 
 

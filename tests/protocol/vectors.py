@@ -21,10 +21,20 @@ PATH = Path(__file__).resolve().parents[2] / "protocol" / "test_vectors.json"
 def tiny_batch() -> TransitionBatch:
     """T=2 steps of K=1 env, obs float32[2]; the episode is truncated at step 1 (so final_obs has a row)."""
     obs = np.arange(6, dtype=np.float32).reshape(3, 1, 2)
-    return TransitionBatch(policy_id="default", actor_id="actor-0", incarnation=7, seq=0, policy_version=3,
-                           env_steps=2, obs=obs, actions=np.array([[0], [1]], np.int64),
-                           rewards=np.array([[1.0], [1.0]], np.float32), terminated=np.zeros((2, 1), bool),
-                           truncated=np.array([[False], [True]]), final_obs=np.array([[9.0, 9.5]], np.float32))
+    return TransitionBatch(
+        policy_id="default",
+        actor_id="actor-0",
+        incarnation=7,
+        seq=0,
+        policy_version=3,
+        env_steps=2,
+        obs=obs,
+        actions=np.array([[0], [1]], np.int64),
+        rewards=np.array([[1.0], [1.0]], np.float32),
+        terminated=np.zeros((2, 1), bool),
+        truncated=np.array([[False], [True]]),
+        final_obs=np.array([[9.0, 9.5]], np.float32),
+    )
 
 
 def header(**fields) -> bytes:
@@ -60,10 +70,29 @@ def vectors() -> list[dict]:
         ("header a list, not a map", [msgpack.packb([1, 2])], "header"),
         ("protocol version 2", [msgpack.packb({"v": 2, "kind": "heartbeat"})], "v"),
         ("unknown kind", [header(kind="shell_command")], "kind"),
-        ("heartbeat pid a string", [header(kind="heartbeat", role="actor", name="actor-0", pid="4242", host="h",
-                                          incarnation=1, seq=0, stage="running", stage_elapsed_s=0.0)], "pid"),
+        (
+            "heartbeat pid a string",
+            [
+                header(
+                    kind="heartbeat",
+                    role="actor",
+                    name="actor-0",
+                    pid="4242",
+                    host="h",
+                    incarnation=1,
+                    seq=0,
+                    stage="running",
+                    stage_elapsed_s=0.0,
+                )
+            ],
+            "pid",
+        ),
         ("control_request without request_id", [header(kind="control_request", command="stop", args={})], "request_id"),
-        ("control_request args not a map", [header(kind="control_request", request_id=9, command="stop", args=[1])], "args"),
+        (
+            "control_request args not a map",
+            [header(kind="control_request", request_id=9, command="stop", args=[1])],
+            "args",
+        ),
         ("transition_batch short array frame", [batch[0], *batch[1:3], batch[3][:-1], *batch[4:]], "arrays[2]"),
         ("transition_batch one array frame missing", batch[:-1], "arrays"),
         ("transition_batch object dtype", [with_dtype(batch[0], "|O"), *batch[1:]], "arrays[0].dtype"),
@@ -71,20 +100,31 @@ def vectors() -> list[dict]:
         ("pickle bytes as a header", [b"\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00K\x01."], "header"),
         ("weight_blob checksum wrong", [header(**{**msgpack.unpackb(blob[0]), "checksum": 1}), *blob[1:]], "checksum"),
     ]
-    out = [{"name": n, "frames_hex": [f.hex() for f in fr], "expect": "ok", "kind": msgpack.unpackb(fr[0])["kind"]}
-           for n, fr in ok]
-    out += [{"name": n, "frames_hex": [f.hex() for f in fr], "expect": "rejected", "field": field}
-            for n, fr, field in bad]
+    out = [
+        {"name": n, "frames_hex": [f.hex() for f in fr], "expect": "ok", "kind": msgpack.unpackb(fr[0])["kind"]}
+        for n, fr in ok
+    ]
+    out += [
+        {"name": n, "frames_hex": [f.hex() for f in fr], "expect": "rejected", "field": field} for n, fr, field in bad
+    ]
     return out
 
 
 def main() -> None:
-    PATH.write_text(json.dumps({
-        "about": "Tandem wire protocol v1 test vectors: each message's frames in hex and what a receiver must do. "
-                 "'ok': it decodes, as 'kind'; 'rejected': it is dropped (counted), the error naming 'field'. "
-                 "See PROTOCOL.md section 4 for the order of checks.",
-        "protocol_version": PROTOCOL_VERSION,
-        "vectors": vectors()}, indent=1) + "\n")
+    PATH.write_text(
+        json.dumps(
+            {
+                "about": "Tandem wire protocol v1 test vectors: each message's frames in hex and what a receiver "
+                "must do. "
+                "'ok': it decodes, as 'kind'; 'rejected': it is dropped (counted), the error naming 'field'. "
+                "See PROTOCOL.md section 4 for the order of checks.",
+                "protocol_version": PROTOCOL_VERSION,
+                "vectors": vectors(),
+            },
+            indent=1,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

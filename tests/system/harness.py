@@ -13,9 +13,9 @@ from pathlib import Path
 import psutil
 
 from tandem.client.harness import up_command
+from tandem.daemons.config import RunConfig, load_config, render_toml
 from tandem.daemons.supervisor.collector import HeartbeatCollector
 from tandem.daemons.supervisor.ports import fix_ports
-from tandem.daemons.config import RunConfig, load_config, render_toml
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,8 +42,10 @@ class Collector(HeartbeatCollector):
                 return
             if procs is not None:
                 procs.check_alive()
-        raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}; last heartbeats: "
-                             f"{ {n: (b.stage, dict(b.counters)) for n, b in self.beats.items()} }")
+        raise AssertionError(
+            f"timed out after {timeout_s:g} s waiting for {what}; last heartbeats: "
+            f"{ {n: (b.stage, dict(b.counters)) for n, b in self.beats.items()} }"
+        )
 
 
 class Procs:
@@ -60,8 +62,14 @@ class Procs:
         log = (self.log_dir / f"{name}.log").open("ab")
         extra = env or {}
         env = {k: v for k, v in {**os.environ, "PYTHONUNBUFFERED": "1", **extra}.items() if v is not None}
-        proc = subprocess.Popen([sys.executable, "-m", "tandem", *args], stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, cwd=ROOT, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tandem", *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=ROOT,
+            env=env,
+        )
         log.close()
         self.procs[name] = proc
         self.expected_dead.discard(name)
@@ -96,13 +104,17 @@ class Procs:
 
 # ---------------------------------------------------------------- `tandem up` as a user runs it
 
+
 def up(tmp_path, *overrides: str, example: str = "cartpole.toml", fresh: bool = False) -> subprocess.Popen:
     """`tandem up` of an example until it ends by itself; read its JSON summary with `finish`."""
-    args = up_command(ROOT / "examples" / example,
-                      [f"run.dir='{tmp_path}/run'", "supervisor.heartbeat_interval_s=0.2", *overrides],
-                      ["--fresh"] if fresh else [])
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                            start_new_session=True)
+    args = up_command(
+        ROOT / "examples" / example,
+        [f"run.dir='{tmp_path}/run'", "supervisor.heartbeat_interval_s=0.2", *overrides],
+        ["--fresh"] if fresh else [],
+    )
+    return subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, start_new_session=True
+    )
 
 
 def descendants(proc: subprocess.Popen) -> list[psutil.Process]:

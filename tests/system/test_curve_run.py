@@ -29,8 +29,11 @@ def test_a_curve_run_trains_and_ignores_clients_off_the_allow_list(tmp_path):
         run.channel.close()
         host = keystore.load_keypair(keys, "host")
         run.channel = ControlChannel(run.ctx, run.endpoint, SocketOptions(curve=CurveKeys(*host, host[0], True)))
-        data = run.wait(lambda d: (d["policies"][0]["updates"] or 0) > 5 and rows(d)["actor-0"]["state"] == "RUNNING",
-                        120, "training over CURVE links")
+        data = run.wait(
+            lambda d: (d["policies"][0]["updates"] or 0) > 5 and rows(d)["actor-0"]["state"] == "RUNNING",
+            120,
+            "training over CURVE links",
+        )
         assert data["policies"][0]["link"] == "curve" and data["control_link"] == "curve", data["policies"]
         pids = {r["name"]: r["pid"] for r in data["processes"]}
         # Off the allow-list (a rogue keypair), without CURVE at all: stop and restart must do nothing.
@@ -45,14 +48,29 @@ def test_a_curve_run_trains_and_ignores_clients_off_the_allow_list(tmp_path):
         data = run.wait(lambda d: not d["stopping"], 10, "the run still going")
         assert {r["name"]: r["pid"] for r in data["processes"]} == pids  # nothing restarted
         # The CLI finds the run's keys in its config (runs/NAME/config.toml beside the endpoint file).
-        status = subprocess.run([sys.executable, "-m", "tandem", "status", "--run-dir", str(tmp_path / "run"),
-                                 "--json", "--timeout", "20"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+        status = subprocess.run(
+            [sys.executable, "-m", "tandem", "status", "--run-dir", str(tmp_path / "run"), "--json", "--timeout", "20"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
         assert status.returncode == 0, status.stderr
         # A CLI holding a key the run does not allow is told so, not only that nobody answered.
-        refused = subprocess.run([sys.executable, "-m", "tandem", "status", "--endpoint", run.endpoint,
-                                  "--timeout", str(REFUSED_S)], capture_output=True, text=True, timeout=60, cwd=ROOT,
-                                 env={**os.environ, "TANDEM_KEY_DIR": str(rogue), "TANDEM_KEY_NAME": "rogue",
-                                      "TANDEM_SUPERVISOR_KEY": server_key, "TANDEM_CURVE_ON_LOOPBACK": "1"})
+        refused = subprocess.run(
+            [sys.executable, "-m", "tandem", "status", "--endpoint", run.endpoint, "--timeout", str(REFUSED_S)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+            env={
+                **os.environ,
+                "TANDEM_KEY_DIR": str(rogue),
+                "TANDEM_KEY_NAME": "rogue",
+                "TANDEM_SUPERVISOR_KEY": server_key,
+                "TANDEM_CURVE_ON_LOOPBACK": "1",
+            },
+        )
         assert refused.returncode == ExitCode.UNREACHABLE, refused.stderr
         assert "refused this client's CurveZMQ handshake" in refused.stderr and "tandem keys allow" in refused.stderr
     finally:
@@ -65,8 +83,22 @@ def test_a_secret_key_readable_by_others_stops_the_run_before_it_starts(tmp_path
     keys = tmp_path / "keys"
     keystore.create(keys, "host")
     (keys / "host.key_secret").chmod(0o644)
-    result = subprocess.run([sys.executable, "-m", "tandem", "up", str(ROOT / "examples" / "cartpole.toml"),
-                             "--set", f"run.dir='{tmp_path}/run'", "--set", f"security.key_dir='{keys}'"],
-                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tandem",
+            "up",
+            str(ROOT / "examples" / "cartpole.toml"),
+            "--set",
+            f"run.dir='{tmp_path}/run'",
+            "--set",
+            f"security.key_dir='{keys}'",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert result.returncode == 2, result.stderr  # ExitCode.USAGE
     assert "readable by others" in result.stderr and "Traceback" not in result.stderr, result.stderr

@@ -13,8 +13,13 @@ WAIT_S = 90
 
 
 def status(run_dir, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tandem", "status", "--run-dir", str(run_dir), "--timeout", "10",
-                           *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "tandem", "status", "--run-dir", str(run_dir), "--timeout", "10", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
 
 
 def evaluator_counters(run_dir) -> dict:

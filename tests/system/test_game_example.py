@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-
 import time
 
 import pytest
@@ -17,10 +16,25 @@ from tests.system.harness import ROOT, finish, up
 
 @pytest.mark.timeout(150)
 def test_two_game_processes_train_the_learner_through_the_action_server(tmp_path):
-    proc = up(tmp_path, "stop.seconds=35", "eval.enabled=false", "algorithm.batch_size=256", example="game_cartpole.toml")
-    games = subprocess.Popen([sys.executable, str(ROOT / "examples" / "cartpole_game.py"), "--run-dir",
-                              str(tmp_path / "run"), "--games", "2", "--seconds", "300"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    proc = up(
+        tmp_path, "stop.seconds=35", "eval.enabled=false", "algorithm.batch_size=256", example="game_cartpole.toml"
+    )
+    games = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "cartpole_game.py"),
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--games",
+            "2",
+            "--seconds",
+            "300",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
     try:
         server = status_while_served(tmp_path, deadline_s=60)
         # asked to play 300 s, the games stop when the run does (its server's `shutdown`, then no run)
@@ -36,7 +50,9 @@ def test_two_game_processes_train_the_learner_through_the_action_server(tmp_path
     assert proc.returncode == ExitCode.OK, err[-3000:]
     played = [line for line in game_out.splitlines() if line.startswith("game ")]
     assert len(played) == 2 and all(" 0 steps" not in line for line in played), game_out
-    rows = [json.loads(line) for line in (tmp_path / "run" / "learner-default" / "metrics.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line) for line in (tmp_path / "run" / "learner-default" / "metrics.jsonl").read_text().splitlines()
+    ]
     assert rows[-1]["updates"] > rows[0]["updates"] and rows[-1]["batches_malformed"] == 0, rows[-1]
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["env_steps"] > 1000, summary
@@ -47,14 +63,24 @@ def status_while_served(tmp_path, deadline_s: float) -> dict:
     deadline = time.monotonic() + deadline_s
     last = None
     while time.monotonic() < deadline:
-        status = subprocess.run([sys.executable, "-m", "tandem", "status", "--run-dir", str(tmp_path / "run"), "--json"],
-                                capture_output=True, text=True, timeout=30, cwd=ROOT)
+        status = subprocess.run(
+            [sys.executable, "-m", "tandem", "status", "--run-dir", str(tmp_path / "run"), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd=ROOT,
+        )
         if status.returncode == 0:
             servers = json.loads(status.stdout)["game_servers"]
             last = servers[0] if servers else None
             if last and last["games"] == 2 and last["serve_requests_per_s"] and last["serve_batch_mean"]:
-                text = subprocess.run([sys.executable, "-m", "tandem", "status", "--run-dir", str(tmp_path / "run")],
-                                      capture_output=True, text=True, timeout=30, cwd=ROOT).stdout
+                text = subprocess.run(
+                    [sys.executable, "-m", "tandem", "status", "--run-dir", str(tmp_path / "run")],
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                    cwd=ROOT,
+                ).stdout
                 assert "game server actor-0: port" in text and "requests/s" in text, text
                 return last
         time.sleep(1.0)

@@ -13,7 +13,15 @@ import pytest
 
 from tandem.client.game import Agent, AgentError, find_endpoint
 from tandem.protocol import sockets
-from tandem.protocol.game import GameAction, GameBye, GameError, GameHello, GameSpaces, GameStep, GameWelcome, decode_game
+from tandem.protocol.game import (
+    GameAction,
+    GameError,
+    GameHello,
+    GameSpaces,
+    GameStep,
+    GameWelcome,
+    decode_game,
+)
 from tests.system.harness import ROOT, Collector, Procs, write_config
 
 SERVER = "actor-0"
@@ -24,9 +32,16 @@ TIMEOUT_S = 1.5  # the server's silence timeout in these tests
 def served(tmp_path_factory):
     """A learner and an action server (actors.mode = 'serve') as processes; yields (endpoint, collector)."""
     tmp = tmp_path_factory.mktemp("served")
-    config, path = write_config(tmp, ["eval.enabled=false", f"actors.serve_timeout_s={TIMEOUT_S}",
-                                      "supervisor.heartbeat_interval_s=0.2", "algorithm.batch_size=256"],
-                                base="examples/game_cartpole.toml")
+    config, path = write_config(
+        tmp,
+        [
+            "eval.enabled=false",
+            f"actors.serve_timeout_s={TIMEOUT_S}",
+            "supervisor.heartbeat_interval_s=0.2",
+            "algorithm.batch_size=256",
+        ],
+        base="examples/game_cartpole.toml",
+    )
     collector, procs = Collector(), Procs(tmp / "logs")
     try:
         procs.start("learner", "learner", str(path), "--control", collector.endpoint)
@@ -95,9 +110,19 @@ def test_hostile_input_is_refused_with_the_request_id_and_counted_while_a_good_g
     good = Agent(endpoint, game="good", timeout_s=10.0)
     bad = RawGame(endpoint)
     try:
-        before = {code: counter(collector, f"game_errors.{code}") for code in
-                  ("malformed", "no_session", "unknown_stream", "bad_obs", "space_mismatch", "busy", "bad_kind",
-                   "no_action_pending")}
+        before = {
+            code: counter(collector, f"game_errors.{code}")
+            for code in (
+                "malformed",
+                "no_session",
+                "unknown_stream",
+                "bad_obs",
+                "space_mismatch",
+                "busy",
+                "bad_kind",
+                "no_action_pending",
+            )
+        }
         obs = np.zeros(4, np.float32)
         err = bad.ask(GameStep(11, 1, obs))
         assert isinstance(err, GameError) and (err.code, err.request_id, err.fatal) == ("no_session", 11, True)
@@ -116,12 +141,22 @@ def test_hostile_input_is_refused_with_the_request_id_and_counted_while_a_good_g
             (GameStep(25, s0, obs, 1.0, True), "no_action_pending"),
             (GameAction(26, s0, 3, np.array([1])), "bad_kind"),
         ]
-        for i, (message, code) in enumerate(cases):
+        for _i, (message, code) in enumerate(cases):
             err = bad.ask(message)
             assert isinstance(err, GameError) and (err.code, err.request_id) == (code, message.request_id), err
             play(good, 3)  # the good game is served between every bad message
-        head = msgpack.packb({"v": 1, "kind": "game_step", "request_id": 30, "stream": s0, "reward": "x",
-                              "done": False, "truncated": False, "arrays": []})
+        head = msgpack.packb(
+            {
+                "v": 1,
+                "kind": "game_step",
+                "request_id": 30,
+                "stream": s0,
+                "reward": "x",
+                "done": False,
+                "truncated": False,
+                "arrays": [],
+            }
+        )
         bad.send([head])
         err = bad.recv()
         assert (err.code, err.request_id) == ("malformed", 30) and "reward" in err.message
@@ -143,8 +178,16 @@ def test_hostile_input_is_refused_with_the_request_id_and_counted_while_a_good_g
         refused_busy = isinstance(replies[41], GameError)
         assert refused_busy and replies[41].code == "busy" or isinstance(replies[41], GameAction), replies[41]
         play(good, 3)
-        expected = {"malformed": 2, "no_session": 1, "unknown_stream": 1, "bad_obs": 4, "space_mismatch": 1,
-                    "busy": int(refused_busy), "bad_kind": 1, "no_action_pending": 1}
+        expected = {
+            "malformed": 2,
+            "no_session": 1,
+            "unknown_stream": 1,
+            "bad_obs": 4,
+            "space_mismatch": 1,
+            "busy": int(refused_busy),
+            "bad_kind": 1,
+            "no_action_pending": 1,
+        }
         for code, n in expected.items():
             wait_counter(collector, f"game_errors.{code}", before[code] + n)
     finally:
@@ -241,7 +284,9 @@ def test_a_game_written_in_c_from_the_protocol_alone_is_served(served, tmp_path)
     build = subprocess.run(["make", "-C", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert build.returncode == 0, build.stdout + build.stderr
     steps_before = counter(collector, "env_steps")
-    run = subprocess.run([str(tmp_path / "cartpole_game"), endpoint, "1500"], capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [str(tmp_path / "cartpole_game"), endpoint, "1500"], capture_output=True, text=True, timeout=60
+    )
     assert run.returncode == 0, run.stderr
     steps, episodes, version = (int(x) for x in run.stdout.split()[1::2])
     assert steps == 1500 and episodes >= 1 and version >= 0, run.stdout

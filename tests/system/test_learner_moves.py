@@ -13,10 +13,25 @@ from tests.system.test_supervisor import Run, rows
 
 def start_learner(tmp_path, control: str, n: int) -> subprocess.Popen:
     with (tmp_path / f"learner-{n}.log").open("ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "tandem", "learner", str(tmp_path / "run" / "config.toml"),
-                                 "--join", control, "--bind", "tcp://127.0.0.1:*"],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tandem",
+                "learner",
+                str(tmp_path / "run" / "config.toml"),
+                "--join",
+                control,
+                "--bind",
+                "tcp://127.0.0.1:*",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            start_new_session=True,
+        )
 
 
 def end(proc: subprocess.Popen | None) -> None:
@@ -26,8 +41,10 @@ def end(proc: subprocess.Popen | None) -> None:
 
 
 def test_an_actor_follows_its_learner_to_new_ports_without_restarting(tmp_path):
-    run = Run(tmp_path, ["actors.count=1", "learner.remote=true", "actors.relookup_after_s=2",
-                         "supervisor.liveness_timeout_s=30"])
+    run = Run(
+        tmp_path,
+        ["actors.count=1", "learner.remote=true", "actors.relookup_after_s=2", "supervisor.liveness_timeout_s=30"],
+    )
     first = second = None
     try:
         first = start_learner(tmp_path, run.endpoint, 1)
@@ -35,23 +52,37 @@ def test_an_actor_follows_its_learner_to_new_ports_without_restarting(tmp_path):
         def learner(d) -> dict:
             return rows(d).get("learner-default", {})
 
-        data = run.wait(lambda d: (learner(d).get("counters", {}).get("updates") or 0) > 10
-                        and rows(d)["actor-0"]["state"] == "RUNNING", 90, "the first learner training")
+        data = run.wait(
+            lambda d: (
+                (learner(d).get("counters", {}).get("updates") or 0) > 10 and rows(d)["actor-0"]["state"] == "RUNNING"
+            ),
+            90,
+            "the first learner training",
+        )
         old = run.channel.request("lookup", {"policy": "default"}, timeout_s=5).data["endpoints"]
         actor_pid, version = rows(data)["actor-0"]["pid"], rows(data)["actor-0"]["version"]
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)
         # Its replacement binds other free ports and registers them; nobody tells the actor.
         second = start_learner(tmp_path, run.endpoint, 2)
-        data = run.wait(lambda d: learner(d).get("pid") == second.pid
-                        and (rows(d)["actor-0"]["counters"].get("learner_moves") or 0) >= 1, 90,
-                        "the actor following the learner to its new ports")
+        data = run.wait(
+            lambda d: (
+                learner(d).get("pid") == second.pid and (rows(d)["actor-0"]["counters"].get("learner_moves") or 0) >= 1
+            ),
+            90,
+            "the actor following the learner to its new ports",
+        )
         new = run.channel.request("lookup", {"policy": "default"}, timeout_s=5).data["endpoints"]
         assert new["transitions"] != old["transitions"], (old, new)
         inserted = learner(data)["counters"].get("transitions_inserted") or 0
-        data = run.wait(lambda d: (learner(d).get("counters", {}).get("transitions_inserted") or 0) > inserted + 100
-                        and (rows(d)["actor-0"]["version"] or -1) > version, 90,
-                        "the new learner taking the actor's transitions, the actor its versions")
+        data = run.wait(
+            lambda d: (
+                (learner(d).get("counters", {}).get("transitions_inserted") or 0) > inserted + 100
+                and (rows(d)["actor-0"]["version"] or -1) > version
+            ),
+            90,
+            "the new learner taking the actor's transitions, the actor its versions",
+        )
         assert rows(data)["actor-0"]["pid"] == actor_pid  # followed, not restarted
     finally:
         end(first)

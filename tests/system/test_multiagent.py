@@ -10,10 +10,21 @@ from tandem.daemons.learner.checkpoint import load_latest_checkpoint
 from tests.multiagent_envs import INDEX
 from tests.system.harness import write_config
 
-MULTI = ["env.id='tests.multiagent_envs:turn_aec'", "env.num_envs=4", "policies.alpha.agents=['a_*']",
-         "policies.beta.agents=['b_*']", "eval.enabled=false", "actors.count=1", "actors.unroll_length=4",
-         "learner.replay_min_size=200", "learner.checkpoint_replay=true", "learner.checkpoint_interval_s=1.0",
-         "algorithm.batch_size=32", "supervisor.heartbeat_interval_s=0.2", "actors.weights_refresh_s=0.5"]
+MULTI = [
+    "env.id='tests.multiagent_envs:turn_aec'",
+    "env.num_envs=4",
+    "policies.alpha.agents=['a_*']",
+    "policies.beta.agents=['b_*']",
+    "eval.enabled=false",
+    "actors.count=1",
+    "actors.unroll_length=4",
+    "learner.replay_min_size=200",
+    "learner.checkpoint_replay=true",
+    "learner.checkpoint_interval_s=1.0",
+    "algorithm.batch_size=32",
+    "supervisor.heartbeat_interval_s=0.2",
+    "actors.weights_refresh_s=0.5",
+]
 OWN_AGENTS = {"alpha": {INDEX["a_0"], INDEX["a_1"]}, "beta": {INDEX["b_0"]}}
 
 
@@ -27,8 +38,9 @@ def test_two_policies_train_apart_and_a_dead_learner_stalls_nobody(tmp_path, pro
         start_learner(procs, collector, path, policy)
     procs.start("actor-0", "actor", str(path), "--index", "0", "--control", collector.endpoint)
     learners = ("learner-alpha", "learner-beta")
-    collector.wait_for(lambda: all(collector.counter(n, "updates", 0) > 50 for n in learners), 90,
-                       "both learners training", procs)
+    collector.wait_for(
+        lambda: all(collector.counter(n, "updates", 0) > 50 for n in learners), 90, "both learners training", procs
+    )
     for name in learners:
         assert collector.counter(name, "batches_foreign", 0) == 0
         assert collector.counter(name, "batches_malformed", 0) == 0
@@ -48,19 +60,27 @@ def test_two_policies_train_apart_and_a_dead_learner_stalls_nobody(tmp_path, pro
     collector.wait_for(lambda: time.monotonic() - killed_at >= window, window + 5, "a window without alpha", procs)
     beta_after = collector.rate("learner-beta", "updates", killed_at + 0.5)
     beta_in_after = collector.rate("learner-beta", "batches_received", killed_at + 0.5)
-    print(f"beta updates/s with alpha alive {beta_before:.0f}, with alpha dead {beta_after:.0f}; "
-          f"beta batches/s received {beta_in_before:.0f} then {beta_in_after:.0f}")
+    print(
+        f"beta updates/s with alpha alive {beta_before:.0f}, with alpha dead {beta_after:.0f}; "
+        f"beta batches/s received {beta_in_before:.0f} then {beta_in_after:.0f}"
+    )
     assert beta_after >= 0.5 * beta_before > 0, (beta_before, beta_after)
     # Beta's batches keep arriving. (The actor may drop some of beta's all along, when beta's learner reads
     # slower than the actor makes them on a loaded machine; what matters is that alpha's death changes nothing.)
     assert beta_in_after >= 0.5 * beta_in_before > 0, (beta_in_before, beta_in_after)
     assert collector.counter("actor-0", "env_steps") > steps_at_kill + 1000, "the actor stopped stepping"
     assert collector.counter("actor-0", "batches_dropped.alpha", 0) > 0, "nothing queued up for the dead learner"
-    assert collector.counter("actor-0", "version.alpha") == alpha_version, "alpha's version changed with its learner dead"
+    assert collector.counter("actor-0", "version.alpha") == alpha_version, (
+        "alpha's version changed with its learner dead"
+    )
 
     start_learner(procs, collector, path, "alpha")
-    collector.wait_for(lambda: collector.counter("actor-0", "version.alpha") > alpha_version, 60,
-                       "the actor following alpha's restarted learner", procs)
+    collector.wait_for(
+        lambda: collector.counter("actor-0", "version.alpha") > alpha_version,
+        60,
+        "the actor following alpha's restarted learner",
+        procs,
+    )
     codes = procs.stop_all()
     assert all(code == 0 for code in codes.values() if code is not None), codes
 
@@ -97,8 +117,8 @@ def random_returns(config, episodes: int = 200) -> dict[str, float]:
 def test_the_speaker_listener_example_learns_above_random(tmp_path):
     import json
 
-    from tandem.daemons.runtime.exit_codes import ExitCode
     from tandem.daemons.config import load_config
+    from tandem.daemons.runtime.exit_codes import ExitCode
     from tests.system.harness import ROOT
     from tests.system.test_up import finish, up
 
@@ -126,13 +146,24 @@ def test_status_has_a_line_per_policy(tmp_path):
     from tandem.client.cli import cli
     from tests.system.test_supervisor import Run
 
-    run = Run(tmp_path, [m for m in MULTI if not m.startswith(("learner.checkpoint", "supervisor."))]
-              + ["eval.enabled=true", "eval.window_episodes=4", "supervisor.liveness_timeout_s=20"])
+    run = Run(
+        tmp_path,
+        [m for m in MULTI if not m.startswith(("learner.checkpoint", "supervisor."))]
+        + ["eval.enabled=true", "eval.window_episodes=4", "supervisor.liveness_timeout_s=20"],
+    )
     try:
-        run.wait(lambda d: len(d["processes"]) == 4 and all(r["state"] == "RUNNING" for r in d["processes"])
-                 and all((p["updates"] or 0) > 0 and p["eval_return"] is not None for p in d["policies"]),
-                 90, "both learners training and evaluated")
-        data = json.loads(CliRunner().invoke(cli, ["status", "--endpoint", run.endpoint, "--json", "--timeout", "20"]).output)
+        run.wait(
+            lambda d: (
+                len(d["processes"]) == 4
+                and all(r["state"] == "RUNNING" for r in d["processes"])
+                and all((p["updates"] or 0) > 0 and p["eval_return"] is not None for p in d["policies"])
+            ),
+            90,
+            "both learners training and evaluated",
+        )
+        data = json.loads(
+            CliRunner().invoke(cli, ["status", "--endpoint", run.endpoint, "--json", "--timeout", "20"]).output
+        )
         lines = {p["policy"]: p for p in data["policies"]}
         assert set(lines) == {"alpha", "beta"}
         for line in lines.values():
@@ -148,17 +179,34 @@ def test_status_has_a_line_per_policy(tmp_path):
 def test_one_policy_learner_joins_from_elsewhere(tmp_path, procs):
     from tests.system.test_supervisor import Run, rows
 
-    run = Run(tmp_path, [m for m in MULTI if not m.startswith(("learner.checkpoint", "supervisor."))]
-              + ["policies.beta.learner.remote=true", "supervisor.liveness_timeout_s=20"])
+    run = Run(
+        tmp_path,
+        [m for m in MULTI if not m.startswith(("learner.checkpoint", "supervisor."))]
+        + ["policies.beta.learner.remote=true", "supervisor.liveness_timeout_s=20"],
+    )
     try:
         data = run.wait(lambda d: rows(d)["actor-0"]["stage"] == "connect", 60, "the actor waiting for beta's learner")
         assert "learner-alpha" in rows(data) and "learner-beta" not in rows(data)
-        procs.start("learner-beta", "learner", str(tmp_path / "run" / "config.toml"), "--policy", "beta",
-                    "--join", run.endpoint, "--bind", "tcp://127.0.0.1:*")
-        data = run.wait(lambda d: rows(d).get("learner-beta", {}).get("state") == "REMOTE"
-                        and rows(d)["actor-0"]["state"] == "RUNNING"
-                        and (rows(d)["learner-beta"]["counters"].get("transitions_inserted") or 0) > 0,
-                        60, "beta's joined learner receiving its agents' transitions")
+        procs.start(
+            "learner-beta",
+            "learner",
+            str(tmp_path / "run" / "config.toml"),
+            "--policy",
+            "beta",
+            "--join",
+            run.endpoint,
+            "--bind",
+            "tcp://127.0.0.1:*",
+        )
+        data = run.wait(
+            lambda d: (
+                rows(d).get("learner-beta", {}).get("state") == "REMOTE"
+                and rows(d)["actor-0"]["state"] == "RUNNING"
+                and (rows(d)["learner-beta"]["counters"].get("transitions_inserted") or 0) > 0
+            ),
+            60,
+            "beta's joined learner receiving its agents' transitions",
+        )
         states = {p["policy"]: p["state"] for p in data["policies"]}
         assert states == {"alpha": "RUNNING", "beta": "REMOTE"}
     finally:
@@ -172,8 +220,9 @@ def test_each_policy_can_train_with_its_own_algorithm(tmp_path, procs, collector
         start_learner(procs, collector, path, policy)
     procs.start("actor-0", "actor", str(path), "--index", "0", "--control", collector.endpoint)
     learners = ("learner-alpha", "learner-beta")
-    collector.wait_for(lambda: all(collector.counter(n, "updates", 0) > 10 for n in learners), 90,
-                       "both learners training", procs)
+    collector.wait_for(
+        lambda: all(collector.counter(n, "updates", 0) > 10 for n in learners), 90, "both learners training", procs
+    )
     for name in learners:
         assert collector.counter(name, "batches_malformed", 0) == 0, f"{name} dropped batches as malformed"
     # APPO publishes after every update; DQN every publish_interval_updates (10).
@@ -196,23 +245,37 @@ def test_one_policy_down_leaves_the_other_training_and_status_says_which(tmp_pat
 
     # beta's learner trains until it is killed; every restart then fails, so it crash-loops into FATAL.
     marker = tmp_path / "beta-built"
-    run = Run(tmp_path, [m for m in MULTI if not m.startswith(("learner.checkpoint", "supervisor.", "env.id"))]
-              + ["env.id='tests.multiagent_envs:turn_aec_failing_in'",
-                 f"env.kwargs={{daemon='learner-beta', marker='{marker}'}}",
-                 "supervisor.crash_loop_max=2", "supervisor.liveness_timeout_s=20"])
+    run = Run(
+        tmp_path,
+        [m for m in MULTI if not m.startswith(("learner.checkpoint", "supervisor.", "env.id"))]
+        + [
+            "env.id='tests.multiagent_envs:turn_aec_failing_in'",
+            f"env.kwargs={{daemon='learner-beta', marker='{marker}'}}",
+            "supervisor.crash_loop_max=2",
+            "supervisor.liveness_timeout_s=20",
+        ],
+    )
     try:
         data = run.wait(lambda d: all((p["updates"] or 0) > 0 for p in d["policies"]), 90, "both learners training")
         actor_pid = rows(data)["actor-0"]["pid"]
         os.kill(rows(data)["learner-beta"]["pid"], signal.SIGKILL)
         data = run.wait(lambda d: rows(d)["learner-beta"]["state"] == "FATAL", 90, "beta's learner FATAL")
         updates = rows(data)["learner-alpha"]["counters"].get("updates", 0)
-        data = run.wait(lambda d: rows(d)["learner-alpha"]["counters"].get("updates", 0) > updates + 20, 90,
-                        "alpha training on after beta went down")
+        data = run.wait(
+            lambda d: rows(d)["learner-alpha"]["counters"].get("updates", 0) > updates + 20,
+            90,
+            "alpha training on after beta went down",
+        )
         assert {p["policy"]: p["state"] for p in data["policies"]} == {"alpha": "RUNNING", "beta": "FATAL"}
         assert "cannot be built again in learner-beta" in rows(data)["learner-beta"]["last_error"]
         assert rows(data)["actor-0"]["pid"] == actor_pid  # the actor acts on for both; beta's batches wait, then drop
-        status = subprocess.run([sys.executable, "-m", "tandem", "status", "--endpoint", run.endpoint, "--timeout", "20"],
-                                capture_output=True, text=True, timeout=60, cwd=ROOT)
+        status = subprocess.run(
+            [sys.executable, "-m", "tandem", "status", "--endpoint", run.endpoint, "--timeout", "20"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
         assert status.returncode == 5 and "policy beta is down: learner-beta is FATAL" in status.stderr, status.stderr
     finally:
         run.close()

@@ -33,11 +33,15 @@ def two_hosts():
     if made.returncode != 0:
         pytest.skip(f"cannot make a network namespace here: {made.stderr.strip()}")
     try:
-        for args in (("link", "add", head_if, "type", "veth", "peer", "name", gpu_if),
-                     ("link", "set", gpu_if, "netns", ns),
-                     ("addr", "add", f"{head}/30", "dev", head_if), ("link", "set", head_if, "up"),
-                     ("-n", ns, "addr", "add", f"{gpu}/30", "dev", gpu_if), ("-n", ns, "link", "set", gpu_if, "up"),
-                     ("-n", ns, "link", "set", "lo", "up")):
+        for args in (
+            ("link", "add", head_if, "type", "veth", "peer", "name", gpu_if),
+            ("link", "set", gpu_if, "netns", ns),
+            ("addr", "add", f"{head}/30", "dev", head_if),
+            ("link", "set", head_if, "up"),
+            ("-n", ns, "addr", "add", f"{gpu}/30", "dev", gpu_if),
+            ("-n", ns, "link", "set", gpu_if, "up"),
+            ("-n", ns, "link", "set", "lo", "up"),
+        ):
             done = ip(*args)
             if done.returncode != 0:
                 pytest.skip(f"cannot wire two namespaces here (ip {' '.join(args)}): {done.stderr.strip()}")
@@ -52,10 +56,29 @@ def start_learner_in(ns: str, address: str, tmp_path, control: str, insecure: bo
     it over loopback by accident."""
     with (tmp_path / "learner.log").open("ab") as log:
         return subprocess.Popen(
-            ["ip", "netns", "exec", ns, sys.executable, "-m", "tandem", "learner", str(tmp_path / "run" / "config.toml"),
-             "--join", control, "--bind", f"tcp://{address}:*", *(["--insecure"] if insecure else [])],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+            [
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                sys.executable,
+                "-m",
+                "tandem",
+                "learner",
+                str(tmp_path / "run" / "config.toml"),
+                "--join",
+                control,
+                "--bind",
+                f"tcp://{address}:*",
+                *(["--insecure"] if insecure else []),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            start_new_session=True,
+        )
 
 
 def stop_learner(learner: subprocess.Popen | None) -> None:
@@ -74,8 +97,11 @@ def test_a_learner_on_another_host_joins_and_trains(tmp_path, two_hosts):
 
         def trained(d) -> bool:
             row = rows(d).get("learner-default", {})
-            return (row.get("state") == "REMOTE" and rows(d)["actor-0"]["state"] == "RUNNING"
-                    and (row.get("counters", {}).get("updates") or 0) > 20)
+            return (
+                row.get("state") == "REMOTE"
+                and rows(d)["actor-0"]["state"] == "RUNNING"
+                and (row.get("counters", {}).get("updates") or 0) > 20
+            )
 
         data = run.wait(trained, 90, "the joined learner training on the head's transitions")
         policy = data["policies"][0]
@@ -96,8 +122,11 @@ def test_killed_actors_and_a_cut_link_never_abort_a_remote_learner(tmp_path, two
     (`Assertion failed: !_io_error`) when a heartbeating peer vanished. SIGKILL the actors over and over, then
     take the link down past the heartbeat timeout and up again: the learner lives on and trains again."""
     head, ns, gpu, head_if = two_hosts
-    run = Run(tmp_path, ["actors.count=2", "learner.remote=true", f"transport.host='{head}'",
-                         "supervisor.liveness_timeout_s=30"], flags=("--insecure",))
+    run = Run(
+        tmp_path,
+        ["actors.count=2", "learner.remote=true", f"transport.host='{head}'", "supervisor.liveness_timeout_s=30"],
+        flags=("--insecure",),
+    )
     learner = None
     try:
         learner = start_learner_in(ns, gpu, tmp_path, run.endpoint)
@@ -113,8 +142,11 @@ def test_killed_actors_and_a_cut_link_never_abort_a_remote_learner(tmp_path, two
             name = f"actor-{round_ % 2}"
             pid = rows(data)[name]["pid"]
             os.kill(pid, signal.SIGKILL)
-            data = run.wait(lambda d: rows(d)[name]["pid"] not in (None, pid) and all_running(d), 60,
-                            f"{name} back after SIGKILL {round_ + 1}")
+            data = run.wait(
+                lambda d, name=name, pid=pid: rows(d)[name]["pid"] not in (None, pid) and all_running(d),
+                60,
+                f"{name} back after SIGKILL {round_ + 1}",
+            )
         assert learner.poll() is None, (tmp_path / "learner.log").read_text()[-2000:]
         before = updates(run.wait(lambda d: True, 10, "status"))
         # Cut the wire for longer than the heartbeat timeout (5 s): both ends see their peers die.
@@ -139,16 +171,23 @@ def test_a_remote_learner_trains_over_curve_with_no_insecure_flag(tmp_path, two_
     head, ns, gpu, _ = two_hosts
     keys = tmp_path / "keys"
     keystore.create(keys, "host")  # one keypair for both hosts here; deploy/README.md shows one per host
-    run = Run(tmp_path, ["actors.count=1", "learner.remote=true", f"transport.host='{head}'",
-                         f"security.key_dir='{keys}'"])
+    run = Run(
+        tmp_path, ["actors.count=1", "learner.remote=true", f"transport.host='{head}'", f"security.key_dir='{keys}'"]
+    )
     learner = None
     try:
         run.channel.close()
         host = keystore.load_keypair(keys, "host")
         run.channel = ControlChannel(run.ctx, run.endpoint, SocketOptions(curve=CurveKeys(*host, host[0])))
         learner = start_learner_in(ns, gpu, tmp_path, run.endpoint, insecure=False)
-        data = run.wait(lambda d: (rows(d).get("learner-default", {}).get("counters", {}).get("updates") or 0) > 20
-                        and rows(d)["actor-0"]["state"] == "RUNNING", 120, "training over CURVE between the hosts")
+        data = run.wait(
+            lambda d: (
+                (rows(d).get("learner-default", {}).get("counters", {}).get("updates") or 0) > 20
+                and rows(d)["actor-0"]["state"] == "RUNNING"
+            ),
+            120,
+            "training over CURVE between the hosts",
+        )
         policy = data["policies"][0]
         assert policy["link"] == "curve" and policy["insecure"] is False and data["control_link"] == "curve", data
     finally:

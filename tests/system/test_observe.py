@@ -1,4 +1,4 @@
-"""A real `tandem up`: Prometheus /metrics and /healthz while it trains, then metrics.jsonl, TensorBoard and `tandem plot`."""
+"""A real `tandem up`: /metrics and /healthz while it trains, then metrics.jsonl, TensorBoard and `tandem plot`."""
 
 from __future__ import annotations
 
@@ -26,8 +26,11 @@ def scrape(port: int) -> dict[str, float]:
             text = reply.read().decode()
     except (urllib.error.URLError, ConnectionError):
         return {}
-    return {f"{s.name}{sorted(s.labels.items())}": s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        f"{s.name}{sorted(s.labels.items())}": s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def healthz(port: int) -> int:
@@ -52,15 +55,24 @@ def test_a_run_exposes_metrics_and_writes_its_curves(tmp_path):
             steps = run_total(samples, "tandem_env_steps_total")
             if first is None and steps:
                 first = steps
-            if (first is not None and steps > first and run_total(samples, "tandem_eval_return") is not None
-                    and run_total(samples, "tandem_mean_return_100") is not None):
+            if (
+                first is not None
+                and steps > first
+                and run_total(samples, "tandem_eval_return") is not None
+                and run_total(samples, "tandem_mean_return_100") is not None
+            ):
                 break
             time.sleep(0.5)
         else:
             raise AssertionError(f"no moving env steps and returns on /metrics in time: {samples}")
         assert healthz(port) == 200
-        assert samples["tandem_process_state[('process', 'learner-default'), ('role', 'learner'), "
-                       "('run', 'cartpole'), ('state', 'RUNNING')]"] == 1
+        assert (
+            samples[
+                "tandem_process_state[('process', 'learner-default'), ('role', 'learner'), "
+                "('run', 'cartpole'), ('state', 'RUNNING')]"
+            ]
+            == 1
+        )
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)  # `tandem up` stops its daemons and exits 130
@@ -80,6 +92,7 @@ def test_a_run_exposes_metrics_and_writes_its_curves(tmp_path):
 
     pytest.importorskip("tensorboard", reason="tensorboard is optional (tandem[tensorboard])")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     acc = EventAccumulator(str(run / "tensorboard"))
     acc.Reload()
     assert acc.Scalars("eval_return") and acc.Scalars("mean_return_100")

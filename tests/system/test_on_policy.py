@@ -17,8 +17,14 @@ def learner_metrics(tmp_path) -> list[dict]:
 
 def run_until_eval(tmp_path, example: str, eval_return: float, limit_s: float, *overrides: str) -> dict:
     """`tandem up` until the evaluator's mean return reaches `eval_return`; the summary of a run that did."""
-    proc = up(tmp_path, f"stop.eval_return={eval_return}", f"stop.seconds={limit_s}", "run.seed=1", *overrides,
-              example=example)
+    proc = up(
+        tmp_path,
+        f"stop.eval_return={eval_return}",
+        f"stop.seconds={limit_s}",
+        "run.seed=1",
+        *overrides,
+        example=example,
+    )
     out, err = finish(proc, limit_s + 60)
     summary = json.loads(out.strip().splitlines()[-1])
     assert proc.returncode == ExitCode.OK and "evaluation return" in summary["reason"], (summary, err[-3000:])
@@ -48,7 +54,15 @@ def test_appo_learns_pendulum_clearly_above_random_play(tmp_path):
 @pytest.mark.timeout(200)
 def test_impala_trains_cartpole_through_the_same_daemons(tmp_path):
     # IMPALA's plain policy gradient takes one pass per batch (several passes without clipping collapse it).
-    summary = run_until_eval(tmp_path, "cartpole_appo.toml", 100.0, 90.0, "algorithm.name='impala'",
-                             "algorithm.epochs=1", "algorithm.minibatches=1", "algorithm.entropy_coef=0.01")
+    summary = run_until_eval(
+        tmp_path,
+        "cartpole_appo.toml",
+        100.0,
+        90.0,
+        "algorithm.name='impala'",
+        "algorithm.epochs=1",
+        "algorithm.minibatches=1",
+        "algorithm.entropy_coef=0.01",
+    )
     assert summary["eval_return"] >= 100.0
     assert learner_metrics(tmp_path)[-1]["clip_fraction"] == 0.0  # no PPO clipping in plain IMPALA

@@ -45,7 +45,8 @@ def user_folder(tmp_path, env_id: str, extra: str = "") -> str:
     project.mkdir(exist_ok=True)
     (project / "my_cartpole_envs.py").write_text(ENV_MODULE)
     config = project / "run.toml"
-    config.write_text(textwrap.dedent(f"""\
+    config.write_text(
+        textwrap.dedent(f"""\
         [run]
         name = "mine"
         dir = "{tmp_path}/run"
@@ -60,15 +61,17 @@ def user_folder(tmp_path, env_id: str, extra: str = "") -> str:
         heartbeat_interval_s = 0.2
         backoff_initial_s = 0.2
         {extra}
-        """))
+        """)
+    )
     return str(config)
 
 
 def tandem(*args: str, cwd, timeout_s: float = CHECK_TIMEOUT_S) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # as a user who never set it
     env["PYTHONPATH"] = str(ROOT)  # only the package itself (the test runs from the source tree)
-    return subprocess.run([sys.executable, "-m", "tandem", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout_s)
+    return subprocess.run(
+        [sys.executable, "-m", "tandem", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s
+    )
 
 
 def up(config: str, cwd, *overrides: str) -> subprocess.Popen:
@@ -77,19 +80,28 @@ def up(config: str, cwd, *overrides: str) -> subprocess.Popen:
     args = [sys.executable, "-m", "tandem", "up", config, "--json"]
     for item in overrides:
         args += ["--set", item]
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env,
-                            start_new_session=True)
+    return subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env, start_new_session=True
+    )
 
 
-@pytest.mark.parametrize("overrides, words", [
-    (["env.id=CartPol-v1"], "env.id 'CartPol-v1': Environment `CartPol` doesn't exist"),
-    (["env.id=Pendulum-v1"], "algorithm.name 'double_dqn' cannot be used with this env: double_dqn needs a "
-                             "Discrete action space"),
-    (["env.id=not_a_module_anywhere:make"], "cannot import module 'not_a_module_anywhere'"),
-    (["model.kind=nature_cnn"], "the Nature CNN needs a 3-D Box observation"),
-    pytest.param(["learner.device=cuda"], "learner.device: device 'cuda': CUDA is not available",
-                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),
-])
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        (["env.id=CartPol-v1"], "env.id 'CartPol-v1': Environment `CartPol` doesn't exist"),
+        (
+            ["env.id=Pendulum-v1"],
+            "algorithm.name 'double_dqn' cannot be used with this env: double_dqn needs a Discrete action space",
+        ),
+        (["env.id=not_a_module_anywhere:make"], "cannot import module 'not_a_module_anywhere'"),
+        (["model.kind=nature_cnn"], "the Nature CNN needs a 3-D Box observation"),
+        pytest.param(
+            ["learner.device=cuda"],
+            "learner.device: device 'cuda': CUDA is not available",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA"),
+        ),
+    ],
+)
 def test_config_check_names_a_mistake_the_daemons_would_meet_in_one_line(tmp_path, overrides, words):
     args = ["config", "check", str(ROOT / "examples" / "cartpole.toml")]
     for item in overrides:

@@ -15,8 +15,15 @@ import pytest
 from tandem.client.harness import UpRun, replaced, rows, running
 from tests.system.harness import ROOT
 
-QUICK = ["supervisor.heartbeat_interval_s=0.2", "supervisor.liveness_timeout_s=10.0", "supervisor.stop_grace_s=2.0",
-         "supervisor.backoff_initial_s=0.2", "supervisor.backoff_max_s=1.0", "stop.seconds=600", "eval.enabled=false"]
+QUICK = [
+    "supervisor.heartbeat_interval_s=0.2",
+    "supervisor.liveness_timeout_s=10.0",
+    "supervisor.stop_grace_s=2.0",
+    "supervisor.backoff_initial_s=0.2",
+    "supervisor.backoff_max_s=1.0",
+    "stop.seconds=600",
+    "eval.enabled=false",
+]
 
 
 class Run(UpRun):
@@ -24,9 +31,15 @@ class Run(UpRun):
 
     def __init__(self, tmp_path: Path, overrides: list[str], flags: tuple[str, ...] = ()):
         self.tmp_path = tmp_path
-        super().__init__(ROOT / "examples" / "cartpole.toml", tmp_path / "run", tmp_path / "up.out",
-                         overrides=[f"run.dir='{tmp_path}/run'", *QUICK, *overrides], flags=flags, cwd=tmp_path,
-                         env={"PYTHONPATH": str(ROOT)})
+        super().__init__(
+            ROOT / "examples" / "cartpole.toml",
+            tmp_path / "run",
+            tmp_path / "up.out",
+            overrides=[f"run.dir='{tmp_path}/run'", *QUICK, *overrides],
+            flags=flags,
+            cwd=tmp_path,
+            env={"PYTHONPATH": str(ROOT)},
+        )
 
 
 @pytest.fixture
@@ -73,10 +86,17 @@ def test_sigstopped_actor_is_detected_and_replaced(run_up):
 
 def test_env_constructor_that_hangs_is_killed_at_its_deadline_and_rebuilt(run_up, tmp_path):
     marker = tmp_path / "hung-once"
-    run = run_up("actors.count=2", "env.id=tests.system.envs:hang_once_in_actor", f"env.kwargs.marker='{marker}'",
-                 "supervisor.build_env_deadline_s=3.0")
-    data = run.wait(lambda d: all(r["state"] == "RUNNING" for r in d["processes"]) and rows(d)["actor-0"]["restarts"] >= 1,
-                    60, "actor-0 rebuilt after its hung constructor")
+    run = run_up(
+        "actors.count=2",
+        "env.id=tests.system.envs:hang_once_in_actor",
+        f"env.kwargs.marker='{marker}'",
+        "supervisor.build_env_deadline_s=3.0",
+    )
+    data = run.wait(
+        lambda d: all(r["state"] == "RUNNING" for r in d["processes"]) and rows(d)["actor-0"]["restarts"] >= 1,
+        60,
+        "actor-0 rebuilt after its hung constructor",
+    )
     assert marker.exists()
     error = rows(data)["actor-0"]["last_error"]
     assert "build_env 1/8" in error and "deadline" in error
@@ -86,14 +106,19 @@ def test_env_constructor_that_hangs_is_killed_at_its_deadline_and_rebuilt(run_up
 
 
 def test_env_that_always_raises_goes_fatal_with_its_error_in_status_json(run_up, tmp_path):
-    run = run_up("actors.count=2", "env.id=tests.system.envs:raise_in_actor", "env.kwargs.index=1",
-                 "supervisor.start_retries=3")
+    run = run_up(
+        "actors.count=2", "env.id=tests.system.envs:raise_in_actor", "env.kwargs.index=1", "supervisor.start_retries=3"
+    )
     data = run.wait(lambda d: rows(d)["actor-1"]["state"] == "FATAL", 60, "actor-1 FATAL")
     actor = rows(data)["actor-1"]
     assert "ROM is missing" in actor["last_error"] and actor["restarts"] == 2
     assert actor["stage"].startswith("build_env")
-    result = subprocess.run([sys.executable, "-m", "tandem", "status", "--endpoint", run.endpoint, "--json"],
-                            capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        [sys.executable, "-m", "tandem", "status", "--endpoint", run.endpoint, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result.returncode == 5, result.stderr  # ExitCode.UNHEALTHY
     assert "ROM is missing" in result.stdout
     run.wait(running("actor-0"), 60, "actor-0 running beside the FATAL one")
@@ -101,8 +126,12 @@ def test_env_that_always_raises_goes_fatal_with_its_error_in_status_json(run_up,
 
 def test_actor_over_its_rss_limit_is_recycled_forever_and_nothing_else(run_up):
     # crash_loop_max 1: a single exit counted as a failure would make actor-0 FATAL; recycling must not count.
-    run = run_up("actors.count=2", "env.id=tests.system.envs:leak_in_actor", "supervisor.actor_rss_limit_mb=600",
-                 "supervisor.crash_loop_max=1")
+    run = run_up(
+        "actors.count=2",
+        "env.id=tests.system.envs:leak_in_actor",
+        "supervisor.actor_rss_limit_mb=600",
+        "supervisor.crash_loop_max=1",
+    )
     run.wait(lambda d: all(r["state"] == "RUNNING" for r in d["processes"]), 60, "everything running")
     learner_pid = run.row("learner-default")["pid"]
     data = run.wait(lambda d: rows(d)["actor-0"]["recycles"] >= 3, 120, "actor-0 recycled at its memory limit")
@@ -115,8 +144,13 @@ def test_actor_over_its_rss_limit_is_recycled_forever_and_nothing_else(run_up):
 def test_a_leak_is_caught_between_heartbeats_even_while_the_process_is_silent(run_up):
     """The supervisor reads a child's RSS itself: a constructor that jumps over the limit and then sends no
     heartbeat is recycled for its memory long before the liveness timeout could call it hung."""
-    run = run_up("actors.count=1", "env.id=tests.system.envs:hog_in_constructor", "supervisor.actor_rss_limit_mb=600",
-                 "supervisor.liveness_timeout_s=300", "supervisor.build_env_deadline_s=300")
+    run = run_up(
+        "actors.count=1",
+        "env.id=tests.system.envs:hog_in_constructor",
+        "supervisor.actor_rss_limit_mb=600",
+        "supervisor.liveness_timeout_s=300",
+        "supervisor.build_env_deadline_s=300",
+    )
     data = run.wait(lambda d: rows(d)["actor-0"]["recycles"] >= 1, 90, "actor-0 recycled at its memory limit")
     assert "over its limit of 600 MiB" in rows(data)["actor-0"]["last_recycle"], rows(data)["actor-0"]
 
@@ -139,8 +173,10 @@ def test_fifty_actor_restarts_leave_supervisor_and_learner_flat(run_up):
     learner = psutil.Process(run.row("learner-default")["pid"])
 
     def usage():
-        return {p: (proc.memory_info().rss, proc.num_threads(), proc.num_fds())
-                for p, proc in (("supervisor", supervisor), ("learner", learner))}
+        return {
+            p: (proc.memory_info().rss, proc.num_threads(), proc.num_fds())
+            for p, proc in (("supervisor", supervisor), ("learner", learner))
+        }
 
     for _ in range(3):  # warm-up restarts: first-time allocations are not leaks
         pid = run.row("actor-0")["pid"]
@@ -168,16 +204,25 @@ def live(pid: int) -> bool:
 
 def test_async_vector_env_whose_worker_hangs_is_killed_at_its_deadline_with_every_worker(run_up, tmp_path):
     marker = tmp_path / "hung-worker"
-    run = run_up("actors.count=1", "env.vector='async'", "env.num_envs=3", "supervisor.build_env_deadline_s=3.0",
-                 "env.id=tests.system.envs:hang_once_in_vector_worker", f"env.kwargs.marker='{marker}'")
+    run = run_up(
+        "actors.count=1",
+        "env.vector='async'",
+        "env.num_envs=3",
+        "supervisor.build_env_deadline_s=3.0",
+        "env.id=tests.system.envs:hang_once_in_vector_worker",
+        f"env.kwargs.marker='{marker}'",
+    )
     run.wait(lambda d: marker.exists(), 60, "a vector env worker hanging in its constructor")
     hung, actor = map(int, marker.read_text().split())
     try:  # the actor and its workers, as long as it has not been killed yet (the deadline is 3 s)
         pids = {actor, hung, *(p.pid for p in psutil.Process(actor).children(recursive=True))}
     except psutil.NoSuchProcess:
         pids = {actor, hung}
-    data = run.wait(lambda d: rows(d)["actor-0"]["restarts"] >= 1 and rows(d)["actor-0"]["state"] == "RUNNING", 60,
-                    "actor-0 rebuilt after its hung vector env")
+    data = run.wait(
+        lambda d: rows(d)["actor-0"]["restarts"] >= 1 and rows(d)["actor-0"]["state"] == "RUNNING",
+        60,
+        "actor-0 rebuilt after its hung vector env",
+    )
     error = rows(data)["actor-0"]["last_error"]
     assert "build_env async x3" in error and "deadline" in error
     # where it hung: not only the actor's wait for its workers, but the worker's own constructor
@@ -187,12 +232,18 @@ def test_async_vector_env_whose_worker_hangs_is_killed_at_its_deadline_with_ever
         time.sleep(0.1)
     assert not alive, f"processes of the killed actor live on: {alive} (the hung worker was {hung})"
     # the rebuilt actor steps its vector env and its batches reach the learner
-    run.wait(lambda d: rows(d)["actor-0"]["counters"].get("batches_sent", 0) > 0
-             and (d["policies"][0]["updates"] or 0) > 0, 60, "batches from the vector env trained on")
+    run.wait(
+        lambda d: rows(d)["actor-0"]["counters"].get("batches_sent", 0) > 0 and (d["policies"][0]["updates"] or 0) > 0,
+        60,
+        "batches from the vector env trained on",
+    )
 
 
 def test_actor_with_a_sync_vector_env_trains(run_up):
     run = run_up("actors.count=1", "env.vector='sync'", "env.num_envs=4", "env.max_episode_steps=20")
-    data = run.wait(lambda d: rows(d)["actor-0"]["counters"].get("episodes", 0) >= 4
-                    and (d["policies"][0]["updates"] or 0) > 0, 60, "episodes from a sync vector env trained on")
+    data = run.wait(
+        lambda d: rows(d)["actor-0"]["counters"].get("episodes", 0) >= 4 and (d["policies"][0]["updates"] or 0) > 0,
+        60,
+        "episodes from a sync vector env trained on",
+    )
     assert rows(data)["actor-0"]["restarts"] == 0 and rows(data)["actor-0"]["counters"]["batches_sent"] > 0

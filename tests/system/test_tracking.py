@@ -22,18 +22,40 @@ def wandb_env(tmp_path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    env.update(HOME=str(home), WANDB_CONFIG_DIR=str(home / ".config"), WANDB_CACHE_DIR=str(home / ".cache"),
-               WANDB_DATA_DIR=str(home / ".data"), WANDB_SILENT="true")
+    env.update(
+        HOME=str(home),
+        WANDB_CONFIG_DIR=str(home / ".config"),
+        WANDB_CACHE_DIR=str(home / ".cache"),
+        WANDB_DATA_DIR=str(home / ".data"),
+        WANDB_SILENT="true",
+    )
     return env
 
 
 def up(tmp_path, *overrides: str) -> subprocess.Popen:
-    args = [sys.executable, "-m", "tandem", "up", str(ROOT / "examples" / "cartpole.toml"), "--json",
-            "--set", f"run.dir='{tmp_path}/run'", "--set", "supervisor.heartbeat_interval_s=0.2"]
+    args = [
+        sys.executable,
+        "-m",
+        "tandem",
+        "up",
+        str(ROOT / "examples" / "cartpole.toml"),
+        "--json",
+        "--set",
+        f"run.dir='{tmp_path}/run'",
+        "--set",
+        "supervisor.heartbeat_interval_s=0.2",
+    ]
     for item in overrides:
         args += ["--set", item]
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                            env=wandb_env(tmp_path), start_new_session=True)
+    return subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env=wandb_env(tmp_path),
+        start_new_session=True,
+    )
 
 
 def wandb_history(path) -> list[dict]:
@@ -46,25 +68,32 @@ def wandb_history(path) -> list[dict]:
     rows, pos, chunks = [], 7, []
     while pos + 7 <= len(data):
         left = block - pos % block
-        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
         if left < 7 or (kind == 0 and length == 0):  # a block's padding
             pos += left
             continue
-        chunk = data[pos + 7:pos + 7 + length]
+        chunk = data[pos + 7 : pos + 7 + length]
         pos += 7 + length
         chunks = [chunk] if kind in (1, 2) else [*chunks, chunk]  # full or first; middle or last
         if kind in (1, 4):
             record = wandb_internal_pb2.Record()
             record.ParseFromString(b"".join(chunks))
             if record.WhichOneof("record_type") == "history":
-                rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                             for item in record.history.item})
+                rows.append(
+                    {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+                )
     return rows
 
 
 def test_an_offline_wandb_run_holds_the_same_curves_as_metrics_jsonl(tmp_path):
-    proc = up(tmp_path, "tracking.wandb=true", "tracking.mode='offline'", "tracking.project='tandem-test'",
-              "stop.env_steps=3000", "stop.eval_return=1e9")
+    proc = up(
+        tmp_path,
+        "tracking.wandb=true",
+        "tracking.mode='offline'",
+        "tracking.project='tandem-test'",
+        "stop.env_steps=3000",
+        "stop.eval_return=1e9",
+    )
     out, err = finish(proc, 150)
     assert proc.returncode == 0, err[-3000:]
     run_dir = tmp_path / "run"

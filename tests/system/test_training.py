@@ -7,15 +7,20 @@ import time
 import numpy as np
 import psutil
 
-from tandem.daemons.algorithms import make_policy
-from tandem.daemons.runtime.endpoints import learner_endpoints
-from tandem.daemons.envs.gym_envs import make_env
 from tandem.daemons.actor.weights_client import WeightsClient
+from tandem.daemons.algorithms import make_policy
+from tandem.daemons.envs.gym_envs import make_env
+from tandem.daemons.runtime.endpoints import learner_endpoints
 from tandem.protocol import sockets
 from tests.system.harness import write_config
 
-FAST = ["eval.enabled=false", "actors.count=2", "learner.checkpoint_interval_s=1.0", "supervisor.heartbeat_interval_s=0.2",
-        "actors.weights_refresh_s=0.5"]
+FAST = [
+    "eval.enabled=false",
+    "actors.count=2",
+    "learner.checkpoint_interval_s=1.0",
+    "supervisor.heartbeat_interval_s=0.2",
+    "actors.weights_refresh_s=0.5",
+]
 
 
 def start_run(procs, collector, config_path, actors=2):
@@ -60,11 +65,16 @@ def test_learner_and_two_actors_learn_cartpole(tmp_path, procs, collector):
     config, path = write_config(tmp_path, FAST + ["run.seed=3"])
     start_run(procs, collector, path)
     names = ["actor-0", "actor-1"]
-    collector.wait_for(lambda: all(collector.counter(n, "version") > 0 for n in names), 60,
-                       "both actors acting with a version > 0", procs)
+    collector.wait_for(
+        lambda: all(collector.counter(n, "version") > 0 for n in names),
+        60,
+        "both actors acting with a version > 0",
+        procs,
+    )
     first_version = collector.counter("learner-default", "version")
-    collector.wait_for(lambda: collector.counter("learner-default", "updates", 0) >= 2000, 120,
-                       "2000 learner updates", procs)
+    collector.wait_for(
+        lambda: collector.counter("learner-default", "updates", 0) >= 2000, 120, "2000 learner updates", procs
+    )
     last_version = collector.counter("learner-default", "version")
     assert last_version > first_version + 50, (first_version, last_version)
     for name in names:
@@ -78,7 +88,10 @@ def test_learner_and_two_actors_learn_cartpole(tmp_path, procs, collector):
     greedy = mean_return(config, lambda obs: int(greedy_policy.act(obs[None], np.zeros(1))[0]))
     rng = np.random.default_rng(0)
     random = mean_return(config, lambda obs: int(rng.integers(0, 2)))
-    print(f"greedy return {greedy:.1f} vs random {random:.1f} after {collector.counter('learner-default', 'updates')} updates")
+    print(
+        f"greedy return {greedy:.1f} vs random {random:.1f} after "
+        f"{collector.counter('learner-default', 'updates')} updates"
+    )
     # Random play lasts about 22 steps; DQN on CartPole is noisy, so "far above" is a 3x margin.
     assert greedy > 3 * random and greedy > 75, (greedy, random)
     codes = procs.stop_all()
@@ -89,9 +102,18 @@ def test_learner_and_two_actors_learn_cartpole(tmp_path, procs, collector):
 def test_killed_learner_actors_keep_stepping_and_restart_resumes_higher(tmp_path, procs, collector):
     config, path = write_config(tmp_path, FAST + ["learner.replay_min_size=500"])
     start_run(procs, collector, path)
-    collector.wait_for(lambda: collector.counter("learner-default", "checkpoints", 0) >= 1
-                       and collector.counter("learner-default", "updates", 0) > 100, 90, "a checkpoint after 100 updates", procs)
-    collector.wait_for(lambda: all(collector.counter(f"actor-{i}", "version") > 0 for i in range(2)), 30, "actors with weights", procs)
+    collector.wait_for(
+        lambda: (
+            collector.counter("learner-default", "checkpoints", 0) >= 1
+            and collector.counter("learner-default", "updates", 0) > 100
+        ),
+        90,
+        "a checkpoint after 100 updates",
+        procs,
+    )
+    collector.wait_for(
+        lambda: all(collector.counter(f"actor-{i}", "version") > 0 for i in range(2)), 30, "actors with weights", procs
+    )
     version_before = collector.counter("learner-default", "version")
     procs.kill("learner")
     killed_at = time.monotonic()
@@ -109,9 +131,19 @@ def test_killed_learner_actors_keep_stepping_and_restart_resumes_higher(tmp_path
         print(f"{n} RSS growth while the learner was dead: {growth / 2**20:.1f} MiB")
         assert growth < 32 * 2**20
     procs.start("learner", "learner", str(path), "--control", collector.endpoint)
-    collector.wait_for(lambda: collector.beats["learner-default"].stage == "running"
-                       and collector.counter("learner-default", "version") > version_before, 60,
-                       "the restarted learner running with a higher version", procs)
+    collector.wait_for(
+        lambda: (
+            collector.beats["learner-default"].stage == "running"
+            and collector.counter("learner-default", "version") > version_before
+        ),
+        60,
+        "the restarted learner running with a higher version",
+        procs,
+    )
     assert "resumed from checkpoint" in procs.log("learner")
-    collector.wait_for(lambda: all(collector.counter(f"actor-{i}", "version") > version_before for i in range(2)), 30,
-                       "actors following the restarted learner", procs)
+    collector.wait_for(
+        lambda: all(collector.counter(f"actor-{i}", "version") > version_before for i in range(2)),
+        30,
+        "actors following the restarted learner",
+        procs,
+    )

@@ -149,4 +149,6 @@ def test_a_daemon_that_cannot_start_ends_the_run_with_its_error(tmp_path):
     # The learner (which builds one env to learn the spaces) and every actor fail the same way, each retried
     # with backoff; whichever goes FATAL first ends the run, and the reason names it and the env's error.
     reason = summary["reason"]
-    assert ("learner-default is FATAL" in reason or "every actor is FATAL" in reason) and "NoSuchEnv-v9" in reason, summary
+    assert ("learner-default is FATAL" in reason or "every actor is FATAL" in reason) and "NoSuchEnv-v9" in reason, (
+        summary
+    )

@@ -22,13 +22,17 @@ def load_reference(name_or_path: str) -> dict:
     else:
         entry = resources.files(__package__) / f"{name_or_path}.json"
         if not entry.is_file():
-            raise ValueError(f"no reference named {name_or_path!r}; shipped: {', '.join(shipped())} (or give a .json file)")
+            raise ValueError(
+                f"no reference named {name_or_path!r}; shipped: {', '.join(shipped())} (or give a .json file)"
+            )
         text = entry.read_text(encoding="utf-8")
     try:
         record = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"reference {name_or_path} is not valid JSON: {exc}") from exc
     if not isinstance(record, dict) or not isinstance(record.get("name"), str):
-        raise ValueError(f"reference {name_or_path} must be a JSON object with a 'name' (and solve_frames, solve_s, "
-                         "points: [{frames, train_return}])")
+        raise ValueError(
+            f"reference {name_or_path} must be a JSON object with a 'name' (and solve_frames, solve_s, "
+            "points: [{frames, train_return}])"
+        )
     return record
