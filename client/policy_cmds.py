@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from tandem.client.trained import PolicyError
+from tandem.client.api.trained import PolicyError
 
 SOURCE_HELP = (
     "CHECKPOINT_OR_RUN is a run directory (runs/NAME; its newest checkpoint unless --checkpoint says), "
@@ -16,7 +16,7 @@ SOURCE_HELP = (
 policy_option = click.option(
     "--policy", default=None, metavar="NAME", help="Which policy of a multi-agent run (default: 'default')."
 )
-# choices written out, not imported: `tandem --help` stays light (tandem.client.checkpoint_choice refuses others too)
+# choices written out, not imported: `tandem --help` stays light (api/checkpoint_choice.py refuses others too)
 checkpoint_option = click.option(
     "--checkpoint",
     type=click.Choice(["latest", "best", "solved"]),
@@ -75,7 +75,7 @@ def eval_cmd(
     as_json: bool,
 ) -> None:
     """Play a trained policy greedily on its run's env; mean and std of the return."""
-    from tandem.client.evaluate import evaluate
+    from tandem.client.api.evaluate import evaluate
     from tandem.daemons.runtime.torch_threads import set_torch_threads
 
     set_torch_threads(1)  # one observation per step gains nothing from more threads; they only contend for cores
@@ -117,8 +117,8 @@ def eval_cmd(
 @checkpoint_option
 def export_cmd(source: str, out_dir: str, policy: str | None, checkpoint: str | None) -> None:
     """Write a trained policy as safetensors weights and a JSON spec (no pickle)."""
-    from tandem.client.export import export_policy
-    from tandem.client.policy import load_policy
+    from tandem.client.api.export import export_policy
+    from tandem.client.api.policy import load_policy
 
     try:
         trained = load_policy(source, policy, checkpoint=checkpoint)

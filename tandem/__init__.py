@@ -15,11 +15,11 @@ __version__ = "0.1.0"
 
 # name -> the module that defines it; looked up on first use (PEP 562).
 API = {
-    "load_policy": "tandem.client.policy",
-    "load_exported": "tandem.client.export",
-    "export_policy": "tandem.client.export",
-    "TrainedPolicy": "tandem.client.trained",
-    "PolicyError": "tandem.client.trained",
+    "load_policy": "tandem.client.api.policy",
+    "load_exported": "tandem.client.api.export",
+    "export_policy": "tandem.client.api.export",
+    "TrainedPolicy": "tandem.client.api.trained",
+    "PolicyError": "tandem.client.api.trained",
 }
 __all__ = list(API)
 

@@ -28,11 +28,11 @@ BENCHMARKS = {
     ),
     "transport": (
         "tandem.client.bench.transport:transport_cmd",
-        "Actor -> learner batches/s in separate processes: Tandem (decode + n-step +...",
+        "Actor -> learner batches/s across processes: Tandem (decode + n-step + replay...",
     ),
     "intake": (
         "tandem.client.bench.intake:intake_cmd",
-        "A learner's samples/s alone and under a flood of senders (receiver thread vs...",
+        "A learner's samples/s alone and flooded by senders (receiver thread vs...",
     ),
     "isolation": (
         "tandem.client.bench.isolation:isolation_cmd",

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from tandem import PolicyError, load_exported, load_policy
-from tandem.client.checkpoint_choice import available, pick
+from tandem.client.api.checkpoint_choice import available, pick
 from tandem.client.cli import cli
 from tandem.client.policy_cmds import checkpoint_option
 from tandem.daemons.evaluator.kept import CHOICES, KeptCheckpoints

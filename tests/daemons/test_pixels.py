@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from tandem.client.api.export import preprocessing
 from tandem.client.cli import cli
-from tandem.client.export import preprocessing
 from tandem.daemons.actor.stepping import make_stepping
 from tandem.daemons.config.fields import ConfigError
 from tandem.daemons.config.loader import config_from_dict, load_config

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tandem.client.trained import PolicyError
+from tandem.client.api.trained import PolicyError
 from tandem.daemons.evaluator.kept import CHOICES, KEPT_FILES, LATEST
 from tandem.daemons.runtime.exit_codes import ExitCode
 

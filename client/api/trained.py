@@ -1,6 +1,6 @@
 """A trained policy's network with its weights: `act(obs)` for one observation or a batch, greedy by default.
 
-Loading (from a run, a checkpoint or an export) lives in tandem.client.policy and tandem.client.export.
+Loading (from a run, a checkpoint or an export) lives in tandem.client.api.policy and tandem.client.api.export.
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from tandem.client.checkpoint_choice import available, pick, refuse_choice
-from tandem.client.export import SPEC_FILE, load_exported
-from tandem.client.trained import PolicyError, PolicySpec, TrainedPolicy
+from tandem.client.api.checkpoint_choice import available, pick, refuse_choice
+from tandem.client.api.export import SPEC_FILE, load_exported
+from tandem.client.api.trained import PolicyError, PolicySpec, TrainedPolicy
 from tandem.daemons.config import ConfigError, RunConfig, load_config
 from tandem.daemons.config.policies import DEFAULT_POLICY, policy_config
 from tandem.daemons.evaluator.kept import LATEST

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from tandem.client.policy import load_policy, locate, read_run_config
-from tandem.client.trained import PolicyError, TrainedPolicy
+from tandem.client.api.policy import load_policy, locate, read_run_config
+from tandem.client.api.trained import PolicyError, TrainedPolicy
 from tandem.daemons.config.policies import policy_names
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.evaluator.kept import KEPT_FILES
@@ -112,7 +112,7 @@ def play_world(
     """A PettingZoo world with every policy of the run acting; `episodes` world episodes (as the evaluator counts).
 
     The other policies play their `checkpoint` of the run (a kept file given as the source names its kind)."""
-    from tandem.client.export import SPEC_FILE
+    from tandem.client.api.export import SPEC_FILE
     from tandem.daemons.actor.stepping import env_builder
     from tandem.daemons.evaluator.rounds import make_rounds
 

@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tandem.client.space_json import space_from_json, space_to_json
-from tandem.client.trained import PolicyError, PolicySpec, TrainedPolicy
+from tandem.client.api.space_json import space_from_json, space_to_json
+from tandem.client.api.trained import PolicyError, PolicySpec, TrainedPolicy
 from tandem.daemons.config import ConfigError, config_to_dict
 from tandem.daemons.config.loader import config_from_dict
 from tandem.daemons.runtime.exit_codes import ExitCode
