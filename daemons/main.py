@@ -78,15 +78,16 @@ def run(spec: DaemonSpec) -> int:
     from tandem.daemons.envs.gym_envs import EnvBuildError
     from tandem.protocol import TransportError
 
+    # An env, network or algorithm module beside the user's config (or in the working directory) is found
+    # without PYTHONPATH: children of `tandem up` get those folders in `plugin_paths` (their config_file is
+    # the run directory's copy), and a daemon started on its own looks beside its config file. Before the
+    # config is read: a plug-in algorithm's module is imported to read its [algorithm] keys.
+    add_to_path([*spec.plugin_paths, *plugin_folders(spec.config_file)])
     try:
         config = load_config(spec.config_file, spec.overrides)
     except ConfigError as exc:
         sys.stderr.write(f"error: {spec.config_file}: {exc}\n")
         return int(ExitCode.CONFIG)
-    # An env or network module beside the user's config (or in the working directory) is found without
-    # PYTHONPATH: children of `tandem up` get those folders in `plugin_paths` (their config_file is the run
-    # directory's copy), and a daemon started on its own looks beside its config file.
-    add_to_path([*spec.plugin_paths, *plugin_folders(spec.config_file)])
     os.environ[DAEMON_NAME_ENV] = spec.name
     setup_logging(config.run.log_level, spec.name)
     set_process_name(f"tandem-{spec.name}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -27,11 +28,28 @@ def project_modules() -> dict[str, Path]:
     return {module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
 
 
+def type_only(tree: ast.AST) -> set[ast.AST]:
+    """The nodes under `if TYPE_CHECKING:`: imports that never run, so they make no cycle (they let a module name
+    the types of a module that imports it lazily, as an algorithm's torch half names its config section)."""
+    guarded = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If)
+        and "TYPE_CHECKING" in {getattr(node.test, "id", ""), getattr(node.test, "attr", "")}
+    ]
+    return {inner for node in guarded for stmt in node.body for inner in ast.walk(stmt)}
+
+
 def imports_of(path: Path, name: str, known: set[str]) -> set[str]:
-    """Project modules `path` imports anywhere in it (functions included: a lazy import is still an edge)."""
+    """Project modules `path` imports anywhere in it (functions included: a lazy import is still an edge; an
+    import under `if TYPE_CHECKING:` is not, as it never runs)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    skipped = type_only(tree)
+    for node in ast.walk(tree):
+        if node in skipped:
+            continue
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -105,6 +123,50 @@ def test_protocol_and_daemons_never_import_client():
 def test_the_graph_sees_the_imports():
     edges = graph()
     assert "tandem.protocol.framing" in edges["tandem.protocol"], "imports under tandem.* are not being followed"
+    # the spec builds the torch half lazily (an edge); the torch half names the spec's types only (none)
+    assert "tandem.daemons.algorithms.dqn_torch" in edges["tandem.daemons.algorithms.dqn"]
+    assert "tandem.daemons.algorithms.dqn" not in edges["tandem.daemons.algorithms.dqn_torch"]
+
+
+# Each built-in algorithm's name is written in its own module only: everything else asks its AlgorithmSpec.
+ALGORITHM_MODULES = {
+    "double_dqn": "daemons/algorithms/dqn.py",
+    "appo": "daemons/algorithms/appo.py",
+    "impala": "daemons/algorithms/appo.py",
+}
+# The name as a word, not a module's path (tandem.daemons.algorithms.appo, appo.py) nor part of a file name.
+ALGORITHM_NAME = re.compile(r"(?<![\w.])(" + "|".join(ALGORITHM_MODULES) + r")(?!\w|\.py\b)")
+# A line that picks an algorithm for a run (a benchmark's config) is a config, as examples/ are.
+PICKS_ONE = re.compile(r"algorithm\.name\s*=")
+
+
+def names_outside_their_modules(files: list[Path]) -> list[str]:
+    found = []
+    for path in files:
+        where = path.relative_to(ROOT).as_posix()
+        for lineno, line in enumerate(path.read_text().splitlines(), 1):
+            if PICKS_ONE.search(line):
+                continue
+            found += [
+                f"{where}:{lineno} {m[1]}" for m in ALGORITHM_NAME.finditer(line) if ALGORITHM_MODULES[m[1]] != where
+            ]
+    return found
+
+
+def test_the_name_check_finds_a_name_and_passes_module_paths():
+    assert ALGORITHM_NAME.findall("if name == 'appo': ...  # (appo, impala) double_dqn.") == [
+        "appo",
+        "appo",
+        "impala",
+        "double_dqn",
+    ]
+    assert not ALGORITHM_NAME.findall("tandem.daemons.algorithms.appo:APPO appo.py pong_appo.toml APPOSection")
+
+
+def test_no_algorithm_name_is_written_outside_its_own_module():
+    files = [p for top in (*PACKAGES, "tandem") for p in (ROOT / top).rglob("*.py")]  # not docs, examples, tests
+    found = names_outside_their_modules(files)
+    assert not found, "algorithm names outside their modules (ask the AlgorithmSpec instead): " + ", ".join(found)
 
 
 def python_files() -> list[Path]:

@@ -136,7 +136,7 @@ def acting_weights(state: Mapping[str, Any], algorithm: str, where: Path) -> dic
     """The network the actors run, from a learner checkpoint, as the numpy arrays its learner would publish."""
     import torch
 
-    from tandem.daemons.evaluator.kept import ACTING_NETWORK
+    from tandem.daemons.evaluator.kept import acting_network
 
     saved = state.get("algorithm")
     saved_name = saved.get("algorithm") if isinstance(saved, Mapping) else None
@@ -144,7 +144,7 @@ def acting_weights(state: Mapping[str, Any], algorithm: str, where: Path) -> dic
         raise PolicyError(
             f"{where} holds a checkpoint of algorithm {saved_name!r}, but the run's config says {algorithm!r}"
         )
-    part = ACTING_NETWORK.get(algorithm)
+    part = acting_network(algorithm)
     tensors = saved.get(part) if part else None
     if not isinstance(tensors, Mapping):
         raise PolicyError(f"{where}: no acting network {part!r} in the {algorithm} checkpoint")

@@ -50,7 +50,7 @@ class TrainedPolicy:
     def __init__(
         self, spec: PolicySpec, weights: Mapping[str, np.ndarray], device: str = "cpu", seed: int | None = None
     ):
-        from tandem.daemons.algorithms import make_policy
+        from tandem.daemons.algorithms import algorithm_of, make_policy
 
         self.spec = spec
         config = dataclasses.replace(spec.config, actors=dataclasses.replace(spec.config.actors, device=device))
@@ -66,6 +66,7 @@ class TrainedPolicy:
             raise PolicyError(
                 f"{spec.source}: the saved weights do not fit policy {spec.name!r}'s model: {exc}"
             ) from exc
+        self.epsilon_greedy = algorithm_of(spec.config).epsilon_greedy
         self.obs_dtype = np.dtype(spec.observation_space.dtype or np.float32)
         self.obs_shape = tuple(spec.observation_space.shape or ())
 
@@ -85,7 +86,7 @@ class TrainedPolicy:
         from tandem.daemons.envs.spaces import env_actions
 
         batch, single = self.as_batch(obs)
-        chance = 0.0 if not sample else (epsilon if self.algorithm == "double_dqn" else 1.0)
+        chance = 0.0 if not sample else (epsilon if self.epsilon_greedy else 1.0)
         actions = env_actions(self.action_space, np.asarray(self.net.act(batch, np.full(len(batch), chance))))
         return actions[0] if single else actions
 

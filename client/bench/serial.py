@@ -148,7 +148,7 @@ def run_seed(
     "config_path",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     required=True,
-    help="An on-policy run (appo or impala) of one gymnasium env.",
+    help="An on-policy run (APPO or IMPALA) of one gymnasium env.",
 )
 @click.option("--seeds", type=click.IntRange(min=1), default=8, show_default=True, help="Seeds FIRST..FIRST+N-1.")
 @click.option("--first-seed", type=click.IntRange(min=0), default=0, show_default=True)
@@ -198,7 +198,7 @@ def serial_cmd(
     as_json: bool,
 ) -> None:
     """Env steps until a greedy evaluation clears the target, the learning rule alone (one process, one core)."""
-    from tandem.daemons.algorithms import feed_kind
+    from tandem.daemons.algorithms import algorithm_of
     from tandem.daemons.config.fields import ConfigError
     from tandem.daemons.config.loader import load_config
     from tandem.daemons.runtime.torch_threads import set_torch_threads
@@ -207,9 +207,9 @@ def serial_cmd(
         config = load_config(config_path, overrides)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
-    if feed_kind(config) != "unrolls" or config.policies or config.env.atari.enabled or ":" in config.env.id:
+    if not algorithm_of(config).on_policy or config.policies or config.env.atari.enabled or ":" in config.env.id:
         raise click.UsageError(
-            "bench serial takes an on-policy run (appo, impala) of one gymnasium id, without [policies] or [env.atari]"
+            "bench serial takes an on-policy run (APPO, IMPALA) of one gymnasium id, without [policies] or [env.atari]"
         )
     target = target if target is not None else config.stop.eval_return
     if target is None:

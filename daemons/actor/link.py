@@ -9,7 +9,7 @@ import numpy as np
 
 from tandem.daemons.actor.backlog import JoiningBacklog
 from tandem.daemons.actor.weights_client import WeightsClient
-from tandem.daemons.algorithms import feed_kind, make_policy
+from tandem.daemons.algorithms import algorithm_of, make_policy
 from tandem.daemons.config.policies import policy_config
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.spaces import PolicySpaces
@@ -130,8 +130,8 @@ class PolicyLink:
         # Off-policy learners cut received unrolls into n-step windows, so joined unrolls train the same; an
         # on-policy learner would see longer unrolls (other V-trace traces and batches): it gets them as made.
         # Frame-stacked unrolls join as their frames (PROTOCOL.md 2.1.2): the message keeps the first one's history.
-        replay = feed_kind(policy_config(config, policy)) == "replay"
-        joins = config.actors.join_unrolls if replay else 1
+        on_policy = algorithm_of(policy_config(config, policy)).on_policy
+        joins = 1 if on_policy else config.actors.join_unrolls
         self.backlog = JoiningBacklog(config.actors.backlog_batches, joins)
 
     @property

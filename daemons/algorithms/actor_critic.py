@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import gymnasium as gym
 import torch
 from torch import nn
@@ -9,7 +11,10 @@ from torch import nn
 from tandem.daemons.algorithms.distributions import ActionHead
 from tandem.daemons.algorithms.models import build_q_network, is_image_space
 from tandem.daemons.algorithms.running_norm import RunningMeanStd
-from tandem.daemons.config.schema import AlgorithmSection, ModelSection, RunConfig
+from tandem.daemons.config.schema import ModelSection, RunConfig
+
+if TYPE_CHECKING:
+    from tandem.daemons.algorithms.appo import VtraceSection
 
 POLICY_OUTPUT_GAIN = 0.01  # a near-uniform first policy (as PPO implementations initialise it)
 OBS_CLIP = 10.0  # normalized observations are clamped here (SB3's VecNormalize and cleanRL's default)
@@ -30,7 +35,7 @@ class ActorCritic(nn.Module):
         model_cfg: ModelSection,
         obs_space: gym.Space,
         action_space: gym.Space,
-        algo_cfg: AlgorithmSection,
+        algo_cfg: VtraceSection,
         mask_size: int = 0,
     ):
         super().__init__()

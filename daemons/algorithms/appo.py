@@ -1,424 +1,190 @@
-"""APPO (PPO's clipped objective on V-trace targets) and IMPALA (V-trace policy gradient): learner and actor policy.
-
-The learner trains on whole unrolls in arrival order. Each batch's actions were chosen by an older version
-(the behaviour policy mu); V-trace corrects the value targets and the advantages for that lag with the
-importance ratio pi/mu of the current weights, which is why actors send log mu(a|x) with every step.
-"""
+"""APPO and IMPALA as the config and the daemons see them: their names, [algorithm] keys and specs (no torch here)."""
 
 from __future__ import annotations
 
-import logging
-import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-import gymnasium as gym
-import numpy as np
-import torch
-from torch import nn
+from tandem.daemons.algorithms.spec import AlgorithmSpec, LearnerFactory
+from tandem.daemons.config.fields import ConfigError
+from tandem.daemons.config.schema import AlgorithmSection, RunConfig, option, redefault
 
-from tandem.daemons.algorithms.actor_critic import seeded_actor_critic
-from tandem.daemons.algorithms.adam import Adam
-from tandem.daemons.algorithms.base import UpdateResult
-from tandem.daemons.algorithms.distributions import ActionHead
-from tandem.daemons.algorithms.ppo_batch import FlatSteps, minibatch_rows
-from tandem.daemons.algorithms.ppo_losses import (
-    clipped_surrogate,
-    explained_variance,
-    normalized_advantages,
-    value_loss,
-)
-from tandem.daemons.algorithms.running_norm import RunningMeanStd
-from tandem.daemons.algorithms.torch_util import (
-    SwappableNet,
-    check_tensors,
-    cpu_copy,
-    make_adam,
-    module_weights,
-    to_tensor,
-    torch_device,
-)
-from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP, UnrollTensors, select_columns, stack_unrolls
-from tandem.daemons.algorithms.vtrace import vtrace
-from tandem.daemons.config.schema import RunConfig
-from tandem.protocol import TransitionBatch
+if TYPE_CHECKING:
+    from tandem.daemons.algorithms.appo_torch import APPO as APPOLearner
+    from tandem.daemons.algorithms.appo_torch import StochasticPolicy
+    from tandem.daemons.algorithms.base import Feed
 
-log = logging.getLogger(__name__)
-FEED = "unrolls"  # the learner trains on a queue of fresh unrolls
+ON_POLICY_LEARNER = {"max_lag": 32}  # an unroll more than this many versions old is not worth a V-trace correction
 
 
-class APPO:
-    """Learner side of 'appo' (clipped surrogate) and 'impala' (plain V-trace policy gradient)."""
+@dataclass
+class VtraceSection(AlgorithmSection):
+    """[algorithm] keys of the V-trace actor-critics (APPO and IMPALA)."""
 
-    def __init__(
-        self,
-        name: str,
-        config: RunConfig,
-        obs_space: gym.Space,
-        action_space: gym.Space,
-        device: str = "cpu",
-        mask_size: int = 0,
-    ):
-        self.name, self.cfg = name, config.algorithm
-        self.device = torch_device(device)
-        self.net = seeded_actor_critic(config, obs_space, action_space, mask_size, config.run.seed).to(self.device)
-        self.net.train()
-        # normalize_returns: the value output's units, the running statistics of the value targets (learner only)
-        self.value_norm = RunningMeanStd((1,)).to(self.device) if self.cfg.normalize_returns else None
-        self._optimizer: Adam | None = None
-        self.rng = torch.Generator().manual_seed(config.run.seed)
-        self.updates = 0
+    vtrace_rho_clip: float = option(
+        1.0, "V-trace rho-bar: clip of the importance weight in the targets and the policy gradient.", above=0.0
+    )
+    vtrace_c_clip: float = option(1.0, "V-trace c-bar: clip of the trace-cutting weights.", above=0.0)
+    vtrace_lambda: float = option(
+        0.95, "Mixes n-step targets like GAE's lambda (1.0 is IMPALA's V-trace).", min=0.0, max=1.0
+    )
+    value_coef: float = option(0.5, "Weight of the value loss.", min=0.0)
+    entropy_coef: float = option(0.01, "Weight of the entropy bonus.", min=0.0)
+    epochs: int = option(1, "Passes over each batch of unrolls.", min=1, max=100)
+    minibatches: int = option(1, "Minibatches per pass; each holds whole unrolls.", min=1)
+    normalize_advantages: bool = option(True, "Scale each minibatch's advantages to mean 0, std 1.")
+    targets: str = option(
+        "per_minibatch",
+        "When V-trace targets and advantages are computed: 'per_minibatch' with the current weights before "
+        "each step (IMPALA's form), 'per_update' once with the weights the update starts from (PPO's form; "
+        "needed by minibatch_by = 'steps' and value_clip).",
+        choices=("per_minibatch", "per_update"),
+    )
+    minibatch_by: str = option(
+        "unrolls",
+        "What a minibatch is drawn as: 'unrolls' (whole env columns, in order) or 'steps' (single steps "
+        "shuffled over the whole batch: less correlated, as PPO does; needs targets = 'per_update').",
+        choices=("unrolls", "steps"),
+    )
+    value_clip: float = option(
+        0.0,
+        "PPO's value clipping: a value moves at most this far from where the update started before its loss "
+        "stops counting (in normalized units with normalize_returns); 0 is off. Needs targets = 'per_update'.",
+        min=0.0,
+    )
+    normalize_returns: bool = option(
+        True,
+        "The value output is in units of the running mean and standard deviation of the value targets (Sample "
+        "Factory's normalize_returns): one learning rate fits rewards of any scale, and the value loss cannot "
+        "swamp the policy's gradient.",
+    )
+    normalize_obs: bool = option(
+        False,
+        "Vector observations are shifted and scaled by their running mean and standard deviation (kept in the "
+        "network, so actors and exports use the same statistics); image observations are left as they are.",
+    )
+    adam_eps: float = option(1e-5, "Adam's epsilon.", above=0.0)
+    reward_scale: float = option(
+        1.0, "Rewards are multiplied by this before training (returns reported unscaled).", above=0.0
+    )
+    log_std_init: float = option(0.0, "(Box actions) Initial log standard deviation of the Gaussian policy.")
+    state_dependent_std: bool = option(
+        False, "(Box actions) The network outputs the log-std per state instead of one learned vector."
+    )
+    shared_torso: bool = option(
+        False,
+        "One network whose last layer gives the policy and the value (IMPALA's and Sample Factory's form: half "
+        "the learner's compute of two separate networks).",
+    )
 
-    @property
-    def optimizer(self) -> Adam:
-        """Created on first use."""
-        if self._optimizer is None:
-            self._optimizer = make_adam(list(self.net.parameters()), self.cfg.learning_rate, eps=self.cfg.adam_eps)
-        return self._optimizer
-
-    def check_batch(self, batch: TransitionBatch) -> None:
-        """ValueError naming what is wrong with a received unroll's actions or behaviour log-probs."""
-        self.net.head.check_wire(batch.actions)
-        logp = batch.extras.get(BEHAVIOUR_LOGP)
-        if logp is None:
-            raise ValueError(
-                f"extra.{BEHAVIOUR_LOGP} is missing: {self.name} needs the behaviour log-probability of every step"
+    def check(self, config: RunConfig, where: str) -> None:
+        if self.targets == "per_update":  # the keys below need targets fixed at the update's start
+            return
+        if self.minibatch_by == "steps":
+            raise ConfigError(
+                f"{where}algorithm.minibatch_by",
+                "'steps' needs algorithm.targets = 'per_update' (recomputed V-trace needs whole unrolls in order)",
             )
-        if logp.dtype != np.float32 or logp.shape != batch.rewards.shape:
-            raise ValueError(
-                f"extra.{BEHAVIOUR_LOGP} must be float32 {list(batch.rewards.shape)}, "
-                f"got {logp.dtype} {list(logp.shape)}"
-            )
-        if not np.isfinite(logp).all():
-            raise ValueError(f"extra.{BEHAVIOUR_LOGP} holds NaN or infinite values")
-
-    def update(self, unrolls: Sequence[TransitionBatch]) -> UpdateResult:
-        """`epochs` passes over the unrolls, each in `minibatches`; one Adam step per minibatch.
-
-        targets = 'per_minibatch': V-trace runs again before every step, with the weights of that step, on
-        minibatches of whole columns. 'per_update': it runs once, with the weights the update starts from,
-        and minibatches are drawn from the flat steps (whole columns, or single steps with minibatch_by)."""
-        cfg = self.cfg
-        groups: dict[int, list[TransitionBatch]] = {}
-        for u in unrolls:
-            groups.setdefault(u.num_steps, []).append(u)
-        data = [stack_unrolls(g, self.net.head, self.device, cfg.reward_scale) for g in groups.values()]
-        if self.net.obs_norm is not None:  # statistics first: the targets below see the inputs the steps will
-            for part in data:
-                self.net.obs_norm.update(part.obs[:-1].reshape(-1, *part.obs.shape[2:]))
-        totals: dict[str, float] = {}
-        steps = 0
-
-        def add(metrics: Mapping[str, float]) -> None:
-            nonlocal steps
-            for key, value in metrics.items():
-                totals[key] = totals.get(key, 0.0) + value
-            steps += 1
-
-        if cfg.targets == "per_update":
-            flat, explained = self.targets_once(data)
-            for _ in range(cfg.epochs):
-                for rows in minibatch_rows(flat, cfg.minibatches, cfg.minibatch_by, self.rng):
-                    add(self.flat_step(flat.take(rows)))
-        else:
-            explained = []
-            for _ in range(cfg.epochs):
-                for part in data:
-                    n = part.obs.shape[1]
-                    order = torch.randperm(n, generator=self.rng).to(self.device)
-                    for cols in torch.chunk(order, min(cfg.minibatches, n)):
-                        metrics = self.step(select_columns(part, cols) if cfg.minibatches > 1 else part)
-                        explained.append(metrics.pop("explained_variance"))
-                        add(metrics)
-        self.updates += 1
-        result = {key: value / max(steps, 1) for key, value in totals.items()}
-        if self.value_norm is not None:
-            result["return_std"] = float(self.value_norm.var.sqrt())
-        finite = [v for v in explained if math.isfinite(v)]
-        if finite:
-            result["explained_variance"] = float(np.mean(finite))
-        return UpdateResult(metrics=result)
-
-    def returns(self, values: torch.Tensor) -> torch.Tensor:
-        """Value outputs in the units of returns."""
-        return values if self.value_norm is None else self.value_norm.denormalize(values)
-
-    def vtrace_targets(self, d: UnrollTensors, all_values: torch.Tensor, logp: torch.Tensor):
-        """V-trace over [T, N] from value outputs at every row (obs[0..T], then the truncated episodes' last ones)."""
-        cfg = self.cfg
-        steps, n = d.rewards.shape
-        real = self.returns(all_values.detach())
-        values = real[: (steps + 1) * n].reshape(steps + 1, n)
-        next_values = values[1:].clone()
-        if d.finals.shape[0]:
-            next_values[d.final_t, d.final_n] = real[(steps + 1) * n :]
-        log_rhos = logp.detach() - d.behaviour_logp
-        return log_rhos, vtrace(
-            log_rhos,
-            d.rewards,
-            values[:-1],
-            next_values,
-            cfg.gamma * (1.0 - d.terminated),
-            1.0 - d.ended,
-            rho_clip=cfg.vtrace_rho_clip,
-            c_clip=cfg.vtrace_c_clip,
-            lam=cfg.vtrace_lambda,
-        )
-
-    def evaluate_unrolls(self, d: UnrollTensors):
-        """(distribution at the T x N acted-on rows, log-probs [T, N], value outputs at every row)."""
-        steps, n = d.rewards.shape
-        dist, all_values = self.net.evaluate(torch.cat([d.obs.reshape(-1, *d.obs.shape[2:]), d.finals]), steps * n)
-        logp = dist.log_prob(d.actions.reshape(steps * n, -1)).reshape(steps, n)
-        return dist, logp, all_values
-
-    @torch.no_grad()
-    def targets_once(self, data: list[UnrollTensors]) -> tuple[FlatSteps, list[float]]:
-        """Every step of the update with its V-trace advantage and value target from the starting weights."""
-        parts, offset = [], 0
-        for d in data:
-            steps, n = d.rewards.shape
-            _, logp, all_values = self.evaluate_unrolls(d)
-            _, targets = self.vtrace_targets(d, all_values, logp)
-            parts.append((d, targets, all_values[: steps * n], logp.reshape(-1), offset))
-            offset += n
-        norm = self.value_norm
-        if norm is not None:  # statistics of this update's targets, then targets in the value output's units
-            norm.update(torch.cat([t.vs.reshape(-1) for _, t, _, _, _ in parts]))
-        flats, explained = [], []
-        for d, targets, old_values, start_logp, offset in parts:
-            steps, n = d.rewards.shape
-            vs = targets.vs.reshape(-1)
-            explained.append(explained_variance(self.returns(old_values), vs))
-            flats.append(
-                FlatSteps(
-                    obs=d.obs[:-1].reshape(steps * n, *d.obs.shape[2:]),
-                    actions=d.actions.reshape(steps * n, -1),
-                    behaviour_logp=d.behaviour_logp.reshape(-1),
-                    start_logp=start_logp,
-                    advantages=targets.pg_advantages.reshape(-1),
-                    targets=vs if norm is None else norm.normalize(vs),
-                    old_values=old_values,
-                    streams=(torch.arange(n, device=self.device) + offset).repeat(steps),
-                )
-            )
-        return FlatSteps.concat(flats), explained
-
-    def flat_step(self, b: FlatSteps) -> dict[str, float]:
-        """One Adam step on steps whose targets were computed at the update's start."""
-        dist, values = self.net.evaluate(b.obs, b.size)
-        logp = dist.log_prob(b.actions)
-        # 'proximal': the clip's trust region is around the policy the update started from (decoupled PPO); the
-        # acting version's lag is already weighted into the V-trace advantages, so it is not counted twice
-        anchor = b.start_logp if self.cfg.clip_anchor == "proximal" else b.behaviour_logp
-        return self.optimize(
-            logp,
-            dist.entropy().mean(),
-            anchor,
-            b.advantages,
-            values,
-            b.targets,
-            b.old_values,
-            logp.detach() - b.behaviour_logp,
-        )
-
-    def step(self, d: UnrollTensors) -> dict[str, float]:
-        """One Adam step with V-trace recomputed from this step's weights (targets = 'per_minibatch')."""
-        dist, logp, all_values = self.evaluate_unrolls(d)
-        steps, n = d.rewards.shape
-        log_rhos, targets = self.vtrace_targets(d, all_values, logp)
-        values = all_values[: steps * n]
-        vs = targets.vs.reshape(-1)
-        norm = self.value_norm
-        if norm is not None:
-            norm.update(vs)
-            vs = norm.normalize(vs)
-        metrics = self.optimize(
-            logp.reshape(-1),
-            dist.entropy().mean(),
-            d.behaviour_logp.reshape(-1),
-            targets.pg_advantages.reshape(-1),
-            values,
-            vs,
-            None,
-            log_rhos.reshape(-1),
-        )
-        metrics["explained_variance"] = explained_variance(values.detach(), vs)
-        return metrics
-
-    def optimize(
-        self,
-        logp: torch.Tensor,
-        entropy: torch.Tensor,
-        anchor_logp: torch.Tensor,
-        advantages: torch.Tensor,
-        values: torch.Tensor,
-        targets: torch.Tensor,
-        old_values: torch.Tensor | None,
-        log_rhos: torch.Tensor,
-    ) -> dict[str, float]:
-        """The loss of one minibatch (flat steps), one optimizer step, and its diagnostics."""
-        cfg = self.cfg
-        if cfg.normalize_advantages:
-            advantages = normalized_advantages(advantages)
-        if self.name == "appo":
-            policy_loss, clip_fraction = clipped_surrogate(logp, anchor_logp, advantages, cfg.clip_ratio)
-        else:  # impala: the clipped importance weight is already inside the advantages
-            policy_loss = -(logp * advantages).mean()
-            clip_fraction = torch.zeros((), device=self.device)
-        v_loss = value_loss(values, targets, old_values, cfg.value_clip)
-        loss = policy_loss + cfg.value_coef * v_loss - cfg.entropy_coef * entropy
-
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        clip = cfg.max_grad_norm if cfg.max_grad_norm > 0 else math.inf
-        grad_norm = nn.utils.clip_grad_norm_(self.net.parameters(), clip)
-        self.optimizer.step()
-        log_ratio = logp.detach() - anchor_logp
-        approx_kl = (log_ratio.exp() - 1.0 - log_ratio).mean()  # Schulman's k3 estimator of KL(anchor || pi)
-        scalars = (
-            torch.stack(
-                [
-                    loss.detach(),
-                    policy_loss.detach(),
-                    v_loss.detach(),
-                    entropy.detach(),
-                    grad_norm.detach().float(),
-                    log_rhos.exp().mean(),
-                    clip_fraction,
-                    approx_kl,
-                    self.returns(values.detach()).mean(),
-                ]
-            )
-            .cpu()
-            .numpy()
-        )
-        names = (
-            "loss",
-            "policy_loss",
-            "value_loss",
-            "entropy",
-            "grad_norm",
-            "rho_mean",
-            "clip_fraction",
-            "approx_kl",
-            "value_mean",
-        )
-        return {name: float(value) for name, value in zip(names, scalars)}
-
-    def weights(self) -> dict[str, np.ndarray]:
-        return module_weights(self.net)
-
-    def state_dict(self) -> dict[str, Any]:
-        state = {
-            "algorithm": self.name,
-            "net": cpu_copy(self.net.state_dict()),
-            "optimizer": cpu_copy(self.optimizer.state_dict()),
-            "updates": int(self.updates),
-        }
-        if self.value_norm is not None:
-            state["value_norm"] = cpu_copy(self.value_norm.state_dict())
-        return state
-
-    def form_hint(self, saved: Mapping[str, Any]) -> str:
-        """Which setting that changes the network's tensors a saved network was trained with, where it differs."""
-        names = [str(k) for k in saved]
-        forms = {
-            "algorithm.shared_torso": (not any(k.startswith("value.") for k in names), self.net.shared),
-            "algorithm.normalize_obs": (any(k.startswith("obs_norm.") for k in names), self.net.obs_norm is not None),
-        }
-        differ = [
-            f"{key} = {str(was).lower()}; this run has {str(now).lower()}"
-            for key, (was, now) in forms.items()
-            if was != now
-        ]
-        return f" (it was trained with {', '.join(differ)})" if differ else ""
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Resume from `state_dict()` output; the config's learning rate wins over the saved one."""
-        if state.get("algorithm") != self.name:
-            raise ValueError(f"state is for algorithm {state.get('algorithm')!r}, not {self.name!r}")
-        try:
-            check_tensors(self.net.state_dict(), state["net"], numpy=False)
-        except (KeyError, ValueError) as exc:
-            raise ValueError(f"saved network does not fit this model{self.form_hint(state['net'])}: {exc}") from exc
-        self.optimizer.load_state_dict(state["optimizer"])
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.cfg.learning_rate
-        self.net.load_state_dict(state["net"])
-        self.updates = int(state["updates"])
-        saved_norm = state.get("value_norm")
-        if self.value_norm is not None and isinstance(saved_norm, Mapping):
-            check_tensors(self.value_norm.state_dict(), saved_norm, numpy=False)
-            self.value_norm.load_state_dict(saved_norm)
-        elif self.value_norm is not None:  # a checkpoint from before normalize_returns: its statistics start afresh
-            self.value_norm = RunningMeanStd((1,)).to(self.device)
-            log.warning(
-                "the checkpoint has no return statistics (trained without algorithm.normalize_returns): "
-                "they start afresh, and the value output is read in their units from now on"
+        if self.value_clip > 0:
+            raise ConfigError(
+                f"{where}algorithm.value_clip",
+                "needs algorithm.targets = 'per_update' (the values "
+                "it clips around are those the update starts from); with 'per_minibatch' set it to 0",
             )
 
 
-class StochasticPolicy:
-    """Actor side: samples from the newest policy and reports log mu(a|x); the evaluator takes the mode."""
+@dataclass
+class IMPALASection(VtraceSection):
+    """[algorithm] of impala: the V-trace policy gradient, without a clipped objective."""
 
-    def __init__(
-        self,
-        config: RunConfig,
-        obs_space: gym.Space,
-        action_space: gym.Space,
-        seed: int | None,
-        mask_size: int = 0,
-        device: str = "cpu",
-    ):
-        self.device = torch_device(device)
-        net = seeded_actor_critic(config, obs_space, action_space, mask_size, seed).to(self.device)
-        self.nets = SwappableNet(net)
-        self.generator = torch.Generator(device=self.device).manual_seed(seed if seed is not None else 0)
-        self.rng = np.random.default_rng(seed)
-        self.has_weights = False
-
-    def explore(self, obs: np.ndarray, epsilons: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Sampled actions for observations [K, ...] and their log-probabilities (epsilons play no part)."""
-        net = self.nets.current
-        with torch.inference_mode():
-            dist = net.distribution(to_tensor(obs, self.device))
-            sample = dist.sample(self.generator)
-            logp = dist.log_prob(sample)
-            actions = net.head.to_wire(sample)
-        return actions.cpu().numpy(), {BEHAVIOUR_LOGP: logp.float().cpu().numpy()}
-
-    def act(self, obs: np.ndarray, epsilons: np.ndarray) -> np.ndarray:
-        """The most likely action; a sampled one with probability epsilons[k] (0 for a greedy evaluation)."""
-        net = self.nets.current
-        with torch.inference_mode():
-            dist = net.distribution(to_tensor(obs, self.device))
-            mode = net.head.to_wire(dist.mode()).cpu().numpy()
-            if (np.asarray(epsilons) > 0).any():
-                use = self.rng.random(len(mode)) < np.asarray(epsilons)
-                sampled = net.head.to_wire(dist.sample(self.generator)).cpu().numpy()
-                mode = np.where(use.reshape(-1, *[1] * (mode.ndim - 1)), sampled, mode)
-        return mode
-
-    def load_weights(self, tensors: Mapping[str, np.ndarray]) -> None:
-        self.nets.load(tensors)
-        self.has_weights = True
+    name: str = redefault(AlgorithmSection, "name", "impala")
+    learning_rate: float = redefault(AlgorithmSection, "learning_rate", 3e-4)
+    batch_size: int = redefault(AlgorithmSection, "batch_size", 1024)
+    max_grad_norm: float = redefault(AlgorithmSection, "max_grad_norm", 40.0)
+    vtrace_lambda: float = redefault(VtraceSection, "vtrace_lambda", 1.0)
 
 
-# ---------------------------------------------------------------------- the algorithm module interface
+@dataclass
+class APPOSection(VtraceSection):
+    """[algorithm] of appo: PPO's clipped objective on V-trace targets."""
+
+    name: str = redefault(AlgorithmSection, "name", "appo")
+    learning_rate: float = redefault(AlgorithmSection, "learning_rate", 3e-4)
+    batch_size: int = redefault(AlgorithmSection, "batch_size", 1024)
+    max_grad_norm: float = redefault(AlgorithmSection, "max_grad_norm", 0.5)
+    # targets once per update, single-step minibatches, value clipping: measured best on CartPole (docs/learning.md)
+    targets: str = redefault(VtraceSection, "targets", "per_update")
+    minibatch_by: str = redefault(VtraceSection, "minibatch_by", "steps")
+    value_clip: float = redefault(VtraceSection, "value_clip", 0.2)
+    clip_ratio: float = option(0.2, "PPO clip range of the ratio target/behaviour policy.", above=0.0)
+    clip_anchor: str = option(
+        "proximal",
+        "(targets = 'per_update') What PPO's clipped ratio is taken against: 'proximal', the policy the update "
+        "starts from (decoupled PPO: an unroll's lag behind it is weighted in by V-trace once), or "
+        "'behaviour', the version that acted.",
+        choices=("proximal", "behaviour"),
+    )
+
+    @classmethod
+    def implied(cls, table: dict[str, Any]) -> dict[str, Any]:
+        """A config asking for per-minibatch targets gets the plain values of the keys that need per-update ones."""
+        if table.get("targets") == "per_minibatch":
+            return {"minibatch_by": "unrolls", "value_clip": 0.0}
+        return {}
 
 
-def check_action_space(name: str, action_space: gym.Space) -> None:
+def check_action_space(action_space: Any) -> None:
+    from tandem.daemons.algorithms.distributions import ActionHead
+
     ActionHead(action_space)
 
 
-def make_learner(
-    name: str, config: RunConfig, obs_space: gym.Space, action_space: gym.Space, device: str, mask_size: int
-) -> APPO:
-    return APPO(name, config, obs_space, action_space, device=device, mask_size=mask_size)
+def make_learner(clipped: bool) -> LearnerFactory:
+    def build(config: RunConfig, obs_space: Any, action_space: Any, device: str, mask_size: int) -> APPOLearner:
+        from tandem.daemons.algorithms.appo_torch import APPO
+
+        return APPO(config, obs_space, action_space, device=device, mask_size=mask_size, clipped=clipped)
+
+    return build
 
 
 def make_policy(
-    name: str, config: RunConfig, obs_space: gym.Space, action_space: gym.Space, seed: int | None, mask_size: int
+    config: RunConfig, obs_space: Any, action_space: Any, seed: int | None, mask_size: int
 ) -> StochasticPolicy:
+    from tandem.daemons.algorithms.appo_torch import StochasticPolicy
+
     return StochasticPolicy(config, obs_space, action_space, seed, mask_size, device=config.actors.device)
+
+
+def make_feed(config: RunConfig, obs_space: Any, action_space: Any) -> Feed:
+    """A queue of whole unrolls in arrival order, `batch_size` transitions an update, lag checked at use."""
+    from tandem.daemons.learner.unroll_feed import UnrollFeed
+
+    return UnrollFeed(config.algorithm.batch_size, config.learner.max_lag)
+
+
+APPO = AlgorithmSpec(
+    name="appo",
+    summary="APPO: PPO's clipped objective on V-trace targets, trained on fresh unrolls.",
+    section=APPOSection,
+    check_action_space=check_action_space,
+    make_learner=make_learner(clipped=True),
+    make_policy=make_policy,
+    make_feed=make_feed,
+    acting_network="net",
+    on_policy=True,
+    defaults={"learner": ON_POLICY_LEARNER},
+)
+
+IMPALA = AlgorithmSpec(
+    name="impala",
+    summary="IMPALA: the V-trace policy gradient (no clipping), trained on fresh unrolls.",
+    section=IMPALASection,
+    check_action_space=check_action_space,
+    make_learner=make_learner(clipped=False),
+    make_policy=make_policy,
+    make_feed=make_feed,
+    acting_network="net",
+    on_policy=True,
+    defaults={"learner": ON_POLICY_LEARNER},
+)

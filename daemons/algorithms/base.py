@@ -1,10 +1,10 @@
-"""The interfaces between the learner loop, the actor loop and an algorithm module."""
+"""The interfaces between the learner loop, the actor loop and an algorithm: learner, policy and feed."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -58,8 +58,48 @@ class Policy(Protocol):
     def load_weights(self, tensors: Mapping[str, np.ndarray]) -> None: ...
 
 
-# An algorithm module (listed in `tandem.daemons.algorithms.ALGORITHMS`) provides:
-#   FEED                                   'replay' or 'unrolls': which data path its learner gets
-#   check_action_space(name, action_space) ValueError when it cannot act in that space
-#   make_learner(name, config, obs_space, action_space, device, mask_size) -> Algorithm
-#   make_policy(name, config, obs_space, action_space, seed, mask_size)    -> Policy
+@runtime_checkable
+class Feed(Protocol):
+    """The learner's data between arrival and update, whatever the algorithm (an AlgorithmSpec makes it).
+    The receiving side (the intake thread) and the training loop call it like this, under one lock except
+    for `prepare`, which holds state of the receiving side only:
+
+        if feed.can_accept():                       # else the batch is dropped and counted
+            feed.insert(feed.prepare(batch))        # -> transitions inserted
+        payload = feed.next_batch(version)          # None: no update yet (warming up, or waiting for data)
+        result = algorithm.update(payload)
+        feed.after_update(payload, result)
+        lag = feed.lag_of(payload, version)         # versions the trained-on data lags behind, on average
+
+    The attributes say how it is trained on, so the learner never asks which feed it has.
+    """
+
+    publish_every: int  # updates between two published weight versions
+    consumed_per_update: float  # inserted transitions one update uses up (the insert budget's unit)
+    can_prefetch: bool  # the next payload may be drawn one update ahead (learner.prefetch): it need not be fresh
+    credit_pacing: bool  # each update takes fresh data: actors may be paced by one update's worth per version
+    dropped_stale: int  # data dropped as too old when its turn came (counted in batches_stale)
+
+    def can_accept(self) -> bool: ...
+
+    def prepare(self, batch: Any) -> Any: ...
+
+    def insert(self, prepared: Any) -> int: ...
+
+    def add(self, batch: Any) -> int: ...
+
+    def filling(self) -> bool: ...
+
+    def fill(self) -> float: ...
+
+    def next_batch(self, version: int) -> Any | None: ...
+
+    def after_update(self, payload: Any, result: UpdateResult) -> None: ...
+
+    def lag_of(self, payload: Any, version: int) -> float: ...
+
+    def counters(self) -> dict[str, float]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...

@@ -40,7 +40,9 @@ def build(cls: type, data: Any, key: str) -> Any:
     for name, value in data.items():
         path = f"{key}.{name}" if key else name
         hint = hints[name]
-        if dataclasses.is_dataclass(hint):
+        if dataclasses.is_dataclass(hint) and isinstance(value, hint):
+            values[name] = value  # a section built already: the algorithm's, whose class depends on its name
+        elif dataclasses.is_dataclass(hint):
             values[name] = build(hint, value, path)
         else:
             values[name] = coerce(hint, value, path)

@@ -7,9 +7,11 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from tandem.daemons.config.algorithm import build_algorithm, fill_algorithm_defaults, look_beside, spec_of
 from tandem.daemons.config.fields import ConfigError, build
 from tandem.daemons.config.policies import check_policies, policy_config, policy_names, port_table
-from tandem.daemons.config.schema import RunConfig, fill_algorithm_defaults
+from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.runtime.plugins import plugin_folders
 
 
 def load_config(path: str | Path, overrides: typing.Sequence[str] = ()) -> RunConfig:
@@ -23,11 +25,17 @@ def load_config(path: str | Path, overrides: typing.Sequence[str] = ()) -> RunCo
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("", f"{path} is not valid TOML: {exc}") from exc
-    return config_from_dict(apply_overrides(data, overrides))
+    return config_from_dict(apply_overrides(data, overrides), plugin_folders(path))
 
 
-def config_from_dict(data: dict[str, Any]) -> RunConfig:
-    config = build(RunConfig, fill_algorithm_defaults(data), "")
+def config_from_dict(data: dict[str, Any], plugin_folders: typing.Sequence[str] = ()) -> RunConfig:
+    """`data` as a validated RunConfig; a plug-in algorithm it names is also looked for in `plugin_folders`."""
+    look_beside(data, plugin_folders)
+    spec = spec_of(data.get("algorithm", {}), "algorithm")  # its section class reads [algorithm]
+    data = fill_algorithm_defaults(data, spec)
+    if "algorithm" in data:
+        data = {**data, "algorithm": build_algorithm(spec, data["algorithm"], "algorithm")}
+    config = build(RunConfig, data, "")
     check_relations(config)
     return config
 
@@ -64,26 +72,7 @@ def check_relations(config: RunConfig) -> None:
     for policy in policy_names(config):
         where = f"policies.{policy}." if config.policies else ""
         c = policy_config(config, policy)
-        if c.algorithm.name == "double_dqn" and c.learner.replay_min_size > c.learner.replay_capacity:
-            raise ConfigError(
-                f"{where}learner.replay_min_size",
-                f"{c.learner.replay_min_size} is more than "
-                f"learner.replay_capacity ({c.learner.replay_capacity}): training would never start",
-            )
-        if c.algorithm.name == "double_dqn" and c.algorithm.batch_size > c.learner.replay_capacity:
-            raise ConfigError(f"{where}algorithm.batch_size", "is larger than learner.replay_capacity")
-        if c.algorithm.targets != "per_update":  # these need targets fixed at the update's start
-            if c.algorithm.minibatch_by == "steps":
-                raise ConfigError(
-                    f"{where}algorithm.minibatch_by",
-                    "'steps' needs algorithm.targets = 'per_update' (recomputed V-trace needs whole unrolls in order)",
-                )
-            if c.algorithm.value_clip > 0:
-                raise ConfigError(
-                    f"{where}algorithm.value_clip",
-                    "needs algorithm.targets = 'per_update' (the values "
-                    "it clips around are those the update starts from); with 'per_minibatch' set it to 0",
-                )
+        c.algorithm.check(c, where)
     if config.supervisor.liveness_timeout_s <= config.supervisor.heartbeat_interval_s:
         raise ConfigError("supervisor.liveness_timeout_s", "must be longer than supervisor.heartbeat_interval_s")
     if config.model.kind not in ("auto", "mlp", "nature_cnn") and ":" not in config.model.kind:

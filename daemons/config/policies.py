@@ -6,19 +6,13 @@ import dataclasses
 import fnmatch
 from dataclasses import replace
 
+from tandem.daemons.config.algorithm import algorithm_spec, build_algorithm, switched_defaults
 from tandem.daemons.config.fields import ConfigError, build
-from tandem.daemons.config.schema import (
-    AlgorithmSection,
-    LearnerSection,
-    ModelSection,
-    PolicySection,
-    RunConfig,
-    algorithm_default_values,
-)
+from tandem.daemons.config.schema import LearnerSection, ModelSection, PolicySection, RunConfig
 
 DEFAULT_POLICY = "default"
 PORT_KEYS = ("transitions_port", "weights_port", "snapshot_port")
-OVERRIDABLE = {"algorithm": AlgorithmSection, "model": ModelSection, "learner": LearnerSection}
+OVERRIDABLE = {"model": ModelSection, "learner": LearnerSection}  # and [algorithm], whose class is its algorithm's
 
 
 def policy_names(config: RunConfig) -> list[str]:
@@ -40,15 +34,22 @@ def policy_config(config: RunConfig, name: str) -> RunConfig:
     """The config as policy `name`'s learner sees it: its overrides merged in, its own learner ports."""
     section = policy_section(config, name)
     merged = {}
-    algorithm = section.algorithm.get("name", config.algorithm.name)
+    overrides, run_name = section.algorithm, config.algorithm.name
     # A policy with an algorithm of its own starts from that algorithm's defaults, not the run's values.
-    switched = algorithm != config.algorithm.name
+    switched = overrides.get("name", run_name) != run_name
+    if overrides:
+        key = f"policies.{name}.algorithm"
+        spec = (
+            algorithm_spec(overrides["name"], f"{key}.name") if switched else algorithm_spec(run_name, "algorithm.name")
+        )
+        base = dataclasses.asdict(spec.section() if switched else config.algorithm)
+        merged["algorithm"] = build_algorithm(spec, {**base, **overrides}, key)
     for part, cls in OVERRIDABLE.items():
         overrides = getattr(section, part)
-        if overrides or (switched and part in ("algorithm", "learner")):
-            base = dataclasses.asdict(cls() if part == "algorithm" and switched else getattr(config, part))
-            if switched and part in ("algorithm", "learner"):
-                base.update(algorithm_default_values(algorithm, part))
+        if overrides or (switched and part == "learner"):
+            base = dataclasses.asdict(getattr(config, part))
+            if switched:
+                base.update(switched_defaults(spec, algorithm_spec(run_name, "algorithm.name"), part, cls))
             merged[part] = build(cls, {**base, **overrides}, f"policies.{name}.{part}")
     if config.policies:
         merged["transport"] = replace(config.transport, **{k: getattr(section, k) for k in PORT_KEYS})

@@ -6,26 +6,65 @@ import dataclasses
 import typing
 from typing import Any
 
+from tandem.daemons.algorithms.registry import built_in
 from tandem.daemons.config.render import toml_value
-from tandem.daemons.config.schema import PolicySection, RunConfig
+from tandem.daemons.config.schema import AlgorithmSection, PolicySection, RunConfig
 
 
 def config_reference() -> str:
-    """A section per table ([run], [env], [env.atari], ...): each key's type, default, bounds and meaning."""
+    """A section per table ([run], [env], [env.atari], ...): each key's type, default, bounds and meaning; after
+    [algorithm]'s shared keys, each built-in algorithm's own."""
     parts = []
     for section in dataclasses.fields(RunConfig):
         hint = typing.get_type_hints(RunConfig)[section.name]
         table = PolicySection if section.name == "policies" else hint
         header = "policies.NAME" if section.name == "policies" else section.name
-        parts += _table(header, table)
+        if section.name == "algorithm":
+            parts += _table(header, AlgorithmSection, defaults=RunConfig().algorithm) + _algorithm_tables()
+        else:
+            parts += _table(header, table)
     return "\n".join(parts) + "\n"
 
 
-def _table(header: str, cls: type) -> list[str]:
+def _algorithm_tables() -> list[str]:
+    """Each built-in algorithm's keys besides the shared ones, and the shared ones whose defaults it changes."""
+    lines = []
+    shared = {f.name: _default(f) for f in dataclasses.fields(AlgorithmSection)}
+    for n, (name, spec) in enumerate(built_in().items()):
+        own = [
+            f.name
+            for f in dataclasses.fields(spec.section)
+            if f.name != "name" and shared.get(f.name) != _default(f)  # its own keys, or its own default
+        ]
+        intro = (
+            f"{spec.summary}{' The default.' if n == 0 else ''} Keys besides the shared ones, and defaults of its own:"
+        )
+        lines += _table(
+            "algorithm", spec.section, title=f'### `[algorithm]` with `name = "{name}"`', intro=intro, only=own
+        )
+        if spec.defaults:
+            changed = [
+                f"`{part}.{key} = {toml_value(v)}`"
+                for part, values in spec.defaults.items()
+                for key, v in values.items()
+            ]
+            lines += [f"It changes other sections' defaults too: {', '.join(changed)}.", ""]
+    return lines
+
+
+def _table(
+    header: str,
+    cls: type,
+    defaults: object = None,
+    title: str | None = None,
+    intro: str | None = None,
+    only: list[str] | None = None,
+) -> list[str]:
+    """`defaults`: an instance whose values are shown as the defaults; `only`: the keys to list."""
     lines = [
-        f"## `[{header}]`",
+        title or f"## `[{header}]`",
         "",
-        _first_line(cls.__doc__, header),
+        intro if intro is not None else _first_line(cls.__doc__, header),
         "",
         "| key | type | default | allowed | meaning |",
         "|---|---|---|---|---|",
@@ -33,11 +72,14 @@ def _table(header: str, cls: type) -> list[str]:
     nested = []
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
+        if only is not None and f.name not in only:
+            continue
         if dataclasses.is_dataclass(hints[f.name]):
             nested.append((f"{header}.{f.name}", hints[f.name]))
             continue
+        default = _default(f) if defaults is None else _shown(getattr(defaults, f.name))
         lines.append(
-            f"| `{f.name}` | {_type_name(hints[f.name])} | {_default(f)} | {_allowed(f.metadata)} | "
+            f"| `{f.name}` | {_type_name(hints[f.name])} | {default} | {_allowed(f.metadata)} | "
             f"{_cell(f.metadata.get('doc', ''))} |"
         )
     lines.append("")
@@ -65,6 +107,10 @@ def _default(f: dataclasses.Field) -> str:
         value = f.default_factory()  # type: ignore[misc]
     else:
         return ""
+    return _shown(value)
+
+
+def _shown(value: Any) -> str:
     return "unset" if value is None else f"`{_cell(toml_value(value))}`"
 
 

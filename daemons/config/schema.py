@@ -131,14 +131,20 @@ class ModelSection:
     )
 
 
+def redefault(section: type, key: str, default: Any) -> Any:
+    """Field `key` of `section` with another default and the same doc and bounds (a subclass's own default)."""
+    meta = section.__dataclass_fields__[key].metadata
+    bounds = {name: meta[name] for name in ("min", "max", "choices", "above")}
+    return option(default, meta["doc"], **bounds)
+
+
 @dataclass
 class AlgorithmSection:
-    """[algorithm]: the learning rule and its hyper-parameters (keys marked (dqn) or (on-policy) apply to those only)."""
+    """[algorithm]: the learning rule; `name` picks it, and each algorithm adds keys of its own to these."""
 
     name: str = option(
-        "double_dqn",
-        "Algorithm the learner runs: 'double_dqn' (replay), 'appo' (V-trace + clipped objective) or 'impala' (V-trace policy gradient).",
-        choices=("double_dqn", "appo", "impala"),
+        "",
+        "Algorithm the learner runs: a built-in one (the configuration reference lists each with its own keys) or 'package.module:NAME', an AlgorithmSpec of your own.",
     )
     gamma: float = option(0.99, "Discount factor.", min=0.0, max=1.0)
     learning_rate: float = option(1e-3, "Adam learning rate.", above=0.0)
@@ -146,119 +152,22 @@ class AlgorithmSection:
         128, "Transitions per update (on-policy: whole unrolls are gathered until there are this many).", min=1
     )
     max_grad_norm: float = option(10.0, "Gradient norm clip; 0 turns clipping off.", min=0.0)
-    n_step: int = option(3, "(dqn) Steps summed into each return before bootstrapping.", min=1, max=100)
-    target_update_interval: int = option(
-        250, "(dqn) Updates between copies of the online net into the target net.", min=1
-    )
-    huber_delta: float = option(1.0, "(dqn) Delta of the Huber loss.", above=0.0)
-    prioritized: bool = option(False, "(dqn) Prioritized replay through a sum-tree instead of uniform sampling.")
-    priority_alpha: float = option(
-        0.6, "(dqn) How strongly priorities shape sampling (0 is uniform).", min=0.0, max=1.0
-    )
-    priority_beta: float = option(0.4, "(dqn) Importance-sampling correction exponent.", min=0.0, max=1.0)
-    clip_ratio: float = option(0.2, "(appo) PPO clip range of the ratio target/behaviour policy.", above=0.0)
-    vtrace_rho_clip: float = option(
-        1.0,
-        "(on-policy) V-trace rho-bar: clip of the importance weight in the targets and the policy gradient.",
-        above=0.0,
-    )
-    vtrace_c_clip: float = option(1.0, "(on-policy) V-trace c-bar: clip of the trace-cutting weights.", above=0.0)
-    vtrace_lambda: float = option(
-        0.95, "(on-policy) Mixes n-step targets like GAE's lambda (1.0 is IMPALA's V-trace).", min=0.0, max=1.0
-    )
-    value_coef: float = option(0.5, "(on-policy) Weight of the value loss.", min=0.0)
-    entropy_coef: float = option(0.01, "(on-policy) Weight of the entropy bonus.", min=0.0)
-    epochs: int = option(1, "(on-policy) Passes over each batch of unrolls.", min=1, max=100)
-    minibatches: int = option(1, "(on-policy) Minibatches per pass; each holds whole unrolls.", min=1)
-    normalize_advantages: bool = option(True, "(on-policy) Scale each minibatch's advantages to mean 0, std 1.")
-    targets: str = option(
-        "per_minibatch",
-        "(on-policy) When V-trace targets and advantages are computed: 'per_minibatch' with the current weights before each step (IMPALA's form), 'per_update' once with the weights the update starts from (PPO's form; needed by minibatch_by = 'steps' and value_clip).",
-        choices=("per_minibatch", "per_update"),
-    )
-    minibatch_by: str = option(
-        "unrolls",
-        "(on-policy) What a minibatch is drawn as: 'unrolls' (whole env columns, in order) or 'steps' (single steps shuffled over the whole batch: less correlated, as PPO does; needs targets = 'per_update').",
-        choices=("unrolls", "steps"),
-    )
-    clip_anchor: str = option(
-        "proximal",
-        "(appo, targets = 'per_update') What PPO's clipped ratio is taken against: 'proximal', the policy the update starts from (decoupled PPO: an unroll's lag behind it is weighted in by V-trace once), or 'behaviour', the version that acted.",
-        choices=("proximal", "behaviour"),
-    )
-    value_clip: float = option(
-        0.0,
-        "(on-policy) PPO's value clipping: a value moves at most this far from where the update started before its loss stops counting (in normalized units with normalize_returns); 0 is off. Needs targets = 'per_update'.",
-        min=0.0,
-    )
-    normalize_returns: bool = option(
-        True,
-        "(on-policy) The value output is in units of the running mean and standard deviation of the value targets (Sample Factory's normalize_returns): one learning rate fits rewards of any scale, and the value loss cannot swamp the policy's gradient.",
-    )
-    normalize_obs: bool = option(
-        False,
-        "(on-policy) Vector observations are shifted and scaled by their running mean and standard deviation (kept in the network, so actors and exports use the same statistics); image observations are left as they are.",
-    )
-    adam_eps: float = option(1e-5, "(on-policy) Adam's epsilon.", above=0.0)
-    reward_scale: float = option(
-        1.0, "(on-policy) Rewards are multiplied by this before training (returns reported unscaled).", above=0.0
-    )
-    log_std_init: float = option(0.0, "(on-policy, Box actions) Initial log standard deviation of the Gaussian policy.")
-    state_dependent_std: bool = option(
-        False, "(on-policy, Box actions) The network outputs the log-std per state instead of one learned vector."
-    )
-    shared_torso: bool = option(
-        False,
-        "(on-policy) One network whose last layer gives the policy and the value (IMPALA's and Sample Factory's form: half the learner's compute of two separate networks).",
-    )
+
+    @classmethod
+    def implied(cls, table: dict[str, Any]) -> dict[str, Any]:
+        """Defaults that depend on what a config's table sets; they fill only the keys it leaves unset."""
+        return {}
+
+    def check(self, config: RunConfig, where: str) -> None:
+        """ConfigError for values each fine alone but impossible together; `where` prefixes keys ('policies.NAME.')."""
 
 
-# Defaults of an algorithm where they differ from the schema's (which are double_dqn's): they fill
-# every key the config does not set, so `algorithm.name = "appo"` alone is a sensible run.
-ALGORITHM_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
-    # targets once per update, single-step minibatches, value clipping: measured best on CartPole (docs/learning.md)
-    "appo": {
-        "algorithm": {
-            "learning_rate": 3e-4,
-            "batch_size": 1024,
-            "max_grad_norm": 0.5,
-            "targets": "per_update",
-            "minibatch_by": "steps",
-            "value_clip": 0.2,
-        },
-        "learner": {"max_lag": 32},
-    },
-    "impala": {
-        "algorithm": {"learning_rate": 3e-4, "batch_size": 1024, "max_grad_norm": 40.0, "vtrace_lambda": 1.0},
-        "learner": {"max_lag": 32},
-    },
-}
+def default_algorithm() -> AlgorithmSection:
+    """The [algorithm] of a config that names none: the default algorithm's section, with its defaults."""
+    # Imported here: the algorithms sit above the config, which finds them by name like any plug-in.
+    from tandem.daemons.algorithms.registry import default_algorithm as default_spec
 
-
-PER_UPDATE_ONLY = ("minibatch_by", "value_clip")  # an algorithm's defaults for these assume targets = 'per_update'
-
-
-def algorithm_default_values(name: str, part: str) -> dict[str, Any]:
-    """Section `part`'s values that depend on the algorithm, as algorithm `name` has them."""
-    cls = {"algorithm": AlgorithmSection, "learner": LearnerSection}[part]
-    keys = {key for table in ALGORITHM_DEFAULTS.values() for key in table.get(part, {})}
-    values = {key: field.default for key in keys for field in [cls.__dataclass_fields__[key]]}
-    values.update(ALGORITHM_DEFAULTS.get(name, {}).get(part, {}))
-    return values
-
-
-def fill_algorithm_defaults(data: dict[str, Any]) -> dict[str, Any]:
-    """`data` (a parsed TOML) with the keys it leaves unset that its algorithm has its own defaults for."""
-    algorithm = data.get("algorithm", {})
-    name = algorithm.get("name") if isinstance(algorithm, dict) else None
-    for part, values in ALGORITHM_DEFAULTS.get(name, {}).items():
-        section = data.setdefault(part, {})
-        if isinstance(section, dict):
-            for key, value in values.items():
-                if part == "algorithm" and key in PER_UPDATE_ONLY and section.get("targets") == "per_minibatch":
-                    continue  # a config asking for per-minibatch targets keeps the schema's value for these
-                section.setdefault(key, value)
-    return data
+    return default_spec().section()
 
 
 @dataclass
@@ -352,7 +261,7 @@ class LearnerSection:
     )
     pace_credit: bool = option(
         True,
-        "(appo, impala) Pace the actors by a credit of one update's transitions per weight version instead of a rate, so that they send what the next update takes however long updates are; false paces by rate.",
+        "(on-policy) Pace the actors by a credit of one update's transitions per weight version instead of a rate, so that they send what the next update takes however long updates are; false paces by rate.",
     )
     max_lag: int = option(
         1000,
@@ -545,7 +454,8 @@ class RunConfig:
     run: RunSection = field(default_factory=RunSection)
     env: EnvSection = field(default_factory=EnvSection)
     model: ModelSection = field(default_factory=ModelSection)
-    algorithm: AlgorithmSection = field(default_factory=AlgorithmSection)
+    # The class is the algorithm's own (a subclass with its keys), picked by algorithm.name when loading.
+    algorithm: AlgorithmSection = field(default_factory=default_algorithm)
     actors: ActorsSection = field(default_factory=ActorsSection)
     learner: LearnerSection = field(default_factory=LearnerSection)
     eval: EvalSection = field(default_factory=EvalSection)

@@ -12,7 +12,7 @@ what it measured (poll() never runs during a round). So after each round it save
   policy's, from that one round); never replaced.
 
 One file of each kind per policy, written atomically (temp file, fsync, rename). They hold the acting
-network only, in the learner checkpoint's layout (`algorithm.online` or `algorithm.net`), so `load_policy`
+network only, in the learner checkpoint's layout (`algorithm.PART`, PART the spec's acting_network), so `load_policy`
 reads them like any checkpoint; training never resumes from them: the learner reads and prunes only
 `ckpt-*.pt` and removes only its own `.ckpt-*.tmp` leftovers, and the evaluator's temp files are `.kept-*.tmp`.
 `--fresh` moves them with the learner's directory. The bytes come from the evaluator's own network
@@ -29,14 +29,23 @@ from pathlib import Path
 
 import numpy as np
 
+from tandem.daemons.algorithms.registry import find_algorithm
+
 log = logging.getLogger(__name__)
 
 LATEST = "latest"  # the learner's newest ckpt-*.pt
 KEPT_FILES = {"best": "best.pt", "solved": "solved.pt"}
 CHOICES = (LATEST, *KEPT_FILES)
-# The part of a learner checkpoint's `algorithm` state that actors run (what its weights() publishes).
-ACTING_NETWORK = {"double_dqn": "online", "appo": "net", "impala": "net"}
 TEMP_PREFIX = ".kept-"
+
+
+def acting_network(algorithm: str) -> str | None:
+    """The part of a learner checkpoint's `algorithm` state that algorithm `algorithm`'s actors run (what its
+    weights() publishes), or None for a name that finds no algorithm."""
+    try:
+        return find_algorithm(algorithm).acting_network
+    except ValueError:
+        return None
 
 
 def policy_returns(counters: Mapping[str, float], policies: list[str]) -> dict[str, float]:
@@ -57,14 +66,15 @@ def solves(value: float | None, target: float | None) -> bool:
     return target is not None and value is not None and value >= target
 
 
-def kept_state(algorithm: str, version: int, weights: Mapping[str, np.ndarray], evaluation: dict) -> dict:
-    """A checkpoint of the acting network only, readable with torch.load(weights_only=True)."""
+def kept_state(algorithm: str, part: str, version: int, weights: Mapping[str, np.ndarray], evaluation: dict) -> dict:
+    """A checkpoint of the acting network only (as `part` of the learner's state), readable with
+    torch.load(weights_only=True)."""
     import torch
 
     tensors = {name: torch.from_numpy(np.ascontiguousarray(array)) for name, array in weights.items()}
     return {
         "version": int(version),
-        "algorithm": {"algorithm": algorithm, ACTING_NETWORK[algorithm]: tensors},
+        "algorithm": {"algorithm": algorithm, part: tensors},
         "evaluation": evaluation,
     }
 
@@ -90,14 +100,14 @@ class KeptCheckpoints:
     def __init__(self, directories: Mapping[str, Path], algorithms: Mapping[str, str], target: float | None):
         self.directories = {p: Path(d) for p, d in directories.items()}
         self.algorithms = dict(algorithms)
+        self.parts = {p: acting_network(a) for p, a in self.algorithms.items()}
         self.target = target
         self.write_failures = 0
-        unknown = sorted(p for p, a in self.algorithms.items() if a not in ACTING_NETWORK)
+        unknown = sorted(p for p, part in self.parts.items() if part is None)
         if unknown:
             log.warning(
-                "no best or solved checkpoints for %s: their algorithm's acting network is not one of %s",
+                "no best or solved checkpoints for %s: algorithm.name finds no algorithm to tell its acting network",
                 ", ".join(unknown),
-                ", ".join(ACTING_NETWORK),
             )
         self.best: dict[str, float | None] = {}
         for policy, directory in self.directories.items():
@@ -149,7 +159,7 @@ class KeptCheckpoints:
                 )
         written = []
         for policy, kind, evaluation in wanted:
-            if self.algorithms[policy] not in ACTING_NETWORK:
+            if self.parts[policy] is None:
                 continue
             path = self.write(policy, kind, versions[policy], weights(policy), evaluation)
             if path is not None:
@@ -168,7 +178,8 @@ class KeptCheckpoints:
         path = self.directories[policy] / KEPT_FILES[kind]
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, kept_state(self.algorithms[policy], version, weights, evaluation), TEMP_PREFIX)
+            state = kept_state(self.algorithms[policy], self.parts[policy], version, weights, evaluation)
+            write_atomic(path, state, TEMP_PREFIX)
         except OSError as exc:  # a full disk: counted and logged; evaluation and training go on
             self.write_failures += 1
             log.warning("cannot write %s (%s); %d failed writes", path, exc, self.write_failures)

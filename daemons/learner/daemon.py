@@ -11,7 +11,8 @@ import time
 import numpy as np
 import torch
 
-from tandem.daemons.algorithms import feed_kind, make_algorithm
+from tandem.daemons.algorithms import make_algorithm, make_feed
+from tandem.daemons.algorithms.base import Feed
 from tandem.daemons.config.policies import policy_config
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.probe import probe_policy_spaces
@@ -19,11 +20,9 @@ from tandem.daemons.learner.checkpoint import load_latest_checkpoint, save_check
 from tandem.daemons.learner.content import BatchContentCheck
 from tandem.daemons.learner.intake import Intake
 from tandem.daemons.learner.metrics_log import MetricsLog
-from tandem.daemons.learner.pace import PaceMeter, consumed_per_update
+from tandem.daemons.learner.pace import PaceMeter
 from tandem.daemons.learner.prefetch import Prefetcher
-from tandem.daemons.learner.replay_feed import ReplayFeed
 from tandem.daemons.learner.snapshots import SnapshotServer, serve_snapshots
-from tandem.daemons.learner.unroll_feed import UnrollFeed
 from tandem.daemons.learner.version_floor import read_floor, write_floor
 from tandem.daemons.runtime.control_channel import ControlChannel
 from tandem.daemons.runtime.endpoints import bind_endpoints, is_loopback, learner_endpoints, socket_options
@@ -104,10 +103,7 @@ class Learner:
         obs_space, action_space, mask_size = spaces.observation_space, spaces.action_space, spaces.mask_size
         self.obs_shape = tuple(obs_space.shape or ())
         self.algorithm = make_algorithm(cfg, obs_space, action_space, self.device, mask_size=mask_size)
-        if feed_kind(cfg) == "replay":
-            self.feed = ReplayFeed(cfg, obs_space, action_space)
-        else:
-            self.feed = UnrollFeed(cfg.algorithm.batch_size, cfg.learner.max_lag)
+        self.feed: Feed = make_feed(cfg, obs_space, action_space)
         self.check_content = BatchContentCheck(
             self.obs_shape, obs_space.dtype or np.float32, self.algorithm.check_batch
         )
@@ -121,8 +117,8 @@ class Learner:
             self.counts,
             heard=self.pace.heard,
         )
-        self.consumed_per_update = consumed_per_update(cfg, feed_kind(cfg) == "replay")
-        if feed_kind(cfg) != "replay" and cfg.learner.pace_credit:  # on-policy: one version per update
+        self.consumed_per_update = self.feed.consumed_per_update
+        if self.feed.credit_pacing and cfg.learner.pace_credit:
             self.pace.credit_per_version = int(self.consumed_per_update) if cfg.learner.pace_headroom > 0 else 0
         self.reporter.set_stage("load_checkpoint")
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -283,8 +279,7 @@ class Learner:
         if cfg.intake_thread:
             self.intake.start(self.transitions_pull)
             self.intake_threaded = True
-        if cfg.prefetch and hasattr(self.feed, "replay"):
-            # On-policy feeds are not prefetched: the next update should take the freshest unrolls.
+        if cfg.prefetch and self.feed.can_prefetch:
             self.prefetcher = Prefetcher(self.feed, self.feed_lock, self.device, lambda: self.version)
             self.prefetcher.start()
 

@@ -8,13 +8,21 @@ import gymnasium as gym
 import numpy as np
 
 from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.learner.pace import consumed_per_update
 from tandem.daemons.learner.rate_limiter import RateLimiter
 from tandem.daemons.replay import FrameReplay, NStepAccumulator, NStepTransitions, ReplayBuffer, SampledBatch
 from tandem.protocol import TransitionBatch, stacks
 
 
 class ReplayFeed:
-    """Received unrolls become n-step transitions in replay; each update samples `algorithm.batch_size` of them."""
+    """Received unrolls become n-step transitions in replay; each update samples `algorithm.batch_size` of them.
+
+    A Feed (algorithms/base.py). The algorithm's [algorithm] section has the replay keys besides the shared
+    ones: n_step, prioritized, priority_alpha and priority_beta (as Double DQN's does).
+    """
+
+    can_prefetch = True  # a sample is as good one update early (Ape-X draws with priorities one update old)
+    credit_pacing = False  # transitions are sampled many times: actors are paced by rate
 
     def __init__(self, config: RunConfig, obs_space: gym.Space, action_space: gym.Space):
         self.config = config
@@ -48,6 +56,7 @@ class ReplayFeed:
         spi, batch = config.learner.samples_per_insert, config.algorithm.batch_size
         self.limiter = RateLimiter(spi, config.learner.replay_min_size, error_buffer=max(4.0 * batch, 2.0 * spi * 256))
         self.publish_every = config.learner.publish_interval_updates
+        self.consumed_per_update = consumed_per_update(config, replay=True)
 
     def can_accept(self) -> bool:
         """False while the learner is more than the limiter's slack behind the target ratio."""

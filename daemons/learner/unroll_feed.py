@@ -17,13 +17,17 @@ class UnrollFeed:
 
     An unroll more than `max_lag` versions behind the learner when its turn comes is dropped (V-trace
     corrects lag, but not without bound); when actors produce faster than the learner trains, the oldest
-    queued unroll is dropped so that what is trained on stays fresh. Both are counted.
+    queued unroll is dropped so that what is trained on stays fresh. Both are counted. A Feed
+    (algorithms/base.py).
     """
 
     publish_every = 1  # on-policy: every update is a new behaviour policy for the actors
+    can_prefetch = False  # the next update should take the freshest unrolls, not ones queued an update ago
+    credit_pacing = True  # one update's transitions per version is exactly what the actors should send
 
     def __init__(self, batch_size: int, max_lag: int):
         self.batch_size, self.max_lag = batch_size, max_lag
+        self.consumed_per_update = float(batch_size)  # every transition is trained on once
         self.capacity = QUEUE_BATCHES * batch_size
         self.queue: deque[TransitionBatch] = deque()
         self.queued = 0

@@ -1,4 +1,4 @@
-"""Resolves a user's 'package.module:attr.path' plug-in (an env factory, a model) to a callable."""
+"""Resolves a user's 'package.module:attr.path' plug-in (an env factory, a model, an algorithm) to its object."""
 
 from __future__ import annotations
 
@@ -15,9 +15,17 @@ from tandem.daemons.runtime.setup_errors import SetupError
 def import_callable(spec: str, key: str) -> Callable[..., Any]:
     """The callable `spec` names; SetupError (a ValueError) starting with the config `key` and saying what is
     missing; a module that is not found gets a hint about where Tandem looks for it."""
+    target = import_object(spec, key)
+    if not callable(target):
+        raise SetupError(f"{key} {spec!r}: {spec.partition(':')[2]!r} is a {type(target).__name__}, not a callable")
+    return target
+
+
+def import_object(spec: str, key: str, form: str = "module:callable") -> Any:
+    """What 'package.module:attr.path' names (a callable, an algorithm object); SetupError as import_callable."""
     module_name, _, attr_path = spec.partition(":")
     if not module_name or not attr_path:
-        raise SetupError(f"{key} {spec!r}: expected 'module:callable'")
+        raise SetupError(f"{key} {spec!r}: expected {form!r}")
     try:
         target = importlib.import_module(module_name)
     except ImportError as exc:
@@ -28,8 +36,6 @@ def import_callable(spec: str, key: str) -> Callable[..., Any]:
         if not hasattr(target, part):
             raise SetupError(f"{key} {spec!r}: module {module_name!r} has no attribute {attr_path!r}")
         target = getattr(target, part)
-    if not callable(target):
-        raise SetupError(f"{key} {spec!r}: {attr_path!r} is a {type(target).__name__}, not a callable")
     return target
 
 

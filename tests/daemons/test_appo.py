@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from tandem.daemons.algorithms import make_algorithm, make_policy
-from tandem.daemons.algorithms.appo import BEHAVIOUR_LOGP
 from tandem.daemons.algorithms.distributions import ActionHead, Categorical, DiagGaussian
+from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP
 from tandem.daemons.config.loader import config_from_dict
 from tandem.daemons.envs.spaces import env_actions
 from tandem.protocol import TransitionBatch, WeightBlob

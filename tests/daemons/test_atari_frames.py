@@ -153,7 +153,7 @@ def test_an_appo_learner_scores_the_actors_actions_on_the_screens_the_actor_saw(
     frame, step or column show (a uniform policy would hide it)."""
     import torch
 
-    from tandem.daemons.algorithms.appo import APPO, BEHAVIOUR_LOGP, StochasticPolicy
+    from tandem.daemons.algorithms.appo_torch import APPO, BEHAVIOUR_LOGP, StochasticPolicy
     from tandem.daemons.algorithms.unroll_tensors import stack_unrolls
     from tandem.daemons.learner.unroll_feed import UnrollFeed
 
@@ -174,7 +174,7 @@ def test_an_appo_learner_scores_the_actors_actions_on_the_screens_the_actor_saw(
     env = make_env(config.env)
     spaces = env.observation_space, env.action_space
     env.close()
-    learner = APPO("appo", config, *spaces)
+    learner = APPO(config, *spaces)
     with torch.no_grad():
         learner.net.policy.head[-1].weight.mul_(1000.0)  # undo the near-uniform start, and then some
     actor = StochasticPolicy(config, *spaces, seed=3)

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from tandem.daemons.algorithms.dqn import DoubleDQN
-from tandem.daemons.config.schema import AlgorithmSection, ModelSection
+from tandem.daemons.algorithms.dqn import DQNSection
+from tandem.daemons.algorithms.dqn_torch import DoubleDQN
+from tandem.daemons.config.schema import ModelSection
 from tandem.daemons.learner.checkpoint import checkpoint_path, load_latest_checkpoint, save_checkpoint
 from tandem.daemons.replay import SampledBatch
 
@@ -22,7 +23,7 @@ VECTOR = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
 def algorithm(seed: int = 0) -> DoubleDQN:
     return DoubleDQN(
         ModelSection(hidden_sizes=[16]),
-        AlgorithmSection(learning_rate=1e-2, target_update_interval=2),
+        DQNSection(learning_rate=1e-2, target_update_interval=2),
         VECTOR,
         gym.spaces.Discrete(4),
         seed=seed,

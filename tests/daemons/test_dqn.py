@@ -11,8 +11,9 @@ import torch
 from torch import nn
 
 from tandem.daemons.algorithms import make_algorithm, make_policy
-from tandem.daemons.algorithms.dqn import DoubleDQN, DQNPolicy
-from tandem.daemons.config.schema import AlgorithmSection, ModelSection, RunConfig
+from tandem.daemons.algorithms.dqn import DQNSection
+from tandem.daemons.algorithms.dqn_torch import DoubleDQN, DQNPolicy
+from tandem.daemons.config.schema import ModelSection, RunConfig
 from tandem.daemons.replay import SampledBatch
 from tandem.protocol.weights import WeightBlob
 
@@ -59,8 +60,8 @@ def random_batch(rng: np.random.Generator, size: int = 16, num_actions: int = 4)
     )
 
 
-def algo_cfg(**kwargs) -> AlgorithmSection:
-    return AlgorithmSection(**{"learning_rate": 1e-3, "target_update_interval": 100, **kwargs})
+def algo_cfg(**kwargs) -> DQNSection:
+    return DQNSection(**{"learning_rate": 1e-3, "target_update_interval": 100, **kwargs})
 
 
 def mlp_algo(device="cpu", seed=0, num_actions=4, **kwargs) -> DoubleDQN:

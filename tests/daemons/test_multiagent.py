@@ -130,7 +130,7 @@ def test_action_mask_observations_are_flattened_with_the_mask_last():
 def test_masked_policy_explores_and_exploits_only_legal_actions():
     import gymnasium as gym
 
-    from tandem.daemons.algorithms.dqn import DQNPolicy
+    from tandem.daemons.algorithms.dqn_torch import DQNPolicy
 
     config = config_from_dict({})
     policy = DQNPolicy(

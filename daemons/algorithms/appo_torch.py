@@ -1,0 +1,412 @@
+"""APPO (PPO's clipped objective on V-trace targets) and IMPALA (V-trace policy gradient): learner and actor policy.
+
+The learner trains on whole unrolls in arrival order. Each batch's actions were chosen by an older version
+(the behaviour policy mu); V-trace corrects the value targets and the advantages for that lag with the
+importance ratio pi/mu of the current weights, which is why actors send log mu(a|x) with every step.
+
+The torch half of both algorithms: their specs, names and keys are in appo.py, which imports this module only
+to build.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from tandem.daemons.algorithms.actor_critic import seeded_actor_critic
+from tandem.daemons.algorithms.adam import Adam
+from tandem.daemons.algorithms.base import UpdateResult
+from tandem.daemons.algorithms.ppo_batch import FlatSteps, minibatch_rows
+from tandem.daemons.algorithms.ppo_losses import (
+    clipped_surrogate,
+    explained_variance,
+    normalized_advantages,
+    value_loss,
+)
+from tandem.daemons.algorithms.running_norm import RunningMeanStd
+from tandem.daemons.algorithms.torch_util import (
+    SwappableNet,
+    check_tensors,
+    cpu_copy,
+    make_adam,
+    module_weights,
+    to_tensor,
+    torch_device,
+)
+from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP, UnrollTensors, select_columns, stack_unrolls
+from tandem.daemons.algorithms.vtrace import vtrace
+from tandem.daemons.config.schema import RunConfig
+from tandem.protocol import TransitionBatch
+
+if TYPE_CHECKING:
+    from tandem.daemons.algorithms.appo import APPOSection
+
+log = logging.getLogger(__name__)
+
+
+class APPO:
+    """Learner side of APPO (`clipped`: PPO's clipped surrogate) and IMPALA (plain V-trace policy gradient)."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        device: str = "cpu",
+        mask_size: int = 0,
+        clipped: bool = True,
+    ):
+        # the name is what checkpoints record, so that a resumed run checks it
+        self.name, self.clipped = config.algorithm.name, clipped
+        self.cfg: APPOSection = config.algorithm  # IMPALA's lacks clip_ratio and clip_anchor: read only when clipped
+        self.device = torch_device(device)
+        self.net = seeded_actor_critic(config, obs_space, action_space, mask_size, config.run.seed).to(self.device)
+        self.net.train()
+        # normalize_returns: the value output's units, the running statistics of the value targets (learner only)
+        self.value_norm = RunningMeanStd((1,)).to(self.device) if self.cfg.normalize_returns else None
+        self._optimizer: Adam | None = None
+        self.rng = torch.Generator().manual_seed(config.run.seed)
+        self.updates = 0
+
+    @property
+    def optimizer(self) -> Adam:
+        """Created on first use."""
+        if self._optimizer is None:
+            self._optimizer = make_adam(list(self.net.parameters()), self.cfg.learning_rate, eps=self.cfg.adam_eps)
+        return self._optimizer
+
+    def check_batch(self, batch: TransitionBatch) -> None:
+        """ValueError naming what is wrong with a received unroll's actions or behaviour log-probs."""
+        self.net.head.check_wire(batch.actions)
+        logp = batch.extras.get(BEHAVIOUR_LOGP)
+        if logp is None:
+            raise ValueError(
+                f"extra.{BEHAVIOUR_LOGP} is missing: {self.name} needs the behaviour log-probability of every step"
+            )
+        if logp.dtype != np.float32 or logp.shape != batch.rewards.shape:
+            raise ValueError(
+                f"extra.{BEHAVIOUR_LOGP} must be float32 {list(batch.rewards.shape)}, "
+                f"got {logp.dtype} {list(logp.shape)}"
+            )
+        if not np.isfinite(logp).all():
+            raise ValueError(f"extra.{BEHAVIOUR_LOGP} holds NaN or infinite values")
+
+    def update(self, unrolls: Sequence[TransitionBatch]) -> UpdateResult:
+        """`epochs` passes over the unrolls, each in `minibatches`; one Adam step per minibatch.
+
+        targets = 'per_minibatch': V-trace runs again before every step, with the weights of that step, on
+        minibatches of whole columns. 'per_update': it runs once, with the weights the update starts from,
+        and minibatches are drawn from the flat steps (whole columns, or single steps with minibatch_by)."""
+        cfg = self.cfg
+        groups: dict[int, list[TransitionBatch]] = {}
+        for u in unrolls:
+            groups.setdefault(u.num_steps, []).append(u)
+        data = [stack_unrolls(g, self.net.head, self.device, cfg.reward_scale) for g in groups.values()]
+        if self.net.obs_norm is not None:  # statistics first: the targets below see the inputs the steps will
+            for part in data:
+                self.net.obs_norm.update(part.obs[:-1].reshape(-1, *part.obs.shape[2:]))
+        totals: dict[str, float] = {}
+        steps = 0
+
+        def add(metrics: Mapping[str, float]) -> None:
+            nonlocal steps
+            for key, value in metrics.items():
+                totals[key] = totals.get(key, 0.0) + value
+            steps += 1
+
+        if cfg.targets == "per_update":
+            flat, explained = self.targets_once(data)
+            for _ in range(cfg.epochs):
+                for rows in minibatch_rows(flat, cfg.minibatches, cfg.minibatch_by, self.rng):
+                    add(self.flat_step(flat.take(rows)))
+        else:
+            explained = []
+            for _ in range(cfg.epochs):
+                for part in data:
+                    n = part.obs.shape[1]
+                    order = torch.randperm(n, generator=self.rng).to(self.device)
+                    for cols in torch.chunk(order, min(cfg.minibatches, n)):
+                        metrics = self.step(select_columns(part, cols) if cfg.minibatches > 1 else part)
+                        explained.append(metrics.pop("explained_variance"))
+                        add(metrics)
+        self.updates += 1
+        result = {key: value / max(steps, 1) for key, value in totals.items()}
+        if self.value_norm is not None:
+            result["return_std"] = float(self.value_norm.var.sqrt())
+        finite = [v for v in explained if math.isfinite(v)]
+        if finite:
+            result["explained_variance"] = float(np.mean(finite))
+        return UpdateResult(metrics=result)
+
+    def returns(self, values: torch.Tensor) -> torch.Tensor:
+        """Value outputs in the units of returns."""
+        return values if self.value_norm is None else self.value_norm.denormalize(values)
+
+    def vtrace_targets(self, d: UnrollTensors, all_values: torch.Tensor, logp: torch.Tensor):
+        """V-trace over [T, N] from value outputs at every row (obs[0..T], then the truncated episodes' last ones)."""
+        cfg = self.cfg
+        steps, n = d.rewards.shape
+        real = self.returns(all_values.detach())
+        values = real[: (steps + 1) * n].reshape(steps + 1, n)
+        next_values = values[1:].clone()
+        if d.finals.shape[0]:
+            next_values[d.final_t, d.final_n] = real[(steps + 1) * n :]
+        log_rhos = logp.detach() - d.behaviour_logp
+        return log_rhos, vtrace(
+            log_rhos,
+            d.rewards,
+            values[:-1],
+            next_values,
+            cfg.gamma * (1.0 - d.terminated),
+            1.0 - d.ended,
+            rho_clip=cfg.vtrace_rho_clip,
+            c_clip=cfg.vtrace_c_clip,
+            lam=cfg.vtrace_lambda,
+        )
+
+    def evaluate_unrolls(self, d: UnrollTensors):
+        """(distribution at the T x N acted-on rows, log-probs [T, N], value outputs at every row)."""
+        steps, n = d.rewards.shape
+        dist, all_values = self.net.evaluate(torch.cat([d.obs.reshape(-1, *d.obs.shape[2:]), d.finals]), steps * n)
+        logp = dist.log_prob(d.actions.reshape(steps * n, -1)).reshape(steps, n)
+        return dist, logp, all_values
+
+    @torch.no_grad()
+    def targets_once(self, data: list[UnrollTensors]) -> tuple[FlatSteps, list[float]]:
+        """Every step of the update with its V-trace advantage and value target from the starting weights."""
+        parts, offset = [], 0
+        for d in data:
+            steps, n = d.rewards.shape
+            _, logp, all_values = self.evaluate_unrolls(d)
+            _, targets = self.vtrace_targets(d, all_values, logp)
+            parts.append((d, targets, all_values[: steps * n], logp.reshape(-1), offset))
+            offset += n
+        norm = self.value_norm
+        if norm is not None:  # statistics of this update's targets, then targets in the value output's units
+            norm.update(torch.cat([t.vs.reshape(-1) for _, t, _, _, _ in parts]))
+        flats, explained = [], []
+        for d, targets, old_values, start_logp, offset in parts:
+            steps, n = d.rewards.shape
+            vs = targets.vs.reshape(-1)
+            explained.append(explained_variance(self.returns(old_values), vs))
+            flats.append(
+                FlatSteps(
+                    obs=d.obs[:-1].reshape(steps * n, *d.obs.shape[2:]),
+                    actions=d.actions.reshape(steps * n, -1),
+                    behaviour_logp=d.behaviour_logp.reshape(-1),
+                    start_logp=start_logp,
+                    advantages=targets.pg_advantages.reshape(-1),
+                    targets=vs if norm is None else norm.normalize(vs),
+                    old_values=old_values,
+                    streams=(torch.arange(n, device=self.device) + offset).repeat(steps),
+                )
+            )
+        return FlatSteps.concat(flats), explained
+
+    def flat_step(self, b: FlatSteps) -> dict[str, float]:
+        """One Adam step on steps whose targets were computed at the update's start."""
+        dist, values = self.net.evaluate(b.obs, b.size)
+        logp = dist.log_prob(b.actions)
+        # 'proximal': the clip's trust region is around the policy the update started from (decoupled PPO); the
+        # acting version's lag is already weighted into the V-trace advantages, so it is not counted twice
+        behaviour = self.clipped and self.cfg.clip_anchor == "behaviour"  # IMPALA has no clip: its KL is proximal
+        anchor = b.behaviour_logp if behaviour else b.start_logp
+        return self.optimize(
+            logp,
+            dist.entropy().mean(),
+            anchor,
+            b.advantages,
+            values,
+            b.targets,
+            b.old_values,
+            logp.detach() - b.behaviour_logp,
+        )
+
+    def step(self, d: UnrollTensors) -> dict[str, float]:
+        """One Adam step with V-trace recomputed from this step's weights (targets = 'per_minibatch')."""
+        dist, logp, all_values = self.evaluate_unrolls(d)
+        steps, n = d.rewards.shape
+        log_rhos, targets = self.vtrace_targets(d, all_values, logp)
+        values = all_values[: steps * n]
+        vs = targets.vs.reshape(-1)
+        norm = self.value_norm
+        if norm is not None:
+            norm.update(vs)
+            vs = norm.normalize(vs)
+        metrics = self.optimize(
+            logp.reshape(-1),
+            dist.entropy().mean(),
+            d.behaviour_logp.reshape(-1),
+            targets.pg_advantages.reshape(-1),
+            values,
+            vs,
+            None,
+            log_rhos.reshape(-1),
+        )
+        metrics["explained_variance"] = explained_variance(values.detach(), vs)
+        return metrics
+
+    def optimize(
+        self,
+        logp: torch.Tensor,
+        entropy: torch.Tensor,
+        anchor_logp: torch.Tensor,
+        advantages: torch.Tensor,
+        values: torch.Tensor,
+        targets: torch.Tensor,
+        old_values: torch.Tensor | None,
+        log_rhos: torch.Tensor,
+    ) -> dict[str, float]:
+        """The loss of one minibatch (flat steps), one optimizer step, and its diagnostics."""
+        cfg = self.cfg
+        if cfg.normalize_advantages:
+            advantages = normalized_advantages(advantages)
+        if self.clipped:
+            policy_loss, clip_fraction = clipped_surrogate(logp, anchor_logp, advantages, cfg.clip_ratio)
+        else:  # IMPALA: the clipped importance weight is already inside the advantages
+            policy_loss = -(logp * advantages).mean()
+            clip_fraction = torch.zeros((), device=self.device)
+        v_loss = value_loss(values, targets, old_values, cfg.value_clip)
+        loss = policy_loss + cfg.value_coef * v_loss - cfg.entropy_coef * entropy
+
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        clip = cfg.max_grad_norm if cfg.max_grad_norm > 0 else math.inf
+        grad_norm = nn.utils.clip_grad_norm_(self.net.parameters(), clip)
+        self.optimizer.step()
+        log_ratio = logp.detach() - anchor_logp
+        approx_kl = (log_ratio.exp() - 1.0 - log_ratio).mean()  # Schulman's k3 estimator of KL(anchor || pi)
+        scalars = (
+            torch.stack(
+                [
+                    loss.detach(),
+                    policy_loss.detach(),
+                    v_loss.detach(),
+                    entropy.detach(),
+                    grad_norm.detach().float(),
+                    log_rhos.exp().mean(),
+                    clip_fraction,
+                    approx_kl,
+                    self.returns(values.detach()).mean(),
+                ]
+            )
+            .cpu()
+            .numpy()
+        )
+        names = (
+            "loss",
+            "policy_loss",
+            "value_loss",
+            "entropy",
+            "grad_norm",
+            "rho_mean",
+            "clip_fraction",
+            "approx_kl",
+            "value_mean",
+        )
+        return {name: float(value) for name, value in zip(names, scalars)}
+
+    def weights(self) -> dict[str, np.ndarray]:
+        return module_weights(self.net)
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {
+            "algorithm": self.name,
+            "net": cpu_copy(self.net.state_dict()),
+            "optimizer": cpu_copy(self.optimizer.state_dict()),
+            "updates": int(self.updates),
+        }
+        if self.value_norm is not None:
+            state["value_norm"] = cpu_copy(self.value_norm.state_dict())
+        return state
+
+    def form_hint(self, saved: Mapping[str, Any]) -> str:
+        """Which setting that changes the network's tensors a saved network was trained with, where it differs."""
+        names = [str(k) for k in saved]
+        forms = {
+            "algorithm.shared_torso": (not any(k.startswith("value.") for k in names), self.net.shared),
+            "algorithm.normalize_obs": (any(k.startswith("obs_norm.") for k in names), self.net.obs_norm is not None),
+        }
+        differ = [
+            f"{key} = {str(was).lower()}; this run has {str(now).lower()}"
+            for key, (was, now) in forms.items()
+            if was != now
+        ]
+        return f" (it was trained with {', '.join(differ)})" if differ else ""
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume from `state_dict()` output; the config's learning rate wins over the saved one."""
+        if state.get("algorithm") != self.name:
+            raise ValueError(f"state is for algorithm {state.get('algorithm')!r}, not {self.name!r}")
+        try:
+            check_tensors(self.net.state_dict(), state["net"], numpy=False)
+        except (KeyError, ValueError) as exc:
+            raise ValueError(f"saved network does not fit this model{self.form_hint(state['net'])}: {exc}") from exc
+        self.optimizer.load_state_dict(state["optimizer"])
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.cfg.learning_rate
+        self.net.load_state_dict(state["net"])
+        self.updates = int(state["updates"])
+        saved_norm = state.get("value_norm")
+        if self.value_norm is not None and isinstance(saved_norm, Mapping):
+            check_tensors(self.value_norm.state_dict(), saved_norm, numpy=False)
+            self.value_norm.load_state_dict(saved_norm)
+        elif self.value_norm is not None:  # a checkpoint from before normalize_returns: its statistics start afresh
+            self.value_norm = RunningMeanStd((1,)).to(self.device)
+            log.warning(
+                "the checkpoint has no return statistics (trained without algorithm.normalize_returns): "
+                "they start afresh, and the value output is read in their units from now on"
+            )
+
+
+class StochasticPolicy:
+    """Actor side: samples from the newest policy and reports log mu(a|x); the evaluator takes the mode."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        seed: int | None,
+        mask_size: int = 0,
+        device: str = "cpu",
+    ):
+        self.device = torch_device(device)
+        net = seeded_actor_critic(config, obs_space, action_space, mask_size, seed).to(self.device)
+        self.nets = SwappableNet(net)
+        self.generator = torch.Generator(device=self.device).manual_seed(seed if seed is not None else 0)
+        self.rng = np.random.default_rng(seed)
+        self.has_weights = False
+
+    def explore(self, obs: np.ndarray, epsilons: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Sampled actions for observations [K, ...] and their log-probabilities (epsilons play no part)."""
+        net = self.nets.current
+        with torch.inference_mode():
+            dist = net.distribution(to_tensor(obs, self.device))
+            sample = dist.sample(self.generator)
+            logp = dist.log_prob(sample)
+            actions = net.head.to_wire(sample)
+        return actions.cpu().numpy(), {BEHAVIOUR_LOGP: logp.float().cpu().numpy()}
+
+    def act(self, obs: np.ndarray, epsilons: np.ndarray) -> np.ndarray:
+        """The most likely action; a sampled one with probability epsilons[k] (0 for a greedy evaluation)."""
+        net = self.nets.current
+        with torch.inference_mode():
+            dist = net.distribution(to_tensor(obs, self.device))
+            mode = net.head.to_wire(dist.mode()).cpu().numpy()
+            if (np.asarray(epsilons) > 0).any():
+                use = self.rng.random(len(mode)) < np.asarray(epsilons)
+                sampled = net.head.to_wire(dist.sample(self.generator)).cpu().numpy()
+                mode = np.where(use.reshape(-1, *[1] * (mode.ndim - 1)), sampled, mode)
+        return mode
+
+    def load_weights(self, tensors: Mapping[str, np.ndarray]) -> None:
+        self.nets.load(tensors)
+        self.has_weights = True
