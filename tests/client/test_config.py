@@ -73,6 +73,9 @@ def test_rendered_config_loads_back_to_the_same(tmp_path):
             "algorithm.value_clip",
             ["targets = 'per_update'", "set it to 0"],
         ),
+        ("[algorithm]\nname = 'ppo'\n", "algorithm.name", ["'ppo' is not one of: double_dqn, appo, impala"]),
+        ("[algorithm]\nname = 'appo'\nepoch = 2\n", "algorithm.epoch", ["did you mean 'epochs'", "clip_ratio"]),
+        ("[algorithm]\nname = 'nowhere_at_all:ALGO'\n", "algorithm.name", ["cannot import module 'nowhere_at_all'"]),
         (
             "[algorithm]\nname = 'appo'\ntargets = 'once'\n",
             "algorithm.targets",
