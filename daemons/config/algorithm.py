@@ -6,7 +6,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from tandem.daemons.algorithms.registry import built_in, find_algorithm, is_plugin, owners_of
+from tandem.daemons.algorithms.registry import built_in, default_algorithm, find_algorithm, is_plugin, owners_of
 from tandem.daemons.algorithms.spec import AlgorithmSpec
 from tandem.daemons.config.fields import ConfigError, build, coerce
 from tandem.daemons.config.schema import AlgorithmSection
@@ -28,7 +28,7 @@ def algorithm_spec(name: Any, key: str) -> AlgorithmSpec:
 def spec_of(table: Any, key: str) -> AlgorithmSpec:
     """The algorithm an [algorithm] table (at `key`) names; the default one when it names none."""
     if not isinstance(table, dict) or "name" not in table:
-        return next(iter(built_in().values()))  # not a table: build() says so when it reads it
+        return default_algorithm()  # not a table: build() says so when it reads it
     return algorithm_spec(table["name"], f"{key}.name")
 
 
