@@ -31,7 +31,8 @@ config names only what differs (see [Training on one machine](../guides/one-mach
 overrides any of them on the command line.
 
 This page is generated from the config schema when the site is built, so it always matches the code.
-Keys marked `(dqn)` or `(on-policy)` apply to those algorithms only.
+`[algorithm]` holds the keys every algorithm shares; each built-in algorithm's own keys follow it, in a table
+per algorithm. Keys of other sections marked `(dqn)` or `(on-policy)` apply to those algorithms only.
 
 """
 
