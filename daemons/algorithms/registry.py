@@ -14,6 +14,7 @@ BUILT_IN = (
     "tandem.daemons.algorithms.dqn:DOUBLE_DQN",
     "tandem.daemons.algorithms.appo:APPO",
     "tandem.daemons.algorithms.appo:IMPALA",
+    "tandem.daemons.algorithms.sac:SAC",
 )
 KEY = "algorithm.name"
 PLUGIN_FORM = "package.module:NAME"

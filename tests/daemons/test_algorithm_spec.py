@@ -33,13 +33,13 @@ ACTIONS = gym.spaces.Discrete(2)
 
 def test_the_built_in_algorithms_register_through_their_specs():
     specs = built_in()
-    assert list(specs) == ["double_dqn", "appo", "impala"] and default_algorithm() is specs["double_dqn"]
+    assert list(specs) == ["double_dqn", "appo", "impala", "sac"] and default_algorithm() is specs["double_dqn"]
     for name, spec in specs.items():
         assert isinstance(spec, AlgorithmSpec) and spec.name == name and find_algorithm(name) is spec
         assert issubclass(spec.section, AlgorithmSection) and spec.section().name == name
     assert type(RunConfig().algorithm) is specs["double_dqn"].section  # a config that names none
-    assert [s.on_policy for s in specs.values()] == [False, True, True]
-    assert [s.acting_network for s in specs.values()] == ["online", "net", "net"]
+    assert [s.on_policy for s in specs.values()] == [False, True, True, False]
+    assert [s.acting_network for s in specs.values()] == ["online", "net", "net", "policy"]
 
 
 def test_each_algorithm_reads_only_its_own_keys_with_its_own_defaults():
@@ -57,7 +57,7 @@ def test_an_unknown_algorithm_names_the_known_ones(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert err.value.key == "algorithm.name"
-    assert "'ppo' is not one of: double_dqn, appo, impala (or 'package.module:NAME'" in str(err.value)
+    assert "'ppo' is not one of: double_dqn, appo, impala, sac (or 'package.module:NAME'" in str(err.value)
     with pytest.raises(ConfigError) as err:
         config_from_dict({"policies": {"a": {"algorithm": {"name": "sarsa"}}}})
     assert err.value.key == "policies.a.algorithm.name"
@@ -66,7 +66,7 @@ def test_an_unknown_algorithm_names_the_known_ones(tmp_path):
 def test_a_key_of_another_algorithm_is_ignored_with_a_warning_naming_it_and_its_algorithm(caplog):
     config = config_from_dict({"algorithm": {"name": "appo", "n_step": 5, "epochs": 3}})
     assert config.algorithm.epochs == 3 and not hasattr(config.algorithm, "n_step")
-    assert "algorithm: ignoring keys of other algorithms than 'appo': n_step (double_dqn)" in caplog.text
+    assert "algorithm: ignoring keys of other algorithms than 'appo': n_step (double_dqn and sac)" in caplog.text
     config = config_from_dict({"algorithm": {"name": "impala", "clip_ratio": 0.1}})
     assert "clip_ratio (appo)" in caplog.text and not hasattr(config.algorithm, "clip_ratio")
 
@@ -81,8 +81,8 @@ def test_a_key_of_no_algorithm_is_an_error_listing_the_valid_ones():
 def test_a_config_written_with_every_algorithms_keys_still_loads_with_the_same_values(tmp_path, caplog):
     # run directories and exports written before each algorithm had its own section hold all of them
     every = {}
-    for spec in built_in().values():
-        every.update(dataclasses.asdict(spec.section()))
+    for spec in built_in().values():  # as TOML holds them: an unset (None) key is not written
+        every.update({k: v for k, v in dataclasses.asdict(spec.section()).items() if v is not None})
     for name in built_in():
         config = config_from_dict({"algorithm": {**every, "name": name, "gamma": 0.9}})
         assert config.algorithm.name == name and config.algorithm.gamma == 0.9

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from tandem.daemons.algorithms.sac import SAC, SACPolicy, SACSettings
 from tandem.daemons.algorithms.sac_nets import SquashedGaussianPolicy, squashed_log_prob
+from tandem.daemons.algorithms.sac_torch import SAC, SACPolicy, SACSettings
 from tandem.daemons.replay.batch import SampledBatch
 
 OBS = gym.spaces.Box(-8.0, 8.0, (3,), np.float32)
