@@ -69,14 +69,40 @@ def run_supervisor(
     is_flag=True,
     help="Start over: move the run directory's earlier checkpoints and curves under previous/ instead of resuming.",
 )
+@click.option(
+    "--serial",
+    is_flag=True,
+    help="One process, no daemons: step the envs, train and evaluate in turn, deterministic for run.seed "
+    "(for a debugger, or the serial twin of an async run).",
+)
+@click.option(
+    "--eval-every",
+    type=click.IntRange(min=1),
+    default=5000,
+    show_default=True,
+    help="(--serial) Env steps between two evaluation rounds and metrics records.",
+)
 def up_cmd(
-    config_file: str, overrides: tuple[str, ...], quiet: bool, as_json: bool, insecure: bool, fresh: bool
+    config_file: str,
+    overrides: tuple[str, ...],
+    quiet: bool,
+    as_json: bool,
+    insecure: bool,
+    fresh: bool,
+    serial: bool,
+    eval_every: int,
 ) -> None:
     """Train CONFIG_FILE on this machine until a stop condition, `tandem stop`, Ctrl-C or SIGTERM.
 
     A run directory with checkpoints is resumed (and says so); --fresh starts over. Daemons that crash or
-    hang are restarted with backoff; `tandem status` shows every process.
+    hang are restarted with backoff; `tandem status` shows every process. --serial runs it all in this
+    process instead, in turn (see the guide Your own algorithm).
     """
+    if serial:
+        from tandem.client.serial_up import run_serial_up
+
+        run_serial_up(config_file, overrides, quiet, as_json, eval_every)
+        return
     run_supervisor(config_file, overrides, Display(quiet, as_json), honour_stop=True, insecure=insecure, fresh=fresh)
 
 

@@ -53,6 +53,7 @@ class FollowedPolicy:
             learner_socket_options(config, endpoints),
         )
         self.version = -1
+        self.tensors: dict[str, Any] = {}  # the weights loaded into `net` (whatever the algorithm's policy keeps)
         # the newest version's insert budget: (transitions/s, actors, credit per version, version)
         self.pace: tuple[float, int, int, int] = (0.0, 0, 0, -1)
 
@@ -69,6 +70,7 @@ class FollowedPolicy:
             self.weights.counters["blobs_rejected"] += 1
             log_dropped(log, f"weights version {blob.version}", self.weights.counters["blobs_rejected"], exc)
             return False
+        self.tensors = dict(blob.tensors)
         self.version = blob.version
         self.pace = (blob.pace_per_s, blob.pace_streams, blob.pace_credit, blob.version)
         return True

@@ -142,6 +142,4 @@ class Evaluator:
 
     def weights(self, policy: str) -> dict[str, np.ndarray]:
         """The weights `policy` played the round with: no poll() ran during it, so no newer version came in."""
-        from tandem.daemons.algorithms.torch_util import module_weights
-
-        return module_weights(self.policies[policy].net.nets.current)
+        return {name: np.array(tensor) for name, tensor in self.policies[policy].tensors.items()}

@@ -1,0 +1,147 @@
+"""The serial loop: act, hand the unrolls to the learner, train, publish to the policy, evaluate now and then."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.runtime.setup_errors import SetupError
+from tandem.daemons.serial.determinism import make_deterministic
+from tandem.daemons.serial.parts import SerialActor, SerialEvaluator, SerialLearner
+
+DEFAULT_EVAL_EVERY = 5000  # env steps between two evaluation rounds (and metrics records)
+
+
+class SerialRun:
+    """One actor, one learner and one evaluator of `config` taking turns in this process.
+
+    `lag` > 0: the actor acts with the weights that many versions behind the learner's, as an async actor
+    does about once (a serial twin of an async run's staleness).
+    """
+
+    def __init__(self, config: RunConfig, lag: int = 0, evaluate: bool = True):
+        if config.policies:
+            raise SetupError("serial mode trains one policy: a config with [policies] needs `tandem up` without it")
+        make_deterministic(config.run.seed)
+        self.config = config
+        self.actor = SerialActor(config)
+        self.learner = SerialLearner(config, self.actor.spaces)
+        self.evaluator = SerialEvaluator(config) if evaluate else None
+        self.published: deque[tuple[int, dict[str, np.ndarray]]] = deque(maxlen=lag + 1)
+        self.publish()
+
+    @property
+    def env_steps(self) -> int:
+        return self.actor.env_steps
+
+    @property
+    def updates(self) -> int:
+        return self.learner.updates
+
+    def publish(self) -> None:
+        """The learner's newest weights, to the actor's policy (the oldest of the last lag + 1 versions)."""
+        self.published.append((self.learner.version, self.learner.weights()))
+        self.actor.load(*self.published[0])
+
+    def step(self) -> None:
+        """One round of whole unrolls through the learner's intake, then the updates they pay for."""
+        for batch in self.actor.unrolls():
+            self.learner.receive(batch)
+        if self.learner.train():
+            self.publish()
+
+    def evaluate(self) -> dict[str, float]:
+        if self.evaluator is None:
+            raise RuntimeError("this serial run was built without an evaluator")
+        return self.evaluator.evaluate(self.learner.version, self.learner.weights())
+
+    def figures(self) -> dict[str, Any]:
+        """What a metrics.jsonl record of this run holds (the learner's last update as train/NAME)."""
+        recent = self.actor.recent_return()
+        return {
+            "env_steps": self.env_steps,
+            "updates": self.updates,
+            "version": self.learner.version,
+            **({"mean_return": recent} if recent is not None else {}),
+            **{k: v for k, v in self.learner.counts.items() if k.startswith("batches_")},
+            "train": dict(self.learner.metrics),
+        }
+
+    def close(self) -> None:
+        self.actor.close()
+        if self.evaluator is not None:
+            self.evaluator.close()
+
+
+@dataclass
+class Outcome:
+    reason: str
+    figures: dict[str, Any] = field(default_factory=dict)
+    weights: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def stop_reason(config: RunConfig, figures: dict[str, Any], elapsed_s: float) -> str | None:
+    """The [stop] condition `figures` meet, in the words of a daemon run (supervisor/progress.py), or None."""
+    s, eval_return, mean = config.stop, figures.get("eval_return"), figures.get("mean_return")
+    if s.eval_return is not None and eval_return is not None and eval_return >= s.eval_return:
+        return f"evaluation return {eval_return:.1f} >= {s.eval_return:g}"
+    if s.mean_return is not None and mean is not None and mean >= s.mean_return:
+        return f"mean return of the last 100 episodes {mean:.1f} >= {s.mean_return:g}"
+    if s.env_steps is not None and figures["env_steps"] >= s.env_steps:
+        return f"{figures['env_steps']} env steps >= {s.env_steps}"
+    if s.seconds is not None and elapsed_s >= s.seconds:
+        return f"{elapsed_s:.0f} s >= {s.seconds:g} s"
+    return None
+
+
+def run_serial(
+    config: RunConfig,
+    eval_every: int = DEFAULT_EVAL_EVERY,
+    metrics_dir: Path | None = None,
+    show: Callable[[dict[str, Any]], None] | None = None,
+) -> Outcome:
+    """Train until a [stop] condition; a round of evaluation and a metrics record every `eval_every` env steps.
+
+    `metrics_dir`: where metrics.jsonl is appended to (the run directory, as a daemon run's); `show` is
+    given each record. Ctrl-C ends it as a stop does."""
+    from tandem.daemons.supervisor.run_metrics import RunMetricsLog
+
+    if not any(getattr(config.stop, key) is not None for key in ("env_steps", "eval_return", "mean_return", "seconds")):
+        raise SetupError("serial mode needs a [stop] condition (env_steps, eval_return, mean_return or seconds)")
+    run = SerialRun(config, evaluate=config.eval.enabled)
+    log = None
+    if metrics_dir is not None:
+        metrics_dir.mkdir(parents=True, exist_ok=True)
+        log = RunMetricsLog(metrics_dir, tensorboard=False)
+    started, next_eval, figures, reason, written = time.monotonic(), eval_every, run.figures(), None, None
+    try:
+        while reason is None:
+            run.step()
+            figures = {**figures, **run.figures()}
+            if run.env_steps >= next_eval:
+                next_eval += eval_every
+                if run.evaluator is not None:
+                    figures.update(run.evaluate())
+                if log is not None:
+                    log.write(figures)
+                    written = figures
+                if show is not None:
+                    show(figures)
+            reason = stop_reason(config, figures, time.monotonic() - started)
+    except KeyboardInterrupt:
+        reason = "interrupted"
+    finally:
+        if log is not None:
+            if written is not figures:
+                log.write(figures)
+            log.close()
+        weights = run.learner.weights()
+        run.close()
+    return Outcome(reason, figures, weights)

@@ -1,0 +1,152 @@
+"""The three sides of a serial run, each the daemon's own code path with the sockets taken out."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from tandem.daemons.actor.exploration import actor_epsilons, decayed
+from tandem.daemons.actor.stepping import actor_envs, actor_seed, env_builder, make_stepping
+from tandem.daemons.algorithms import make_algorithm, make_feed, make_policy
+from tandem.daemons.algorithms.base import Policy
+from tandem.daemons.config.policies import DEFAULT_POLICY
+from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.envs.gym_envs import build_each
+from tandem.daemons.envs.spaces import PolicySpaces
+from tandem.daemons.evaluator.rounds import make_rounds, round_counters
+from tandem.daemons.learner.content import BatchContentCheck
+from tandem.daemons.learner.intake import Intake
+from tandem.protocol import TransitionBatch
+
+EVAL_SEED_OFFSET = 77_000  # the evaluator daemon's round seeds
+EVAL_POLICY_SEED_OFFSET = 999  # the evaluator daemon's policy seed
+
+
+def no_stage(stage: str) -> None:
+    """Env construction in serial mode has no supervisor to report its stages to."""
+
+
+class SerialActor:
+    """The actor's stepping and exploration: `unrolls()` ticks the envs until whole TransitionBatches are out."""
+
+    def __init__(self, config: RunConfig):
+        self.config = config
+        seed = actor_seed(config, 0)
+        api, build = actor_envs(config, seed)
+        self.stepping = make_stepping(build(no_stage), api, config, "serial-actor", seed, incarnation=0)
+        self.spaces: PolicySpaces = self.stepping.spaces[DEFAULT_POLICY]
+        s = self.spaces
+        self.policy: Policy = make_policy(config, s.observation_space, s.action_space, seed, s.mask_size)
+        a = config.actors
+        self.base_epsilons = actor_epsilons(a.epsilon, a.epsilon_alpha, 0, 1, len(self.stepping))
+        self.version = -1
+
+    @property
+    def env_steps(self) -> int:
+        return self.stepping.env_steps
+
+    def load(self, version: int, weights: Mapping[str, np.ndarray]) -> None:
+        """New weights, swapped in between unrolls (the only place `unrolls` leaves the stepping)."""
+        self.policy.load_weights(weights)
+        self.version = version
+
+    def unrolls(self) -> list[TransitionBatch]:
+        stepping = self.stepping
+        epsilons = decayed(self.base_epsilons, stepping.env_steps, self.config.actors.epsilon_decay_steps)
+
+        def choose(policy: str, obs: np.ndarray, env_index: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+            return self.policy.explore(obs, epsilons[env_index])
+
+        while True:
+            stepping.tick(choose, {DEFAULT_POLICY: self.version})
+            if stepping.outbox and stepping.at_boundary():
+                out = list(stepping.outbox)
+                stepping.outbox.clear()
+                return out
+
+    def recent_return(self) -> float | None:
+        return self.stepping.recent_return_mean()
+
+    def close(self) -> None:
+        self.stepping.close()
+
+
+class SerialLearner:
+    """The learner's algorithm, feed and intake; batches go in as the frames an actor would have sent."""
+
+    def __init__(self, config: RunConfig, spaces: PolicySpaces):
+        obs_space, action_space, mask_size = spaces.observation_space, spaces.action_space, spaces.mask_size
+        self.algorithm = make_algorithm(config, obs_space, action_space, config.learner.device, mask_size=mask_size)
+        self.feed = make_feed(config, obs_space, action_space)
+        check = BatchContentCheck(
+            tuple(obs_space.shape or ()), obs_space.dtype or np.float32, self.algorithm.check_batch
+        )
+        self.version, self.updates, self.inserted = 0, 0, 0
+        self.counts: dict[str, float] = {}
+        self.intake = Intake(
+            self.feed,
+            threading.Lock(),
+            DEFAULT_POLICY,
+            check,
+            config.learner.max_lag,
+            lambda: self.version,
+            self.counts,
+        )
+        self.metrics: dict[str, float] = {}
+
+    def receive(self, batch: TransitionBatch) -> None:
+        """Through the learner's decode, checks and insert, as if it had come over the wire."""
+        self.intake.handle(batch.to_frames())
+
+    def train(self) -> bool:
+        """Updates while the inserted transitions pay for them; True if a new version was published."""
+        published = False
+        inserted = self.counts["transitions_inserted"]
+        while self.updates < inserted / self.feed.consumed_per_update:
+            payload = self.feed.next_batch(self.version)
+            if payload is None:
+                break
+            result = self.algorithm.update(payload)
+            self.feed.after_update(payload, result)
+            self.updates += 1
+            self.metrics = {k: float(v) for k, v in result.metrics.items()}
+            if self.updates % self.feed.publish_every == 0:
+                self.version += 1
+                published = True
+        return published
+
+    def weights(self) -> dict[str, np.ndarray]:
+        return self.algorithm.weights()
+
+
+class SerialEvaluator:
+    """The evaluator's rounds: greedy episodes from seeded resets with a policy of its own."""
+
+    def __init__(self, config: RunConfig):
+        self.config = config
+        api, build_one = env_builder(config, training=False)
+        self.num_envs = min(config.eval.num_envs, config.eval.window_episodes)
+        self.rounds = make_rounds(build_each(self.num_envs, build_one, no_stage), api, config)
+        s = self.rounds.spaces[DEFAULT_POLICY]
+        seed = config.run.seed + EVAL_POLICY_SEED_OFFSET
+        self.policy: Policy = make_policy(config, s.observation_space, s.action_space, seed, s.mask_size)
+        self.played = 0
+
+    def evaluate(self, version: int, weights: Mapping[str, np.ndarray]) -> dict[str, float]:
+        """One round with `weights`: eval_return, eval_return_min, eval_version."""
+        self.policy.load_weights(weights)
+        epsilon = self.config.eval.epsilon
+
+        def choose(policy: str, obs: np.ndarray, env_index: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+            return self.policy.act(obs, np.full(len(obs), epsilon)), {}
+
+        seed = self.config.run.seed + EVAL_SEED_OFFSET + self.played * self.num_envs
+        returns = self.rounds.play_round(choose, seed, lambda: False, lambda: None)
+        self.played += 1
+        return round_counters(returns or {}, self.rounds.spaces, {DEFAULT_POLICY: version})
+
+    def close(self) -> None:
+        self.rounds.close()

@@ -1,0 +1,16 @@
+"""The plug-in algorithm of examples/ (reinforce_baseline.py, found beside its config) trains through `tandem up`."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.system.test_on_policy import learner_metrics, run_until_eval
+
+
+@pytest.mark.timeout(200)
+def test_the_example_plugin_learns_cartpole_through_the_daemons(tmp_path):
+    # Random play averages about 22 steps over a greedy evaluation; 100 is learned.
+    summary = run_until_eval(tmp_path, "cartpole_reinforce.toml", 100.0, 90.0)
+    assert summary["eval_return"] >= 100.0
+    last = learner_metrics(tmp_path)[-1]
+    assert last["updates"] > 0 and last["batches_malformed"] == 0 and "pg_loss" in last
