@@ -14,7 +14,16 @@ from typing import Any
 import numpy as np
 
 from tandem.protocol import ProtocolError, sockets
-from tandem.protocol.game import GameAction, GameBye, GameError, GameHello, GameSpaces, GameStep, GameWelcome, decode_game
+from tandem.protocol.game import (
+    GameAction,
+    GameBye,
+    GameError,
+    GameHello,
+    GameSpaces,
+    GameStep,
+    GameWelcome,
+    decode_game,
+)
 
 RUN_OVER_POLL_S = 0.1
 

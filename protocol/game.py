@@ -23,8 +23,20 @@ GAME_KINDS = ("game_hello", "game_welcome", "game_step", "game_action", "game_er
 ACTION_KINDS = ("discrete", "box")
 
 # Error codes a server sends in a game_error (PROTOCOL.md 7.2); `fatal` ones end the connection's session.
-ERROR_CODES = ("malformed", "bad_kind", "no_session", "space_mismatch", "server_busy", "unknown_stream", "bad_obs",
-               "busy", "no_action_pending", "cancelled", "timeout", "shutdown")
+ERROR_CODES = (
+    "malformed",
+    "bad_kind",
+    "no_session",
+    "space_mismatch",
+    "server_busy",
+    "unknown_stream",
+    "bad_obs",
+    "busy",
+    "no_action_pending",
+    "cancelled",
+    "timeout",
+    "shutdown",
+)
 # Notices answer no request: they carry request_id 0 and are fatal (the session is gone).
 NOTICE_CODES = ("timeout", "shutdown")
 
@@ -66,8 +78,14 @@ class GameSpaces:
     action_dtype: str = "<i8"  # "<i8" for discrete
 
     def to_wire(self) -> dict[str, Any]:
-        return {"obs_shape": list(self.obs_shape), "obs_dtype": self.obs_dtype, "action_kind": self.action_kind,
-                "action_n": self.action_n, "action_shape": list(self.action_shape), "action_dtype": self.action_dtype}
+        return {
+            "obs_shape": list(self.obs_shape),
+            "obs_dtype": self.obs_dtype,
+            "action_kind": self.action_kind,
+            "action_n": self.action_n,
+            "action_shape": list(self.action_shape),
+            "action_dtype": self.action_dtype,
+        }
 
     @classmethod
     def from_wire(cls, value: Any, where: str = "spaces") -> GameSpaces:
@@ -78,11 +96,14 @@ class GameSpaces:
         kind = framing.string(f"{where}.action_kind", data["action_kind"])
         if kind not in ACTION_KINDS:
             raise ProtocolError(f"must be one of {', '.join(ACTION_KINDS)}, got {kind!r}", f"{where}.action_kind")
-        return cls(tuple(int_list(f"{where}.obs_shape", data["obs_shape"])),
-                   dtype_name(f"{where}.obs_dtype", data["obs_dtype"]), kind,
-                   framing.count(f"{where}.action_n", data["action_n"]),
-                   tuple(int_list(f"{where}.action_shape", data["action_shape"])),
-                   dtype_name(f"{where}.action_dtype", data["action_dtype"]))
+        return cls(
+            tuple(int_list(f"{where}.obs_shape", data["obs_shape"])),
+            dtype_name(f"{where}.obs_dtype", data["obs_dtype"]),
+            kind,
+            framing.count(f"{where}.action_n", data["action_n"]),
+            tuple(int_list(f"{where}.action_shape", data["action_shape"])),
+            dtype_name(f"{where}.action_dtype", data["action_dtype"]),
+        )
 
     def differences(self, other: GameSpaces) -> list[str]:
         """What differs from `other`, in words ('obs_shape [4] != [5]'); empty when they agree."""
@@ -104,12 +125,19 @@ class GameHello(HeaderOnly):
     spaces: GameSpaces | None = None
 
     KIND: ClassVar[str] = "game_hello"
-    FIELDS: ClassVar[Mapping[str, framing.Checker]] = {"request_id": framing.count, "game": name_string,
-                                                        "streams": framing.count}
+    FIELDS: ClassVar[Mapping[str, framing.Checker]] = {
+        "request_id": framing.count,
+        "game": name_string,
+        "streams": framing.count,
+    }
 
     def to_frames(self) -> list[framing.Frame]:
-        fields = {"request_id": self.request_id, "game": self.game, "streams": self.streams,
-                  "spaces": None if self.spaces is None else self.spaces.to_wire()}
+        fields = {
+            "request_id": self.request_id,
+            "game": self.game,
+            "streams": self.streams,
+            "spaces": None if self.spaces is None else self.spaces.to_wire(),
+        }
         return framing.encode(self.KIND, fields)
 
     @classmethod
@@ -135,13 +163,23 @@ class GameWelcome(HeaderOnly):
     server: str = ""
 
     KIND: ClassVar[str] = "game_welcome"
-    FIELDS: ClassVar[Mapping[str, framing.Checker]] = {"request_id": framing.count, "timeout_s": finite_number,
-                                                        "server": framing.string}
+    FIELDS: ClassVar[Mapping[str, framing.Checker]] = {
+        "request_id": framing.count,
+        "timeout_s": finite_number,
+        "server": framing.string,
+    }
 
     def to_frames(self) -> list[framing.Frame]:
-        return framing.encode(self.KIND, {"request_id": self.request_id, "streams": list(self.streams),
-                                          "spaces": self.spaces.to_wire(), "timeout_s": self.timeout_s,
-                                          "server": self.server})
+        return framing.encode(
+            self.KIND,
+            {
+                "request_id": self.request_id,
+                "streams": list(self.streams),
+                "spaces": self.spaces.to_wire(),
+                "timeout_s": self.timeout_s,
+                "server": self.server,
+            },
+        )
 
     @classmethod
     def from_frames(cls, frames: Sequence[Any], limits: Limits = GAME_LIMITS) -> GameWelcome:
@@ -172,14 +210,26 @@ class GameStep:
     truncated: bool = False
 
     KIND: ClassVar[str] = "game_step"
-    FIELDS: ClassVar[Mapping[str, framing.Checker]] = {"request_id": framing.count, "stream": framing.count,
-                                                        "reward": finite_number, "done": framing.boolean,
-                                                        "truncated": framing.boolean}
+    FIELDS: ClassVar[Mapping[str, framing.Checker]] = {
+        "request_id": framing.count,
+        "stream": framing.count,
+        "reward": finite_number,
+        "done": framing.boolean,
+        "truncated": framing.boolean,
+    }
 
     def to_frames(self) -> list[framing.Frame]:
-        return framing.encode(self.KIND, {"request_id": self.request_id, "stream": self.stream,
-                                          "reward": float(self.reward), "done": bool(self.done),
-                                          "truncated": bool(self.truncated)}, [("obs", self.obs)])
+        return framing.encode(
+            self.KIND,
+            {
+                "request_id": self.request_id,
+                "stream": self.stream,
+                "reward": float(self.reward),
+                "done": bool(self.done),
+                "truncated": bool(self.truncated),
+            },
+            [("obs", self.obs)],
+        )
 
     @classmethod
     def from_frames(cls, frames: Sequence[Any], limits: Limits = GAME_LIMITS) -> GameStep:
@@ -202,14 +252,18 @@ class GameAction:
     action: np.ndarray | None = None
 
     KIND: ClassVar[str] = "game_action"
-    FIELDS: ClassVar[Mapping[str, framing.Checker]] = {"request_id": framing.count, "stream": framing.count,
-                                                        "version": framing.version_or_none}
+    FIELDS: ClassVar[Mapping[str, framing.Checker]] = {
+        "request_id": framing.count,
+        "stream": framing.count,
+        "version": framing.version_or_none,
+    }
 
     def to_frames(self) -> list[framing.Frame]:
         # flat on the wire: [1] for a discrete action, [prod(shape)] for a box (the receiver knows the shape)
         arrays = [] if self.action is None else [("action", np.asarray(self.action).reshape(-1))]
-        return framing.encode(self.KIND, {"request_id": self.request_id, "stream": self.stream,
-                                          "version": self.version}, arrays)
+        return framing.encode(
+            self.KIND, {"request_id": self.request_id, "stream": self.stream, "version": self.version}, arrays
+        )
 
     @classmethod
     def from_frames(cls, frames: Sequence[Any], limits: Limits = GAME_LIMITS) -> GameAction:
@@ -235,8 +289,12 @@ class GameError(HeaderOnly):
     fatal: bool = False
 
     KIND: ClassVar[str] = "game_error"
-    FIELDS: ClassVar[Mapping[str, framing.Checker]] = {"request_id": framing.count, "code": framing.string,
-                                                        "message": framing.string, "fatal": framing.boolean}
+    FIELDS: ClassVar[Mapping[str, framing.Checker]] = {
+        "request_id": framing.count,
+        "code": framing.string,
+        "message": framing.string,
+        "fatal": framing.boolean,
+    }
 
 
 @dataclass(frozen=True)
@@ -250,8 +308,9 @@ class GameBye(HeaderOnly):
     FIELDS: ClassVar[Mapping[str, framing.Checker]] = {"request_id": framing.count, "reason": framing.string}
 
 
-GAME_MESSAGES: dict[str, type] = {cls.KIND: cls for cls in (GameHello, GameWelcome, GameStep, GameAction,
-                                                             GameError, GameBye)}
+GAME_MESSAGES: dict[str, type] = {
+    cls.KIND: cls for cls in (GameHello, GameWelcome, GameStep, GameAction, GameError, GameBye)
+}
 
 
 def decode_game(frames: Sequence[Any], limits: Limits = GAME_LIMITS) -> Any:

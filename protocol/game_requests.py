@@ -60,8 +60,17 @@ def readable_header(frames: Sequence[Any]) -> dict[str, Any]:
     """The header map of a message whose msgpack decode_header already read (so this cannot fail)."""
     view = framing.as_buffer(frames[0], 0)
     size = len(view)
-    header = msgpack.unpackb(view, raw=False, strict_map_key=True, use_list=True, max_ext_len=0, max_str_len=size,
-                             max_bin_len=size, max_array_len=size, max_map_len=size)
+    header = msgpack.unpackb(
+        view,
+        raw=False,
+        strict_map_key=True,
+        use_list=True,
+        max_ext_len=0,
+        max_str_len=size,
+        max_bin_len=size,
+        max_array_len=size,
+        max_map_len=size,
+    )
     return header if isinstance(header, dict) else {}
 
 

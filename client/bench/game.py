@@ -21,9 +21,18 @@ from tandem.client.bench.isolation import IDLE, TRAINING
 # The served run, pinned here (an installed package has no examples/): CartPole-v1 games served by one
 # action server, a DQN learner. DQN, because its replay lets the same config either never train (IDLE: the
 # ring must fill first) or train as fast as it can on what the games send (TRAINING: 64 samples per insert).
-BASE = ["run.name='bench-game'", "env.id='CartPole-v1'", "actors.mode='serve'", "actors.count=1",
-        "actors.unroll_length=32", "algorithm.name='double_dqn'", "algorithm.batch_size=256",
-        "algorithm.target_update_interval=100", "eval.enabled=false", "learner.replay_min_size=1000"]
+BASE = [
+    "run.name='bench-game'",
+    "env.id='CartPole-v1'",
+    "actors.mode='serve'",
+    "actors.count=1",
+    "actors.unroll_length=32",
+    "algorithm.name='double_dqn'",
+    "algorithm.batch_size=256",
+    "algorithm.target_update_interval=100",
+    "eval.enabled=false",
+    "learner.replay_min_size=1000",
+]
 HEARTBEAT_S = 0.5
 DRIVERS_MAX = 4  # processes that drive the games of one phase (each drives its share, all in lock-step)
 TARGET_SHARE = 0.9  # one game keeps this share of its frame rate when the learner starts training flat out
@@ -70,8 +79,9 @@ def drive(endpoint: str, games: int, seconds: float, out: multiprocessing.Queue)
             for g, sock in enumerate(socks):
                 reward, done, truncated = pending[g]
                 sent.append(time.monotonic())
-                sockets.send_frames(sock, GameStep(request, streams[g], obs[g], reward, done, truncated).to_frames(),
-                                    timeout_ms=10_000)
+                sockets.send_frames(
+                    sock, GameStep(request, streams[g], obs[g], reward, done, truncated).to_frames(), timeout_ms=10_000
+                )
             for g, sock in enumerate(socks):
                 frames_in = sockets.recv_frames(sock, 30_000)
                 if frames_in is None:
@@ -98,8 +108,12 @@ def drive(endpoint: str, games: int, seconds: float, out: multiprocessing.Queue)
 
 def server_counters(run_dir: Path) -> dict:
     """The action server's heartbeat counters, with the learner's `updates` added."""
-    status = subprocess.run([sys.executable, "-m", "tandem", "status", "--run-dir", str(run_dir), "--json"],
-                            capture_output=True, text=True, timeout=30)
+    status = subprocess.run(
+        [sys.executable, "-m", "tandem", "status", "--run-dir", str(run_dir), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     data = json.loads(status.stdout) if status.returncode in (0, 5) and status.stdout else {}
     rows = {p["name"]: p["counters"] for p in data.get("processes", [])}
     return {**rows.get("actor-0", {}), "updates": rows.get("learner-default", {}).get("updates") or 0}
@@ -110,8 +124,10 @@ def play(endpoint: str, games: int, seconds: float) -> list[dict]:
     drivers = min(DRIVERS_MAX, games)
     ctx = multiprocessing.get_context("spawn")
     queue: multiprocessing.Queue = ctx.Queue()
-    procs = [ctx.Process(target=drive, args=(endpoint, games // drivers + (i < games % drivers), seconds, queue))
-             for i in range(drivers)]
+    procs = [
+        ctx.Process(target=drive, args=(endpoint, games // drivers + (i < games % drivers), seconds, queue))
+        for i in range(drivers)
+    ]
     for p in procs:
         p.start()
     try:
@@ -122,7 +138,9 @@ def play(endpoint: str, games: int, seconds: float) -> list[dict]:
             except Empty:
                 dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
                 if dead or time.monotonic() > deadline:
-                    raise click.ClickException(f"{games} games: a driver process {'exited ' + str(dead[0]) if dead else 'hung'}")
+                    raise click.ClickException(
+                        f"{games} games: a driver process {'exited ' + str(dead[0]) if dead else 'hung'}"
+                    ) from None
     finally:
         for p in procs:
             p.join(timeout=30)
@@ -145,12 +163,15 @@ def phase(endpoint: str, run_dir: Path, games: int, seconds: float) -> dict:
     inferences = after.get("serve_inferences", 0) - before.get("serve_inferences", 0)
     latencies = np.concatenate([np.asarray(r["latencies_ms"]) for r in results])
     frames = sum(r["frames"] for r in results)
-    return {"games": games, "frames_per_s": round(frames / seconds, 1),
-            "frames_per_s_per_game": round(frames / seconds / games, 1),
-            "latency_p50_ms": round(float(np.percentile(latencies, 50)), 3),
-            "latency_p99_ms": round(float(np.percentile(latencies, 99)), 3),
-            "batch_mean": round(requests / inferences, 2) if inferences else None,
-            "learner_updates_per_s": round((after["updates"] - before["updates"]) / (seconds + 2 * HEARTBEAT_S), 1)}
+    return {
+        "games": games,
+        "frames_per_s": round(frames / seconds, 1),
+        "frames_per_s_per_game": round(frames / seconds / games, 1),
+        "latency_p50_ms": round(float(np.percentile(latencies, 50)), 3),
+        "latency_p99_ms": round(float(np.percentile(latencies, 99)), 3),
+        "batch_mean": round(requests / inferences, 2) if inferences else None,
+        "learner_updates_per_s": round((after["updates"] - before["updates"]) / (seconds + 2 * HEARTBEAT_S), 1),
+    }
 
 
 def served_run(training: bool, counts: list[int], seconds: float) -> list[dict]:
@@ -160,12 +181,20 @@ def served_run(training: bool, counts: list[int], seconds: float) -> list[dict]:
 
     with tempfile.TemporaryDirectory(prefix="tandem-bench-game-") as tmp:
         run_dir, config = Path(tmp) / "run", Path(tmp) / "game.toml"
-        overrides = [*BASE, *(TRAINING if training else IDLE), f"run.dir='{run_dir}'",
-                     f"supervisor.heartbeat_interval_s={HEARTBEAT_S}",
-                     f"stop.seconds={len(counts) * (seconds + 10) + 180}"]
+        overrides = [
+            *BASE,
+            *(TRAINING if training else IDLE),
+            f"run.dir='{run_dir}'",
+            f"supervisor.heartbeat_interval_s={HEARTBEAT_S}",
+            f"stop.seconds={len(counts) * (seconds + 10) + 180}",
+        ]
         config.write_text(render_toml(config_from_dict(apply_overrides({}, overrides))))
-        up = subprocess.Popen([sys.executable, "-m", "tandem", "up", str(config), "--json"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        up = subprocess.Popen(
+            [sys.executable, "-m", "tandem", "up", str(config), "--json"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             endpoint = find_endpoint(run_dir, timeout_s=120)
             if training:  # fill the replay until the learner trains: the phases then measure it training
@@ -204,7 +233,9 @@ def median_phases(runs: list[list[dict]]) -> list[dict]:
 @click.command("game")
 @click.option("--games", "counts", default="1,8,64", show_default=True, help="Game counts, comma-separated.")
 @click.option("--seconds", default=10.0, show_default=True, help="Length of each phase.")
-@click.option("--repeats", default=3, show_default=True, help="Idle and training runs, alternated; medians are reported.")
+@click.option(
+    "--repeats", default=3, show_default=True, help="Idle and training runs, alternated; medians are reported."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 @click.option("--quick", is_flag=True, help="1 and 8 games, 3 s each, one repeat (a smoke run, not a figure to quote).")
 def game_cmd(counts: str, seconds: float, repeats: int, as_json: bool, quick: bool) -> None:
@@ -223,28 +254,49 @@ def game_cmd(counts: str, seconds: float, repeats: int, as_json: bool, quick: bo
         idle_runs.append(served_run(False, game_counts, seconds))
         training_runs.append(served_run(True, game_counts, seconds))
         if not as_json:
-            click.echo(f"repeat {r}: " + ", ".join(f"{i['games']} games {i['frames_per_s']:.0f} -> {t['frames_per_s']:.0f} frames/s"
-                                                   for i, t in zip(idle_runs[-1], training_runs[-1])))
+            click.echo(
+                f"repeat {r}: "
+                + ", ".join(
+                    f"{i['games']} games {i['frames_per_s']:.0f} -> {t['frames_per_s']:.0f} frames/s"
+                    for i, t in zip(idle_runs[-1], training_runs[-1])
+                )
+            )
     idle, training = median_phases(idle_runs), median_phases(training_runs)
     # each repeat's ratio from its own pair of runs, then the median: a pair shares the machine's load
-    shares = [round(statistics.median(t[k]["frames_per_s"] / i[k]["frames_per_s"]
-                                      for i, t in zip(idle_runs, training_runs)), 4) for k in range(len(game_counts))]
+    shares = [
+        round(
+            statistics.median(t[k]["frames_per_s"] / i[k]["frames_per_s"] for i, t in zip(idle_runs, training_runs)), 4
+        )
+        for k in range(len(game_counts))
+    ]
     for row, share in zip(training, shares):
         row["share_of_idle"] = share
     one = shares[game_counts.index(1)] if 1 in game_counts else None
-    record = {"benchmark": "game", "quick": quick, "seconds": seconds, "repeats": repeats,
-              "alone_frames_per_s": round(base, 1), "idle": idle, "training": training,
-              "target": {"one_game_share_min": TARGET_SHARE},
-              "met": one is not None and one >= TARGET_SHARE}
+    record = {
+        "benchmark": "game",
+        "quick": quick,
+        "seconds": seconds,
+        "repeats": repeats,
+        "alone_frames_per_s": round(base, 1),
+        "idle": idle,
+        "training": training,
+        "target": {"one_game_share_min": TARGET_SHARE},
+        "met": one is not None and one >= TARGET_SHARE,
+    }
     if as_json:
         click.echo(json.dumps(record))
         return
     click.echo(f"the game alone, no server: {base:.0f} frames/s")
     for i, t in zip(idle, training):
-        click.echo(f"{i['games']} game(s): learner idle {i['frames_per_s']:.0f} frames/s, p50 {i['latency_p50_ms']} ms "
-                   f"p99 {i['latency_p99_ms']} ms, batch {i['batch_mean']} | learner training "
-                   f"({t['learner_updates_per_s']:g} updates/s) {t['frames_per_s']:.0f} frames/s "
-                   f"({t['share_of_idle']:.3f}x), p50 {t['latency_p50_ms']} ms p99 {t['latency_p99_ms']} ms, batch {t['batch_mean']}")
+        click.echo(
+            f"{i['games']} game(s): learner idle {i['frames_per_s']:.0f} frames/s, p50 {i['latency_p50_ms']} ms "
+            f"p99 {i['latency_p99_ms']} ms, batch {i['batch_mean']} | learner training "
+            f"({t['learner_updates_per_s']:g} updates/s) {t['frames_per_s']:.0f} frames/s "
+            f"({t['share_of_idle']:.3f}x), p50 {t['latency_p50_ms']} ms p99 {t['latency_p99_ms']} ms, "
+            f"batch {t['batch_mean']}"
+        )
     if one is not None:
-        click.echo(f"one game keeps {one:.3f}x of its frame rate while the learner trains (target >= {TARGET_SHARE}): "
-                   f"{'met' if record['met'] else 'NOT met'}")
+        click.echo(
+            f"one game keeps {one:.3f}x of its frame rate while the learner trains (target >= {TARGET_SHARE}): "
+            f"{'met' if record['met'] else 'NOT met'}"
+        )

@@ -60,9 +60,13 @@ def make_server(tmp_path, monkeypatch):
     made = []
 
     def make(clock: Clock | None = None, bind: bool = True) -> GameServer:
-        config = config_from_dict({"run": {"dir": str(tmp_path / "run")}, "eval": {"enabled": False},
-                                   "actors": {"mode": "serve", "serve_timeout_s": TIMEOUT_S,
-                                              "serve_batch_wait_ms": 2.0}})
+        config = config_from_dict(
+            {
+                "run": {"dir": str(tmp_path / "run")},
+                "eval": {"enabled": False},
+                "actors": {"mode": "serve", "serve_timeout_s": TIMEOUT_S, "serve_batch_wait_ms": 2.0},
+            }
+        )
         server = GameServer(config, 0, StopFlag(), None)
         made.append(server)
         if clock is not None:

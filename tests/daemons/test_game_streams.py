@@ -43,8 +43,9 @@ def test_streams_of_many_games_never_mix_and_no_unroll_spans_a_reconnect():
             game, stream, episode, t = state[identity]
             if t > 0 and rng.random() < 0.1:  # the episode ends; its last observation comes with the flags
                 truncated = bool(rng.random() < 0.5)
-                assert not games.step(identity, GameStep(tick, stream, obs(game, episode, t), 1.0, not truncated,
-                                                         truncated), float(tick))
+                assert not games.step(
+                    identity, GameStep(tick, stream, obs(game, episode, t), 1.0, not truncated, truncated), float(tick)
+                )
                 state[identity] = (game, stream, episode + 1, 0)
                 continue
             assert games.step(identity, GameStep(tick, stream, obs(game, episode, t), 1.0), float(tick))
@@ -132,8 +133,7 @@ def test_serve_endpoints_per_actor():
 
 def test_a_serve_bind_beyond_loopback_needs_insecure_as_other_binds_do():
     from tandem.daemons.config import config_from_dict
-    from tandem.daemons.supervisor.loop import prepare
-    from tandem.daemons.supervisor.loop import SupervisorError
+    from tandem.daemons.supervisor.loop import SupervisorError, prepare
 
     exposed = config_from_dict({"actors": {"mode": "serve", "serve_bind": "tcp://0.0.0.0:7000"}})
     with pytest.raises(SupervisorError, match="actors.serve_bind 'tcp://0.0.0.0:7000' is not loopback"):
@@ -144,10 +144,17 @@ def test_a_serve_bind_beyond_loopback_needs_insecure_as_other_binds_do():
 
 
 def test_box_actions_and_uint8_observations_have_their_wire_spaces():
-    box = game_spaces(PolicySpaces((), gym.spaces.Box(0, 255, (2, 3), np.uint8),
-                                   gym.spaces.Box(-1.0, 1.0, (2,), np.float32), 0))
-    assert box.to_wire() == {"obs_shape": [2, 3], "obs_dtype": "|u1", "action_kind": "box", "action_n": 0,
-                             "action_shape": [2], "action_dtype": "<f4"}
+    box = game_spaces(
+        PolicySpaces((), gym.spaces.Box(0, 255, (2, 3), np.uint8), gym.spaces.Box(-1.0, 1.0, (2,), np.float32), 0)
+    )
+    assert box.to_wire() == {
+        "obs_shape": [2, 3],
+        "obs_dtype": "|u1",
+        "action_kind": "box",
+        "action_n": 0,
+        "action_shape": [2],
+        "action_dtype": "<f4",
+    }
     with pytest.raises(ValueError, match="Discrete or Box action space"):
         game_spaces(PolicySpaces((), gym.spaces.Box(0, 1, (3,), np.float32), gym.spaces.MultiBinary(3), 0))
 

@@ -175,32 +175,3 @@ def test_every_error_code_is_in_the_protocols_table_and_back():
     codes = re.findall(r"^\| `([a-z_]+)` \| (?:yes|no) \|", table, re.M)
     assert codes == list(ERROR_CODES)
     assert set(NOTICE_CODES) <= set(codes)
-
-
-def test_a_batch_of_actions_is_encoded_byte_for_byte_as_each_game_action_would_be():
-    from tandem.protocol.game import action_frames
-
-    cases = [
-        (np.array([1, 0, 1], np.int64), [4, 5, 6], [7, 8, 9]),  # discrete
-        (np.arange(6, dtype=np.float32).reshape(3, 2), [1, 2, 3], [10, 11, 12]),  # a box of 2
-        (np.arange(12, dtype=">f4").reshape(3, 2, 2), [0, 2**40, 3], [1, 1, 1]),  # big-endian, 2-D box actions
-    ]
-    for actions, request_ids, streams in cases:
-        batch = action_frames(request_ids, streams, 42, actions)
-        for j, frames in enumerate(batch):
-            alone = GameAction(request_ids[j], streams[j], 42, actions[j]).to_frames()
-            assert [bytes(f) for f in frames] == [bytes(f) for f in alone]
-            assert np.array_equal(decode_game(frames).action, actions[j].reshape(-1))
-    with pytest.raises(ProtocolError, match="not allowed"):
-        action_frames([1], [1], 0, np.array([1 + 2j]))
-
-
-def test_a_request_or_reply_is_unpacked_once(monkeypatch):
-    # a server reads a header per frame of every game: unpacking it twice was a fifth of its time per request
-    calls = []
-    real = framing.decode_header
-    monkeypatch.setattr(framing, "decode_header", lambda *a, **k: calls.append(1) or real(*a, **k))
-    step = decode_request(GOOD_STEP)
-    assert isinstance(step, GameStep) and len(calls) == 1
-    assert isinstance(decode_game(GameAction(1, 2, 3, np.array([1])).to_frames()), GameAction) and len(calls) == 2
-    assert isinstance(decode_request(GameBye(3).to_frames()), GameBye) and len(calls) == 3

@@ -37,8 +37,9 @@ WEIGHTS_POLL_S = 0.005
 MIN_FRAME_CAP_BYTES = 4 << 20
 # How long the closing socket may spend handing the shutdown notices to games (a game not reading loses its own).
 SHUTDOWN_LINGER_MS = 500
-SHUTDOWN_MESSAGE = ("the action server is stopping (a restart or the end of the run): read the endpoint file "
-                    "again for its successor")
+SHUTDOWN_MESSAGE = (
+    "the action server is stopping (a restart or the end of the run): read the endpoint file again for its successor"
+)
 
 
 def serve_endpoint(bind: str, index: int) -> str:
@@ -74,8 +75,9 @@ class GameServer(Actor):
     Every step gets exactly one reply; on the way out every session gets a `shutdown` notice.
     """
 
-    def __init__(self, config: RunConfig, index: int, stop: StopFlag, control_endpoint: str | None,
-                 insecure: bool = False):
+    def __init__(
+        self, config: RunConfig, index: int, stop: StopFlag, control_endpoint: str | None, insecure: bool = False
+    ):
         super().__init__(config, index, stop, control_endpoint)
         if config.policies:
             raise ValueError("actors.mode = 'serve' plays one policy; remove the [policies] sections")
@@ -84,7 +86,11 @@ class GameServer(Actor):
         self.endpoint = ""
         self.stats = ServeStats()
         a = config.actors
-        self.wait_s, self.max_batch, self.timeout_s = a.serve_batch_wait_ms / 1000.0, a.serve_max_batch, a.serve_timeout_s
+        self.wait_s, self.max_batch, self.timeout_s = (
+            a.serve_batch_wait_ms / 1000.0,
+            a.serve_max_batch,
+            a.serve_timeout_s,
+        )
         self.base_eps = actor_epsilons(a.epsilon, a.epsilon_alpha, index, a.count, EPSILON_SLOTS)
         self.epsilons = self.base_eps
         self.next_expire = 0.0
@@ -101,8 +107,10 @@ class GameServer(Actor):
     def bind(self) -> None:
         endpoint = serve_endpoint(self.config.actors.serve_bind, self.index)
         if not is_loopback(endpoint) and not self.insecure:
-            raise ValueError(f"binding {endpoint} exposes the action server beyond this machine; the game socket has "
-                             "no CurveZMQ yet (games would need keys too), so such a bind needs --insecure")
+            raise ValueError(
+                f"binding {endpoint} exposes the action server beyond this machine; the game socket has "
+                "no CurveZMQ yet (games would need keys too), so such a bind needs --insecure"
+            )
         # A larger frame disconnects its sender unanswered (ZeroMQ drops it before we see a byte); below this,
         # a wrong-sized observation is answered bad_obs. The cap bounds what one game's queue can hold.
         obs_bytes = self.stepping.spaces[DEFAULT_POLICY].observation_space.sample().nbytes
@@ -114,8 +122,12 @@ class GameServer(Actor):
         tmp = path.with_suffix(".tmp")
         tmp.write_text(self.endpoint + "\n")
         tmp.replace(path)  # a game never reads half an address
-        log.info("serving games at %s (written to %s)%s", self.endpoint, path,
-                 "" if is_loopback(endpoint) else " (INSECURE: no authentication)")
+        log.info(
+            "serving games at %s (written to %s)%s",
+            self.endpoint,
+            path,
+            "" if is_loopback(endpoint) else " (INSECURE: no authentication)",
+        )
 
     def act(self) -> None:
         self.bind()
@@ -191,7 +203,9 @@ class GameServer(Actor):
             if isinstance(message, GameStep):
                 if not games.step(identity, message, now):
                     # an episode's end: no action was chosen; the version is the one that would act next
-                    self.reply(identity, GameAction(message.request_id, message.stream, self.links[DEFAULT_POLICY].version))
+                    self.reply(
+                        identity, GameAction(message.request_id, message.stream, self.links[DEFAULT_POLICY].version)
+                    )
             elif isinstance(message, GameHello):
                 ids = games.hello(identity, message, now)
                 log.info("game %r joined with streams %s", message.game, ids)
@@ -209,8 +223,13 @@ class GameServer(Actor):
         """Steps whose session ended while they waited (a bye, a new hello) get their one reply: `cancelled`."""
         games = self.stepping
         for request in games.cancelled:
-            self.notify(request.session, request.request_id, "cancelled",
-                        f"stream {request.stream}'s session ended before this step was answered", False)
+            self.notify(
+                request.session,
+                request.request_id,
+                "cancelled",
+                f"stream {request.stream}'s session ended before this step was answered",
+                False,
+            )
         games.cancelled.clear()
 
     def refuse(self, identity: bytes, request_id: int, refused: StepRefused) -> None:

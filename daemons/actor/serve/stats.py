@@ -38,12 +38,16 @@ class ServeStats:
     def counters(self, now: float) -> dict[str, float]:
         self.rate.add(now, self.requests)
         out: dict[str, float] = {
-            "serve_requests": self.requests, "serve_inferences": self.inferences,
+            "serve_requests": self.requests,
+            "serve_inferences": self.inferences,
             "serve_requests_per_s": round(self.rate.rate(), 1),
-            "game_errors": sum(self.errors.values()), "replies_dropped": self.replies_dropped,
+            "game_errors": sum(self.errors.values()),
+            "replies_dropped": self.replies_dropped,
         }
         # 0 when nothing was served since the last report (a heartbeat keeps a counter it is not sent again)
-        out["serve_batch_mean"] = round(self.window_requests / self.window_inferences, 2) if self.window_inferences else 0.0
+        out["serve_batch_mean"] = (
+            round(self.window_requests / self.window_inferences, 2) if self.window_inferences else 0.0
+        )
         self.window_requests = self.window_inferences = 0
         if self.latencies_ms:
             p50, p99 = np.percentile(np.fromiter(self.latencies_ms, float), [50, 99])

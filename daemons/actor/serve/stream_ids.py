@@ -20,8 +20,10 @@ def reserve_stream_ids(path: Path, block: int = BLOCK) -> range:
     except FileNotFoundError:
         text = "1"
     if not text.isdigit() or not 1 <= int(text) < (1 << 63) - block:
-        raise ValueError(f"{path} holds {text[:40]!r}, not the next free stream id; remove it only if no game "
-                         "still holds a stream of this run")
+        raise ValueError(
+            f"{path} holds {text[:40]!r}, not the next free stream id; remove it only if no game "
+            "still holds a stream of this run"
+        )
     first = int(text)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")

@@ -85,8 +85,16 @@ class GameStreams:
 
     multi_agent = False
 
-    def __init__(self, spaces: PolicySpaces, server_name: str, incarnation: int, unroll_length: int,
-                 max_streams: int, return_window: int = 100, ids: range = range(1, 1 << 63)):
+    def __init__(
+        self,
+        spaces: PolicySpaces,
+        server_name: str,
+        incarnation: int,
+        unroll_length: int,
+        max_streams: int,
+        return_window: int = 100,
+        ids: range = range(1, 1 << 63),
+    ):
         self.spaces = {DEFAULT_POLICY: spaces}
         self.wire_spaces = game_spaces(spaces)
         self.action_dtype = np.dtype(self.wire_spaces.action_dtype)
@@ -103,8 +111,14 @@ class GameStreams:
         self.finished: deque[float] = deque(maxlen=return_window)
         self.env_steps = 0
         self.episodes = 0
-        self.counts = {"games_joined": 0, "games_left": 0, "games_timed_out": 0, "episodes_cut": 0,
-                       "steps_discarded": 0, "steps_cancelled": 0}
+        self.counts = {
+            "games_joined": 0,
+            "games_left": 0,
+            "games_timed_out": 0,
+            "episodes_cut": 0,
+            "steps_discarded": 0,
+            "steps_cancelled": 0,
+        }
 
     def __len__(self) -> int:
         return self.open_streams
@@ -120,12 +134,16 @@ class GameStreams:
         if self.open_streams + hello.streams > self.max_streams:
             raise StepRefused("server_busy", f"{self.open_streams} streams are open, at most {self.max_streams}", True)
         if self.next_id + hello.streams > self.ids.stop:
-            raise StepRefused("server_busy", f"this server has handed out every stream id of its life "
-                              f"({len(self.ids)}); a restart reserves more", True)
+            raise StepRefused(
+                "server_busy",
+                f"this server has handed out every stream id of its life ({len(self.ids)}); a restart reserves more",
+                True,
+            )
         streams = {}
         for sid in range(self.next_id, self.next_id + hello.streams):
-            streams[sid] = Stream(sid, AgentStream(f"{self.server_name}/g{sid}", self.unroll_length, self.action_dtype),
-                                  last_step=now)
+            streams[sid] = Stream(
+                sid, AgentStream(f"{self.server_name}/g{sid}", self.unroll_length, self.action_dtype), last_step=now
+            )
         self.next_id += hello.streams
         self.sessions[identity] = Session(identity, hello.game, streams, now)
         self.open_streams += len(streams)
@@ -167,8 +185,11 @@ class GameStreams:
         """End every session silent for `timeout_s` with nothing waiting on the server; their identities.
 
         Also counts again the streams a batch waits for (those that stepped within AWAIT_RECENT_S)."""
-        gone = [s.identity for s in self.sessions.values()
-                if now - s.last_seen > timeout_s and not any(st.pending for st in s.streams.values())]
+        gone = [
+            s.identity
+            for s in self.sessions.values()
+            if now - s.last_seen > timeout_s and not any(st.pending for st in s.streams.values())
+        ]
         for identity in gone:
             self.end(identity, "games_timed_out")
         recent = now - AWAIT_RECENT_S
@@ -181,24 +202,35 @@ class GameStreams:
         """Record a checked step; True when it waits for an action, False when it ended an episode."""
         session = self.sessions.get(identity)
         if session is None:
-            raise StepRefused("no_session", "no open session: send game_hello first (sessions end after a bye or "
-                              "a silence longer than the server's timeout)", True)
+            raise StepRefused(
+                "no_session",
+                "no open session: send game_hello first (sessions end after a bye or "
+                "a silence longer than the server's timeout)",
+                True,
+            )
         session.last_seen = now
         stream = session.streams.get(step.stream)
         if stream is None:
-            raise StepRefused("unknown_stream", f"stream {step.stream} is not one of this session's "
-                              f"({', '.join(map(str, session.streams))})")
+            raise StepRefused(
+                "unknown_stream",
+                f"stream {step.stream} is not one of this session's ({', '.join(map(str, session.streams))})",
+            )
         stream.last_step = now
         if stream.pending is not None:
-            raise StepRefused("busy", f"stream {step.stream} already waits for the action of request "
-                              f"{stream.pending.request_id}")
+            raise StepRefused(
+                "busy", f"stream {step.stream} already waits for the action of request {stream.pending.request_id}"
+            )
         obs = self.checked_obs(step.obs)
         record = stream.record
         if step.done or step.truncated:
             if not record.awaiting_outcome:
                 raise StepRefused("no_action_pending", f"stream {step.stream} ended an episode it has no action in")
-            record.outcome(step.reward, step.done, step.truncated and not step.done,
-                           obs if step.truncated and not step.done else None)
+            record.outcome(
+                step.reward,
+                step.done,
+                step.truncated and not step.done,
+                obs if step.truncated and not step.done else None,
+            )
             self.episode_end(stream, step.reward)
             return False
         if record.awaiting_outcome:
@@ -215,8 +247,9 @@ class GameStreams:
     def checked_obs(self, obs: np.ndarray) -> np.ndarray:
         want = self.wire_spaces
         if obs.dtype.str != want.obs_dtype or tuple(obs.shape) != want.obs_shape:
-            raise StepRefused("bad_obs", f"obs must be {want.obs_dtype} {list(want.obs_shape)}, "
-                              f"got {obs.dtype.str} {list(obs.shape)}")
+            raise StepRefused(
+                "bad_obs", f"obs must be {want.obs_dtype} {list(want.obs_shape)}, got {obs.dtype.str} {list(obs.shape)}"
+            )
         if obs.dtype.kind == "f" and not np.isfinite(obs).all():
             raise StepRefused("bad_obs", "obs holds NaN or infinite values")
         return obs.copy()  # the received frame's buffer is not ours to keep
@@ -250,8 +283,11 @@ class GameStreams:
         or the oldest waited enough."""
         if not self.pending:
             return False
-        return (len(self.pending) >= max_batch or len(self.pending) >= min(self.open_streams, max(1, self.awaited))
-                or now - self.pending[0].received_at >= wait_s)
+        return (
+            len(self.pending) >= max_batch
+            or len(self.pending) >= min(self.open_streams, max(1, self.awaited))
+            or now - self.pending[0].received_at >= wait_s
+        )
 
     def recent_return_mean(self) -> float | None:
         return float(np.mean(self.finished)) if self.finished else None
