@@ -110,7 +110,6 @@ def test_a_late_joiner_is_served_while_the_learner_is_in_the_middle_of_an_update
         assert got is not None and got.version == learner.version, (
             f"not served during the update (waited {waited:.2f} s); counters {client.counters}"
         )
-        assert learner.counts["snapshots_served"] >= 1
     finally:
         client.close()
         learner.stop.requested = True

@@ -43,8 +43,9 @@ def test_status_shows_what_the_evaluator_costs_and_it_keeps_to_its_share(tmp_pat
         assert counters.get("eval_rounds", 0) >= 4, f"too few evaluation rounds in {WAIT_S} s: {counters}"
         allowed = counters["eval_cores_allowed"]
         assert 0 < allowed <= 0.05 * 64
-        # averaged over whole cycles (a round and its pause); a little slack for the heartbeats in the pauses
-        assert counters["eval_cpu_cores"] <= allowed * 1.25 + 0.02, counters
+        # averaged over whole cycles (a round and its pause); the heartbeats and weight polls in the pauses are
+        # not budgeted (about 0.05 cores on a loaded 2-core machine); unbounded, an evaluator takes 0.5-1 core
+        assert counters["eval_cpu_cores"] <= allowed * 1.5 + 0.06, counters
         assert counters["eval_wait_s"] > 0 or counters["eval_round_s"] >= 0.1, counters
         text = status(run_dir)
         assert text.returncode == 0 and "evaluator:" in text.stdout and "cores on average" in text.stdout, text.stdout
