@@ -22,6 +22,7 @@ BLOB_FIELDS = {
 MAX_PACE_PER_S = 1e12  # transitions/s; far above any real learner, so a larger value is a broken peer
 MAX_PACE_STREAMS = 1 << 20
 MAX_PACE_CREDIT = 1 << 40  # transitions per version
+MAX_ENV_STEPS = 1 << 62  # env steps behind one version: beyond any run, so a larger value is a broken peer
 REQUEST_FIELDS = {
     "policy_id": framing.string,
     "have_version": framing.version_or_none,
@@ -43,6 +44,14 @@ def pace_fields(header: Mapping[str, Any]) -> dict[str, Any]:
     return {"pace_per_s": float(per_s), "pace_streams": streams, "pace_credit": credit}
 
 
+def env_steps_field(header: Mapping[str, Any]) -> int:
+    """The optional `env_steps` (env steps of the transitions the learner had taken in); absent means unknown (0)."""
+    steps = header.get("env_steps", 0)
+    if type(steps) is not int or not 0 <= steps <= MAX_ENV_STEPS:
+        raise ProtocolError(f"must be an integer in [0, 2**62], got {steps!r}", "env_steps")
+    return steps
+
+
 def tensor_checksum(tensors: Mapping[str, np.ndarray]) -> int:
     """CRC-32 (zlib/IEEE) over every tensor's raw little-endian bytes, in order, chained."""
     crc = 0
@@ -58,6 +67,8 @@ class WeightBlob:
     `pace_per_s` is the learner's insert budget (transitions/s for all its actors together, 0 = no
     limit) and `pace_streams` the number of actors it heard from recently; actors may pace to their share.
     `pace_credit` is what all its actors together may send against each version (transitions, 0 = none).
+    `env_steps` is how many env steps the transitions the learner had taken in when it made these weights
+    stand for (0 = unknown): what an evaluation of this version cost in samples.
     """
 
     policy_id: str
@@ -68,6 +79,7 @@ class WeightBlob:
     pace_per_s: float = 0.0
     pace_streams: int = 0
     pace_credit: int = 0
+    env_steps: int = 0
 
     KIND = "weight_blob"
 
@@ -81,10 +93,21 @@ class WeightBlob:
         pace_per_s: float = 0.0,
         pace_streams: int = 0,
         pace_credit: int = 0,
+        env_steps: int = 0,
     ) -> WeightBlob:
         """Make a blob from named arrays, converting each to wire form and computing the checksum."""
         wired = {name: framing.wire_array(name, arr) for name, arr in tensors.items()}
-        return cls(policy_id, version, train_step, wired, tensor_checksum(wired), pace_per_s, pace_streams, pace_credit)
+        return cls(
+            policy_id,
+            version,
+            train_step,
+            wired,
+            tensor_checksum(wired),
+            pace_per_s,
+            pace_streams,
+            pace_credit,
+            env_steps,
+        )
 
     @property
     def nbytes(self) -> int:
@@ -106,6 +129,8 @@ class WeightBlob:
                     {"pace_per_s": self.pace_per_s, "pace_streams": self.pace_streams, "pace_credit": self.pace_credit}
                 )
             )
+        if self.env_steps:
+            fields["env_steps"] = env_steps_field({"env_steps": self.env_steps})
         return framing.encode(self.KIND, fields, list(self.tensors.items()))
 
     @classmethod
@@ -115,7 +140,12 @@ class WeightBlob:
         fields = framing.take_fields(header, BLOB_FIELDS)
         if fields["checksum"] > 0xFFFFFFFF:
             raise ProtocolError("must be a 32-bit CRC", "checksum")
-        return cls(**fields, tensors=framing.take_arrays(header, views, limits), **pace_fields(header))
+        return cls(
+            **fields,
+            tensors=framing.take_arrays(header, views, limits),
+            **pace_fields(header),
+            env_steps=env_steps_field(header),
+        )
 
 
 @dataclass(frozen=True)

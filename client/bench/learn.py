@@ -67,7 +67,10 @@ def seed_record(seed: int, figures: RunFigures, frames: int, skip: int, at: list
         "solved": solved,
         "reason": summary.get("reason"),
         "solve_s": round(met - figures.started_unix, 2) if solved and met else None,
-        "solve_frames": int(summary.get("env_steps", 0)) * skip if solved else None,
+        # the env steps behind the version whose evaluation solved it (as a reference that pauses training to
+        # evaluate counts them); the actors went on stepping while that round played: stop_frames
+        "solve_frames": int(summary.get("eval_env_steps") or summary.get("env_steps", 0)) * skip if solved else None,
+        "stop_frames": int(summary.get("env_steps", 0)) * skip if solved else None,
         "frames": int(summary.get("env_steps", 0)) * skip,
         "updates": summary.get("updates"),
         "frames_per_s": round(last.get("env_steps", 0) * skip / elapsed, 1) if elapsed else None,
@@ -86,6 +89,7 @@ def medians(runs: list[dict], limit_frames: int, limit_s: float) -> dict:
         "solved": sum(r["solved"] for r in runs),
         "seeds": len(runs),
         "solve_frames": median_or_none([r["solve_frames"] if r["solved"] else limit_frames for r in runs]),
+        "stop_frames": median_or_none([r["stop_frames"] if r["solved"] else limit_frames for r in runs]),
         "solve_s": median_or_none([r["solve_s"] if r["solved"] else limit_s for r in runs]),
         "frames_per_s": median_or_none([r["frames_per_s"] for r in runs]),
         "points": [],
@@ -129,7 +133,12 @@ def fmt(value, digits: int = 1) -> str:
 
 def print_table(record: dict) -> None:
     for r in record["runs"]:
-        solved = f"solved in {fmt(r['solve_s'], 2)} s at {r['solve_frames']} frames" if r["solved"] else "not solved"
+        solved = (
+            f"solved in {fmt(r['solve_s'], 2)} s by a version trained on {r['solve_frames']} frames "
+            f"({r['stop_frames']} at the stop)"
+            if r["solved"]
+            else "not solved"
+        )
         click.echo(
             f"seed {r['seed']}: {solved}; {r['frames']} frames, {fmt(r['frames_per_s'], 0)} frames/s  ({r['reason']})"
         )
@@ -146,7 +155,8 @@ def print_table(record: dict) -> None:
     m = record["median"]
     click.echo(
         f"median over {m['seeds']} seeds ({m['solved']} solved): {fmt(m['solve_s'], 2)} s, "
-        f"{fmt(m['solve_frames'])} frames to solve; {fmt(m['frames_per_s'], 0)} frames/s"
+        f"{fmt(m['solve_frames'])} frames to solve ({fmt(m['stop_frames'])} at the stop); "
+        f"{fmt(m['frames_per_s'], 0)} frames/s"
     )
     click.echo(
         "    "

@@ -53,6 +53,7 @@ class FollowedPolicy:
             learner_socket_options(config, endpoints),
         )
         self.version = -1
+        self.env_steps = 0  # the env steps behind the loaded version, as its learner counted them (0: unknown)
         self.tensors: dict[str, Any] = {}  # the weights loaded into `net` (whatever the algorithm's policy keeps)
         # the newest version's insert budget: (transitions/s, actors, credit per version, version)
         self.pace: tuple[float, int, int, int] = (0.0, 0, 0, -1)
@@ -72,6 +73,7 @@ class FollowedPolicy:
             return False
         self.tensors = dict(blob.tensors)
         self.version = blob.version
+        self.env_steps = blob.env_steps
         self.pace = (blob.pace_per_s, blob.pace_streams, blob.pace_credit, blob.version)
         return True
 

@@ -60,8 +60,10 @@ class VtraceSection(AlgorithmSection):
     )
     normalize_obs: bool = option(
         False,
-        "Vector observations are shifted and scaled by their running mean and standard deviation (kept in the "
-        "network, so actors and exports use the same statistics); image observations are left as they are.",
+        "Observations are shifted and scaled by their running mean and standard deviation (kept in the network, "
+        "so actors and exports use the same statistics): per feature of a vector, clipped at 10; per pixel of "
+        "an image after scaling to [0, 1], clipped at 5 (Sample Factory's normalize_input; a custom network "
+        "then receives these floats instead of the raw pixels).",
     )
     adam_eps: float = option(1e-5, "Adam's epsilon.", above=0.0)
     reward_scale: float = option(

@@ -109,9 +109,8 @@ class APPO:
         for u in unrolls:
             groups.setdefault(u.num_steps, []).append(u)
         data = [stack_unrolls(g, self.net.head, self.device, cfg.reward_scale) for g in groups.values()]
-        if self.net.obs_norm is not None:  # statistics first: the targets below see the inputs the steps will
-            for part in data:
-                self.net.obs_norm.update(part.obs[:-1].reshape(-1, *part.obs.shape[2:]))
+        for part in data:  # statistics first: the targets below see the inputs the steps will
+            self.net.update_obs_norm(part.obs[:-1].reshape(-1, *part.obs.shape[2:]))
         totals: dict[str, float] = {}
         steps = 0
 

@@ -17,9 +17,10 @@ class RunningMeanStd(nn.Module):
     not parameters (no gradient reaches them, the optimizer never sees them).
     """
 
-    def __init__(self, shape: tuple[int, ...] = (1,), clip: float = 0.0):
+    def __init__(self, shape: tuple[int, ...] = (1,), clip: float = 0.0, epsilon: float = EPSILON):
         super().__init__()
         self.clip = clip  # > 0: normalized values are clamped to [-clip, clip] (outliers of a new state)
+        self.epsilon = epsilon
         self.register_buffer("mean", torch.zeros(shape))
         self.register_buffer("var", torch.ones(shape))
         # shape (1,), not (): a weight blob carries arrays of at least one dimension
@@ -41,9 +42,13 @@ class RunningMeanStd(nn.Module):
         self.var.copy_(m2 / float(total))
         self.count.copy_(total)
 
-    def normalize(self, x: torch.Tensor) -> torch.Tensor:
-        out = (x - self.mean) / torch.sqrt(self.var + EPSILON)
-        return out.clamp(-self.clip, self.clip) if self.clip > 0 else out
+    def normalize(self, x: torch.Tensor, pre_scale: float = 1.0) -> torch.Tensor:
+        """(x * pre_scale - mean) / std, clipped: `pre_scale` puts raw inputs into the statistics' units (pixels
+        into [0, 1]) in the same pass. One multiply-add over x and an in-place clamp: on a batch of images the
+        passes over x are the cost, the per-feature factors (computed here each call) are not."""
+        inv_std = torch.rsqrt(self.var + self.epsilon)
+        out = torch.addcmul(-self.mean * inv_std, x, inv_std * pre_scale)
+        return out.clamp_(-self.clip, self.clip) if self.clip > 0 else out
 
     def denormalize(self, x: torch.Tensor) -> torch.Tensor:
-        return x * torch.sqrt(self.var + EPSILON) + self.mean
+        return x * torch.sqrt(self.var + self.epsilon) + self.mean

@@ -118,12 +118,13 @@ class Evaluator:
             return self.policies[policy].net.act(obs, np.full(len(obs), epsilon)), {}
 
         versions = {p: f.version for p, f in self.policies.items()}
+        env_steps = {p: f.env_steps for p, f in self.policies.items()}
         seed = cfg.run.seed + 77_000 + self.rounds * min(cfg.eval.num_envs, cfg.eval.window_episodes)
         returns = rounds.play_round(choose, seed, lambda: bool(self.stop), self.reporter.tick)
         if returns is None:
             return False
         self.rounds += 1
-        counters = round_counters(returns, rounds.spaces, versions)
+        counters = round_counters(returns, rounds.spaces, versions, env_steps)
         # before the report: a stop on this round's return finds its solved.pt written
         self.kept.after_round(counters, versions, self.rounds, cfg.eval.window_episodes, self.weights)
         ended, cpu_ended = time.monotonic(), time.process_time()

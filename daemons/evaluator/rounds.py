@@ -100,8 +100,11 @@ def make_rounds(envs: list[Any], api: str, config: RunConfig) -> GymRounds | Wor
     return GymRounds(envs, config.eval.window_episodes)
 
 
-def round_counters(returns: Returns, spaces: dict[str, PolicySpaces], versions: dict[str, int]) -> dict[str, float]:
-    """What a finished round reports: the mean return (of each agent's mean), per agent and per policy."""
+def round_counters(
+    returns: Returns, spaces: dict[str, PolicySpaces], versions: dict[str, int], env_steps: dict[str, int] | None = None
+) -> dict[str, float]:
+    """What a finished round reports: the mean return (of each agent's mean), per agent and per policy, and the env
+    steps behind the versions it played (`eval_env_steps`, the fewest of any policy; absent when unknown)."""
     agent_means = {agent: float(np.mean(values)) for agent, values in returns.items() if values}
     everything = [r for values in returns.values() for r in values]
     counters = {
@@ -109,6 +112,8 @@ def round_counters(returns: Returns, spaces: dict[str, PolicySpaces], versions: 
         "eval_version": min(versions.values()),
         "eval_return_min": float(np.min(everything)),
     }
+    if env_steps and min(env_steps.values()) > 0:
+        counters["eval_env_steps"] = min(env_steps.values())
     named = {agent: value for agent, value in agent_means.items() if agent is not None}
     if named:
         counters.update({f"eval_return.{agent}": value for agent, value in named.items()})

@@ -89,6 +89,7 @@ class Learner:
         self.prefetcher: Prefetcher | None = None
         self.lag_mean = 0.0
         self.last_metrics: dict[str, float] = {}
+        self.env_steps_before = 0  # transitions received by earlier incarnations (from the checkpoint)
         self.last_checkpoint: float | None = None
         self.metrics: MetricsLog | None = None
         self.pace = PaceMeter(self.config.learner.pace_headroom, expected_streams=self.config.actors.count)
@@ -127,6 +128,7 @@ class Learner:
             self.algorithm.load_state_dict(state["algorithm"])
             self.counts["updates"] = int(state.get("updates", 0))
             self.version = int(state.get("version", -1))
+            self.env_steps_before = int(state.get("env_steps", 0))
             if state.get("replay"):
                 self.feed.load_state_dict(
                     {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in state["replay"].items()}
@@ -333,6 +335,7 @@ class Learner:
             pace_per_s,
             streams,
             self.pace.credit_per_version,
+            env_steps=self.env_steps,
         )
         self.latest_frames = blob.to_frames()
         self.snapshots.offer(self.version, self.latest_frames)
@@ -341,6 +344,11 @@ class Learner:
             write_floor(self.dir / "version", self.version)
         except OSError as exc:  # a full disk: keep training and publishing; the checkpoints say it too
             self.disk_failed("the version floor", exc)
+
+    @property
+    def env_steps(self) -> int:
+        """Transitions received for this policy over the run, earlier incarnations included (sent with each version)."""
+        return self.env_steps_before + int(self.counts["transitions_received"])
 
     def serve_snapshots(self) -> None:
         serve_snapshots(self.snapshot_router, self.policy_id, self.version, self.latest_frames, self.counts)
@@ -369,7 +377,12 @@ class Learner:
         return True
 
     def _checkpoint(self) -> None:
-        state = {"algorithm": self.algorithm.state_dict(), "version": self.version, "updates": self.counts["updates"]}
+        state = {
+            "algorithm": self.algorithm.state_dict(),
+            "version": self.version,
+            "updates": self.counts["updates"],
+            "env_steps": self.env_steps,
+        }
         with self.feed_lock:  # the receiver thread must not change replay while it is written out
             saved = self.feed.state_dict()
             if saved:

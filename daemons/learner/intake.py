@@ -27,6 +27,7 @@ INTAKE_COUNTS = (
     "batches_foreign",
     "batches_over_ratio",
     "transitions_inserted",
+    "transitions_received",
     "intake_errors",
     *(f"malformed_{r}" for r in MALFORMED_REASONS),
 )
@@ -91,6 +92,8 @@ class Intake:
             self.counts["batches_foreign"] += 1
             return
         self.counts["batches_received"] += 1
+        # env steps the actors spent, whatever becomes of them below (stale, over the ratio): a sample cost
+        self.counts["transitions_received"] += batch.num_transitions
         if batch.obs_stack > 1:  # its frame stacks came as their frames, each once (PROTOCOL.md 2.1.2)
             self.counts["batches_framed"] += 1
         lag = self.current_version() - batch.policy_version

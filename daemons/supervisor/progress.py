@@ -123,6 +123,7 @@ class RunView:
             "mean_return_100": self.mean_return(),
             "eval_return": self.eval_counter("eval_return"),
             "eval_version": self.eval_counter("eval_version"),
+            "eval_env_steps": self.eval_counter("eval_env_steps"),  # behind the version that round played
             "version": int(min(learner_versions)) if learner_versions else None,
             "actor_version_min": min(actor_versions) if actor_versions else None,
             "lag_mean": round(self.learner_counter("lag_mean"), 2),

@@ -34,9 +34,11 @@ def test_a_seed_record_reads_the_curve_and_the_solve():
         "updates": 3,
         "mean_return_100": 170.0,
         "eval_return": 480.0,
+        "eval_env_steps": 1200,
     }
     run = seed_record(2, RunFigures(summary=summary, learner_rows=[], rows=ROWS, started_unix=1000.0), 1600, 1)
-    assert run["solved"] and run["solve_s"] == 10.5 and run["solve_frames"] == 1700
+    # solved by a version trained on 1200 env steps; the actors had made 1700 when its round ended
+    assert run["solved"] and run["solve_s"] == 10.5 and run["solve_frames"] == 1200 and run["stop_frames"] == 1700
     assert [p["frames"] for p in run["points"]] == [400, 800, 1200, 1600]
     assert [p["train_return"] for p in run["points"]] == [20.0, 20.0, 60.0, 150.0]
     unsolved = seed_record(
@@ -53,8 +55,9 @@ def test_a_seed_record_reads_the_curve_and_the_solve():
     assert not unsolved["solved"] and unsolved["solve_s"] is None and unsolved["frames"] == 6800  # frame skip 4
     both = medians([run, unsolved], limit_frames=1600, limit_s=60.0)
     assert both["solved"] == 1 and both["solve_s"] == pytest.approx((10.5 + 60.0) / 2)  # unsolved counts as the limit
-    assert both["solve_frames"] == pytest.approx((1700 + 1600) / 2)
-    ratio = compare(both, {"name": "ref", "solve_frames": 1650, "points": [{"frames": 1600, "train_return": 100.0}]})
+    assert both["solve_frames"] == pytest.approx((1200 + 1600) / 2)
+    assert both["stop_frames"] == pytest.approx((1700 + 1600) / 2)
+    ratio = compare(both, {"name": "ref", "solve_frames": 1400, "points": [{"frames": 1600, "train_return": 100.0}]})
     assert ratio["solve_frames"]["ratio"] == 1.0
     assert ratio["points"] == [{"frames": 1600, "reference_train_return": 100.0, "tandem_train_return": 85.0}]
 

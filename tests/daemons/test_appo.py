@@ -4,6 +4,7 @@ log-probs, updates on real unrolls for every action space, learning a bandit, ch
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import gymnasium as gym
 import numpy as np
@@ -341,10 +342,31 @@ def test_observation_statistics_travel_to_the_actor_and_scale_its_inputs():
     assert normalized.abs().max() < 5.0  # raw inputs are around 100
 
 
-def test_image_observations_are_not_normalized_and_masks_are_left_alone():
-    image = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)
+def test_image_observations_are_normalized_per_pixel_in_unit_scale_as_sample_factory_does():
+    """Per pixel, after scaling to [0, 1]: mean and variance of what was seen, epsilon 1e-5, clipped at 5; the
+    built-in CNN then takes the floats as they are (no second 1/255)."""
+    image = gym.spaces.Box(0, 255, (2, 36, 36), np.uint8)
     config = config_from_dict({"algorithm": {"name": "appo", "normalize_obs": True}, "model": {"hidden_sizes": [8]}})
-    assert make_algorithm(config, image, gym.spaces.Discrete(2), "cpu").net.obs_norm is None
+    net = make_algorithm(config, image, gym.spaces.Discrete(2), "cpu").net
+    assert net.obs_norm is not None and net.policy.scale is False
+    frames = np.zeros((4, 2, 36, 36), np.uint8)
+    frames[:, 0, 0, 0] = [0, 51, 102, 153]  # one pixel that varies: 0, 0.2, 0.4, 0.6 in unit scale
+    frames[:, 1, 5, 5] = 255  # one that never changes
+    net.update_obs_norm(torch.as_tensor(frames), chunk_rows=3)  # chunks fold in as one batch would
+    mean, var = 0.3, float(np.var([0.0, 0.2, 0.4, 0.6]))  # the prior's weight (1e-4 of a row) is below tolerance
+    assert net.obs_norm.mean[0, 0, 0].item() == pytest.approx(mean, rel=1e-3)
+    assert net.obs_norm.var[0, 0, 0].item() == pytest.approx(var, rel=1e-3)
+    probe = torch.zeros((1, 2, 36, 36), dtype=torch.uint8)
+    probe[0, 0, 0, 0] = 255
+    out = net.inputs(probe)
+    assert out[0, 0, 0, 0].item() == pytest.approx((1.0 - mean) / math.sqrt(var + 1e-5), rel=1e-3)
+    assert out[0, 1, 5, 5].item() == -5.0  # a constant pixel's one change is clipped, not divided by ~0
+    assert out[0, 1, 7, 7].item() == 0.0  # background stays 0
+
+
+def test_masked_observations_are_not_normalized():
+    config = config_from_dict({"algorithm": {"name": "appo", "normalize_obs": True}, "model": {"hidden_sizes": [8]}})
+    assert make_algorithm(config, VECTOR, gym.spaces.Discrete(2), "cpu", mask_size=2).net.obs_norm is None
     assert make_algorithm(config, VECTOR, gym.spaces.Discrete(2), "cpu").net.obs_norm is not None
 
 

@@ -12,7 +12,7 @@ import pytest
 from tandem.daemons.config import load_config
 from tandem.daemons.learner.daemon import Learner
 from tandem.daemons.runtime.signals import StopFlag
-from tandem.protocol import TransitionBatch, sockets
+from tandem.protocol import TransitionBatch, WeightBlob, sockets
 from tests.protocol import samples
 from tests.system.harness import ROOT
 
@@ -129,6 +129,27 @@ def test_an_on_policy_learner_resumes_from_its_checkpoint(tmp_path, appo_learner
         assert again.counts["updates"] == 1 and again.version > learner.version
         for name, value in saved.items():
             np.testing.assert_array_equal(again.algorithm.weights()[name], value)
+    finally:
+        again.metrics.close()
+        sockets.close_context(again.ctx, 0)
+
+
+def test_the_env_steps_behind_each_version_are_published_and_go_on_across_a_restart(tmp_path, appo_learner):
+    """Every received transition counts (a stale one too: the actors spent it); each published blob carries the
+    total, and a restarted learner goes on from its checkpoint's."""
+    learner = appo_learner
+    learner.version = 40
+    learner.insert(frames(good_batch(seq=0, version=40)))
+    learner.insert(frames(good_batch(seq=1, version=0)))  # stale: dropped, but its env steps were spent
+    assert learner.counts["batches_stale"] == 1 and learner.env_steps == 2 * STEPS * ENVS
+    assert learner.train_step()
+    assert WeightBlob.from_frames(learner.latest_frames).env_steps == 2 * STEPS * ENVS
+    learner.checkpoint()
+    again = Learner(learner.config, "default", StopFlag(), control_endpoint=None)
+    again.build()
+    try:
+        again.insert(frames(good_batch(seq=2, version=again.version)))
+        assert again.env_steps == 3 * STEPS * ENVS
     finally:
         again.metrics.close()
         sockets.close_context(again.ctx, 0)

@@ -1,4 +1,5 @@
-"""The weight blob's optional budget (`pace_per_s`, `pace_streams`, `pace_credit`): round trip, absence, bad values."""
+"""The weight blob's optional fields (the budget `pace_per_s`, `pace_streams`, `pace_credit`, and `env_steps`):
+round trip, absence, bad values."""
 
 from __future__ import annotations
 
@@ -71,6 +72,11 @@ def test_an_integer_rate_is_a_number():
         ("pace_credit", True),
         ("pace_credit", (1 << 40) + 1),
         ("pace_credit", "8"),
+        ("env_steps", -1),
+        ("env_steps", 1.0),
+        ("env_steps", False),
+        ("env_steps", (1 << 62) + 1),
+        ("env_steps", "100"),
     ],
 )
 def test_bad_values_are_protocol_errors_naming_the_field(key, value):
@@ -84,3 +90,13 @@ def test_a_sender_cannot_encode_a_bad_budget():
     bad = WeightBlob.build("default", 1, 1, samples.blob().tensors, pace_per_s=math.inf, pace_streams=1)
     with pytest.raises(ProtocolError):
         bad.to_frames()
+
+
+def test_env_steps_travel_and_are_absent_when_unknown():
+    counted = WeightBlob.build("default", 7, 7, samples.blob().tensors, env_steps=123_456)
+    back = decode([bytes(f) for f in counted.to_frames()])
+    assert back.env_steps == 123_456
+    back.verify_checksum()
+    header = msgpack.unpackb(bytes(samples.blob().to_frames()[0]), raw=False)
+    assert "env_steps" not in header  # unknown is sent as no field, as an older learner sends it
+    assert WeightBlob.from_frames(with_header(samples.blob(), env_steps=None)).env_steps == 0
