@@ -211,6 +211,14 @@ def print_table(record: dict) -> None:
     help="supervisor.heartbeat_interval_s of the runs: the supervisor's figures at the stop are at most "
     "this old (at 15k env steps/s, 1 s is 15k frames).",
 )
+@click.option(
+    "--keep",
+    "keep",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep each seed's run directory as KEEP/seed-N (curves for `tandem plot`, checkpoints); by default they "
+    "are temporary. Each must not exist yet.",
+)
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides for every run.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 def learn_cmd(
@@ -220,6 +228,7 @@ def learn_cmd(
     limit_s: float,
     reference_file: str | None,
     heartbeat_s: float,
+    keep: Path | None,
     overrides: tuple[str, ...],
     as_json: bool,
 ) -> None:
@@ -232,6 +241,10 @@ def learn_cmd(
     except (ConfigError, ValueError) as exc:
         raise click.UsageError(str(exc)) from exc
     steps = math.ceil(frames / skip)
+    kept = [keep / f"seed-{seed}" for seed in range(seeds)] if keep is not None else [None] * seeds
+    for path in kept:
+        if path is not None and path.exists():  # a run directory with checkpoints would be resumed, not measured
+            raise click.UsageError(f"--keep: {path} exists; name a new folder")
     runs = []
     for seed in range(seeds):
         figures = timed_run(
@@ -243,6 +256,7 @@ def learn_cmd(
                 f"run.seed={seed}",
                 f"stop.env_steps={steps}",
             ],
+            keep_dir=kept[seed],
         )
         runs.append(seed_record(seed, figures, frames, skip, point_frames(frames, reference)))
         if not as_json:

@@ -78,26 +78,37 @@ def gpu_utilisation() -> float | None:
         return None
 
 
-def timed_run(config: Path, seconds: float, overrides: tuple[str, ...] | list[str]) -> RunFigures:
-    """`tandem up config` for `seconds` (its own stop conditions may end it sooner), sampled once a second."""
+def timed_run(
+    config: Path, seconds: float, overrides: tuple[str, ...] | list[str], keep_dir: Path | None = None
+) -> RunFigures:
+    """`tandem up config` for `seconds` (its own stop conditions may end it sooner), sampled once a second.
+
+    The run directory is temporary unless `keep_dir` is given (it is then the run directory, curves and
+    checkpoints kept). Its output goes to a file, not a pipe: a pipe nobody reads during an hour-long run
+    fills and stops the supervisor at its next progress line."""
     with tempfile.TemporaryDirectory(prefix="tandem-bench-") as tmp:
-        args = up_command(config, [f"run.dir='{tmp}/run'", f"stop.seconds={seconds}", *overrides])
+        run_path = keep_dir if keep_dir is not None else Path(tmp) / "run"
+        args = up_command(config, [f"run.dir='{run_path}'", f"stop.seconds={seconds}", *overrides])
         started_unix = time.time()
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        root, known, cpu, gpu = psutil.Process(proc.pid), {}, [], []
-        deadline = time.monotonic() + seconds + 120
-        try:
+        with open(Path(tmp) / "out.jsonl", "w+") as out_file, open(Path(tmp) / "err.txt", "w+") as err_file:
+            proc = subprocess.Popen(args, stdout=out_file, stderr=err_file, text=True)
+            root, known, cpu, gpu = psutil.Process(proc.pid), {}, [], []
+            deadline = time.monotonic() + seconds + 120
             while proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(CPU_SAMPLE_S)
                 cpu.append(tree_cpu(root, known))
                 if (busy := gpu_utilisation()) is not None:
                     gpu.append(busy)
-            out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate(timeout=10)
-        rows = learner_rows(Path(tmp) / "run")
-        curves = json_rows(Path(tmp) / "run" / "metrics.jsonl")
+            try:
+                proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+            out_file.seek(0)
+            err_file.seek(0)
+            out, err = out_file.read(), err_file.read()
+        rows = learner_rows(run_path)
+        curves = json_rows(run_path / "metrics.jsonl")
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise click.ClickException(f"`tandem up {config.name}` failed ({proc.returncode}): {err.strip()[-500:]}")

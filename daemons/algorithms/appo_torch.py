@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
@@ -74,6 +74,8 @@ class APPO:
         self._optimizer: Adam | None = None
         self.rng = torch.Generator().manual_seed(config.run.seed)
         self.updates = 0
+        # Called between the minibatch steps of an update when set (the learner's heartbeat; see Algorithm)
+        self.progress: Callable[[], object] | None = None
 
     @property
     def optimizer(self) -> Adam:
@@ -119,6 +121,8 @@ class APPO:
             for key, value in metrics.items():
                 totals[key] = totals.get(key, 0.0) + value
             steps += 1
+            if self.progress is not None:
+                self.progress()
 
         if cfg.targets == "per_update":
             flat, explained = self.targets_once(data)
@@ -398,13 +402,14 @@ class StochasticPolicy:
         """The most likely action; a sampled one with probability epsilons[k] (0 for a greedy evaluation)."""
         net = self.nets.current
         with torch.inference_mode():
-            dist = net.distribution(to_tensor(obs, self.device))
+            x = to_tensor(obs, self.device)
+            if not (np.asarray(epsilons) > 0).any():
+                return net.head.to_wire(net.greedy(x)).cpu().numpy()
+            dist = net.distribution(x)
             mode = net.head.to_wire(dist.mode()).cpu().numpy()
-            if (np.asarray(epsilons) > 0).any():
-                use = self.rng.random(len(mode)) < np.asarray(epsilons)
-                sampled = net.head.to_wire(dist.sample(self.generator)).cpu().numpy()
-                mode = np.where(use.reshape(-1, *[1] * (mode.ndim - 1)), sampled, mode)
-        return mode
+            use = self.rng.random(len(mode)) < np.asarray(epsilons)
+            sampled = net.head.to_wire(dist.sample(self.generator)).cpu().numpy()
+        return np.where(use.reshape(-1, *[1] * (mode.ndim - 1)), sampled, mode)
 
     def load_weights(self, tensors: Mapping[str, np.ndarray]) -> None:
         self.nets.load(tensors)

@@ -29,6 +29,11 @@ class Algorithm(Protocol):
 
     Every received batch goes through `check_batch` (ValueError: counted as malformed and dropped) before
     it reaches the feed, so `update` never sees actions outside the action space or missing extras.
+
+    An update that takes many seconds (epochs of a CNN on a busy CPU) may call `algorithm.progress()` between
+    its steps when the learner has set that attribute: the learner then goes on heartbeating, and is not
+    taken for hung by the supervisor in the middle of real work. It is optional; a plug-in that never calls
+    it only has to finish each update within `supervisor.liveness_timeout_s`.
     """
 
     def check_batch(self, batch: Any) -> None: ...

@@ -104,6 +104,8 @@ class Learner:
         obs_space, action_space, mask_size = spaces.observation_space, spaces.action_space, spaces.mask_size
         self.obs_shape = tuple(obs_space.shape or ())
         self.algorithm = make_algorithm(cfg, obs_space, action_space, self.device, mask_size=mask_size)
+        if hasattr(self.algorithm, "progress"):  # heartbeats between the steps of a long update (see Algorithm)
+            self.algorithm.progress = self.reporter.tick
         self.feed: Feed = make_feed(cfg, obs_space, action_space)
         self.check_content = BatchContentCheck(
             self.obs_shape, obs_space.dtype or np.float32, self.algorithm.check_batch

@@ -65,6 +65,9 @@ def bind_endpoints(base: str) -> LearnerEndpoints:
     return LearnerEndpoints(*(f"tcp://{host}:{int(port) + i}" for i in range(3)))
 
 
+LOOKUP_FIRST_WAIT_S, LOOKUP_MAX_WAIT_S = 0.01, 0.2  # between lookups of a learner that has not registered yet
+
+
 def find_learner(channel, config: RunConfig, policy: str, stop, tick) -> LearnerEndpoints:
     """Where `policy`'s learner is: asked of the supervisor when there is one, else the config's addresses.
 
@@ -86,6 +89,7 @@ def lookup_endpoints(channel, policy: str, fallback: LearnerEndpoints, stop, tic
 
     from tandem.daemons.runtime.control_channel import ControlTimeout
 
+    wait_s = LOOKUP_FIRST_WAIT_S
     while not stop:
         tick()
         try:
@@ -96,7 +100,10 @@ def lookup_endpoints(channel, policy: str, fallback: LearnerEndpoints, stop, tic
             return endpoints_of(reply)
         if reply.code == "unknown_command":
             return fallback
-        time.sleep(0.2)  # not registered yet: the learner is still starting
+        # not registered yet: the learner is still starting. It registers tens of milliseconds after the
+        # actors ask at a run's start, so ask again soon, then less often (a learner that takes long to build)
+        time.sleep(wait_s)
+        wait_s = min(LOOKUP_MAX_WAIT_S, wait_s * 2)
     return fallback
 
 

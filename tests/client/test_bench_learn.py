@@ -78,7 +78,7 @@ def test_references_by_name_or_file_and_clear_errors(tmp_path):
 
 
 @pytest.mark.timeout(150)
-def test_bench_learn_runs_real_seeds_and_prints_a_complete_record():
+def test_bench_learn_runs_real_seeds_and_prints_a_complete_record(tmp_path):
     # an unreachable target: the run goes on to the frames
     result = CliRunner().invoke(
         cli,
@@ -97,6 +97,8 @@ def test_bench_learn_runs_real_seeds_and_prints_a_complete_record():
             "cartpole-cleanrl-ppo",
             "--set",
             "stop.eval_return=1e9",
+            "--keep",
+            str(tmp_path / "kept"),
             "--json",
         ],
     )
@@ -109,6 +111,22 @@ def test_bench_learn_runs_real_seeds_and_prints_a_complete_record():
     assert run["points"][-1]["reached"] and run["points"][-1]["train_return"] > 9.0  # random play scores ~22
     assert run["frames_per_s"] > 0
     assert data["median"]["seeds"] == 1 and data["reference"]["solve_frames"]["reference"] == 12288
+    # --keep: the seed's run directory stays, with its curves; a second bench into it is refused (it would resume)
+    assert (tmp_path / "kept" / "seed-0" / "metrics.jsonl").stat().st_size > 0
+    again = CliRunner().invoke(
+        cli,
+        [
+            "bench",
+            "learn",
+            "--config",
+            "examples/cartpole_appo.toml",
+            "--frames",
+            "100",
+            "--keep",
+            str(tmp_path / "kept"),
+        ],
+    )
+    assert again.exit_code == 2 and "seed-0 exists" in again.output
 
 
 def test_bench_learn_names_a_bad_reference():

@@ -449,3 +449,44 @@ def test_return_statistics_are_checkpointed_and_a_checkpoint_without_them_still_
     assert "start afresh" in caplog.text and resumed.value_norm.count.item() < 1
     with pytest.raises(ValueError, match=r"algorithm.normalize_obs = false; this run has true"):
         make_algorithm(appo_config(normalize_obs=True), VECTOR, space, "cpu").load_state_dict(old.state_dict())
+
+
+def test_a_long_update_reports_progress_after_every_minibatch_step():
+    """The learner heartbeats through `progress` during an update (a CNN's epochs take seconds on a busy CPU)."""
+    config, space = appo_config(epochs=3, minibatches=2, targets="per_update"), SPACES["discrete"]
+    learner, policy = make_algorithm(config, VECTOR, space, "cpu"), make_policy(config, VECTOR, space, seed=5)
+    calls = []
+    learner.progress = lambda: calls.append(1)
+    learner.update([unroll_from_policy(policy)])
+    assert len(calls) == 6
+
+
+@pytest.mark.parametrize("kind", sorted(SPACES))
+@pytest.mark.parametrize("state_dependent", [False, True])
+def test_the_greedy_shortcut_gives_the_distributions_mode(kind, state_dependent):
+    """The evaluator's greedy step skips the distribution; it must pick what the distribution's mode picks."""
+    space = SPACES[kind]
+    config = appo_config(state_dependent_std=state_dependent, shared_torso=state_dependent)
+    policy = make_policy(config, VECTOR, space, seed=2)
+    obs = np.random.default_rng(0).uniform(-1, 1, (64, 3)).astype(np.float32)
+    net = policy.nets.current
+    gen = torch.Generator().manual_seed(11)
+    with torch.no_grad():
+        for layer in net.modules():  # larger outputs than the 0.01-gain start, so the modes differ across rows
+            if isinstance(layer, torch.nn.Linear):
+                layer.weight.normal_(0.0, 1.0, generator=gen)
+                layer.bias.normal_(0.0, 1.0, generator=gen)
+        x = torch.as_tensor(obs)
+        expected = net.head.to_wire(net.distribution(x).mode()).numpy()
+    np.testing.assert_array_equal(policy.act(obs, np.zeros(64)), expected)
+    assert kind == "box" or len(np.unique(expected.reshape(64, -1), axis=0)) > 1
+
+
+def test_the_greedy_shortcut_never_picks_a_masked_action():
+    space = gym.spaces.Discrete(4)
+    config = appo_config()
+    policy = make_policy(config, gym.spaces.Box(-1.0, 1.0, (7,), np.float32), space, seed=2, mask_size=4)
+    obs = np.random.default_rng(1).uniform(-1, 1, (50, 7)).astype(np.float32)
+    obs[:, 3:] = 0.0
+    obs[:, 3 + 2] = 1.0  # only action 2 is legal
+    assert (policy.act(obs, np.zeros(50)) == 2).all()

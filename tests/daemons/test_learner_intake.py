@@ -223,3 +223,19 @@ def test_a_learner_whose_metrics_cannot_be_written_counts_it_and_trains_on(tmp_p
     finally:
         learner.metrics.close()  # what is still buffered cannot be written either: logged, not raised
         sockets.close_context(learner.ctx, 0)
+
+
+def test_the_learner_heartbeats_between_the_steps_of_an_update(appo_learner):
+    """A slow update must not look like a hung learner: the algorithm's progress hook is the reporter's tick."""
+    learner = appo_learner
+    beats = []
+    learner.reporter.tick = lambda now=None: beats.append(now) or False
+    learner.algorithm.progress = learner.reporter.tick  # as build() wires it, with the tick counted
+    learner.insert(frames(good_batch(seq=0)))
+    assert learner.train_step()
+    steps = learner.config.algorithm.epochs * learner.config.algorithm.minibatches
+    assert len(beats) == steps
+
+
+def test_build_wires_the_progress_hook_to_the_heartbeat(appo_learner):
+    assert appo_learner.algorithm.progress == appo_learner.reporter.tick
