@@ -77,17 +77,24 @@ def echo(endpoint: str, bound: multiprocessing.Queue, stop: multiprocessing.Even
 
 
 def drive(
-    endpoint: str, games: int, seconds: float, echoed: bool, start: multiprocessing.Barrier, out: multiprocessing.Queue
+    endpoint: str,
+    games: int,
+    seconds: float,
+    out: multiprocessing.Queue,
+    echoed: bool = False,
+    start: multiprocessing.Barrier | None = None,
 ) -> None:
     """`games` CartPole games, each its own connection, stepped in lock-step: every game sends its step, then
-    each waits for its reply (as many games on one clock would); frames and client-side latencies.
+    each waits for its reply (as many games on one clock would); puts its frames and client-side latencies
+    (or its error) on `out`. `tandem bench game-solve` plays its games with this too.
 
     Against the echo (`echoed`) there is no hello and the reply is the step itself: the game picks a random
-    action. Otherwise the same messages go and come back, an episode's end included."""
+    action. Otherwise the same messages go and come back, an episode's end included. With `start`, the
+    drivers of a phase begin their `seconds` together."""
     import gymnasium as gym
 
     from tandem.protocol import game_socket, sockets
-    from tandem.protocol.game import GameAction, GameBye, GameHello, GameStep
+    from tandem.protocol.game import GameAction, GameBye, GameError, GameHello, GameStep
     from tandem.protocol.game_plain import decode_reply
 
     def reply_to(sock) -> object:
@@ -109,10 +116,11 @@ def drive(
             envs.append(gym.make("CartPole-v1"))
             obs.append(envs[-1].reset(seed=g)[0])
         pending = [(0.0, False, False)] * games
-        latencies, frames, request = [], 0, 2
-        start.wait(timeout=120)  # every driver of the phase measures over the same seconds
+        latencies, frames, request, stopped = [], 0, 2, False
+        if start is not None:
+            start.wait(timeout=120)  # every driver of the phase measures over the same seconds
         end = time.monotonic() + seconds
-        while time.monotonic() < end:
+        while time.monotonic() < end and not stopped:
             sent = []
             for g, sock in enumerate(socks):
                 reward, done, truncated = pending[g]
@@ -129,6 +137,9 @@ def drive(
                     action = None if ended else int(rng.integers(2))
                 elif isinstance(reply, GameAction):
                     action = None if reply.action is None else int(reply.action[0])
+                elif isinstance(reply, GameError) and reply.code == "shutdown":
+                    stopped = True  # the server stopped (the end of the run, or a restart): this game is over
+                    continue
                 else:
                     raise RuntimeError(f"refused: {reply}")
                 if action is None:
@@ -138,7 +149,7 @@ def drive(
                 pending[g] = (float(reward), bool(done), bool(truncated))
                 frames += 1
             request += 1
-        out.put({"frames": frames, "latencies_ms": latencies})
+        out.put({"frames": frames, "latencies_ms": latencies, "server_stopped": stopped})
     except Exception as exc:  # reported, not raised: the parent says which phase failed
         out.put({"error": f"{type(exc).__name__}: {exc}"})
     finally:
@@ -169,7 +180,9 @@ def play(endpoint: str, games: int, seconds: float, echoed: bool = False) -> lis
     start = ctx.Barrier(drivers)
     procs = [
         ctx.Process(
-            target=drive, args=(endpoint, games // drivers + (i < games % drivers), seconds, echoed, start, queue)
+            target=drive,
+            args=(endpoint, games // drivers + (i < games % drivers), seconds, queue),
+            kwargs={"echoed": echoed, "start": start},
         )
         for i in range(drivers)
     ]
@@ -193,6 +206,7 @@ def play(endpoint: str, games: int, seconds: float, echoed: bool = False) -> lis
                 p.kill()
                 p.join(timeout=10)
     errors = [r["error"] for r in results if "error" in r]
+    errors += ["the action server stopped during the phase" for r in results if r.get("server_stopped")]
     if errors:
         raise click.ClickException(f"{games} games{' (echo)' if echoed else ''}: {errors[0]}")
     return results
@@ -268,6 +282,9 @@ def served_run(training: bool, counts: list[int], seconds: float, ipc: bool) -> 
         finally:
             stop.set()
             if echo_proc.is_alive():
+                echo_proc.join(timeout=10)
+            if echo_proc.is_alive():
+                echo_proc.kill()
                 echo_proc.join(timeout=10)
             up.send_signal(signal.SIGTERM)
             try:

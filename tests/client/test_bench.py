@@ -206,3 +206,4 @@ def test_game_solve_record_is_complete():
         assert {"seed", "solve_s", "wall_s", "solved", "reason", "updates", "env_steps"} <= set(run)
         assert run["env_steps"] > 0  # the games (or the built-in actor's envs) played and the learner saw it
         assert data[f"{side}_median_s"] > 0
+    assert data["served"][0]["game_errors"] == []  # every game process played until the run's end
