@@ -7,13 +7,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import msgpack
 import numpy as np
 
 from tandem.protocol import framing
 from tandem.protocol.control import HeaderOnly
 from tandem.protocol.errors import ProtocolError
-from tandem.protocol.limits import PROTOCOL_VERSION, Limits
+from tandem.protocol.limits import Limits
 
 MAX_GAME_STREAMS = 256  # streams one connection may open
 MAX_NAME_CHARS = 200
@@ -349,29 +348,3 @@ def decode_game(frames: Sequence[Any], limits: Limits = GAME_LIMITS) -> Any:
     if cls is None:
         raise ProtocolError(f"not a game message (kinds: {', '.join(GAME_KINDS)})", "kind")
     return cls.from_header(header, views, limits)  # the header is read once
-
-
-def action_frames(
-    request_ids: Sequence[int], streams: Sequence[int], version: int, actions: np.ndarray
-) -> list[list[framing.Frame]]:
-    """The frames of `GameAction(request_ids[j], streams[j], version, actions[j])` for every j, byte for byte
-    what `to_frames` makes, for a server answering a batch: the batch's actions are checked and laid out
-    once, and each reply is one small header and one slice of them."""
-    flat = framing.wire_array("action", np.asarray(actions).reshape(len(actions), -1))  # as each to_frames: flat
-    described = [{"name": "action", "dtype": flat.dtype.str, "shape": [flat.shape[1]]}]
-    out = []
-    for j, (request_id, stream) in enumerate(zip(request_ids, streams)):
-        fields = {
-            "v": PROTOCOL_VERSION,
-            "kind": GameAction.KIND,
-            "request_id": request_id,
-            "stream": stream,
-            "version": version,
-            "arrays": described,
-        }
-        try:
-            header = msgpack.packb(fields, use_bin_type=True)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise ProtocolError(f"cannot be encoded as msgpack ({exc})", "header") from exc
-        out.append([header, flat[j].tobytes()])
-    return out

@@ -1,4 +1,5 @@
-"""The two messages of every frame, a game's step and a server's action, read fast in their plain form.
+"""The two messages of every frame, a game's step and a server's action, read fast in their plain form, and
+a server's batch of actions written at once.
 
 A step or an action in its plain form (exactly the header fields PROTOCOL.md 7.1 lists, each of the type it
 must have, one array frame of the declared size) is decoded here with every check the general path makes
@@ -17,6 +18,7 @@ import msgpack
 import numpy as np
 
 from tandem.protocol import framing
+from tandem.protocol.errors import ProtocolError
 from tandem.protocol.game import GAME_LIMITS, GameAction, GameStep, decode_game
 from tandem.protocol.limits import PROTOCOL_VERSION, Limits
 
@@ -125,3 +127,29 @@ def decode_reply(frames: Sequence[Any], limits: Limits = GAME_LIMITS) -> Any:
     """What a game receives, as `decode_game` reads it (ProtocolError for anything malformed), an action fast."""
     action = plain_action(frames, limits)
     return action if action is not None else decode_game(frames, limits)
+
+
+def action_frames(
+    request_ids: Sequence[int], streams: Sequence[int], version: int, actions: np.ndarray
+) -> list[list[framing.Frame]]:
+    """The frames of `GameAction(request_ids[j], streams[j], version, actions[j])` for every j, byte for byte
+    what `to_frames` makes, for a server answering a batch: the batch's actions are checked and laid out
+    once, and each reply is one small header and one slice of them."""
+    flat = framing.wire_array("action", np.asarray(actions).reshape(len(actions), -1))  # as each to_frames: flat
+    described = [{"name": "action", "dtype": flat.dtype.str, "shape": [flat.shape[1]]}]
+    out = []
+    for j, (request_id, stream) in enumerate(zip(request_ids, streams)):
+        fields = {
+            "v": PROTOCOL_VERSION,
+            "kind": GameAction.KIND,
+            "request_id": request_id,
+            "stream": stream,
+            "version": version,
+            "arrays": described,
+        }
+        try:
+            header = msgpack.packb(fields, use_bin_type=True)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ProtocolError(f"cannot be encoded as msgpack ({exc})", "header") from exc
+        out.append([header, flat[j].tobytes()])
+    return out

@@ -16,7 +16,7 @@ import click
 
 from tandem.client.bench.e2e import median_solve_s, run_seed, solve_record
 from tandem.client.bench.examples import example_config
-from tandem.client.bench.game import drive
+from tandem.client.bench.game_drive import drive
 
 DEFAULT_CONFIG = example_config("game_cartpole.toml")
 

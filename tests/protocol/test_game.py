@@ -178,7 +178,7 @@ def test_every_error_code_is_in_the_protocols_table_and_back():
 
 
 def test_a_batch_of_actions_is_encoded_byte_for_byte_as_each_game_action_would_be():
-    from tandem.protocol.game import action_frames
+    from tandem.protocol.game_plain import action_frames
 
     cases = [
         (np.array([1, 0, 1], np.int64), [4, 5, 6], [7, 8, 9]),  # discrete

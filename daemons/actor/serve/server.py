@@ -32,8 +32,8 @@ from tandem.protocol.game import (
     GameHello,
     GameStep,
     GameWelcome,
-    action_frames,
 )
+from tandem.protocol.game_plain import action_frames
 from tandem.protocol.game_requests import BadRequest, decode_request
 
 log = logging.getLogger(__name__)
