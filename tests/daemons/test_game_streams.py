@@ -153,6 +153,9 @@ def test_serve_endpoints_per_actor(tmp_path):
     assert serve_endpoint("ipc://", 2, tmp_path / "games") == f"ipc://{tmp_path}/games/actor-2.sock"
     with pytest.raises(ValueError, match="at most 107"):
         serve_endpoint("ipc://", 0, tmp_path / ("x" * 120))
+    assert serve_endpoint("ipc:///" + "p" * 104, 9) == "ipc:///" + "p" * 104 + "-9"  # 107 bytes: the most there is
+    with pytest.raises(ValueError, match="actor 10's socket .* at most 107"):
+        serve_endpoint("ipc:///" + "p" * 104, 10)
     with pytest.raises(ValueError, match="serve_bind"):
         serve_endpoint("udp://x", 0)
 
@@ -167,6 +170,20 @@ def test_a_serve_bind_beyond_loopback_needs_insecure_as_other_binds_do():
     assert prepare(exposed, insecure=True, no_children=False).actors.serve_bind == "tcp://0.0.0.0:7000"
     local = config_from_dict({"actors": {"mode": "serve"}})
     assert prepare(local, insecure=False, no_children=False).actors.mode == "serve"
+
+
+def test_a_serve_bind_no_actor_could_make_stops_the_run_before_it_starts(tmp_path):
+    from tandem.daemons.config import config_from_dict
+    from tandem.daemons.supervisor.loop import SupervisorError, prepare
+
+    def served(run_dir, bind: str):
+        return config_from_dict({"run": {"dir": str(run_dir)}, "actors": {"mode": "serve", "serve_bind": bind}})
+
+    with pytest.raises(SupervisorError, match="at most 107"):  # each actor would fail its bind, restart after restart
+        prepare(served(tmp_path / ("deep" * 30), "ipc://"), insecure=False, no_children=False)
+    with pytest.raises(SupervisorError, match="expected tcp://ADDRESS:PORT"):
+        prepare(served(tmp_path, "tcp://127.0.0.1"), insecure=False, no_children=False)  # no port
+    assert prepare(served(tmp_path, "ipc://"), insecure=False, no_children=False).actors.serve_bind == "ipc://"
 
 
 def test_box_actions_and_uint8_observations_have_their_wire_spaces():

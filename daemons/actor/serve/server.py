@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ import numpy as np
 
 from tandem.daemons.actor.daemon import Actor
 from tandem.daemons.actor.exploration import actor_epsilons, decayed
+from tandem.daemons.actor.serve.address import serve_endpoint
 from tandem.daemons.actor.serve.stats import ServeStats
 from tandem.daemons.actor.serve.stream_ids import reserve_stream_ids
 from tandem.daemons.actor.serve.streams import GameStreams, StepRefused
@@ -45,41 +45,11 @@ EXPIRE_EVERY_S = 0.1
 # request of a fast game, and a version arrives every few milliseconds at most.
 WEIGHTS_POLL_S = 0.005
 MIN_FRAME_CAP_BYTES = 4 << 20
-IPC_PATH_MAX = 107  # bytes in a Unix socket's path (Linux: 108 with the NUL; macOS allows 103, and says so at bind)
 # How long the closing socket may spend handing the shutdown notices to games (a game not reading loses its own).
 SHUTDOWN_LINGER_MS = 500
 SHUTDOWN_MESSAGE = (
     "the action server is stopping (a restart or the end of the run): read the endpoint file again for its successor"
 )
-
-
-def serve_endpoint(bind: str, index: int, games_dir: Path | None = None) -> str:
-    """Actor `index`'s bind address: `tcp://H:0` -> a free port; `tcp://H:P` -> P + index; `ipc://X` -> X-index;
-    `ipc://` alone -> a Unix socket `actor-<index>.sock` in `games_dir` (the run directory's games/)."""
-    if bind == "ipc://":
-        if games_dir is None:
-            raise ValueError("actors.serve_bind 'ipc://' puts the socket in the run directory, which is not known here")
-        path = games_dir.absolute() / f"actor-{index}.sock"
-        if len(os.fsencode(path)) > IPC_PATH_MAX:
-            raise ValueError(
-                f"actors.serve_bind 'ipc://' would put the socket at {path}, {len(os.fsencode(path))} "
-                f"bytes, but a Unix socket's path has at most {IPC_PATH_MAX}: use a shorter run.dir, "
-                "ipc://SHORT_PATH or tcp://127.0.0.1:0"
-            )
-        return f"ipc://{path}"
-    if bind.startswith("ipc://"):
-        return bind if index == 0 else f"{bind}-{index}"
-    host, sep, port = bind.removeprefix("tcp://").rpartition(":")
-    if not bind.startswith("tcp://") or not sep or not (port == "*" or port.isdigit()):
-        raise ValueError(
-            f"actors.serve_bind {bind!r}: expected tcp://ADDRESS:PORT (0 for a free port), ipc://PATH or "
-            "ipc:// (a socket in the run directory)"
-        )
-    if port in ("*", "0"):
-        return f"tcp://{host}:*"
-    if not 0 < int(port) + index <= 65535:
-        raise ValueError(f"actors.serve_bind {bind!r}: port {int(port) + index} of actor {index} is out of range")
-    return f"tcp://{host}:{int(port) + index}"
 
 
 def endpoint_file(config: RunConfig, name: str) -> Path:
