@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tandem.protocol import ProtocolError, sockets
+from tandem.protocol import ProtocolError, game_socket, sockets
 from tandem.protocol.game import (
     GameAction,
     GameBye,
@@ -22,8 +22,8 @@ from tandem.protocol.game import (
     GameSpaces,
     GameStep,
     GameWelcome,
-    decode_game,
 )
+from tandem.protocol.game_plain import decode_reply
 
 RUN_OVER_POLL_S = 0.1
 
@@ -146,15 +146,21 @@ class Agent:
         deadline = time.monotonic() + self.timeout_s
         # A server that stopped said so (a notice already queued here): no need to wait out its silence.
         self.read_notices()
-        if not sockets.send_frames(self.sock, message.to_frames(), timeout_ms=max(1, int(self.timeout_s * 1000))):
+        frames = message.to_frames()
+        # Each call tries first and waits only when it must: a frame's round trip is a fraction of a millisecond.
+        if not game_socket.send_now(self.sock, frames) and not (
+            game_socket.wait_writable(self.sock, self.timeout_s) and game_socket.send_now(self.sock, frames)
+        ):
             self.close(bye=False)
             raise ServerGone(f"cannot queue a request for {self.endpoint} within {self.timeout_s:g} s")
         while True:
-            left_ms = int((deadline - time.monotonic()) * 1000)
-            frames = sockets.recv_frames(self.sock, left_ms) if left_ms > 0 else None
+            frames = game_socket.recv_now(self.sock)
             if frames is None:
-                self.close(bye=False)
-                raise ServerGone(f"no reply from {self.endpoint} within {self.timeout_s:g} s")
+                left_s = deadline - time.monotonic()
+                if left_s <= 0 or not game_socket.wait_readable(self.sock, left_s):
+                    self.close(bye=False)
+                    raise ServerGone(f"no reply from {self.endpoint} within {self.timeout_s:g} s")
+                continue
             reply = self.decoded(frames)
             if reply is None or getattr(reply, "request_id", None) != message.request_id:
                 continue  # not for us to crash on, or a late reply to an earlier request
@@ -166,13 +172,13 @@ class Agent:
 
     def read_notices(self) -> None:
         """Read what is queued without waiting; raise the first notice (request_id 0, fatal: the session is over)."""
-        while (frames := sockets.recv_frames(self.sock, 0)) is not None:
+        while (frames := game_socket.recv_now(self.sock)) is not None:
             self.decoded(frames)
 
     def decoded(self, frames: list) -> Any:
         """The message (None if unreadable); a notice closes the agent and raises its AgentError."""
         try:
-            reply = decode_game(frames)
+            reply = decode_reply(frames)
         except ProtocolError:
             return None
         if isinstance(reply, GameError) and reply.fatal and reply.request_id == 0:

@@ -111,6 +111,21 @@ class GameSpaces:
         return [f"{key} {mine[key]!r} != {theirs[key]!r}" for key in mine if mine[key] != theirs[key]]
 
 
+class HeaderOnlyGame(HeaderOnly):
+    """A game message whose fields all live in its one frame; `from_header` as the other game messages have."""
+
+    @classmethod
+    def from_frames(cls, frames: Sequence[Any], limits: Limits = GAME_LIMITS):
+        return cls.from_header(*framing.decode_header(frames, limits), limits)
+
+    @classmethod
+    def from_header(cls, header: dict[str, Any], views: list[memoryview], limits: Limits = GAME_LIMITS):
+        framing.expect_kind(header, cls.KIND)
+        if len(views) != 1:
+            raise ProtocolError(f"a {cls.KIND} has exactly one frame, got {len(views)}", "frames")
+        return cls(**framing.take_fields(header, cls.FIELDS))
+
+
 def optional_spaces(name: str, value: Any) -> GameSpaces | None:
     return None if value is None else GameSpaces.from_wire(value, name)
 
@@ -142,7 +157,11 @@ class GameHello(HeaderOnly):
 
     @classmethod
     def from_frames(cls, frames: Sequence[Any], limits: Limits = GAME_LIMITS) -> GameHello:
-        header, views = framing.decode_header(frames, limits)
+        return cls.from_header(*framing.decode_header(frames, limits), limits)
+
+    @classmethod
+    def from_header(cls, header: dict[str, Any], views: list[memoryview], limits: Limits = GAME_LIMITS) -> GameHello:
+        """The rest of `from_frames` once `framing.decode_header` has read the header (so it is read once)."""
         framing.expect_kind(header, cls.KIND)
         if len(views) != 1:
             raise ProtocolError(f"a {cls.KIND} has exactly one frame, got {len(views)}", "frames")
@@ -183,7 +202,10 @@ class GameWelcome(HeaderOnly):
 
     @classmethod
     def from_frames(cls, frames: Sequence[Any], limits: Limits = GAME_LIMITS) -> GameWelcome:
-        header, _ = framing.decode_header(frames, limits)
+        return cls.from_header(*framing.decode_header(frames, limits), limits)
+
+    @classmethod
+    def from_header(cls, header: dict[str, Any], views: list[memoryview], limits: Limits = GAME_LIMITS) -> GameWelcome:
         framing.expect_kind(header, cls.KIND)
         fields = framing.take_fields(header, cls.FIELDS)
         streams = header.get("streams")
@@ -233,7 +255,10 @@ class GameStep:
 
     @classmethod
     def from_frames(cls, frames: Sequence[Any], limits: Limits = GAME_LIMITS) -> GameStep:
-        header, views = framing.decode_header(frames, limits)
+        return cls.from_header(*framing.decode_header(frames, limits), limits)
+
+    @classmethod
+    def from_header(cls, header: dict[str, Any], views: list[memoryview], limits: Limits = GAME_LIMITS) -> GameStep:
         framing.expect_kind(header, cls.KIND)
         fields = framing.take_fields(header, cls.FIELDS)
         arrays = framing.take_arrays(header, views, limits)
@@ -267,7 +292,10 @@ class GameAction:
 
     @classmethod
     def from_frames(cls, frames: Sequence[Any], limits: Limits = GAME_LIMITS) -> GameAction:
-        header, views = framing.decode_header(frames, limits)
+        return cls.from_header(*framing.decode_header(frames, limits), limits)
+
+    @classmethod
+    def from_header(cls, header: dict[str, Any], views: list[memoryview], limits: Limits = GAME_LIMITS) -> GameAction:
         framing.expect_kind(header, cls.KIND)
         fields = framing.take_fields(header, cls.FIELDS)
         arrays = framing.take_arrays(header, views, limits) if "arrays" in header else {}
@@ -280,7 +308,7 @@ class GameAction:
 
 
 @dataclass(frozen=True)
-class GameError(HeaderOnly):
+class GameError(HeaderOnlyGame):
     """Server -> game: request `request_id` was refused (0: unreadable, or a notice); `fatal`: the session is gone."""
 
     request_id: int
@@ -298,7 +326,7 @@ class GameError(HeaderOnly):
 
 
 @dataclass(frozen=True)
-class GameBye(HeaderOnly):
+class GameBye(HeaderOnlyGame):
     """Game -> server: the game is leaving; its open episodes end here (truncated). No reply."""
 
     request_id: int = 0
@@ -315,8 +343,8 @@ GAME_MESSAGES: dict[str, type] = {
 
 def decode_game(frames: Sequence[Any], limits: Limits = GAME_LIMITS) -> Any:
     """Any game message; raises ProtocolError (and nothing else) for anything malformed or of another kind."""
-    header, _ = framing.decode_header(frames, limits)
+    header, views = framing.decode_header(frames, limits)
     cls = GAME_MESSAGES.get(header["kind"])
     if cls is None:
         raise ProtocolError(f"not a game message (kinds: {', '.join(GAME_KINDS)})", "kind")
-    return cls.from_frames(frames, limits)
+    return cls.from_header(header, views, limits)  # the header is read once

@@ -10,6 +10,7 @@ import msgpack
 from tandem.protocol import framing
 from tandem.protocol.errors import ProtocolError
 from tandem.protocol.game import GAME_LIMITS, GameBye, GameHello, GameStep
+from tandem.protocol.game_plain import plain_step
 from tandem.protocol.limits import Limits
 
 # The kinds a server takes; any other `kind` string (a reply kind, another socket's kind, a typo) is `bad_kind`.
@@ -31,8 +32,11 @@ def decode_request(frames: Sequence[Any], limits: Limits = GAME_LIMITS) -> GameH
     the kind's fields and arrays (malformed). Once the header is a readable map, the refusal carries its
     `request_id` when that is a non-negative integer, whatever else is wrong.
     """
+    step = plain_step(frames, limits)  # a game's every frame: read fast when plain (game_plain.py)
+    if step is not None:
+        return step
     try:
-        header, _ = framing.decode_header(frames, limits)
+        header, views = framing.decode_header(frames, limits)
     except ProtocolError as exc:
         if exc.field not in ("v", "kind"):
             raise BadRequest("malformed", str(exc), 0) from exc
@@ -47,7 +51,7 @@ def decode_request(frames: Sequence[Any], limits: Limits = GAME_LIMITS) -> GameH
     if cls is None:
         raise BadRequest("bad_kind", kind_message(header["kind"]), request_id)
     try:
-        return cls.from_frames(frames, limits)
+        return cls.from_header(header, views, limits)  # the header is read once
     except ProtocolError as exc:
         raise BadRequest("malformed", str(exc), request_id) from exc
 

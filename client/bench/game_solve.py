@@ -10,14 +10,37 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from queue import Empty
 
 import click
 
 from tandem.client.bench.e2e import median_solve_s, run_seed, solve_record
 from tandem.client.bench.examples import example_config
-from tandem.client.bench.game import drive
+from tandem.client.bench.game_drive import drive
 
 DEFAULT_CONFIG = example_config("game_cartpole.toml")
+
+
+def player(endpoint: str, seconds: float, out: multiprocessing.Queue) -> None:
+    """One game process of a served run: one CartPole game, played until `seconds` pass (longer than the run)
+    or its server stops; its report (frames played, or what went wrong) goes on `out`."""
+    drive(endpoint, 1, seconds, out)
+
+
+def game_errors(players: list, out: multiprocessing.Queue) -> list[str]:
+    """Why game processes failed once the run is over. A game plays until its server's `shutdown` (the run's
+    end), then reports what it played on `out`; one that failed reports its error there instead, or dies
+    before it can say anything (its exit code, its traceback on stderr)."""
+    reports = []
+    for _ in (p for p in players if p.exitcode == 0):  # each of these put its report before it exited
+        try:
+            reports.append(out.get(timeout=1.0))
+        except Empty:
+            break
+    crashed = [p.exitcode for p in players if p.exitcode not in (None, 0)]
+    return [r["error"] for r in reports if "error" in r] + [
+        f"a game process exited with code {code} (its traceback is on stderr)" for code in crashed
+    ]
 
 
 def served_seed(config: Path, seed: int, games: int, limit_s: float, extra: tuple[str, ...]) -> dict:
@@ -27,6 +50,7 @@ def served_seed(config: Path, seed: int, games: int, limit_s: float, extra: tupl
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     players: list = []
+    failed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="tandem-game-solve-") as tmp:
         args = [
             sys.executable,
@@ -55,11 +79,12 @@ def served_seed(config: Path, seed: int, games: int, limit_s: float, extra: tupl
             endpoint = find_endpoint(f"{tmp}/run", timeout_s=120.0)
             # each game is a process of its own, as game executables would be; they play until the run ends
             players = [
-                ctx.Process(target=drive, args=(endpoint, 1, limit_s + 60, queue), daemon=True) for _ in range(games)
+                ctx.Process(target=player, args=(endpoint, limit_s + 60, queue), daemon=True) for _ in range(games)
             ]
             for p in players:
                 p.start()
             out, err = up.communicate(timeout=limit_s + 60)
+            failed = game_errors(players, queue)
         except ServerGone:
             out, err = "", "the action server never wrote its address"
         except subprocess.TimeoutExpired:
@@ -78,7 +103,8 @@ def served_seed(config: Path, seed: int, games: int, limit_s: float, extra: tupl
             for p in players:
                 p.join(timeout=10)
         wall = time.monotonic() - started
-    return solve_record(seed, up.returncode, out, err, started_unix, wall)
+    # a run whose games failed is no measure of learning through the server: the record says why
+    return {**solve_record(seed, up.returncode, out, err, started_unix, wall), "game_errors": failed}
 
 
 @click.command("game-solve")
@@ -122,6 +148,8 @@ def game_solve_cmd(
                     f"seed {seed} {name:8}: {r['solve_s']:7.2f} s  {'solved' if r['solved'] else 'NOT solved'}  "
                     f"env steps {r['env_steps']}  updates {r['updates']}  ({r['reason']})"
                 )
+            for error in served[-1]["game_errors"]:
+                click.echo(f"seed {seed} served  : a game failed: {error}")
     record = {
         "benchmark": "game-solve",
         "quick": quick,

@@ -44,7 +44,7 @@ BENCHMARKS = {
     ),
     "game": (
         "tandem.client.bench.game:game_cmd",
-        "Served games' frames/s with the learner training flat out as a share of that...",
+        "Served games' frames/s and latency with the learner idle and training flat...",
     ),
     "game-solve": (
         "tandem.client.bench.game_solve:game_solve_cmd",

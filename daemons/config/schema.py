@@ -218,11 +218,11 @@ class ActorsSection:
     )
     serve_bind: str = option(
         "tcp://127.0.0.1:0",
-        "(serve) Where actor i's game socket binds (port 0: a free one; a fixed port P binds P + i); beyond loopback it needs --insecure. The address bound is in the run directory's games/actor-N.endpoint and in status.",
+        "(serve) Where actor i's game socket binds (port 0: a free one; a fixed port P binds P + i); beyond loopback it needs --insecure. 'ipc://' alone: a Unix socket games/actor-N.sock in the run directory, for games on this machine (ipc://PATH: PATH, PATH-i for actor i). The address bound is in the run directory's games/actor-N.endpoint and in status.",
     )
     serve_batch_wait_ms: float = option(
         2.0,
-        "(serve) Longest a game's request waits for a fuller inference batch (a batch also goes at once when every stream that stepped in the last 0.25 s is waiting, or at serve_max_batch).",
+        "(serve) Longest a game's request waits for a fuller inference batch (a batch also goes at once when every stream that stepped in the last 0.25 s and did not just end an episode is waiting, at serve_max_batch, or after a quarter of this wait without any step).",
         min=0.0,
     )
     serve_max_batch: int = option(256, "(serve) Most requests in one inference.", min=1, max=65536)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from tandem.daemons.actor.serve.address import serve_endpoint
 from tandem.daemons.config import RunConfig, render_toml
 from tandem.daemons.runtime.endpoints import is_loopback, socket_options
 from tandem.daemons.runtime.exit_codes import ExitCode
@@ -119,6 +120,12 @@ def prepare(config: RunConfig, insecure: bool, no_children: bool) -> RunConfig:
             "(games would need keys too), so binding there needs --insecure",
             ExitCode.USAGE,
         )
+    if config.actors.mode == "serve":  # a bind no actor can make is refused now, not by each actor at its start
+        for index in range(config.actors.count):
+            try:
+                serve_endpoint(serve, index, run_dir(config) / "games")
+            except ValueError as exc:
+                raise SupervisorError(str(exc), ExitCode.USAGE) from exc
     return config
 
 

@@ -178,17 +178,23 @@ def test_intake_record_is_complete():
 def test_game_record_is_complete():
     data = record("game")
     assert data["benchmark"] == "game" and data["repeats"] == 1 and data["alone_frames_per_s"] > 0
-    for side in ("idle", "training"):
+    assert data["transport"] == "tcp"
+    for side in ("idle", "training", "echo"):
         assert [p["games"] for p in data[side]] == [1, 8]
         for p in data[side]:
             assert p["frames_per_s"] > 0 and 0 < p["latency_p50_ms"] <= p["latency_p99_ms"]
             assert p["batch_mean"] is None or 1 <= p["batch_mean"] <= p["games"]
-    # the idle learner never trained (the bench refuses a run where it did); the other one did, meanwhile
+    assert all(p["batch_mean"] is None for p in data["echo"])  # the echo has no server, no batches
+    # the idle learner never trained (the bench refuses a run where it did); the other one did, meanwhile, and
+    # went on training while the same games played against the raw echo
     assert all(p["learner_updates_per_s"] == 0 for p in data["idle"])
-    assert all(p["learner_updates_per_s"] > 0 for p in data["training"])
-    for idle, training in zip(data["idle"], data["training"]):
+    assert all(p["learner_updates_per_s"] > 0 for p in data["training"] + data["echo"])
+    for idle, training, echo in zip(data["idle"], data["training"], data["echo"]):
         assert training["share_of_idle"] == pytest.approx(training["frames_per_s"] / idle["frames_per_s"], rel=0.01)
-    assert data["target"]["one_game_share_min"] == 0.9 and isinstance(data["met"], bool)
+        assert training["share_of_echo"] == pytest.approx(training["frames_per_s"] / echo["frames_per_s"], rel=0.01)
+    assert data["target"] == {"one_game_share_min": 0.9, "training_frames_per_s_min": {"1": 2000.0, "8": 6000.0}}
+    assert set(data["met"]) == {"one_game_share", "1_games_frames_per_s", "8_games_frames_per_s"}
+    assert all(isinstance(ok, bool) for ok in data["met"].values())
 
 
 @pytest.mark.timeout(180)
@@ -200,3 +206,4 @@ def test_game_solve_record_is_complete():
         assert {"seed", "solve_s", "wall_s", "solved", "reason", "updates", "env_steps"} <= set(run)
         assert run["env_steps"] > 0  # the games (or the built-in actor's envs) played and the learner saw it
         assert data[f"{side}_median_s"] > 0
+    assert data["served"][0]["game_errors"] == []  # every game process played until the run's end

@@ -39,8 +39,10 @@ class FakeLink:
 
     def __init__(self) -> None:
         self.net, self.pushed = self, []
+        self.batches: list[int] = []  # the size of each inference
 
     def explore(self, obs: np.ndarray, eps: np.ndarray):
+        self.batches.append(len(obs))
         return np.zeros(len(obs), np.int64), {}
 
     def poll_weights(self) -> bool:
@@ -59,12 +61,12 @@ def make_server(tmp_path, monkeypatch):
     monkeypatch.setattr(server_module, "probe_policy_spaces", lambda config: SPACES)
     made = []
 
-    def make(clock: Clock | None = None, bind: bool = True) -> GameServer:
+    def make(clock: Clock | None = None, bind: bool = True, run_dir: str | None = None, **actors) -> GameServer:
         config = config_from_dict(
             {
-                "run": {"dir": str(tmp_path / "run")},
+                "run": {"dir": run_dir or str(tmp_path / "run")},
                 "eval": {"enabled": False},
-                "actors": {"mode": "serve", "serve_timeout_s": TIMEOUT_S, "serve_batch_wait_ms": 2.0},
+                "actors": {"mode": "serve", "serve_timeout_s": TIMEOUT_S, "serve_batch_wait_ms": 2.0, **actors},
             }
         )
         server = GameServer(config, 0, StopFlag(), None)

@@ -111,22 +111,51 @@ def test_a_hello_beyond_the_stream_limit_or_with_other_spaces_is_refused():
     assert refused.value.code == "space_mismatch"
 
 
-def test_batches_go_when_full_when_every_stream_waits_or_at_the_deadline():
+def test_batches_go_when_full_when_every_stream_waits_when_steps_stop_or_at_the_deadline():
     games = streams()
     ids = games.hello(b"a", GameHello(1, "g", 3), 0.0)
     games.step(b"a", GameStep(1, ids[0], obs(1, 0, 0)), 0.0)
-    assert not games.due(0.001, wait_s=0.002, max_batch=8)
-    assert games.due(0.0021, wait_s=0.002, max_batch=8)  # the oldest waited its deadline
-    games.step(b"a", GameStep(2, ids[1], obs(1, 0, 0)), 0.0)
-    assert games.due(0.0, wait_s=0.002, max_batch=2)  # full
-    games.step(b"a", GameStep(3, ids[2], obs(1, 0, 0)), 0.0)
-    assert games.due(0.0, wait_s=0.002, max_batch=8)  # every open stream waits: nobody can add to it
+    assert not games.due(0.0004, wait_s=0.002, max_batch=8)
+    assert games.due(0.0005, wait_s=0.002, max_batch=8)  # no step for a quarter of the wait: none is coming
+    games.step(b"a", GameStep(2, ids[1], obs(1, 0, 0)), 0.0018)
+    assert not games.due(0.0019, wait_s=0.002, max_batch=8)
+    assert games.due(0.0021, wait_s=0.002, max_batch=8)  # the oldest waited its deadline, steps still coming
+    assert games.due(0.0018, wait_s=0.002, max_batch=2)  # full
+    games.step(b"a", GameStep(3, ids[2], obs(1, 0, 0)), 0.0018)
+    assert games.due(0.0018, wait_s=0.002, max_batch=8)  # every open stream waits: nobody can add to it
 
 
-def test_serve_endpoints_per_actor():
+def test_a_batch_does_not_wait_for_a_stream_whose_step_ended_an_episode():
+    # Games stepping several streams in lock-step answer all their streams' actions before they start the next
+    # episode of one that ended: waiting for it would hold every batch with an episode's end in it to the deadline.
+    games = streams()
+    ids = games.hello(b"a", GameHello(1, "g", 3), 0.0)
+    for i, sid in enumerate(ids):
+        games.step(b"a", GameStep(i, sid, obs(1, 0, 0)), 0.0)
+    answer(games)
+    assert not games.step(b"a", GameStep(5, ids[0], obs(1, 0, 1), 1.0, True), 0.0)  # the episode ended: no action
+    games.step(b"a", GameStep(6, ids[1], obs(1, 0, 1), 1.0), 0.0)
+    assert not games.due(0.0, wait_s=0.002, max_batch=8)  # ids[2] has not stepped yet
+    games.step(b"a", GameStep(7, ids[2], obs(1, 0, 1), 1.0), 0.0)
+    assert games.awaited == 2 and games.due(0.0, wait_s=0.002, max_batch=8)  # at once, not at the deadline
+    answer(games)
+    games.step(b"a", GameStep(8, ids[0], obs(1, 1, 0)), 0.0)  # its next episode: waited for again
+    assert games.awaited == 3 and not games.due(0.0, wait_s=0.002, max_batch=8)
+    games.end(b"a", "games_left")
+    assert games.awaited == 0 and games.open_streams == 0
+
+
+def test_serve_endpoints_per_actor(tmp_path):
     assert serve_endpoint("tcp://127.0.0.1:0", 3) == "tcp://127.0.0.1:*"
     assert serve_endpoint("tcp://127.0.0.1:7000", 2) == "tcp://127.0.0.1:7002"
     assert serve_endpoint("ipc:///tmp/g", 1) == "ipc:///tmp/g-1"
+    # `ipc://` alone: a Unix socket beside the endpoint file in the run directory, refused where its path is too long
+    assert serve_endpoint("ipc://", 2, tmp_path / "games") == f"ipc://{tmp_path}/games/actor-2.sock"
+    with pytest.raises(ValueError, match="at most 107"):
+        serve_endpoint("ipc://", 0, tmp_path / ("x" * 120))
+    assert serve_endpoint("ipc:///" + "p" * 104, 9) == "ipc:///" + "p" * 104 + "-9"  # 107 bytes: the most there is
+    with pytest.raises(ValueError, match="actor 10's socket .* at most 107"):
+        serve_endpoint("ipc:///" + "p" * 104, 10)
     with pytest.raises(ValueError, match="serve_bind"):
         serve_endpoint("udp://x", 0)
 
@@ -141,6 +170,20 @@ def test_a_serve_bind_beyond_loopback_needs_insecure_as_other_binds_do():
     assert prepare(exposed, insecure=True, no_children=False).actors.serve_bind == "tcp://0.0.0.0:7000"
     local = config_from_dict({"actors": {"mode": "serve"}})
     assert prepare(local, insecure=False, no_children=False).actors.mode == "serve"
+
+
+def test_a_serve_bind_no_actor_could_make_stops_the_run_before_it_starts(tmp_path):
+    from tandem.daemons.config import config_from_dict
+    from tandem.daemons.supervisor.loop import SupervisorError, prepare
+
+    def served(run_dir, bind: str):
+        return config_from_dict({"run": {"dir": str(run_dir)}, "actors": {"mode": "serve", "serve_bind": bind}})
+
+    with pytest.raises(SupervisorError, match="at most 107"):  # each actor would fail its bind, restart after restart
+        prepare(served(tmp_path / ("deep" * 30), "ipc://"), insecure=False, no_children=False)
+    with pytest.raises(SupervisorError, match="expected tcp://ADDRESS:PORT"):
+        prepare(served(tmp_path, "tcp://127.0.0.1"), insecure=False, no_children=False)  # no port
+    assert prepare(served(tmp_path, "ipc://"), insecure=False, no_children=False).actors.serve_bind == "ipc://"
 
 
 def test_box_actions_and_uint8_observations_have_their_wire_spaces():

@@ -11,6 +11,7 @@ import numpy as np
 
 from tandem.daemons.actor.daemon import Actor
 from tandem.daemons.actor.exploration import actor_epsilons, decayed
+from tandem.daemons.actor.serve.address import serve_endpoint
 from tandem.daemons.actor.serve.stats import ServeStats
 from tandem.daemons.actor.serve.stream_ids import reserve_stream_ids
 from tandem.daemons.actor.serve.streams import GameStreams, StepRefused
@@ -22,14 +23,23 @@ from tandem.daemons.runtime.endpoints import is_loopback, socket_options
 from tandem.daemons.runtime.logs import log_dropped
 from tandem.daemons.runtime.paths import run_dir
 from tandem.daemons.runtime.signals import StopFlag
-from tandem.protocol import sockets
-from tandem.protocol.game import GAME_LIMITS, GameAction, GameBye, GameError, GameHello, GameStep, GameWelcome
+from tandem.protocol import game_socket, sockets
+from tandem.protocol.game import (
+    GAME_LIMITS,
+    GameAction,
+    GameBye,
+    GameError,
+    GameHello,
+    GameStep,
+    GameWelcome,
+)
+from tandem.protocol.game_plain import action_frames
 from tandem.protocol.game_requests import BadRequest, decode_request
 
 log = logging.getLogger(__name__)
 EPSILON_SLOTS = 16  # (dqn) Ape-X epsilons spread over this many slots; stream id s explores with slot s % 16
 DRAIN_MAX = 4096  # most messages read before the server acts on what it has (a flood cannot starve inference)
-IDLE_POLL_MS = 20  # with nothing waiting: how long one poll may block (heartbeats, weights, expiry go on)
+IDLE_POLL_S = 0.02  # with nothing waiting: how long one wait may block (heartbeats, weights, expiry go on)
 EXPIRE_EVERY_S = 0.1
 # Weights are looked for at most this often: a look costs several socket polls, too many to pay on every
 # request of a fast game, and a version arrives every few milliseconds at most.
@@ -40,20 +50,6 @@ SHUTDOWN_LINGER_MS = 500
 SHUTDOWN_MESSAGE = (
     "the action server is stopping (a restart or the end of the run): read the endpoint file again for its successor"
 )
-
-
-def serve_endpoint(bind: str, index: int) -> str:
-    """Actor `index`'s bind address: `tcp://H:0` -> a free port; `tcp://H:P` -> P + index; `ipc://X` -> X-index."""
-    if bind.startswith("ipc://"):
-        return bind if index == 0 else f"{bind}-{index}"
-    host, sep, port = bind.removeprefix("tcp://").rpartition(":")
-    if not bind.startswith("tcp://") or not sep or not (port == "*" or port.isdigit()):
-        raise ValueError(f"actors.serve_bind {bind!r}: expected tcp://ADDRESS:PORT (0 for a free port) or ipc://PATH")
-    if port in ("*", "0"):
-        return f"tcp://{host}:*"
-    if not 0 < int(port) + index <= 65535:
-        raise ValueError(f"actors.serve_bind {bind!r}: port {int(port) + index} of actor {index} is out of range")
-    return f"tcp://{host}:{int(port) + index}"
 
 
 def endpoint_file(config: RunConfig, name: str) -> Path:
@@ -105,7 +101,9 @@ class GameServer(Actor):
         return GameStreams(spaces, self.name, self.reporter.incarnation, a.unroll_length, a.serve_max_streams, ids=ids)
 
     def bind(self) -> None:
-        endpoint = serve_endpoint(self.config.actors.serve_bind, self.index)
+        path = endpoint_file(self.config, self.name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        endpoint = serve_endpoint(self.config.actors.serve_bind, self.index, path.parent)
         if not is_loopback(endpoint) and not self.insecure:
             raise ValueError(
                 f"binding {endpoint} exposes the action server beyond this machine; the game socket has "
@@ -117,8 +115,6 @@ class GameServer(Actor):
         limit = max(MIN_FRAME_CAP_BYTES, GAME_LIMITS.max_header_bytes + 4 * obs_bytes)
         self.router = sockets.game_router(self.ctx, endpoint, limit, opts=socket_options(self.config))
         self.endpoint = sockets.bound_endpoint(self.router)
-        path = endpoint_file(self.config, self.name)
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(self.endpoint + "\n")
         tmp.replace(path)  # a game never reads half an address
@@ -152,24 +148,25 @@ class GameServer(Actor):
         games.close()
         games.cancelled.clear()  # answered above with `shutdown`
         sockets.close(self.router, linger_ms=SHUTDOWN_LINGER_MS)
+        if self.endpoint.startswith("ipc://"):  # ZeroMQ removes its socket file too; a run leaves none behind
+            Path(self.endpoint.removeprefix("ipc://")).unlink(missing_ok=True)
 
     def serve_once(self, now: float) -> None:
+        """Wait (bounded) for messages, read what waits until a batch is due, answer every due batch, then the
+        chores: silent games, new weights, unrolls to the learner, the heartbeat."""
         games, link = self.stepping, self.links[DEFAULT_POLICY]
-        if games.pending:
-            timeout_ms = max(0, int((games.pending[0].received_at + self.wait_s - now) * 1000))
-        else:
-            timeout_ms = IDLE_POLL_MS
-        frames = sockets.recv_frames(self.router, timeout_ms) if timeout_ms else sockets.recv_frames(self.router, 0)
-        read = 0
-        while frames is not None:
-            self.handle(frames, self.clock())
-            read += 1
-            if read >= DRAIN_MAX or games.due(self.clock(), self.wait_s, self.max_batch):
-                break
-            frames = sockets.recv_frames(self.router, 0)
+        timeout_s = min(IDLE_POLL_S, games.due_at(self.wait_s) - now)
+        if timeout_s <= 0 or game_socket.wait_readable(self.router, timeout_s):
+            for _ in range(DRAIN_MAX):
+                frames = game_socket.recv_now(self.router)
+                if frames is None:
+                    break
+                self.handle(frames, self.clock())
+                if games.due(self.clock(), self.wait_s, self.max_batch):
+                    break
         now = self.clock()
         while games.due(now, self.wait_s, self.max_batch):
-            self.infer(now)
+            self.infer()
             now = self.clock()
         if now >= self.next_expire:
             self.next_expire = now + EXPIRE_EVERY_S
@@ -180,9 +177,10 @@ class GameServer(Actor):
             self.next_weights_poll = now + WEIGHTS_POLL_S
             if link.poll_weights():  # AgentStream keeps the oldest version of each unroll: lag is never understated
                 self.epsilons = decayed(self.base_eps, games.env_steps, self.config.actors.epsilon_decay_steps)
-        for batch in games.outbox:
-            link.push(batch)
-        games.outbox.clear()
+        if games.outbox:
+            for batch in games.outbox:
+                link.push(batch)
+            games.outbox.clear()
         link.flush()
         self.report()
 
@@ -217,7 +215,8 @@ class GameServer(Actor):
                 games.end(identity, "games_left")
             self.refuse(identity, message.request_id, refused)
         finally:
-            self.answer_cancelled()
+            if games.cancelled:
+                self.answer_cancelled()
 
     def answer_cancelled(self) -> None:
         """Steps whose session ended while they waited (a bye, a new hello) get their one reply: `cancelled`."""
@@ -242,24 +241,38 @@ class GameServer(Actor):
         self.reply(identity, GameError(request_id, code, message, fatal))
 
     def reply(self, identity: bytes, message: Any) -> None:
-        if not sockets.send_to(self.router, identity, message.to_frames()):
-            self.stats.replies_dropped += 1
+        self.stats.replies_dropped += game_socket.send_replies(self.router, [(identity, message.to_frames())])
 
     # ------------------------------------------------------------------ inference
 
-    def infer(self, now: float) -> None:
+    def infer(self) -> None:
+        """One inference for the due batch, with the newest weights; each step still owed gets its action."""
         games, link = self.stepping, self.links[DEFAULT_POLICY]
         batch = games.take_batch(self.max_batch)
         obs = np.stack([r.obs for r in batch])
-        eps = self.epsilons[np.array([r.stream % EPSILON_SLOTS for r in batch])]
+        eps = self.epsilons[[r.stream % EPSILON_SLOTS for r in batch]]
         chosen, extras = link.net.explore(obs, eps)
         chosen = np.asarray(chosen)
         sent = env_actions(games.spaces[DEFAULT_POLICY].action_space, chosen).astype(games.action_dtype, copy=False)
         version = link.version
         done = time.monotonic()
-        for j, request in enumerate(batch):
-            if games.acted(request, chosen[j], version, {name: values[j] for name, values in extras.items()}):
-                self.reply(request.session, GameAction(request.request_id, request.stream, version, sent[j]))
+        owed = [  # a step whose session ended meanwhile was answered `cancelled`
+            j
+            for j, request in enumerate(batch)
+            if games.acted(
+                request, chosen[j], version, {name: values[j] for name, values in extras.items()} if extras else {}
+            )
+        ]
+        if owed:
+            frames = action_frames(
+                [batch[j].request_id for j in owed],
+                [batch[j].stream for j in owed],
+                version,
+                sent if len(owed) == len(batch) else sent[owed],
+            )
+            self.stats.replies_dropped += game_socket.send_replies(
+                self.router, zip([batch[j].session for j in owed], frames)
+            )
         self.stats.batch(len(batch), [r.received_at for r in batch], done)
 
     def counters(self, now: float) -> dict[str, float]:

@@ -18,7 +18,13 @@ from tandem.protocol.game import GameHello, GameSpaces, GameStep
 MAX_UNREPORTED_EPISODES = 1000
 # A batch waits only for streams that stepped this recently: a game gone without a bye (or one that steps
 # rarely) would otherwise hold every other game's request for the whole batch wait until it timed out.
+# Nor does it wait for a stream whose last step ended an episode: its game, answered at once, may well wait
+# for its other streams' actions before it starts the next episode (a game stepping several in lock-step).
 AWAIT_RECENT_S = 0.25
+# A batch still short of its awaited streams goes once no step has come for this share of the batch wait:
+# games whose steps hang together (several driven in lock-step by one process) wait on each other's actions,
+# which no waiting on the server's side can bring, and a late one is better answered in the next batch.
+QUIET_SHARE = 0.25
 
 
 class StepRefused(Exception):
@@ -61,6 +67,7 @@ class Stream:
     episode_return: float = 0.0
     episode_length: int = 0
     last_step: float = 0.0
+    awaited: bool = True  # counted in GameStreams.awaited: it stepped lately, and not to end an episode
 
 
 @dataclass
@@ -102,7 +109,8 @@ class GameStreams:
         self.max_streams = max_streams
         self.sessions: dict[bytes, Session] = {}
         self.open_streams = 0
-        self.awaited = 0  # streams that stepped within AWAIT_RECENT_S, refreshed by expire()
+        self.awaited = 0  # streams a batch waits for (Stream.awaited): stepped within AWAIT_RECENT_S, no episode end
+        self.last_step_at = 0.0  # when the latest step came (any stream)
         self.ids, self.next_id = ids, ids.start
         self.pending: list[Request] = []
         self.cancelled: list[Request] = []  # steps whose session ended before their action: each still owed a reply
@@ -172,9 +180,7 @@ class GameStreams:
                 self.counts["episodes_cut"] += 1
             self.counts["steps_discarded"] += len(stream.record.actions)
         self.open_streams -= len(session.streams)
-        # its streams that counted as stepping lately no longer do (the next expire() counts all again)
-        recent = sum(st.last_step >= session.last_seen - AWAIT_RECENT_S for st in session.streams.values())
-        self.awaited = max(0, min(self.awaited - recent, self.open_streams))
+        self.awaited -= sum(st.awaited for st in session.streams.values())
         waiting = [r for r in self.pending if r.session == identity]
         if waiting:
             self.pending = [r for r in self.pending if r.session != identity]
@@ -184,7 +190,7 @@ class GameStreams:
     def expire(self, now: float, timeout_s: float) -> list[bytes]:
         """End every session silent for `timeout_s` with nothing waiting on the server; their identities.
 
-        Also counts again the streams a batch waits for (those that stepped within AWAIT_RECENT_S)."""
+        Also stops waiting for streams that have not stepped within AWAIT_RECENT_S."""
         gone = [
             s.identity
             for s in self.sessions.values()
@@ -193,7 +199,11 @@ class GameStreams:
         for identity in gone:
             self.end(identity, "games_timed_out")
         recent = now - AWAIT_RECENT_S
-        self.awaited = sum(st.last_step >= recent for s in self.sessions.values() for st in s.streams.values())
+        for session in self.sessions.values():
+            for stream in session.streams.values():
+                if stream.awaited and stream.last_step < recent:
+                    stream.awaited = False
+                    self.awaited -= 1
         return gone
 
     # ------------------------------------------------------------------ steps
@@ -215,7 +225,10 @@ class GameStreams:
                 "unknown_stream",
                 f"stream {step.stream} is not one of this session's ({', '.join(map(str, session.streams))})",
             )
-        stream.last_step = now
+        stream.last_step = self.last_step_at = now
+        if not stream.awaited:
+            stream.awaited = True
+            self.awaited += 1
         if stream.pending is not None:
             raise StepRefused(
                 "busy", f"stream {step.stream} already waits for the action of request {stream.pending.request_id}"
@@ -232,6 +245,8 @@ class GameStreams:
                 obs if step.truncated and not step.done else None,
             )
             self.episode_end(stream, step.reward)
+            stream.awaited = False  # its next step (a new episode) may wait for the actions of this batch
+            self.awaited -= 1
             return False
         if record.awaiting_outcome:
             record.outcome(step.reward, False, False, None)
@@ -279,15 +294,16 @@ class GameStreams:
         return batch
 
     def due(self, now: float, wait_s: float, max_batch: int) -> bool:
-        """Act now: a full batch, every recently stepping stream waiting (no one else is likely to add to it),
-        or the oldest waited enough."""
+        """Act now: a full batch, every awaited stream waiting (no one else is likely to add to it), no step for
+        QUIET_SHARE of the wait, or the oldest waited `wait_s`."""
+        pending = len(self.pending)
+        return pending > 0 and (pending >= max_batch or pending >= self.awaited or now >= self.due_at(wait_s))
+
+    def due_at(self, wait_s: float) -> float:
+        """When the waiting batch goes at the latest (no more steps coming in); inf with nothing waiting."""
         if not self.pending:
-            return False
-        return (
-            len(self.pending) >= max_batch
-            or len(self.pending) >= min(self.open_streams, max(1, self.awaited))
-            or now - self.pending[0].received_at >= wait_s
-        )
+            return float("inf")
+        return min(self.pending[0].received_at + wait_s, self.last_step_at + QUIET_SHARE * wait_s)
 
     def recent_return_mean(self) -> float | None:
         return float(np.mean(self.finished)) if self.finished else None
