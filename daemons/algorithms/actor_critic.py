@@ -28,9 +28,10 @@ class ActorCritic(nn.Module):
     """A policy network (distribution parameters) and a value network, each built from the `[model]` section.
 
     With `algorithm.shared_torso` one network gives both: its last layer has one output more, the value.
-    With `normalize_obs` the input is scaled by running statistics the learner updates, per feature of a vector
-    observation, per pixel (after scaling to [0, 1]) of an image; they are buffers, so they travel with the
-    published weights. A built-in Nature CNN then takes the normalized floats as they are. With `normalize_returns` the
+    With `normalize_obs` (vectors) or `normalize_images` (images into a built-in CNN) the input is scaled by
+    running statistics the learner updates, per feature of a vector, per pixel of an image (after scaling to
+    [0, 1]); they are buffers, so they travel with the published weights. The CNN then takes the normalized
+    floats as they are. With `normalize_returns` the
     value output is in units of the value targets' running statistics, which the learner keeps (actors never
     need values).
     """
@@ -49,15 +50,19 @@ class ActorCritic(nn.Module):
         outputs = self.head.num_outputs
         self.policy = build_q_network(model_cfg, obs_space, outputs + 1 if self.shared else outputs)
         self.value = None if self.shared else build_q_network(model_cfg, obs_space, 1)
-        normalizable = algo_cfg.normalize_obs and isinstance(obs_space, gym.spaces.Box) and mask_size == 0
-        self.pixel_scale = PIXEL_SCALE if normalizable and is_image_space(obs_space) else 1.0
-        self.obs_norm = None
-        if normalizable and self.pixel_scale != 1.0:
+        self.images = is_image_space(obs_space)
+        self.pixel_scale, self.obs_norm = 1.0, None
+        if (
+            self.images
+            and algo_cfg.normalize_images
+            and all(isinstance(net, NatureCNN) for net in (self.policy, self.value) if net is not None)
+        ):  # a network of the user's own gets the pixels as they are
+            self.pixel_scale = PIXEL_SCALE
             self.obs_norm = RunningMeanStd(tuple(obs_space.shape), clip=PIXEL_CLIP, epsilon=PIXEL_EPSILON)
-            for net in (self.policy, self.value):  # the built-in CNN must not scale the normalized floats again
-                if isinstance(net, NatureCNN):
+            for net in (self.policy, self.value):  # the CNN must not scale the normalized floats again
+                if net is not None:
                     net.scale = False
-        elif normalizable:
+        elif not self.images and algo_cfg.normalize_obs and isinstance(obs_space, gym.spaces.Box) and mask_size == 0:
             self.obs_norm = RunningMeanStd(tuple(obs_space.shape), clip=OBS_CLIP)
         last = last_linear(self.policy)
         if last is not None:  # only for built-in networks: a user's module keeps its own initialisation

@@ -335,7 +335,10 @@ class APPO:
         names = [str(k) for k in saved]
         forms = {
             "algorithm.shared_torso": (not any(k.startswith("value.") for k in names), self.net.shared),
-            "algorithm.normalize_obs": (any(k.startswith("obs_norm.") for k in names), self.net.obs_norm is not None),
+            f"algorithm.normalize_{'images' if self.net.images else 'obs'}": (
+                any(k.startswith("obs_norm.") for k in names),
+                self.net.obs_norm is not None,
+            ),
         }
         differ = [
             f"{key} = {str(was).lower()}; this run has {str(now).lower()}"

@@ -343,10 +343,10 @@ def test_observation_statistics_travel_to_the_actor_and_scale_its_inputs():
 
 
 def test_image_observations_are_normalized_per_pixel_in_unit_scale_as_sample_factory_does():
-    """Per pixel, after scaling to [0, 1]: mean and variance of what was seen, epsilon 1e-5, clipped at 5; the
-    built-in CNN then takes the floats as they are (no second 1/255)."""
+    """By default (normalize_images), per pixel after scaling to [0, 1]: mean and variance of what was seen,
+    epsilon 1e-5, clipped at 5; the built-in CNN then takes the floats as they are (no second 1/255)."""
     image = gym.spaces.Box(0, 255, (2, 36, 36), np.uint8)
-    config = config_from_dict({"algorithm": {"name": "appo", "normalize_obs": True}, "model": {"hidden_sizes": [8]}})
+    config = config_from_dict({"algorithm": {"name": "appo"}, "model": {"hidden_sizes": [8]}})
     net = make_algorithm(config, image, gym.spaces.Discrete(2), "cpu").net
     assert net.obs_norm is not None and net.policy.scale is False
     frames = np.zeros((4, 2, 36, 36), np.uint8)
@@ -362,6 +362,47 @@ def test_image_observations_are_normalized_per_pixel_in_unit_scale_as_sample_fac
     assert out[0, 0, 0, 0].item() == pytest.approx((1.0 - mean) / math.sqrt(var + 1e-5), rel=1e-3)
     assert out[0, 1, 5, 5].item() == -5.0  # a constant pixel's one change is clipped, not divided by ~0
     assert out[0, 1, 7, 7].item() == 0.0  # background stays 0
+
+
+def test_images_are_left_alone_when_asked_and_for_a_network_of_ones_own(tmp_path, monkeypatch):
+    image = gym.spaces.Box(0, 255, (2, 36, 36), np.uint8)
+    off = config_from_dict({"algorithm": {"name": "appo", "normalize_images": False}})
+    net = make_algorithm(off, image, gym.spaces.Discrete(2), "cpu").net
+    assert net.obs_norm is None and net.policy.scale is True
+    (tmp_path / "my_cnn.py").write_text(
+        "import torch\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self, outputs):\n"
+        "        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(2 * 36 * 36, outputs)\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(x.flatten(1).float() / 255.0)\n"
+        "def make(obs_space, outputs, model):\n"
+        "    return Net(outputs)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    own = config_from_dict({"algorithm": {"name": "appo"}, "model": {"kind": "my_cnn:make"}})
+    assert make_algorithm(own, image, gym.spaces.Discrete(2), "cpu").net.obs_norm is None  # raw pixels, as documented
+    # vectors: normalize_obs, off by default
+    assert (
+        make_algorithm(
+            config_from_dict({"algorithm": {"name": "appo"}}), VECTOR, gym.spaces.Discrete(2), "cpu"
+        ).net.obs_norm
+        is None
+    )
+
+
+def test_a_pixel_run_from_before_image_normalization_is_named_on_resume():
+    image = gym.spaces.Box(0, 255, (2, 36, 36), np.uint8)
+    old = make_algorithm(
+        config_from_dict({"algorithm": {"name": "appo", "normalize_images": False}}),
+        image,
+        gym.spaces.Discrete(2),
+        "cpu",
+    )
+    new = make_algorithm(config_from_dict({"algorithm": {"name": "appo"}}), image, gym.spaces.Discrete(2), "cpu")
+    with pytest.raises(ValueError, match=r"algorithm.normalize_images = false; this run has true"):
+        new.load_state_dict(old.state_dict())
 
 
 def test_masked_observations_are_not_normalized():
