@@ -58,6 +58,8 @@ class SocketOptions:
     """ZMTP PING interval on TCP links."""
     heartbeat_timeout_ms: int = 5000
     """A TCP peer silent for this long is disconnected."""
+    connect_timeout_ms: int = 5000
+    """A TCP connect beyond loopback not complete after this long is abandoned and tried again on a new socket."""
     reconnect_ivl_ms: int = 100
     """First reconnect delay after a peer went away."""
     reconnect_ivl_max_ms: int = 2000
@@ -92,6 +94,11 @@ def _make(ctx: zmq.Context, kind: int, role: str, opts: SocketOptions, endpoint:
         sock.setsockopt(zmq.HEARTBEAT_IVL, opts.heartbeat_ivl_ms)
         sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, opts.heartbeat_timeout_ms)
         sock.setsockopt(zmq.HEARTBEAT_TTL, opts.heartbeat_timeout_ms)
+        # A connect attempt keeps the source address the kernel chose when it began: one begun while the link
+        # to the peer was down (routed out of another interface) retried its SYN from that address for about
+        # two minutes after the link came back, during which the actors sent nothing. Abandoning it after this
+        # long lets the next attempt choose again.
+        sock.setsockopt(zmq.CONNECT_TIMEOUT, opts.connect_timeout_ms)
     return sock
 
 

@@ -392,6 +392,12 @@ class TransportSection:
     max_message_mb: int = option(2048, "Largest frame a receiver accepts; a larger one disconnects its sender.", min=1)
     heartbeat_ivl_ms: int = option(1000, "ZMTP heartbeat interval on TCP links.", min=1)
     heartbeat_timeout_ms: int = option(5000, "A TCP peer silent for this long is disconnected.", min=1)
+    connect_timeout_ms: int = option(
+        5000,
+        "A TCP connect to another host not complete after this long is abandoned and made again (a link that "
+        "was down must not keep a stale attempt for minutes).",
+        min=1,
+    )
 
 
 @dataclass

@@ -42,6 +42,7 @@ def socket_options(config: RunConfig):
         max_message_bytes=t.max_message_mb << 20,
         heartbeat_ivl_ms=t.heartbeat_ivl_ms,
         heartbeat_timeout_ms=t.heartbeat_timeout_ms,
+        connect_timeout_ms=t.connect_timeout_ms,
     )
 
 

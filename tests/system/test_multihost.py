@@ -148,12 +148,22 @@ def test_killed_actors_and_a_cut_link_never_abort_a_remote_learner(tmp_path, two
                 f"{name} back after SIGKILL {round_ + 1}",
             )
         assert learner.poll() is None, (tmp_path / "learner.log").read_text()[-2000:]
-        before = updates(run.wait(lambda d: True, 10, "status"))
-        # Cut the wire for longer than the heartbeat timeout (5 s): both ends see their peers die.
+
+        def received(d) -> int:
+            return rows(d).get("learner-default", {}).get("counters", {}).get("batches_received") or 0
+
+        status = run.wait(lambda d: received(d) > 0, 10, "the learner's counters")
+        before, before_batches = updates(status), received(status)
+        # Cut the wire for longer than the heartbeat timeout (5 s): both ends see their peers die, and the actors'
+        # reconnects begin while the link is down (routed elsewhere: CONNECT_TIMEOUT makes them try again).
         assert ip("link", "set", head_if, "down").returncode == 0
         time.sleep(8)
         assert ip("link", "set", head_if, "up").returncode == 0
-        run.wait(lambda d: updates(d) > before + 20 and all_running(d), 120, "training again after the link came back")
+        run.wait(
+            lambda d: received(d) > before_batches + 20 and updates(d) > before + 20 and all_running(d),
+            60,
+            "batches and training again after the link came back",
+        )
         assert learner.poll() is None, (tmp_path / "learner.log").read_text()[-2000:]
         assert "Assertion failed" not in (tmp_path / "learner.log").read_text()
     finally:
