@@ -101,6 +101,16 @@ class Reporter:
         if self.channel is not None:
             self.next_heartbeat = value
 
+    def send_soon(self) -> None:
+        """Make the next `tick` send a heartbeat, whatever the interval says (a new stage, a failure)."""
+        if self.channel is not None:
+            self.next_heartbeat = 0.0
+
+    def report_now(self, now: float | None = None) -> bool:
+        """Send a heartbeat now (a finished round, the way out); returns whether one went."""
+        self.send_soon()
+        return self.tick(now)
+
     def set_stage(self, stage: str) -> None:
         """Enter `stage`; after a failure the stage it failed in is kept, so status shows where it broke."""
         if self.error and stage in STOP_STAGES:
@@ -109,7 +119,7 @@ class Reporter:
         if stage != self.stage:
             log.info("stage %s -> %s", self.stage, stage)
             self.stage, self.stage_since = stage, time.monotonic()
-            self.next_beat = 0.0  # tell the supervisor at once
+            self.send_soon()  # tell the supervisor at once
         if stage == "running":
             self.notifier.ready(self.status())
         elif stage in STOP_STAGES:
@@ -119,14 +129,13 @@ class Reporter:
         """Send a last heartbeat now (carrying the error, if any) and close the control channel."""
         if self.channel is None:
             return
-        self.next_beat = 0.0
-        self.tick()
+        self.report_now()
         self.channel.close(linger_ms=FAREWELL_LINGER_MS)
 
     def failed(self, exc: BaseException) -> None:
         """Record why the daemon is ending, for its last heartbeat (the supervisor shows it as the last error)."""
         self.error = describe_error(exc)
-        self.next_beat = 0.0
+        self.send_soon()
 
     def update(self, counters: Mapping[str, int | float]) -> None:
         self.counters.update({k: v for k, v in counters.items() if v is not None})
