@@ -95,12 +95,6 @@ class Reporter:
         """When `tick` next has work: a heartbeat, or a systemd message. Loops skip building counters before."""
         return min(self.next_heartbeat, self.notifier.next_due)
 
-    @next_beat.setter
-    def next_beat(self, value: float) -> None:
-        """Setting it to 0 makes the next `tick` send a heartbeat at once."""
-        if self.channel is not None:
-            self.next_heartbeat = value
-
     def send_soon(self) -> None:
         """Make the next `tick` send a heartbeat, whatever the interval says (a new stage, a failure)."""
         if self.channel is not None:
