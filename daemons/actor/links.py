@@ -15,7 +15,7 @@ from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
 from tandem.protocol import TransitionBatch
 
 WAIT_WEIGHTS_POLL_S = 0.01
-SEED_STRIDE = 7919  # between the exploration seeds of one actor's policies (a prime: no two actors share one)
+SEED_STRIDE = 7919  # between the exploration seeds of one actor's policies: above any actor count, so no two meet
 
 
 class LearnerLinks(Mapping[str, PolicyLink]):
@@ -45,6 +45,7 @@ class LearnerLinks(Mapping[str, PolicyLink]):
         return len(self.links)
 
     def add(self, policy: str, link: Any) -> None:
+        """`policy`'s link (`connect` makes them; a test may hand in a stand-in)."""
         self.links[policy] = link
 
     def connect(self, spaces: Mapping[str, PolicySpaces]) -> None:
