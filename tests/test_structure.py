@@ -257,3 +257,86 @@ def loaded_after(code: str) -> set[str]:
 )
 def test_light_modules_import_no_torch(module):
     assert "torch" not in loaded_after(f"import {module}")
+
+
+# Every daemon composes a DaemonRuntime (daemons/runtime/daemon_runtime.py) for what all of them set up and tear
+# down the same way; none builds its own context, control channel or reporter, nor waits for a token by hand.
+DAEMON_CLASSES = {
+    "daemons/actor/daemon.py": "Actor",
+    "daemons/actor/serve/server.py": "GameServer",
+    "daemons/learner/daemon.py": "Learner",
+    "daemons/evaluator/daemon.py": "Evaluator",
+}
+DAEMON_PACKAGES = ("daemons/actor", "daemons/learner", "daemons/evaluator")
+RUNTIME_OWNS = {"new_context", "close_context", "ControlChannel", "Reporter", "wait_start_token"}
+
+
+def called_names(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, name) of every call by name, `f(...)` or `module.f(...)`, but not a runtime's own `runtime.f(...)`."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name):
+            found.append((node.lineno, func.id))
+        elif isinstance(func, ast.Attribute) and not ast.unparse(func.value).endswith("runtime"):
+            found.append((node.lineno, func.attr))
+    return found
+
+
+def built_by_hand(source: str, where: str) -> list[str]:
+    return [f"{where}:{line} {name}" for line, name in called_names(ast.parse(source)) if name in RUNTIME_OWNS]
+
+
+def test_the_runtime_check_finds_a_hand_built_context_and_passes_the_runtime():
+    hand_built = (
+        "ctx = sockets.new_context()\nch = ControlChannel(ctx, e)\nr = Reporter('actor', n, 1.0, ch)\n"
+        "wait_start_token(ch, n, r, stopped)\n"
+    )
+    assert built_by_hand(hand_built, "x.py") == [
+        "x.py:1 new_context",
+        "x.py:2 ControlChannel",
+        "x.py:3 Reporter",
+        "x.py:4 wait_start_token",
+    ]
+    composed = "self.runtime = DaemonRuntime('actor', n, config, e, stop)\nself.runtime.wait_start_token()\n"
+    assert not built_by_hand(composed, "x.py")
+
+
+def test_no_daemon_builds_its_own_context_channel_or_reporter():
+    found = []
+    for package in DAEMON_PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            found += built_by_hand(path.read_text(), path.relative_to(ROOT).as_posix())
+    assert not found, "daemons build what DaemonRuntime owns (use its ctx, channel, reporter): " + ", ".join(found)
+
+
+def daemon_class(path: Path, name: str) -> ast.ClassDef:
+    classes = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ClassDef) and n.name == name]
+    assert classes, f"{path.relative_to(ROOT)} has no class {name} (update DAEMON_CLASSES)"
+    return classes[0]
+
+
+def test_every_daemon_composes_a_runtime():
+    without = [
+        name
+        for where, name in DAEMON_CLASSES.items()
+        if "DaemonRuntime" not in {n for _, n in called_names(daemon_class(ROOT / where, name))}
+    ]
+    assert not without, "daemons that make no DaemonRuntime: " + ", ".join(without)
+
+
+def test_daemons_are_composed_not_inherited():
+    """The action server holds the parts it shares with the actor (links, pacing, reports) instead of
+    subclassing it and rewriting its loop; no daemon is another's subclass."""
+    names = set(DAEMON_CLASSES.values())
+    inherited = [
+        f"{path.relative_to(ROOT)}: {node.name}({base})"
+        for path in (ROOT / "daemons").rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef)
+        for base in (ast.unparse(b) for b in node.bases)
+        if base.rpartition(".")[2] in names
+    ]
+    assert not inherited, "daemon classes inherited from: " + ", ".join(inherited)

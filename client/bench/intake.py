@@ -91,7 +91,7 @@ def make_learner(model: str, device: str, tmp: str, mode: str):
     config = load_config(base, overrides)
     learner = Learner(config, "default", StopFlag(), control_endpoint=None, device=device)
     learner.build()
-    learner.bind()
+    learner.binding.bind()
     return learner
 
 
@@ -102,13 +102,13 @@ def prefill(learner, payload: str, flood: bool) -> None:
     decodes, checks and drops (counted) the rest. With nothing coming in, the limiter would stop training
     once replay's data had been sampled samples_per_insert times: there every update may run.
     """
-    limiter = learner.feed.limiter
+    limiter = learner.training.feed.limiter
     kept = limiter.error_buffer
     limiter.error_buffer = float("inf")
     batch = dataclasses.replace(make_batch(payload), policy_id="default", actor_id="prefill")
     seq = 0
-    while len(learner.feed.replay) < learner.config.learner.replay_min_size * 2:
-        learner.insert(dataclasses.replace(batch, seq=seq).to_frames())
+    while len(learner.training.feed.replay) < learner.config.learner.replay_min_size * 2:
+        learner.intake.handle(dataclasses.replace(batch, seq=seq).to_frames())
         seq += 1
     if flood:
         limiter.error_buffer, limiter.inserted, limiter.sampled = kept, 0, 0
@@ -126,7 +126,7 @@ def measure_learner(model: str, device: str, mode: str, senders: int, warmup_s: 
         if mode.startswith("flood"):
             for i in range(senders):
                 proc = ctx.Process(
-                    target=run_sender, args=(learner.endpoints["transitions"], payload, i, stop), daemon=True
+                    target=run_sender, args=(learner.binding.endpoints["transitions"], payload, i, stop), daemon=True
                 )
                 proc.start()
                 procs.append(proc)
@@ -136,7 +136,7 @@ def measure_learner(model: str, device: str, mode: str, senders: int, warmup_s: 
             before = wait_started(learner, procs, warmup_s)
             start = time.monotonic()
             time.sleep(duration_s)
-            after, elapsed = dict(learner.counts), time.monotonic() - start
+            after, elapsed = dict(learner.progress.counts), time.monotonic() - start
         finally:
             learner.stop.requested = True
             runner.join(START_TIMEOUT_S)
@@ -144,7 +144,7 @@ def measure_learner(model: str, device: str, mode: str, senders: int, warmup_s: 
             for proc in procs:
                 end_process(proc)
             learner.metrics.close()
-            sockets.close_context(learner.ctx, 0)
+            sockets.close_context(learner.runtime.ctx, 0)
     updates = after["updates"] - before["updates"]
     received = after["batches_received"] - before["batches_received"]
     return {
@@ -163,13 +163,14 @@ def measure_learner(model: str, device: str, mode: str, senders: int, warmup_s: 
 def wait_started(learner, procs, warmup_s: float) -> dict:
     """Wait for the first update (and, when flooding, the first flooded batch), then warm up; counts at the start."""
     deadline = time.monotonic() + START_TIMEOUT_S
-    received = learner.counts["batches_received"]
-    while learner.counts["updates"] == 0 or (procs and learner.counts["batches_received"] == received):
+    counts = learner.progress.counts
+    received = counts["batches_received"]
+    while counts["updates"] == 0 or (procs and counts["batches_received"] == received):
         if time.monotonic() > deadline:
             raise RuntimeError("the learner did not start training (or receiving) in time")
         time.sleep(0.01)
     time.sleep(warmup_s)
-    return dict(learner.counts)
+    return dict(counts)
 
 
 # ---------------------------------------------------------------------------------------------- limits
@@ -183,7 +184,7 @@ def model_limits(model: str, device: str, duration_s: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="tb-intake-") as tmp:
         learner = make_learner(model, device, tmp, "limit")
         try:
-            algo, batch_size = learner.algorithm, learner.config.algorithm.batch_size
+            algo, batch_size = learner.training.algorithm, learner.config.algorithm.batch_size
             dev = torch.device(device)
             obs_space = AtariLikeEnv.observation_space if model == "atari" else gym.spaces.Box(-1, 1, (4,), np.float32)
             rng = np.random.default_rng(0)
@@ -215,7 +216,7 @@ def model_limits(model: str, device: str, duration_s: float) -> dict:
             }
         finally:
             learner.metrics.close()
-            sockets.close_context(learner.ctx, 0)
+            sockets.close_context(learner.runtime.ctx, 0)
 
 
 def rate(step, dev: torch.device, duration_s: float) -> float:

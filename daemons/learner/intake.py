@@ -161,6 +161,11 @@ class Intake:
         self.thread = threading.Thread(target=self._run, args=(sock,), name="intake", daemon=True)
         self.thread.start()
 
+    @property
+    def on_thread(self) -> bool:
+        """Whether a receiver thread took the socket (`start`): then nothing else reads it."""
+        return self.thread is not None
+
     def _run(self, sock: Any) -> None:
         try:
             while not self.stop_event.is_set():

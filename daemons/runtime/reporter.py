@@ -95,11 +95,15 @@ class Reporter:
         """When `tick` next has work: a heartbeat, or a systemd message. Loops skip building counters before."""
         return min(self.next_heartbeat, self.notifier.next_due)
 
-    @next_beat.setter
-    def next_beat(self, value: float) -> None:
-        """Setting it to 0 makes the next `tick` send a heartbeat at once."""
+    def send_soon(self) -> None:
+        """Make the next `tick` send a heartbeat, whatever the interval says (a new stage, a failure)."""
         if self.channel is not None:
-            self.next_heartbeat = value
+            self.next_heartbeat = 0.0
+
+    def report_now(self, now: float | None = None) -> bool:
+        """Send a heartbeat now (a finished round, the way out); returns whether one went."""
+        self.send_soon()
+        return self.tick(now)
 
     def set_stage(self, stage: str) -> None:
         """Enter `stage`; after a failure the stage it failed in is kept, so status shows where it broke."""
@@ -109,7 +113,7 @@ class Reporter:
         if stage != self.stage:
             log.info("stage %s -> %s", self.stage, stage)
             self.stage, self.stage_since = stage, time.monotonic()
-            self.next_beat = 0.0  # tell the supervisor at once
+            self.send_soon()  # tell the supervisor at once
         if stage == "running":
             self.notifier.ready(self.status())
         elif stage in STOP_STAGES:
@@ -119,14 +123,13 @@ class Reporter:
         """Send a last heartbeat now (carrying the error, if any) and close the control channel."""
         if self.channel is None:
             return
-        self.next_beat = 0.0
-        self.tick()
+        self.report_now()
         self.channel.close(linger_ms=FAREWELL_LINGER_MS)
 
     def failed(self, exc: BaseException) -> None:
         """Record why the daemon is ending, for its last heartbeat (the supervisor shows it as the last error)."""
         self.error = describe_error(exc)
-        self.next_beat = 0.0
+        self.send_soon()
 
     def update(self, counters: Mapping[str, int | float]) -> None:
         self.counters.update({k: v for k, v in counters.items() if v is not None})

@@ -22,7 +22,7 @@ def test_a_game_solve_player_plays_until_its_server_stops_and_says_what_it_playe
     game = threading.Thread(target=player, args=(endpoint, 60.0, out), daemon=True)
     game.start()
     deadline = time.monotonic() + WAIT_S
-    while server.stepping.env_steps < 50:  # it plays (its episodes end and start again: action 0 only)
+    while server.games.env_steps < 50:  # it plays (its episodes end and start again: action 0 only)
         assert game.is_alive() and time.monotonic() < deadline, out.queue
         time.sleep(0.01)
     server.stop.requested = True  # the run's end: the server tells its games `shutdown`

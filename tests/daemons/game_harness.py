@@ -73,8 +73,8 @@ def make_server(tmp_path, monkeypatch):
         made.append(server)
         if clock is not None:
             server.clock = clock
-        server.stepping = server.build()
-        server.links[DEFAULT_POLICY] = FakeLink()
+        server.games = server.build()
+        server.links.add(DEFAULT_POLICY, FakeLink())
         if bind:
             server.bind()
         return server
@@ -86,7 +86,7 @@ def make_server(tmp_path, monkeypatch):
             thread.join(WAIT_S)
         if server.router is not None and not server.router.closed:
             sockets.close(server.router, linger_ms=0)
-        sockets.close_context(server.ctx, linger_ms=0)
+        sockets.close_context(server.runtime.ctx, linger_ms=0)
 
 
 class Game:

@@ -182,12 +182,12 @@ def test_the_evaluator_takes_a_start_token_before_it_builds_envs(caplog):
 
     evaluator = Evaluator(config_from_dict({"eval": {"num_envs": 2}}), StopFlag(), control_endpoint=None)
     stages = []
-    evaluator.reporter.set_stage = lambda stage: stages.append(stage)  # what the heartbeats would carry
-    evaluator.channel = GrantingChannel(stages)
+    evaluator.runtime.reporter.set_stage = lambda stage: stages.append(stage)  # what the heartbeats would carry
+    channel = evaluator.runtime.channel = GrantingChannel(stages)
     rounds = evaluator.build()
     try:
-        assert [(c, a) for c, a, _ in evaluator.channel.asked] == [("start_token", {"name": "evaluator"})]
-        seen_then = evaluator.channel.asked[0][2]
+        assert [(c, a) for c, a, _ in channel.asked] == [("start_token", {"name": "evaluator"})]
+        seen_then = channel.asked[0][2]
         assert seen_then == ["wait_start_token"]  # asked before any env was built
         assert [s for s in stages if s.startswith("build_env")]  # and built after
     finally:

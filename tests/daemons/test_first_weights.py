@@ -79,11 +79,11 @@ def learner(tmp_path):
     config = load_config(ROOT / "examples" / "cartpole.toml", [f"run.dir='{tmp_path}'"])
     learner = Learner(config, "default", StopFlag(), control_endpoint=None)
     learner.build()
-    learner.bind()
+    learner.binding.bind()
     learner.publish()
     yield learner
     learner.metrics.close()
-    sockets.close_context(learner.ctx, 0)
+    sockets.close_context(learner.runtime.ctx, 0)
 
 
 def test_a_late_joiner_is_served_while_the_learner_is_in_the_middle_of_an_update(learner, zmq_ctx):
@@ -100,14 +100,19 @@ def test_a_late_joiner_is_served_while_the_learner_is_in_the_middle_of_an_update
     loop = threading.Thread(target=learner.loop, name="learner-loop", daemon=True)
     loop.start()
     client = WeightsClient(
-        zmq_ctx, "default", learner.endpoints["weights"], learner.endpoints["snapshot"], "actor-9", REFRESH_S
+        zmq_ctx,
+        "default",
+        learner.binding.endpoints["weights"],
+        learner.binding.endpoints["snapshot"],
+        "actor-9",
+        REFRESH_S,
     )
     try:
         assert in_update.wait(FIRST_WEIGHTS_S)
         started = time.monotonic()
         got = wait_for_weights(client, update_s - 0.5)
         waited = time.monotonic() - started
-        assert got is not None and got.version == learner.version, (
+        assert got is not None and got.version == learner.progress.version, (
             f"not served during the update (waited {waited:.2f} s); counters {client.counters}"
         )
     finally:

@@ -54,7 +54,7 @@ def test_games_in_lock_step_get_one_inference_a_round_through_their_episode_ends
         for i in back:
             games[i].send(GameStep(10 + r, streams[i], OBS))
         waiting = len(back)
-        pump(server, [], lambda _, n=waiting: len(server.stepping.pending) == n)
+        pump(server, [], lambda _, n=waiting: len(server.games.pending) == n)
         for i in (i for i in range(8) if not ended[i]):
             games[i].send(GameStep(10 + r, streams[i], OBS, 1.0, ends[i]))
         got = pump(server, games, lambda got: all(got))
@@ -63,7 +63,7 @@ def test_games_in_lock_step_get_one_inference_a_round_through_their_episode_ends
             assert (reply.action is None) == ends[i], (r, i, reply)
         ended = ends
     assert server.links[DEFAULT_POLICY].batches == [8] + [6] * (rounds - 1)  # one inference a round, no more
-    assert server.stepping.episodes == 2 * (rounds - 1)
+    assert server.games.episodes == 2 * (rounds - 1)
 
 
 def test_a_batch_short_of_a_stream_goes_once_steps_stop_coming_well_before_its_deadline(make_server, zmq_ctx):
@@ -89,7 +89,7 @@ def test_a_batch_waiting_for_its_deadline_does_not_make_the_server_spin(make_ser
     hello(server, quiet, 1)  # stepped lately (its hello): the batch waits up to 20 ms for its step, which never comes
     waiting.send(GameStep(2, stream, OBS))
     deadline = time.monotonic() + WAIT_S
-    while not server.stepping.pending:
+    while not server.games.pending:
         assert time.monotonic() < deadline
         server.serve_once(server.clock())
     calls = 0

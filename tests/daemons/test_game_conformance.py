@@ -37,7 +37,7 @@ def test_a_step_waiting_when_its_session_ends_gets_exactly_one_reply(make_server
     s0, _ = hello(server, game, 1, streams=2)
     game.send(GameStep(2, s0, OBS))  # waits for the other stream, which never steps
     settle(server, [game], 0.1)
-    assert len(server.stepping.pending) == 1
+    assert len(server.games.pending) == 1
     game.send(GameHello(3, "g", 1) if ending == "hello" else GameBye(3, "leaving"))
     if ending == "hello":
         got = pump(server, [game], lambda got: replies_to(got[0], 2) and replies_to(got[0], 3))[0]
@@ -48,7 +48,7 @@ def test_a_step_waiting_when_its_session_ends_gets_exactly_one_reply(make_server
     got += settle(server, [game])[0]
     [reply] = replies_to(got, 2)
     assert isinstance(reply, GameError) and reply.code == "cancelled" and not reply.fatal, reply
-    assert server.stepping.counts["steps_cancelled"] == 1 and "cancelled" not in server.stats.errors  # not a refusal
+    assert server.games.counts["steps_cancelled"] == 1 and "cancelled" not in server.stats.errors  # not a refusal
 
 
 def test_a_refusal_carries_the_request_id_whenever_the_header_is_readable(make_server, zmq_ctx):
@@ -98,7 +98,7 @@ def test_a_game_sending_only_malformed_messages_is_not_silent(make_server, zmq_c
     game.send(GameStep(9, stream, OBS))
     got = pump(server, [game], lambda got: got[0])[0]
     assert isinstance(got[0], GameAction) and got[0].request_id == 9, got
-    assert server.stepping.counts["games_timed_out"] == 0
+    assert server.games.counts["games_timed_out"] == 0
 
 
 def test_a_timeout_notice_carries_request_id_0(make_server, zmq_ctx):
@@ -109,7 +109,7 @@ def test_a_timeout_notice_carries_request_id_0(make_server, zmq_ctx):
     clock.t += TIMEOUT_S + 1
     [notice] = pump(server, [game], lambda got: got[0])[0]
     assert (notice.code, notice.request_id, notice.fatal) == ("timeout", 0, True)
-    assert server.stepping.counts["games_timed_out"] == 1
+    assert server.games.counts["games_timed_out"] == 1
 
 
 def test_an_episode_end_is_acknowledged_with_the_servers_current_version(make_server, zmq_ctx):
@@ -148,9 +148,9 @@ def test_shutdown_answers_every_waiting_step_and_tells_every_session(make_server
     hello(server, idle, 1)
     waiting.send(GameStep(2, s0, OBS))
     settle(server, [waiting, idle], 0.1)
-    assert len(server.stepping.pending) == 1
+    assert len(server.games.pending) == 1
     server.close_games()
-    assert not endpoint_file(server.config, server.name).exists()
+    assert not endpoint_file(server.config, server.runtime.name).exists()
     time.sleep(0.3)  # the games read later, after the connection closed: the notices are still there
     got: list[list] = [[], []]
     deadline = time.monotonic() + WAIT_S

@@ -21,9 +21,9 @@ START_S = 60.0  # a game process's start (Python, gymnasium) on a busy machine
 
 def wait_steps(server, at_least: int, timeout_s: float, game: subprocess.Popen) -> None:
     deadline = time.monotonic() + timeout_s
-    while server.stepping.env_steps < at_least:
+    while server.games.env_steps < at_least:
         assert game.poll() is None, game.communicate()
-        assert time.monotonic() < deadline, f"{server.stepping.env_steps} steps served in {timeout_s} s"
+        assert time.monotonic() < deadline, f"{server.games.env_steps} steps served in {timeout_s} s"
         time.sleep(0.05)
 
 

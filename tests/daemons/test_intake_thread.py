@@ -83,27 +83,27 @@ def test_a_malformed_batch_is_counted_as_malformed_while_the_limiter_refuses(tmp
     learner = Learner(config, "default", StopFlag(), control_endpoint=None)
     learner.build()
     try:
-        learner.insert([bytes(f) for f in unroll("actor-0", 0).to_frames()])
-        assert learner.counts["transitions_inserted"] > 0
+        learner.intake.handle([bytes(f) for f in unroll("actor-0", 0).to_frames()])
+        assert learner.progress.counts["transitions_inserted"] > 0
         # training has started and inserts are far ahead of sampling: the limiter refuses every insert now
-        learner.feed.limiter.sampled, learner.feed.limiter.inserted = 1, 10**9
-        assert not learner.feed.can_accept()
+        learner.training.feed.limiter.sampled, learner.training.feed.limiter.inserted = 1, 10**9
+        assert not learner.training.feed.can_accept()
         learner.intake.start(pull)
         push.send_multipart([b"\x00junk"])  # no valid header
         wrong_shape = samples.unroll(steps=4, envs=2, obs_shape=(5,), seq=1)
         send(push, dataclasses.replace(wrong_shape, policy_version=0))  # frames well, does not fit the policy
         send(push, unroll("actor-0", 2))  # good, but over the ratio
         wait_until(
-            lambda: learner.counts["batches_malformed"] + learner.counts["batches_over_ratio"] == 3,
+            lambda: learner.progress.counts["batches_malformed"] + learner.progress.counts["batches_over_ratio"] == 3,
             "three batches to be handled",
         )
-        assert learner.counts["batches_malformed"] == 2
-        assert learner.counts["batches_over_ratio"] == 1
+        assert learner.progress.counts["batches_malformed"] == 2
+        assert learner.progress.counts["batches_over_ratio"] == 1
         assert learner.intake.stop(timeout_s=WAIT_S)
     finally:
         learner.intake.stop(timeout_s=WAIT_S)
         learner.metrics.close()
-        sockets.close_context(learner.ctx, 0)
+        sockets.close_context(learner.runtime.ctx, 0)
 
 
 class BrokenFeed(UnrollFeed):
@@ -132,24 +132,26 @@ def test_the_learner_loop_trains_with_the_receiver_thread_and_stops_it(tmp_path)
     stop = StopFlag()
     learner = Learner(config, "default", stop, control_endpoint=None)
     learner.build()
-    learner.bind()
+    learner.binding.bind()
     ctx = zmq.Context()
-    actor = sockets.transitions_push(ctx, learner.endpoints["transitions"])
+    actor = sockets.transitions_push(ctx, learner.binding.endpoints["transitions"])
     runner = threading.Thread(target=learner.loop, daemon=True)
     runner.start()
     try:
         for seq in range(200):
-            if learner.counts["updates"] >= 5:
+            if learner.progress.counts["updates"] >= 5:
                 break
-            sockets.send_frames(actor, unroll("actor-0", seq, version=learner.version).to_frames(), timeout_ms=1000)
+            sockets.send_frames(
+                actor, unroll("actor-0", seq, version=learner.progress.version).to_frames(), timeout_ms=1000
+            )
             time.sleep(0.005)
-        wait_until(lambda: learner.counts["updates"] >= 5, "five updates")
-        assert learner.intake.thread.is_alive() and learner.prefetcher is not None
+        wait_until(lambda: learner.progress.counts["updates"] >= 5, "five updates")
+        assert learner.intake.thread.is_alive() and learner.training.prefetcher is not None
     finally:
         stop.requested = True
         runner.join(WAIT_S)
         ctx.destroy(linger=0)
     assert not runner.is_alive()
-    assert not learner.intake.thread.is_alive() and not learner.prefetcher.thread.is_alive()
+    assert not learner.intake.thread.is_alive() and not learner.training.prefetcher.thread.is_alive()
     learner.metrics.close()
-    sockets.close_context(learner.ctx, 0)
+    sockets.close_context(learner.runtime.ctx, 0)

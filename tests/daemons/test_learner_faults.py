@@ -7,6 +7,7 @@ import pytest
 
 from tandem.daemons.config import load_config
 from tandem.daemons.learner.daemon import Learner
+from tandem.daemons.learner.snapshots import serve_snapshots
 from tandem.daemons.runtime.signals import StopFlag
 from tandem.protocol import ControlRequest, WeightBlob, WeightRequest, decode, sockets
 from tandem.protocol.limits import PROTOCOL_VERSION
@@ -20,23 +21,23 @@ def learner(tmp_path):
     config = load_config(ROOT / "examples" / "cartpole.toml", [f"run.dir='{tmp_path}'"])
     learner = Learner(config, "default", StopFlag(), control_endpoint=None)
     learner.build()
-    learner.bind()
+    learner.binding.bind()
     learner.publish()
     yield learner
     learner.metrics.close()
-    sockets.close_context(learner.ctx, 0)
+    sockets.close_context(learner.runtime.ctx, 0)
 
 
 def test_a_disk_that_refuses_writes_is_counted_and_training_goes_on(learner, tmp_path):
-    assert learner.checkpoint()
-    good = sorted(learner.dir.glob("ckpt-*.pt"))
+    assert learner.checkpointer.save()
+    good = sorted(learner.disk.dir.glob("ckpt-*.pt"))
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")
-    learner.dir = blocker / "learner-default"  # every write under it fails, as on a full or broken disk
-    assert learner.checkpoint() is False
-    learner.version += 1
+    learner.disk.dir = blocker / "learner-default"  # every write under it fails, as on a full or broken disk
+    assert learner.checkpointer.save() is False
+    learner.progress.version += 1
     learner.publish()  # the version floor cannot be written either: still publishes
-    assert learner.counts["disk_write_failures"] == 2 and learner.counts["checkpoints"] == 1
+    assert learner.progress.counts["disk_write_failures"] == 2 and learner.progress.counts["checkpoints"] == 1
     assert sorted((tmp_path / "learner-default").glob("ckpt-*.pt")) == good  # the last good one is kept
     assert not list((tmp_path / "learner-default").glob(".ckpt-*"))  # and no stray temp file
 
@@ -44,11 +45,18 @@ def test_a_disk_that_refuses_writes_is_counted_and_training_goes_on(learner, tmp
 def ask(learner, frames) -> object:
     """Send frames to the learner's snapshot socket, let it serve, and decode its answer."""
     ctx = sockets.new_context()
-    dealer = sockets.control_dealer(ctx, learner.endpoints["snapshot"])
+    dealer = sockets.control_dealer(ctx, learner.binding.endpoints["snapshot"])
     try:
         assert sockets.send_frames(dealer, frames, timeout_ms=WAIT_MS)
-        assert sockets.poll([learner.snapshot_router], WAIT_MS)
-        learner.serve_snapshots()
+        assert sockets.poll([learner.binding.snapshot_router], WAIT_MS)
+        # answered on this thread: the snapshot thread starts with the loop
+        serve_snapshots(
+            learner.binding.snapshot_router,
+            learner.policy_id,
+            learner.progress.version,
+            learner.publisher.latest_frames,
+            learner.progress.counts,
+        )
         reply = sockets.recv_frames(dealer, WAIT_MS)
         assert reply is not None, "no answer"
         return decode(reply)
@@ -67,4 +75,6 @@ def test_snapshot_requests_for_another_policy_or_of_another_kind_are_refused_and
         learner, [msgpack.packb({"v": PROTOCOL_VERSION, "kind": "weight_request", "request_id": 12, "policy_id": 5})]
     )
     assert (bad.ok, bad.code, bad.request_id) == (False, "bad_message", 12)
-    assert learner.counts["snapshot_requests_refused"] == 3 and learner.counts["snapshots_served"] == 1
+    assert (
+        learner.progress.counts["snapshot_requests_refused"] == 3 and learner.progress.counts["snapshots_served"] == 1
+    )

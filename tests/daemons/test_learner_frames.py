@@ -67,10 +67,10 @@ def pong_learner(request, tmp_path):
         load_config(ROOT / "examples" / "pong_appo.toml", overrides), "default", StopFlag(), control_endpoint=None
     )
     learner.build()
-    learner.bind()
+    learner.binding.bind()
     yield learner
     learner.metrics.close()
-    sockets.close_context(learner.ctx, 0)
+    sockets.close_context(learner.runtime.ctx, 0)
 
 
 def test_stacked_batches_are_trained_on_and_malformed_ones_counted_and_dropped(pong_learner):
@@ -95,22 +95,27 @@ def test_stacked_batches_are_trained_on_and_malformed_ones_counted_and_dropped(p
         ),  # floats for uint8 frames
     ]
     for message in bad:
-        learner.insert(message)
-    assert learner.counts["batches_malformed"] == len(bad) and learner.counts["transitions_inserted"] == 0
-    learner.insert(frames(good))
-    learner.insert(frames(stacked_batch(seq=1, seed=1)))
-    assert learner.counts["batches_malformed"] == len(bad) and learner.counts["transitions_inserted"] > 0
-    if isinstance(getattr(learner.feed, "replay", None), FrameReplay):
-        sample = learner.feed.replay.sample(16)
+        learner.intake.handle(message)
+    assert (
+        learner.progress.counts["batches_malformed"] == len(bad)
+        and learner.progress.counts["transitions_inserted"] == 0
+    )
+    learner.intake.handle(frames(good))
+    learner.intake.handle(frames(stacked_batch(seq=1, seed=1)))
+    assert (
+        learner.progress.counts["batches_malformed"] == len(bad) and learner.progress.counts["transitions_inserted"] > 0
+    )
+    if isinstance(getattr(learner.training.feed, "replay", None), FrameReplay):
+        sample = learner.training.feed.replay.sample(16)
         assert sample.obs.shape == (16, 4, 84, 84) and sample.next_obs.shape == (16, 4, 84, 84)
     else:  # the on-policy queue keeps frames and hands out whole stacks
-        assert learner.feed.queue[0].obs_stack == 4
-        unrolls = learner.feed.next_batch(learner.version)
+        assert learner.training.feed.queue[0].obs_stack == 4
+        unrolls = learner.training.feed.next_batch(learner.progress.version)
         np.testing.assert_array_equal(unrolls[0].obs, stacks.unpack(good).obs)
-        learner.insert(frames(stacked_batch(seq=2, seed=2)))  # taken above: two more for the update below
-        learner.insert(frames(stacked_batch(seq=3, seed=3)))
+        learner.intake.handle(frames(stacked_batch(seq=2, seed=2)))  # taken above: two more for the update below
+        learner.intake.handle(frames(stacked_batch(seq=3, seed=3)))
     assert learner.train_step()
-    assert np.isfinite(learner.last_metrics["loss"])
+    assert np.isfinite(learner.training.last_metrics["loss"])
 
 
 def test_a_dqn_learner_checkpoints_its_frame_replay_and_resumes_with_it(tmp_path):
@@ -127,23 +132,23 @@ def test_a_dqn_learner_checkpoints_its_frame_replay_and_resumes_with_it(tmp_path
     learner.build()
     try:
         for seq in range(3):
-            learner.insert(frames(stacked_batch(seq=seq, seed=seq)))
-        replay = learner.feed.replay
+            learner.intake.handle(frames(stacked_batch(seq=seq, seed=seq)))
+        replay = learner.training.feed.replay
         assert isinstance(replay, FrameReplay) and len(replay) > 0
-        learner.checkpoint()
+        learner.checkpointer.save()
         slots = replay.live_slots()
         want = replay.gather(slots)
     finally:
         learner.metrics.close()
-        sockets.close_context(learner.ctx, 0)
+        sockets.close_context(learner.runtime.ctx, 0)
     again = Learner(config, "default", StopFlag(), control_endpoint=None)
     again.build()
     try:
-        got = again.feed.replay.gather(again.feed.replay.live_slots())
+        got = again.training.feed.replay.gather(again.training.feed.replay.live_slots())
         for name in ("obs", "next_obs", "actions", "returns", "discounts", "versions"):
             np.testing.assert_array_equal(got[name], want[name], err_msg=name)
-        again.insert(frames(stacked_batch(seq=0, seed=9)))  # a stream after the restart starts afresh
-        assert len(again.feed.replay) > len(slots)
+        again.intake.handle(frames(stacked_batch(seq=0, seed=9)))  # a stream after the restart starts afresh
+        assert len(again.training.feed.replay) > len(slots)
     finally:
         again.metrics.close()
-        sockets.close_context(again.ctx, 0)
+        sockets.close_context(again.runtime.ctx, 0)

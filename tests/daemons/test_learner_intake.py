@@ -26,10 +26,10 @@ def appo_learner(tmp_path):
     )
     learner = Learner(config, "default", StopFlag(), control_endpoint=None)
     learner.build()
-    learner.bind()  # loopback, free ports: each update publishes a version
+    learner.binding.bind()  # loopback, free ports: each update publishes a version
     yield learner
     learner.metrics.close()
-    sockets.close_context(learner.ctx, 0)
+    sockets.close_context(learner.runtime.ctx, 0)
 
 
 def good_batch(seq: int, version: int = 0) -> TransitionBatch:
@@ -75,17 +75,17 @@ BAD_ONES = {
 def test_a_batch_with_bad_on_policy_fields_is_counted_logged_and_dropped(appo_learner, what, caplog):
     learner = appo_learner
     with caplog.at_level(logging.WARNING, logger="tandem.daemons.learner.daemon"):
-        learner.insert(frames(BAD_ONES[what](good_batch(seq=0))))
-    assert learner.counts["batches_malformed"] == 1
-    assert learner.counts["transitions_inserted"] == 0
+        learner.intake.handle(frames(BAD_ONES[what](good_batch(seq=0))))
+    assert learner.progress.counts["batches_malformed"] == 1
+    assert learner.progress.counts["transitions_inserted"] == 0
     assert "dropped a batch this learner cannot train on" in caplog.text
     # The learner goes on: a good batch after the bad one is taken and trained on.
-    learner.insert(frames(good_batch(seq=1)))
-    assert learner.counts["transitions_inserted"] == STEPS * ENVS
-    version = learner.version
+    learner.intake.handle(frames(good_batch(seq=1)))
+    assert learner.progress.counts["transitions_inserted"] == STEPS * ENVS
+    version = learner.progress.version
     assert learner.train_step()
-    assert learner.counts["updates"] == 1 and learner.version == version + 1
-    assert np.isfinite(learner.last_metrics["loss"])
+    assert learner.progress.counts["updates"] == 1 and learner.progress.version == version + 1
+    assert np.isfinite(learner.training.last_metrics["loss"])
 
 
 def test_a_dqn_learner_drops_observations_of_another_shape(tmp_path):
@@ -95,74 +95,74 @@ def test_a_dqn_learner_drops_observations_of_another_shape(tmp_path):
     learner.build()
     try:
         bad = dataclasses.replace(samples.unroll(steps=4, envs=2, obs_shape=(5,)), policy_version=0)
-        learner.insert(frames(bad))
-        assert learner.counts["batches_malformed"] == 1 and len(learner.feed.replay) == 0
-        learner.insert(frames(dataclasses.replace(samples.unroll(steps=4, envs=2), policy_version=0)))
-        assert learner.counts["transitions_inserted"] > 0
+        learner.intake.handle(frames(bad))
+        assert learner.progress.counts["batches_malformed"] == 1 and len(learner.training.feed.replay) == 0
+        learner.intake.handle(frames(dataclasses.replace(samples.unroll(steps=4, envs=2), policy_version=0)))
+        assert learner.progress.counts["transitions_inserted"] > 0
     finally:
         learner.metrics.close()
-        sockets.close_context(learner.ctx, 0)
+        sockets.close_context(learner.runtime.ctx, 0)
 
 
 def test_on_policy_learner_trains_in_arrival_order_and_drops_what_lagged_too_far(appo_learner):
     learner = appo_learner
-    learner.version = 40
-    learner.insert(frames(good_batch(seq=0, version=39)))
-    learner.insert(frames(good_batch(seq=1, version=40)))
-    learner.version = 39 + learner.config.learner.max_lag + 1  # the first unroll is now one version too old
-    trained_at = learner.version
+    learner.progress.version = 40
+    learner.intake.handle(frames(good_batch(seq=0, version=39)))
+    learner.intake.handle(frames(good_batch(seq=1, version=40)))
+    learner.progress.version = 39 + learner.config.learner.max_lag + 1  # the first unroll is now one version too old
+    trained_at = learner.progress.version
     assert learner.train_step()
-    assert learner.counters()["batches_stale"] == 1
-    assert learner.last_metrics["sample_lag_mean"] == trained_at - 40  # the second unroll was trained on
+    assert learner.metrics.counters()["batches_stale"] == 1
+    assert learner.training.last_metrics["sample_lag_mean"] == trained_at - 40  # the second unroll was trained on
 
 
 def test_an_on_policy_learner_resumes_from_its_checkpoint(tmp_path, appo_learner):
     learner = appo_learner
-    learner.insert(frames(good_batch(seq=0)))
+    learner.intake.handle(frames(good_batch(seq=0)))
     assert learner.train_step()
-    learner.checkpoint()
-    saved = learner.algorithm.weights()
+    learner.checkpointer.save()
+    saved = learner.training.algorithm.weights()
     config = learner.config
     again = Learner(config, "default", StopFlag(), control_endpoint=None)
     again.build()
     try:
-        assert again.counts["updates"] == 1 and again.version > learner.version
+        assert again.progress.counts["updates"] == 1 and again.progress.version > learner.progress.version
         for name, value in saved.items():
-            np.testing.assert_array_equal(again.algorithm.weights()[name], value)
+            np.testing.assert_array_equal(again.training.algorithm.weights()[name], value)
     finally:
         again.metrics.close()
-        sockets.close_context(again.ctx, 0)
+        sockets.close_context(again.runtime.ctx, 0)
 
 
 def test_the_env_steps_behind_each_version_are_published_and_go_on_across_a_restart(tmp_path, appo_learner):
     """Every received transition counts (a stale one too: the actors spent it); each published blob carries the
     total, and a restarted learner goes on from its checkpoint's."""
     learner = appo_learner
-    learner.version = 40
-    learner.insert(frames(good_batch(seq=0, version=40)))
-    learner.insert(frames(good_batch(seq=1, version=0)))  # stale: dropped, but its env steps were spent
-    assert learner.counts["batches_stale"] == 1 and learner.env_steps == 2 * STEPS * ENVS
+    learner.progress.version = 40
+    learner.intake.handle(frames(good_batch(seq=0, version=40)))
+    learner.intake.handle(frames(good_batch(seq=1, version=0)))  # stale: dropped, but its env steps were spent
+    assert learner.progress.counts["batches_stale"] == 1 and learner.progress.env_steps == 2 * STEPS * ENVS
     assert learner.train_step()
-    assert WeightBlob.from_frames(learner.latest_frames).env_steps == 2 * STEPS * ENVS
-    learner.checkpoint()
+    assert WeightBlob.from_frames(learner.publisher.latest_frames).env_steps == 2 * STEPS * ENVS
+    learner.checkpointer.save()
     again = Learner(learner.config, "default", StopFlag(), control_endpoint=None)
     again.build()
     try:
-        again.insert(frames(good_batch(seq=2, version=again.version)))
-        assert again.env_steps == 3 * STEPS * ENVS
+        again.intake.handle(frames(good_batch(seq=2, version=again.progress.version)))
+        assert again.progress.env_steps == 3 * STEPS * ENVS
     finally:
         again.metrics.close()
-        sockets.close_context(again.ctx, 0)
+        sockets.close_context(again.runtime.ctx, 0)
 
 
 def test_a_batch_claiming_a_version_this_learner_never_published_is_dropped(appo_learner):
     """Versions only rise, across restarts too: a batch from 'the future' was not made with this learner's weights."""
     learner = appo_learner
-    learner.insert(frames(good_batch(seq=0, version=learner.version + 1000)))
-    assert learner.counts["batches_malformed"] == 1 and learner.counts["transitions_inserted"] == 0
-    learner.insert(frames(good_batch(seq=1, version=learner.version)))
-    assert learner.counts["transitions_inserted"] == STEPS * ENVS
-    assert learner.counts["malformed_version"] == 1
+    learner.intake.handle(frames(good_batch(seq=0, version=learner.progress.version + 1000)))
+    assert learner.progress.counts["batches_malformed"] == 1 and learner.progress.counts["transitions_inserted"] == 0
+    learner.intake.handle(frames(good_batch(seq=1, version=learner.progress.version)))
+    assert learner.progress.counts["transitions_inserted"] == STEPS * ENVS
+    assert learner.progress.counts["malformed_version"] == 1
 
 
 def test_a_dqn_learner_drops_non_finite_values_and_counts_each_bad_batch_under_its_reason(tmp_path):
@@ -189,10 +189,10 @@ def test_a_dqn_learner_drops_non_finite_values_and_counts_each_bad_batch_under_i
         }
         for batches in bad.values():
             for batch in batches:
-                learner.insert(frames(batch))
-        learner.insert([b"\x01not a header"])
-        assert len(learner.feed.replay) == 0
-        counts = learner.counts
+                learner.intake.handle(frames(batch))
+        learner.intake.handle([b"\x01not a header"])
+        assert len(learner.training.feed.replay) == 0
+        counts = learner.progress.counts
         assert {r: counts[f"malformed_{r}"] for r in ("values", "obs_shape", "algorithm", "frames")} == {
             "values": 2,
             "obs_shape": 1,
@@ -200,11 +200,11 @@ def test_a_dqn_learner_drops_non_finite_values_and_counts_each_bad_batch_under_i
             "frames": 1,
         }
         assert counts["batches_malformed"] == 6
-        learner.insert(frames(good))
+        learner.intake.handle(frames(good))
         assert counts["transitions_inserted"] > 0 and counts["batches_malformed"] == 6
     finally:
         learner.metrics.close()
-        sockets.close_context(learner.ctx, 0)
+        sockets.close_context(learner.runtime.ctx, 0)
 
 
 def test_a_learner_whose_metrics_cannot_be_written_counts_it_and_trains_on(tmp_path):
@@ -214,28 +214,28 @@ def test_a_learner_whose_metrics_cannot_be_written_counts_it_and_trains_on(tmp_p
     config = load_config(ROOT / "examples" / "cartpole.toml", [f"run.dir='{tmp_path}'"])
     learner = Learner(config, "default", StopFlag(), control_endpoint=None)
     learner.build()
-    learner.metrics.close()
-    learner.metrics = MetricsLog(Path("/dev/full"))
+    learner.metrics.log.close()
+    learner.metrics.log = MetricsLog(Path("/dev/full"))
     try:
-        learner.write_metrics()
-        learner.write_metrics()
-        assert learner.counts["disk_write_failures"] == 2
+        learner.metrics.write()
+        learner.metrics.write()
+        assert learner.progress.counts["disk_write_failures"] == 2
     finally:
         learner.metrics.close()  # what is still buffered cannot be written either: logged, not raised
-        sockets.close_context(learner.ctx, 0)
+        sockets.close_context(learner.runtime.ctx, 0)
 
 
 def test_the_learner_heartbeats_between_the_steps_of_an_update(appo_learner):
     """A slow update must not look like a hung learner: the algorithm's progress hook is the reporter's tick."""
     learner = appo_learner
     beats = []
-    learner.reporter.tick = lambda now=None: beats.append(now) or False
-    learner.algorithm.progress = learner.reporter.tick  # as build() wires it, with the tick counted
-    learner.insert(frames(good_batch(seq=0)))
+    learner.runtime.reporter.tick = lambda now=None: beats.append(now) or False
+    learner.training.algorithm.progress = learner.runtime.reporter.tick  # as build() wires it, with the tick counted
+    learner.intake.handle(frames(good_batch(seq=0)))
     assert learner.train_step()
     steps = learner.config.algorithm.epochs * learner.config.algorithm.minibatches
     assert len(beats) == steps
 
 
 def test_build_wires_the_progress_hook_to_the_heartbeat(appo_learner):
-    assert appo_learner.algorithm.progress == appo_learner.reporter.tick
+    assert appo_learner.training.algorithm.progress == appo_learner.runtime.reporter.tick

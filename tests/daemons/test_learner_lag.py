@@ -32,39 +32,39 @@ def frames(version, seq, actor="actor-0", policy="default"):
 def test_stale_batches_are_dropped_and_counted(tmp_path):
     learner = make_learner(tmp_path, max_lag=5)
     try:
-        learner.version = 20
-        learner.insert(frames(version=18, seq=0))  # lag 2: kept
-        learner.insert(frames(version=14, seq=1))  # lag 6 > 5: dropped
-        learner.insert(frames(version=-1, seq=2))  # acted before any weights: dropped
-        learner.insert(frames(version=20, seq=3, policy="other"))  # for another policy's learner
-        learner.insert([b"\x00junk"])
-        c = learner.counts
+        learner.progress.version = 20
+        learner.intake.handle(frames(version=18, seq=0))  # lag 2: kept
+        learner.intake.handle(frames(version=14, seq=1))  # lag 6 > 5: dropped
+        learner.intake.handle(frames(version=-1, seq=2))  # acted before any weights: dropped
+        learner.intake.handle(frames(version=20, seq=3, policy="other"))  # for another policy's learner
+        learner.intake.handle([b"\x00junk"])
+        c = learner.progress.counts
         assert (c["batches_received"], c["batches_stale"], c["batches_foreign"], c["batches_malformed"]) == (3, 2, 1, 1)
-        assert learner.lag_window == [2.0 * 32, 32]
-        assert c["transitions_inserted"] == len(learner.feed.replay) > 0
-        sample = learner.feed.replay.sample(16)
-        assert np.all(learner.version - sample.versions == 2)
+        assert learner.intake.lag_window == [2.0 * 32, 32]
+        assert c["transitions_inserted"] == len(learner.training.feed.replay) > 0
+        sample = learner.training.feed.replay.sample(16)
+        assert np.all(learner.progress.version - sample.versions == 2)
     finally:
         learner.metrics.close()
-        sockets.close_context(learner.ctx, 0)
+        sockets.close_context(learner.runtime.ctx, 0)
 
 
 def test_versions_rise_across_restarts(tmp_path):
     first = make_learner(tmp_path)
     try:
-        assert first.version == 0
-        first.bind()
-        first.version = 41
+        assert first.progress.version == 0
+        first.binding.bind()
+        first.progress.version = 41
         first.publish()
-        first.checkpoint()
-        first.version = 57
+        first.checkpointer.save()
+        first.progress.version = 57
         first.publish()  # published after the last checkpoint, then the process dies
     finally:
         first.metrics.close()
-        sockets.close_context(first.ctx, 0)
+        sockets.close_context(first.runtime.ctx, 0)
     second = make_learner(tmp_path)
     try:
-        assert second.version == 58
+        assert second.progress.version == 58
     finally:
         second.metrics.close()
-        sockets.close_context(second.ctx, 0)
+        sockets.close_context(second.runtime.ctx, 0)

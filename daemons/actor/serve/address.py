@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.runtime.paths import run_dir
+
 IPC_PATH_MAX = 107  # bytes in a Unix socket's path (Linux: 108 with the NUL; macOS allows 103, and says so at bind)
 
 
@@ -37,3 +40,8 @@ def serve_endpoint(bind: str, index: int, games_dir: Path | None = None) -> str:
     if not 0 < int(port) + index <= 65535:
         raise ValueError(f"actors.serve_bind {bind!r}: port {int(port) + index} of actor {index} is out of range")
     return f"tcp://{host}:{int(port) + index}"
+
+
+def endpoint_file(config: RunConfig, name: str) -> Path:
+    """Where a serving actor writes the address it bound (games read it when the port was 0)."""
+    return run_dir(config) / "games" / f"{name}.endpoint"

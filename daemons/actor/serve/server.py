@@ -9,20 +9,23 @@ from typing import Any
 
 import numpy as np
 
-from tandem.daemons.actor.daemon import Actor
 from tandem.daemons.actor.exploration import actor_epsilons, decayed
-from tandem.daemons.actor.serve.address import serve_endpoint
-from tandem.daemons.actor.serve.stats import ServeStats
-from tandem.daemons.actor.serve.stream_ids import reserve_stream_ids
+from tandem.daemons.actor.links import LearnerLinks
+from tandem.daemons.actor.pacing import Pacing
+from tandem.daemons.actor.report import ActorReport
+from tandem.daemons.actor.serve.address import endpoint_file, serve_endpoint
+from tandem.daemons.actor.serve.stats import ServeStats, server_counters
+from tandem.daemons.actor.serve.stream_ids import reserve_stream_ids, stream_ids_file
 from tandem.daemons.actor.serve.streams import GameStreams, StepRefused
 from tandem.daemons.config.policies import DEFAULT_POLICY
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.probe import probe_policy_spaces
 from tandem.daemons.envs.spaces import env_actions
+from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
 from tandem.daemons.runtime.endpoints import is_loopback, socket_options
 from tandem.daemons.runtime.logs import log_dropped
-from tandem.daemons.runtime.paths import run_dir
 from tandem.daemons.runtime.signals import StopFlag
+from tandem.daemons.runtime.torch_threads import set_torch_threads
 from tandem.protocol import game_socket, sockets
 from tandem.protocol.game import (
     GAME_LIMITS,
@@ -52,56 +55,68 @@ SHUTDOWN_MESSAGE = (
 )
 
 
-def endpoint_file(config: RunConfig, name: str) -> Path:
-    """Where a serving actor writes the address it bound (games read it when the port was 0)."""
-    return run_dir(config) / "games" / f"{name}.endpoint"
-
-
-def stream_ids_file(config: RunConfig, name: str) -> Path:
-    """Where a serving actor keeps the first stream id no life of it has reserved (stream_ids.py)."""
-    return run_dir(config) / "games" / f"{name}.streams"
-
-
-class GameServer(Actor):
+class GameServer:
     """An actor in `actors.mode = 'serve'`: binds a ROUTER that games connect to and answers their steps.
 
     Requests wait at most `serve_batch_wait_ms` for a fuller batch; one inference answers them all with the
-    newest weights. Each stream's steps become unrolls pushed through the same PolicyLink (backlog, joins,
-    drops, versions) as an env-stepping actor's. Bad input is refused with a game_error, counted by code.
-    Every step gets exactly one reply; on the way out every session gets a `shutdown` notice.
+    newest weights. Each stream's steps become unrolls pushed through the same LearnerLinks (backlog, joins,
+    drops, versions) as an env-stepping actor's, and reported the same way. Bad input is refused with a
+    game_error, counted by code. Every step gets exactly one reply; on the way out every session gets a
+    `shutdown` notice.
     """
 
     def __init__(
         self, config: RunConfig, index: int, stop: StopFlag, control_endpoint: str | None, insecure: bool = False
     ):
-        super().__init__(config, index, stop, control_endpoint)
         if config.policies:
             raise ValueError("actors.mode = 'serve' plays one policy; remove the [policies] sections")
-        self.insecure = insecure
+        self.config, self.index, self.stop, self.insecure = config, index, stop, insecure
+        self.runtime = DaemonRuntime("actor", f"actor-{index}", config, control_endpoint, stop)
+        self.links = LearnerLinks(self.runtime, config, index)
+        # Games set their own pace: never advised, it reports no limit and no time waited, as an unpaced actor.
+        self.reports = ActorReport(
+            self.runtime,
+            self.links,
+            Pacing(following=False),
+            lambda now: server_counters(self.stats, self.games, self.endpoint, now),
+        )
+        self.games: Any = None  # GameStreams, once built
         self.router: Any = None
         self.endpoint = ""
         self.stats = ServeStats()
         a = config.actors
-        self.wait_s, self.max_batch, self.timeout_s = (
-            a.serve_batch_wait_ms / 1000.0,
-            a.serve_max_batch,
-            a.serve_timeout_s,
-        )
+        self.wait_s = a.serve_batch_wait_ms / 1000.0
+        self.max_batch, self.timeout_s = a.serve_max_batch, a.serve_timeout_s
         self.base_eps = actor_epsilons(a.epsilon, a.epsilon_alpha, index, a.count, EPSILON_SLOTS)
         self.epsilons = self.base_eps
         self.next_expire = 0.0
         self.next_weights_poll = 0.0
         self.clock = time.monotonic  # tests drive a server's time (silence, expiry) without sleeping
+        self.runtime.on_close(self.links.close)
+
+    def run(self) -> int:
+        return self.runtime.run(self.main, last_report=lambda: self.report(force=True))
+
+    def main(self) -> None:
+        set_torch_threads(self.config.actors.torch_threads)
+        self.games = self.build()
+        self.runtime.on_close(self.games.close)
+        self.links.connect(self.games.spaces)
+        self.links.wait_weights(self.report)
+        self.runtime.reporter.set_stage("running")
+        self.act()
 
     def build(self) -> GameStreams:
-        self.reporter.set_stage("probe_spaces")
+        self.runtime.reporter.set_stage("probe_spaces")
         spaces = probe_policy_spaces(self.config)
-        a = self.config.actors
-        ids = reserve_stream_ids(stream_ids_file(self.config, self.name))
-        return GameStreams(spaces, self.name, self.reporter.incarnation, a.unroll_length, a.serve_max_streams, ids=ids)
+        a, name = self.config.actors, self.runtime.name
+        ids = reserve_stream_ids(stream_ids_file(self.config, name))
+        return GameStreams(
+            spaces, name, self.runtime.reporter.incarnation, a.unroll_length, a.serve_max_streams, ids=ids
+        )
 
     def bind(self) -> None:
-        path = endpoint_file(self.config, self.name)
+        path = endpoint_file(self.config, self.runtime.name)
         path.parent.mkdir(parents=True, exist_ok=True)
         endpoint = serve_endpoint(self.config.actors.serve_bind, self.index, path.parent)
         if not is_loopback(endpoint) and not self.insecure:
@@ -111,9 +126,9 @@ class GameServer(Actor):
             )
         # A larger frame disconnects its sender unanswered (ZeroMQ drops it before we see a byte); below this,
         # a wrong-sized observation is answered bad_obs. The cap bounds what one game's queue can hold.
-        obs_bytes = self.stepping.spaces[DEFAULT_POLICY].observation_space.sample().nbytes
+        obs_bytes = self.games.spaces[DEFAULT_POLICY].observation_space.sample().nbytes
         limit = max(MIN_FRAME_CAP_BYTES, GAME_LIMITS.max_header_bytes + 4 * obs_bytes)
-        self.router = sockets.game_router(self.ctx, endpoint, limit, opts=socket_options(self.config))
+        self.router = sockets.game_router(self.runtime.ctx, endpoint, limit, opts=socket_options(self.config))
         self.endpoint = sockets.bound_endpoint(self.router)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(self.endpoint + "\n")
@@ -137,8 +152,8 @@ class GameServer(Actor):
         """The server goes: every waiting step and every session gets a fatal `shutdown`, then the socket closes.
 
         The endpoint file goes first, so a game told to look again never finds this server's address."""
-        endpoint_file(self.config, self.name).unlink(missing_ok=True)
-        games = self.stepping
+        endpoint_file(self.config, self.runtime.name).unlink(missing_ok=True)
+        games = self.games
         for request in games.pending:
             self.notify(request.session, request.request_id, "shutdown", SHUTDOWN_MESSAGE, True)
         for identity in games.sessions:
@@ -154,7 +169,7 @@ class GameServer(Actor):
     def serve_once(self, now: float) -> None:
         """Wait (bounded) for messages, read what waits until a batch is due, answer every due batch, then the
         chores: silent games, new weights, unrolls to the learner, the heartbeat."""
-        games, link = self.stepping, self.links[DEFAULT_POLICY]
+        games, link = self.games, self.links[DEFAULT_POLICY]
         timeout_s = min(IDLE_POLL_S, games.due_at(self.wait_s) - now)
         if timeout_s <= 0 or game_socket.wait_readable(self.router, timeout_s):
             for _ in range(DRAIN_MAX):
@@ -177,11 +192,8 @@ class GameServer(Actor):
             self.next_weights_poll = now + WEIGHTS_POLL_S
             if link.poll_weights():  # AgentStream keeps the oldest version of each unroll: lag is never understated
                 self.epsilons = decayed(self.base_eps, games.env_steps, self.config.actors.epsilon_decay_steps)
-        if games.outbox:
-            for batch in games.outbox:
-                link.push(batch)
-            games.outbox.clear()
-        link.flush()
+        self.links.push(games.outbox)
+        self.links.flush()
         self.report()
 
     # ------------------------------------------------------------------ messages
@@ -190,7 +202,7 @@ class GameServer(Actor):
         if len(frames) < 2:
             return  # a ROUTER always prepends the identity; an empty message has nothing to answer
         identity, body = bytes(frames[0]), frames[1:]
-        games = self.stepping
+        games = self.games
         games.seen(identity, now)  # a game sending only garbage is alive: refused, not timed out for silence
         try:
             message = decode_request(body, GAME_LIMITS)
@@ -207,7 +219,9 @@ class GameServer(Actor):
             elif isinstance(message, GameHello):
                 ids = games.hello(identity, message, now)
                 log.info("game %r joined with streams %s", message.game, ids)
-                self.reply(identity, GameWelcome(message.request_id, ids, games.wire_spaces, self.timeout_s, self.name))
+                self.reply(
+                    identity, GameWelcome(message.request_id, ids, games.wire_spaces, self.timeout_s, self.runtime.name)
+                )
             elif isinstance(message, GameBye):
                 games.end(identity, "games_left")
         except StepRefused as refused:
@@ -220,7 +234,7 @@ class GameServer(Actor):
 
     def answer_cancelled(self) -> None:
         """Steps whose session ended while they waited (a bye, a new hello) get their one reply: `cancelled`."""
-        games = self.stepping
+        games = self.games
         for request in games.cancelled:
             self.notify(
                 request.session,
@@ -247,7 +261,7 @@ class GameServer(Actor):
 
     def infer(self) -> None:
         """One inference for the due batch, with the newest weights; each step still owed gets its action."""
-        games, link = self.stepping, self.links[DEFAULT_POLICY]
+        games, link = self.games, self.links[DEFAULT_POLICY]
         batch = games.take_batch(self.max_batch)
         obs = np.stack([r.obs for r in batch])
         eps = self.epsilons[[r.stream % EPSILON_SLOTS for r in batch]]
@@ -275,13 +289,8 @@ class GameServer(Actor):
             )
         self.stats.batch(len(batch), [r.received_at for r in batch], done)
 
-    def counters(self, now: float) -> dict[str, float]:
-        counters = super().counters(now)
-        games = self.stepping
-        counters.update(self.stats.counters(now))
-        counters.update(games.counts)
-        counters.update({"games": len(games.sessions), "streams": games.open_streams})
-        port = self.endpoint.rpartition(":")[2]
-        if port.isdigit():
-            counters["serve_port"] = int(port)
-        return counters
+    # ------------------------------------------------------------------ reporting
+
+    def report(self, force: bool = False) -> None:
+        """Counters into the next heartbeat; finished episodes to the supervisor; never blocks."""
+        self.reports.send(self.games, force)

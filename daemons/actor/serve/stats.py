@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 import numpy as np
 
@@ -54,3 +55,12 @@ class ServeStats:
             out["serve_latency_p50_ms"], out["serve_latency_p99_ms"] = round(float(p50), 3), round(float(p99), 3)
         out.update({f"game_errors.{code}": n for code, n in self.errors.items()})
         return out
+
+
+def server_counters(stats: ServeStats, games: Any, endpoint: str, now: float) -> dict[str, float]:
+    """An action server's own share of its heartbeat: `stats`, its games' counts and numbers, its port."""
+    counters = {**stats.counters(now), **games.counts, "games": len(games.sessions), "streams": games.open_streams}
+    port = endpoint.rpartition(":")[2]
+    if port.isdigit():
+        counters["serve_port"] = int(port)
+    return counters

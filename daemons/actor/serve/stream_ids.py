@@ -5,8 +5,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.runtime.paths import run_dir
+
 # One life's ids: more hellos than any server sees, and still 2^31 restarts before ids leave 63 bits.
 BLOCK = 1 << 32
+
+
+def stream_ids_file(config: RunConfig, name: str) -> Path:
+    """Where a serving actor keeps the first stream id no life of it has reserved."""
+    return run_dir(config) / "games" / f"{name}.streams"
 
 
 def reserve_stream_ids(path: Path, block: int = BLOCK) -> range:

@@ -1,0 +1,92 @@
+"""A learner's training state on disk: restored at start, saved soon after, every interval, and at the stop."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import numpy as np
+import torch
+
+from tandem.daemons.learner.checkpoint import load_latest_checkpoint, save_checkpoint
+from tandem.daemons.learner.disk import LearnerDisk
+from tandem.daemons.learner.progress import Progress
+from tandem.daemons.learner.training import Training
+
+log = logging.getLogger(__name__)
+FIRST_CHECKPOINT_S = 10.0  # the first checkpoint after start, whatever learner.checkpoint_interval_s says
+
+
+class Checkpointer:
+    """Saves the algorithm, the version, updates and env steps, and the replay (learner.checkpoint_replay).
+
+    The first save comes soon after the loop starts: a learner killed before a full interval must not
+    come back with random weights under a higher version. A write the disk refuses is counted, shown and
+    logged; the last good checkpoint stays.
+    """
+
+    def __init__(self, training: Training, progress: Progress, disk: LearnerDisk, interval_s: float):
+        self.training, self.progress, self.disk, self.interval_s = training, progress, disk, interval_s
+        self.last_saved: float | None = None
+        self.next_due = math.inf
+
+    def restore(self) -> int:
+        """Load the newest checkpoint that loads, if any; returns its version (-1 without one)."""
+        self.disk.dir.mkdir(parents=True, exist_ok=True)
+        state = load_latest_checkpoint(self.disk.dir)
+        if state is None:
+            return -1
+        self.training.algorithm.load_state_dict(state["algorithm"])
+        self.progress.counts["updates"] = int(state.get("updates", 0))
+        self.progress.env_steps_before = int(state.get("env_steps", 0))
+        version = int(state.get("version", -1))
+        if state.get("replay"):
+            self.training.feed.load_state_dict(
+                {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in state["replay"].items()}
+            )
+        log.info("resumed from checkpoint: version %d, %d updates", version, self.progress.counts["updates"])
+        return version
+
+    def start(self, now: float) -> None:
+        self.next_due = now + min(FIRST_CHECKPOINT_S, self.interval_s)
+
+    def tick(self, now: float) -> None:
+        """Save when one is due."""
+        if now >= self.next_due:
+            self.save()
+            self.next_due = now + self.interval_s
+
+    def age_s(self) -> float:
+        """Seconds since the last save; -1 before the first."""
+        return time.monotonic() - self.last_saved if self.last_saved else -1.0
+
+    def save(self) -> bool:
+        """Save a checkpoint; False (counted, shown, logged) when the disk refuses it: the last good one stays."""
+        try:
+            self._save()
+        except OSError as exc:
+            self.disk.failed("a checkpoint", exc)
+            return False
+        return True
+
+    def _save(self) -> None:
+        progress, training = self.progress, self.training
+        state = {
+            "algorithm": training.algorithm.state_dict(),
+            "version": progress.version,
+            "updates": progress.counts["updates"],
+            "env_steps": progress.env_steps,
+        }
+        with training.feed_lock:  # the receiver thread must not change replay while it is written out
+            saved = training.feed.state_dict()
+            if saved:
+                state["replay"] = {
+                    k: torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v
+                    for k, v in saved.items()
+                }
+                save_checkpoint(self.disk.dir, state)
+        if not saved:
+            save_checkpoint(self.disk.dir, state)
+        self.progress.counts["checkpoints"] += 1
+        self.last_saved = time.monotonic()

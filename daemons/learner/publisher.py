@@ -1,0 +1,49 @@
+"""A learner's weight versions on their way out: the weights PUB, the snapshot socket's copy, the version floor."""
+
+from __future__ import annotations
+
+from tandem.daemons.learner.binding import Binding
+from tandem.daemons.learner.disk import LearnerDisk
+from tandem.daemons.learner.progress import Progress
+from tandem.daemons.learner.snapshots import SnapshotServer
+from tandem.daemons.learner.version_floor import read_floor, write_floor
+from tandem.protocol import sockets
+
+
+class Publisher:
+    """Sends each version to the subscribed actors and hands it to the snapshot thread for late joiners.
+
+    Versions only go up, across restarts too: `start_above` puts the first one above the restored
+    checkpoint's and above the floor on disk (the highest ever published), which each `send` rewrites.
+    """
+
+    def __init__(self, policy_id: str, progress: Progress, disk: LearnerDisk, binding: Binding):
+        self.progress, self.disk, self.binding = progress, disk, binding
+        self.latest_frames: list | None = None
+        # The snapshot socket is served on its own thread while the loop runs.
+        self.snapshots = SnapshotServer(policy_id, progress.counts)
+
+    def start_above(self, restored: int) -> None:
+        self.progress.version = max(restored, read_floor(self.disk.dir / "version")) + 1
+
+    def send(self, frames: list) -> None:
+        """The current version's weight blob, as frames: published, offered to late joiners, its floor written."""
+        self.latest_frames = frames
+        self.snapshots.offer(self.progress.version, frames)
+        sockets.send_frames(self.binding.weights_pub, frames)
+        try:
+            write_floor(self.disk.dir / "version", self.progress.version)
+        except OSError as exc:  # a full disk: keep training and publishing; the checkpoints say it too
+            self.disk.failed("the version floor", exc)
+
+    def start(self) -> None:
+        """Hand the snapshot socket to its thread (from now on only that thread touches it)."""
+        self.snapshots.offer(self.progress.version, self.latest_frames)
+        self.snapshots.start(self.binding.snapshot_router)
+
+    def check(self) -> None:
+        """Raise if the snapshot thread died: actors could no longer join (the supervisor restarts the learner)."""
+        self.snapshots.check()
+
+    def stop(self) -> None:
+        self.snapshots.stop()

@@ -1,0 +1,76 @@
+"""A learner's training step: a batch from its feed (or the prefetcher), one update, and what the update said."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+from tandem.daemons.algorithms import make_algorithm, make_feed
+from tandem.daemons.algorithms.base import Feed
+from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.envs.spaces import PolicySpaces
+from tandem.daemons.learner.content import BatchContentCheck
+from tandem.daemons.learner.prefetch import Prefetcher
+
+
+class Training:
+    """The algorithm and the feed it learns from, and the check a batch must pass to go into that feed.
+
+    The feed is shared with the intake (on its own thread with learner.intake_thread) and the prefetcher:
+    every call into it holds `feed_lock`, the update itself does not. `heartbeat` is called between the
+    steps of a long update (see Algorithm.progress), so a slow one does not look like a hung learner.
+    """
+
+    def __init__(
+        self, config: RunConfig, spaces: PolicySpaces, device: str, counts: dict[str, float], heartbeat: Callable
+    ):
+        obs_space, action_space = spaces.observation_space, spaces.action_space
+        self.algorithm = make_algorithm(config, obs_space, action_space, device, mask_size=spaces.mask_size)
+        if hasattr(self.algorithm, "progress"):
+            self.algorithm.progress = heartbeat
+        self.feed: Feed = make_feed(config, obs_space, action_space)
+        self.feed_lock = threading.Lock()
+        self.check_content = BatchContentCheck(
+            tuple(obs_space.shape or ()), obs_space.dtype or np.float32, self.algorithm.check_batch
+        )
+        self.device, self.counts = device, counts
+        self.prefetcher: Prefetcher | None = None
+        self.last_metrics: dict[str, float] = {}  # the last update's diagnostics (loss, entropy, KL, ...)
+
+    @property
+    def consumed_per_update(self) -> float:
+        return self.feed.consumed_per_update
+
+    def fill(self) -> float:
+        """How full the feed is (0 empty .. 1 full)."""
+        with self.feed_lock:
+            return self.feed.fill()
+
+    def start_prefetch(self, current_version: Callable[[], int]) -> None:
+        """learner.prefetch: replay batches sampled one update ahead, on a thread (where the feed allows it)."""
+        if self.feed.can_prefetch:
+            self.prefetcher = Prefetcher(self.feed, self.feed_lock, self.device, current_version)
+            self.prefetcher.start()
+
+    def stop_prefetch(self) -> None:
+        if self.prefetcher is not None:
+            self.prefetcher.stop()
+
+    def step(self, version: int) -> bool:
+        """One update with the next batch, if one is ready (False if not); counted in `updates`."""
+        if self.prefetcher is not None:
+            payload = self.prefetcher.next()
+        else:
+            with self.feed_lock:
+                payload = self.feed.next_batch(version)
+        if payload is None:
+            return False
+        result = self.algorithm.update(payload)
+        with self.feed_lock:
+            self.feed.after_update(payload, result)
+        self.counts["updates"] += 1
+        self.last_metrics = {k: float(v) for k, v in result.metrics.items()}
+        self.last_metrics["sample_lag_mean"] = self.feed.lag_of(payload, version)
+        return True
