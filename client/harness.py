@@ -122,12 +122,12 @@ class UpRun:
         self.channel: ControlChannel | None = None
         endpoint = self.path("endpoint")
         deadline = time.monotonic() + START_S
-        while not endpoint.exists():
+        while not read_or_empty(endpoint):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.close()
                 raise RunFailed(f"tandem up never wrote its endpoint file: {self.output()[-2000:]}")
             time.sleep(0.05)
-        self.endpoint = endpoint.read_text().strip()
+        self.endpoint = read_or_empty(endpoint)
         self.channel = ControlChannel(self.ctx, self.endpoint)
 
     def path(self, *parts: str) -> Path:
@@ -187,3 +187,11 @@ class UpRun:
         sockets.close_context(self.ctx, 0)
         end_session(self.proc, CLOSE_GRACE_S)
         self.out.close()
+
+
+def read_or_empty(path: Path) -> str:
+    """The stripped text of `path`, or "" while it does not exist (yet, or any more)."""
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""

@@ -209,7 +209,10 @@ def _supervise_locked(
         raise SupervisorError(str(exc)) from exc
     control = sockets.bound_endpoint(router)
     endpoint_file = directory / "endpoint"
-    endpoint_file.write_text(control + "\n")
+    # whole or absent, never empty: a CLI or game reading it the moment it appears gets the address
+    partial = directory / ".endpoint.tmp"
+    partial.write_text(control + "\n")
+    os.replace(partial, endpoint_file)
     specs = [] if no_children else plan_children(config, insecure)
     sup = Supervisor(
         config,
