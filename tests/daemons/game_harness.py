@@ -39,6 +39,7 @@ class FakeLink:
 
     def __init__(self) -> None:
         self.net, self.pushed = self, []
+        self.followed = self  # never silent: the server's follow() has no learner to look up
         self.batches: list[int] = []  # the size of each inference
 
     def explore(self, obs: np.ndarray, eps: np.ndarray):
@@ -47,6 +48,9 @@ class FakeLink:
 
     def poll_weights(self) -> bool:
         return False
+
+    def silent_s(self, now: float) -> float:
+        return 0.0
 
     def push(self, batch) -> None:
         self.pushed.append(batch)

@@ -1,4 +1,5 @@
-"""A learner restarted elsewhere (other ports, as a rescheduled pod or a requeued job gets): actors follow it."""
+"""A learner restarted elsewhere (other ports, as a rescheduled pod or a requeued job gets): actors and action
+servers follow it."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
+from tandem.client.harness import UpRun
 from tests.system.harness import ROOT
-from tests.system.test_supervisor import Run, rows
+from tests.system.test_supervisor import QUICK, Run, rows
 
 
 def start_learner(tmp_path, control: str, n: int) -> subprocess.Popen:
@@ -40,11 +44,39 @@ def end(proc: subprocess.Popen | None) -> None:
         proc.wait(timeout=10)
 
 
-def test_an_actor_follows_its_learner_to_new_ports_without_restarting(tmp_path):
-    run = Run(
-        tmp_path,
-        ["actors.count=1", "learner.remote=true", "actors.relookup_after_s=2", "supervisor.liveness_timeout_s=30"],
+FOLLOW = ["learner.remote=true", "actors.relookup_after_s=2", "supervisor.liveness_timeout_s=30"]
+
+
+def game_run(tmp_path) -> UpRun:
+    """`tandem up examples/game_cartpole.toml` (an action server as actor-0), with QUICK settings."""
+    return UpRun(
+        ROOT / "examples" / "game_cartpole.toml",
+        tmp_path / "run",
+        tmp_path / "up.out",
+        overrides=[f"run.dir='{tmp_path}/run'", *QUICK, "algorithm.batch_size=256", *FOLLOW],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(ROOT)},
     )
+
+
+def start_games(tmp_path) -> subprocess.Popen:
+    """Two games of the example, playing until they are ended."""
+    with (tmp_path / "games.log").open("wb") as log:
+        return subprocess.Popen(
+            [sys.executable, str(ROOT / "examples" / "cartpole_game.py"), "--run-dir", str(tmp_path / "run")]
+            + ["--games", "2", "--seconds", "600"],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            cwd=tmp_path,
+            start_new_session=True,
+        )
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("served", [False, True], ids=["actor", "game-server"])
+def test_an_actor_follows_its_learner_to_new_ports_without_restarting(tmp_path, served):
+    run = game_run(tmp_path) if served else Run(tmp_path, ["actors.count=1", *FOLLOW])
+    games = start_games(tmp_path) if served else None
     first = second = None
     try:
         first = start_learner(tmp_path, run.endpoint, 1)
@@ -85,6 +117,7 @@ def test_an_actor_follows_its_learner_to_new_ports_without_restarting(tmp_path):
         )
         assert rows(data)["actor-0"]["pid"] == actor_pid  # followed, not restarted
     finally:
+        end(games)
         end(first)
         end(second)
         run.close()

@@ -192,6 +192,7 @@ class GameServer:
             self.next_weights_poll = now + WEIGHTS_POLL_S
             if link.poll_weights():  # AgentStream keeps the oldest version of each unroll: lag is never understated
                 self.epsilons = decayed(self.base_eps, games.env_steps, self.config.actors.epsilon_decay_steps)
+            self.links.follow()  # a learner restarted elsewhere (other ports, another host) is followed, as actors do
         self.links.push(games.outbox)
         self.links.flush()
         self.report()
