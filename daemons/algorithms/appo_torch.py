@@ -23,6 +23,7 @@ from torch import nn
 from tandem.daemons.algorithms.actor_critic import seeded_actor_critic
 from tandem.daemons.algorithms.adam import Adam
 from tandem.daemons.algorithms.base import UpdateResult
+from tandem.daemons.algorithms.numpy_acting import MAX_ROWS, NumpyActing, NumpyTwin
 from tandem.daemons.algorithms.ppo_batch import FlatSteps, minibatch_rows
 from tandem.daemons.algorithms.ppo_losses import (
     clipped_surrogate,
@@ -389,10 +390,16 @@ class StochasticPolicy:
         self.nets = SwappableNet(net)
         self.generator = torch.Generator(device=self.device).manual_seed(seed if seed is not None else 0)
         self.rng = np.random.default_rng(seed)
+        self.sample_rng = np.random.default_rng((0 if seed is None else seed, 1))  # the numpy path's draws
+        self.twin = NumpyTwin(NumpyActing.of)
         self.has_weights = False
 
     def explore(self, obs: np.ndarray, epsilons: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Sampled actions for observations [K, ...] and their log-probabilities (epsilons play no part)."""
+        fast = self.twin.of(self.nets.current) if len(obs) <= MAX_ROWS else None
+        if fast is not None:
+            actions, logp = fast.explore(obs, self.sample_rng)
+            return actions, {BEHAVIOUR_LOGP: logp}
         net = self.nets.current
         with torch.inference_mode():
             dist = net.distribution(to_tensor(obs, self.device))
@@ -403,10 +410,14 @@ class StochasticPolicy:
 
     def act(self, obs: np.ndarray, epsilons: np.ndarray) -> np.ndarray:
         """The most likely action; a sampled one with probability epsilons[k] (0 for a greedy evaluation)."""
+        greedy = not (np.asarray(epsilons) > 0).any()
+        fast = self.twin.of(self.nets.current) if greedy and len(obs) <= MAX_ROWS else None
+        if fast is not None:
+            return fast.greedy(obs)
         net = self.nets.current
         with torch.inference_mode():
             x = to_tensor(obs, self.device)
-            if not (np.asarray(epsilons) > 0).any():
+            if greedy:
                 return net.head.to_wire(net.greedy(x)).cpu().numpy()
             dist = net.distribution(x)
             mode = net.head.to_wire(dist.mode()).cpu().numpy()
@@ -416,4 +427,5 @@ class StochasticPolicy:
 
     def load_weights(self, tensors: Mapping[str, np.ndarray]) -> None:
         self.nets.load(tensors)
+        self.twin.invalidate()
         self.has_weights = True

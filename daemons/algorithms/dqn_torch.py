@@ -17,6 +17,7 @@ from torch import nn
 
 from tandem.daemons.algorithms.adam import Adam
 from tandem.daemons.algorithms.base import UpdateResult
+from tandem.daemons.algorithms.numpy_acting import MAX_ROWS, NumpyMLP, NumpyTwin, mask_illegal
 from tandem.daemons.algorithms.torch_util import (
     SwappableNet,
     check_tensors,
@@ -208,6 +209,7 @@ class DQNPolicy:
         self.device = torch_device(device)
         self.rng = np.random.default_rng(seed)
         self.nets = SwappableNet(seeded_network(model_cfg, obs_space, self.num_actions, seed).to(self.device))
+        self.twin = NumpyTwin(NumpyMLP.of)
         self.has_weights = False
 
     def act(self, obs: np.ndarray, epsilons: np.ndarray) -> np.ndarray:
@@ -224,10 +226,14 @@ class DQNPolicy:
         else:
             actions = self.rng.integers(self.num_actions, size=count, dtype=np.int64)
         if not explore.all():
-            net = self.nets.current
-            with torch.inference_mode():
-                x = to_tensor(obs, self.device)
-                greedy = masked_q(net(x), x, self.mask_size).argmax(dim=1).cpu().numpy()
+            fast = self.twin.of(self.nets.current) if count <= MAX_ROWS else None
+            if fast is not None:  # a few rows: numpy's pass costs far less than torch's
+                greedy = mask_illegal(fast(obs), obs, self.mask_size).argmax(axis=1)
+            else:
+                net = self.nets.current
+                with torch.inference_mode():
+                    x = to_tensor(obs, self.device)
+                    greedy = masked_q(net(x), x, self.mask_size).argmax(dim=1).cpu().numpy()
             actions = np.where(explore, actions, greedy.astype(np.int64))
         return actions + self.action_start
 
@@ -238,4 +244,5 @@ class DQNPolicy:
     def load_weights(self, tensors: Mapping[str, np.ndarray]) -> None:
         """Load into the spare network, then swap; ValueError naming the tensor leaves the current weights in use."""
         self.nets.load(tensors)
+        self.twin.invalidate()
         self.has_weights = True
