@@ -13,12 +13,13 @@
 #   the envpool, tensorboard, tracking extras  tests/daemons/test_vector_envs.py, test_observe.py and
 #                                            test_supervisor_observe.py, tests/system/test_tracking.py (wandb)
 #   the docs extra                           tests/test_docs.py (builds the MkDocs site in strict mode)
+#   the mujoco extra                         tests/daemons/test_sac.py trains the HalfCheetah-v5 example
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(gcc make libc6-dev libzmq3-dev libmsgpack-dev munge slurmctld slurmd slurm-client tmux systemd
               iproute2 util-linux)
-EXTRAS="test,envpool,tensorboard,tracking,docs"
+EXTRAS="test,envpool,tensorboard,tracking,docs,mujoco"
 
 started=$SECONDS
 step() {  # step NAME COMMAND...: runs it and says how long it took

@@ -4,6 +4,7 @@ temperature losses, the Polyak step, and a few updates on Pendulum's spaces."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -12,7 +13,9 @@ import torch
 
 from tandem.daemons.algorithms.sac_nets import SquashedGaussianPolicy, squashed_log_prob
 from tandem.daemons.algorithms.sac_torch import SAC, SACPolicy, SACSettings
+from tandem.daemons.config.loader import load_config
 from tandem.daemons.replay.batch import SampledBatch
+from tandem.daemons.serial.loop import run_serial
 
 OBS = gym.spaces.Box(-8.0, 8.0, (3,), np.float32)
 ACT = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
@@ -161,3 +164,21 @@ def test_a_discrete_or_unbounded_action_space_is_refused():
         SAC(SMALL, OBS, gym.spaces.Discrete(3))
     with pytest.raises(ValueError, match="bounded"):
         SAC(SMALL, OBS, gym.spaces.Box(-np.inf, np.inf, (2,), np.float32))
+
+
+@pytest.mark.timeout(120)
+def test_the_halfcheetah_example_trains_serially_on_a_real_mujoco_env(tmp_path):
+    """The MuJoCo example as shipped (6-D actions), through serial mode's real env, replay and learner."""
+    pytest.importorskip("mujoco", reason="the mujoco extra is not installed (pip install -e '.[mujoco]')")
+    example = Path(__file__).resolve().parents[2] / "examples" / "halfcheetah_sac.toml"
+    config = load_config(
+        example, ["stop.env_steps=1000", "learner.replay_min_size=300", "run.seed=3", "eval.enabled=false"]
+    )
+    result = run_serial(config, eval_every=10**9)
+    assert result.reason == "1000 env steps >= 1000"
+    # an update per env step once the replay holds 300 (SB3's train_freq = gradient_steps = 1)
+    assert 600 <= result.figures["updates"] <= 1000, result.figures
+    assert result.figures["batches_malformed"] == 0
+    outputs = [t for name, t in result.weights.items() if name.endswith("weight")][-1]
+    assert outputs.shape[0] == 2 * 6  # a mean and a log-std per action dimension
+    assert all(np.isfinite(t).all() for t in result.weights.values())
