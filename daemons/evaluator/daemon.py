@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
@@ -22,7 +21,6 @@ from tandem.daemons.runtime.paths import run_dir
 from tandem.daemons.runtime.signals import StopFlag
 from tandem.daemons.runtime.torch_threads import set_torch_threads
 
-log = logging.getLogger(__name__)
 WAIT_WEIGHTS_POLL_S = 0.01
 PAUSE_POLL_S = 0.01  # between two rounds: how often the pause looks at the stop flag (and heartbeats)
 

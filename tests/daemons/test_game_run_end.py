@@ -79,7 +79,7 @@ def c_toolchain_missing() -> str | None:
         return "gcc or make is not installed"
     for header in ("/usr/include/zmq.h", "/usr/include/msgpack.h"):
         if not os.path.exists(header):
-            return f"{header} is missing (apt-get install -y libzmq3-dev libmsgpack-c-dev)"
+            return f"{header} is missing (apt-get install -y libzmq3-dev libmsgpack-dev; Debian 13: libmsgpack-c-dev)"
     return None
 
 
