@@ -519,7 +519,10 @@ def test_the_greedy_shortcut_gives_the_distributions_mode(kind, state_dependent)
                 layer.bias.normal_(0.0, 1.0, generator=gen)
         x = torch.as_tensor(obs)
         expected = net.head.to_wire(net.distribution(x).mode()).numpy()
-    np.testing.assert_array_equal(policy.act(obs, np.zeros(64)), expected)
+    if kind == "box":  # means: a small batch is computed in numpy (numpy_acting.py), float32 sums in its order
+        np.testing.assert_allclose(policy.act(obs, np.zeros(64)), expected, rtol=1e-5, atol=1e-5)
+    else:
+        np.testing.assert_array_equal(policy.act(obs, np.zeros(64)), expected)
     assert kind == "box" or len(np.unique(expected.reshape(64, -1), axis=0)) > 1
 
 
