@@ -55,15 +55,13 @@ class NumpyMLP:
         self.one_hot, self.one_hot_start = mlp.one_hot, mlp.one_hot_start
         self.layers: list[tuple[np.ndarray, np.ndarray, Callable[[np.ndarray], np.ndarray] | None]] = []
         modules = list(mlp.layers)
-        with torch.no_grad():
-            for i, module in enumerate(modules):
-                if isinstance(module, nn.Linear):
-                    after = modules[i + 1] if i + 1 < len(modules) else None
-                    activation = NUMPY_ACTIVATIONS[type(after)] if after is not None else None
-                    # transposed once here, so each call is x @ W (contiguous) + b
-                    self.layers.append(
-                        (module.weight.detach().numpy().T.copy(), module.bias.detach().numpy().copy(), activation)
-                    )
+        for i, module in enumerate(modules):
+            if isinstance(module, nn.Linear):
+                after = modules[i + 1] if i + 1 < len(modules) else None
+                activation = NUMPY_ACTIVATIONS[type(after)] if after is not None else None
+                # transposed once here, so each call is x @ W (contiguous) + b
+                weight, bias = module.weight.detach().numpy().T.copy(), module.bias.detach().numpy().copy()
+                self.layers.append((weight, bias, activation))
 
     @classmethod
     def of(cls, mlp: nn.Module) -> NumpyMLP | None:
@@ -137,9 +135,6 @@ class NumpyActing:
         out = self.mlp(x)
         return out[:, :-1] if self.shared else out
 
-    def masked(self, outputs: np.ndarray, obs: np.ndarray) -> np.ndarray:
-        return mask_illegal(outputs, obs, self.mask_size)
-
     def gaussian(self, outputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.state_dependent:
             log_std = np.clip(outputs[:, self.dim :] + self.log_std_init, LOG_STD_MIN, LOG_STD_MAX)
@@ -155,7 +150,7 @@ class NumpyActing:
             z = (sample - mean) * np.exp(-log_std)
             logp = (-0.5 * z * z - log_std - np.float32(HALF_LOG_2PI)).sum(-1)
             return sample.reshape(len(obs), *self.shape), logp.astype(np.float32)
-        out = self.masked(out, obs)
+        out = mask_illegal(out, obs, self.mask_size)
         picks, logp = [], np.zeros(len(obs), np.float32)
         start = 0
         for size in self.sizes:
@@ -174,7 +169,7 @@ class NumpyActing:
         if self.kind == "box":
             mean = out[:, : self.dim] if self.state_dependent else out
             return mean.reshape(len(obs), *self.shape).astype(np.float32)
-        out = self.masked(out, obs)
+        out = mask_illegal(out, obs, self.mask_size)
         picks, start = [], 0
         for size in self.sizes:
             picks.append(out[:, start : start + size].argmax(-1))
