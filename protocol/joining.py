@@ -34,6 +34,7 @@ def joinable(first: TransitionBatch, second: TransitionBatch) -> bool:
             for n in first.extras
         )
         and first.obs_stack == second.obs_stack
+        and (first.core_state is None) == (second.core_state is None)
         and same_frames(first.obs[-1], second.obs[0])
         and (first.obs_stack == 1 or continues(first, second))
     )
@@ -56,7 +57,8 @@ def join_unrolls(batches: Sequence[TransitionBatch]) -> TransitionBatch:
 
     It carries the first unroll's `seq` (a sender numbers what it sends; see PROTOCOL.md 2.1) and the last
     one's `env_steps`; `final_obs` rows stay in row-major (t, k) order because the unrolls follow in t. A
-    stacked batch keeps the first unroll's `obs_history`: the later ones' follow from the frames before them.
+    stacked batch keeps the first unroll's `obs_history`, a recurrent one its `core_state`: the later ones'
+    follow from the steps before them.
     """
     if len(batches) == 1:
         return batches[0]
@@ -81,6 +83,7 @@ def join_unrolls(batches: Sequence[TransitionBatch]) -> TransitionBatch:
         extras=extras,
         obs_stack=first.obs_stack,
         obs_history=first.obs_history,
+        core_state=first.core_state,
     )
 
 

@@ -16,6 +16,8 @@ CORE_ARRAYS = ("obs", "actions", "rewards", "terminated", "truncated", "final_ob
 MAX_EXTRAS = 16
 MAX_OBS_STACK = 64  # frames per stacked observation a receiver accepts
 STACK_HISTORY = "obs_history"  # the earlier frames of obs[0]'s stacks, in a stacked batch (PROTOCOL.md 2.1.2)
+CORE_STATE = "core_state"  # the recurrent state each env's first step acted from (PROTOCOL.md 2.1.3)
+MAX_CORE_STATE = 65536  # floats of recurrent state per env a receiver accepts
 HEADER_FIELDS = {
     "policy_id": framing.string,
     "actor_id": framing.string,
@@ -55,6 +57,9 @@ class TransitionBatch:
     # tandem.protocol.stacks rebuilds the whole stacks.
     obs_stack: int = 1
     obs_history: np.ndarray | None = None
+    # A recurrent policy's unroll (PROTOCOL.md 2.1.3): core_state [K, S] float32, the state env k's policy acted
+    # from at step 0 (zeros where obs[0, k] starts an episode); None for a feed-forward policy's.
+    core_state: np.ndarray | None = None
 
     KIND = "transition_batch"
 
@@ -82,6 +87,7 @@ class TransitionBatch:
             self.obs, self.actions, self.rewards, self.terminated, self.truncated, self.final_obs, self.extras
         )
         check_stack(self.obs, self.obs_stack, self.obs_history)
+        check_core_state(self.core_state, self.num_envs)
 
     def to_frames(self) -> list[framing.Frame]:
         self.check_shapes()
@@ -92,6 +98,8 @@ class TransitionBatch:
         if self.obs_stack > 1:  # unstacked batches stay exactly as before: no new key, no new array
             fields["obs_stack"] = self.obs_stack
             arrays.append((STACK_HISTORY, self.obs_history))
+        if self.core_state is not None:  # a feed-forward policy's batches stay exactly as before
+            arrays.append((CORE_STATE, self.core_state))
         arrays += [(f"extra.{name}", arr) for name, arr in self.extras.items()]
         return framing.encode(self.KIND, fields, arrays)
 
@@ -103,6 +111,7 @@ class TransitionBatch:
         stack = framing.count("obs_stack", header.get("obs_stack", 1))
         arrays = framing.take_arrays(header, views, limits)
         history = arrays.pop(STACK_HISTORY, None)
+        core_state = arrays.pop(CORE_STATE, None)
         for name in CORE_ARRAYS:
             if name not in arrays:
                 raise ProtocolError("required array is missing", name)
@@ -114,7 +123,12 @@ class TransitionBatch:
                 raise ProtocolError(f"unknown array {name!r}; extra arrays are named 'extra.<name>'", "arrays")
             extras[name[len("extra.") :]] = arr
         batch = cls(
-            **fields, **{n: arrays[n] for n in CORE_ARRAYS}, extras=extras, obs_stack=stack, obs_history=history
+            **fields,
+            **{n: arrays[n] for n in CORE_ARRAYS},
+            extras=extras,
+            obs_stack=stack,
+            obs_history=history,
+            core_state=core_state,
         )
         batch.check_shapes()
         return batch
@@ -167,3 +181,15 @@ def check_stack(obs, stack, history) -> None:
             f"got {history.dtype} {list(history.shape)}",
             STACK_HISTORY,
         )
+
+
+def check_core_state(state, envs: int) -> None:
+    """A recurrent unroll's initial state: float32 [K, S] with 1 <= S <= MAX_CORE_STATE, finite (PROTOCOL.md 2.1.3)."""
+    if state is None:
+        return
+    if state.dtype != np.float32 or state.ndim != 2 or state.shape[0] != envs:
+        raise ProtocolError(f"must be float32 [K={envs}, S], got {state.dtype} {list(state.shape)}", CORE_STATE)
+    if not 1 <= state.shape[1] <= MAX_CORE_STATE:
+        raise ProtocolError(f"S must be in [1, {MAX_CORE_STATE}], got {state.shape[1]}", CORE_STATE)
+    if not np.isfinite(state).all():
+        raise ProtocolError("holds NaN or infinite values", CORE_STATE)

@@ -85,6 +85,7 @@ def play_gym(
         fps = float(env.metadata.get("render_fps") or VIDEO_FPS)
         for i in range(episodes):
             obs, _ = env.reset(seed=seed + i)
+            policy.reset()  # a recurrent policy starts each episode from a fresh state
             writer = VideoWriter(video / f"episode-{i:03d}.mp4", fps) if video else None
             total, length, done = 0.0, 0, False
             try:

@@ -69,6 +69,8 @@ class TrainedPolicy:
         self.epsilon_greedy = algorithm_of(spec.config).epsilon_greedy
         self.obs_dtype = np.dtype(spec.observation_space.dtype or np.float32)
         self.obs_shape = tuple(spec.observation_space.shape or ())
+        self.state_size = spec.config.model.core_state_size()  # > 0: a recurrent core (model.core)
+        self.held_state: np.ndarray | None = None  # the state `act` keeps when its caller passes none
 
     name = property(lambda self: self.spec.name)
     algorithm = property(lambda self: self.spec.algorithm)
@@ -76,19 +78,67 @@ class TrainedPolicy:
     observation_space = property(lambda self: self.spec.observation_space)
     action_space = property(lambda self: self.spec.action_space)
 
-    def act(self, obs: Any, sample: bool = False, epsilon: float = DQN_SAMPLE_EPSILON) -> Any:
+    @property
+    def recurrent(self) -> bool:
+        """The policy has a recurrent core: each action depends on the observations before it, via a state."""
+        return self.state_size > 0
+
+    def initial_state(self, batch: int = 1) -> np.ndarray:
+        """The state [batch, S] float32 an episode starts from (zeros), for `act(..., state=...)`."""
+        if not self.recurrent:
+            raise PolicyError(f"policy {self.name!r} is feed-forward (model.core = 'none'): it keeps no state")
+        return np.zeros((batch, self.state_size), np.float32)
+
+    def reset(self, envs: Any = None) -> None:
+        """Forget the state `act` keeps for callers that pass none: all of it, or the rows `envs` (episodes that
+        start again). Call it at every episode's start; a feed-forward policy has nothing to forget."""
+        if self.held_state is not None:
+            if envs is None:
+                self.held_state = None
+            else:
+                self.held_state[np.asarray(envs)] = 0.0
+
+    def act(
+        self, obs: Any, sample: bool = False, epsilon: float = DQN_SAMPLE_EPSILON, state: np.ndarray | None = None
+    ) -> Any:
         """The action for one observation, or actions [B, ...] for a batch [B, *obs_shape], as the env takes them.
 
         Greedy by default (the most likely action; a Gaussian's mean, clipped to the Box). `sample=True`
         draws from an on-policy algorithm's distribution, or acts epsilon-greedy (`epsilon`) for Q-learning.
         An observation with an action mask may be given as the env's dict (observation, action_mask).
+
+        A recurrent policy (`recurrent`) acts from a state per env: pass `state` ([B, S] from `initial_state(B)`;
+        it is advanced in place, and zeroed by you where an episode starts), or pass none and the policy keeps
+        one for you, for one caller (`reset()` it at each episode's start).
         """
         from tandem.daemons.envs.spaces import env_actions
 
         batch, single = self.as_batch(obs)
         chance = 0.0 if not sample else (epsilon if self.epsilon_greedy else 1.0)
-        actions = env_actions(self.action_space, np.asarray(self.net.act(batch, np.full(len(batch), chance))))
+        chances = np.full(len(batch), chance)
+        if self.recurrent:
+            state = self.state_for(len(batch), state)
+            chosen = self.net.act(batch, chances, state=state)
+        elif state is not None:
+            raise PolicyError(f"policy {self.name!r} is feed-forward (model.core = 'none'): it takes no state")
+        else:
+            chosen = self.net.act(batch, chances)
+        actions = env_actions(self.action_space, np.asarray(chosen))
         return actions[0] if single else actions
+
+    def state_for(self, rows: int, state: np.ndarray | None) -> np.ndarray:
+        """The caller's state, checked, or the one this policy keeps (fresh when the batch size changes)."""
+        if state is None:
+            if self.held_state is None or len(self.held_state) != rows:
+                self.held_state = self.initial_state(rows)
+            return self.held_state
+        if not isinstance(state, np.ndarray) or state.dtype != np.float32 or state.shape != (rows, self.state_size):
+            got = f"{state.dtype} {list(state.shape)}" if isinstance(state, np.ndarray) else type(state).__name__
+            raise PolicyError(
+                f"policy {self.name!r} needs its state as float32 [{rows}, {self.state_size}] (initial_state({rows})), "
+                f"got {got}"
+            )
+        return state
 
     def as_batch(self, obs: Any) -> tuple[np.ndarray, bool]:
         """(observations [B, ...], whether one observation was given)."""

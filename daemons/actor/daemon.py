@@ -11,6 +11,7 @@ from tandem.daemons.actor.links import LearnerLinks
 from tandem.daemons.actor.pacing import Pacing
 from tandem.daemons.actor.report import ActorReport
 from tandem.daemons.actor.stepping import actor_envs, actor_seed, make_stepping
+from tandem.daemons.algorithms.base import explore_with
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.gym_envs import close_all
 from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
@@ -64,8 +65,10 @@ class Actor:
         )
         epsilons = base_eps
 
-        def choose(policy: str, obs: np.ndarray, env_index: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-            return links[policy].net.explore(obs, epsilons[env_index])
+        def choose(
+            policy: str, obs: np.ndarray, env_index: np.ndarray, state: np.ndarray | None = None
+        ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+            return explore_with(links[policy].net, obs, epsilons[env_index], state)
 
         for policy, link in links.items():  # the budget of the version wait_weights took (a credit holds from it)
             pacing.advise(policy, link)

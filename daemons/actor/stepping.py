@@ -48,6 +48,11 @@ class GymStepping:
             isinstance(group, EnvGroup) and all(stacks_by_rule(env, self.frame_stack) for env in group.envs)
         )
         self.frame_rows = FrameRows()  # consecutive unrolls' frames share blocks: joining them is a view
+        # A recurrent policy's state per env, carried across unrolls and zeroed where an episode starts; each
+        # unroll is sent with the state its first step acted from (PROTOCOL.md 2.1.3)
+        size = config.model.core_state_size()
+        self.core_state = np.zeros((len(group), size), np.float32) if size else None
+        self.first_state: np.ndarray | None = None
         self.unroll: UnrollBuilder | FrameUnrollBuilder | None = None
         self.version = -1
         self.seq = 0
@@ -83,8 +88,14 @@ class GymStepping:
             else:
                 self.unroll = UnrollBuilder(self.unroll_length, group.obs, self.action_shape, self.action_dtype)
             self.version = versions.get(DEFAULT_POLICY, -1)
-        actions, extras = choose(DEFAULT_POLICY, group.obs, np.arange(len(group)))
+            self.first_state = None if self.core_state is None else self.core_state.copy()
+        if self.core_state is None:
+            actions, extras = choose(DEFAULT_POLICY, group.obs, np.arange(len(group)))
+        else:
+            actions, extras = choose(DEFAULT_POLICY, group.obs, np.arange(len(group)), state=self.core_state)
         result = group.step(actions)
+        if self.core_state is not None:
+            self.core_state[result.terminated | result.truncated] = 0.0  # the next observation starts an episode
         if result.episodes:
             self.new_episodes.extend((None, r, n) for r, n in result.episodes)
             del self.new_episodes[:-MAX_UNREPORTED_EPISODES]
@@ -103,6 +114,7 @@ class GymStepping:
                     terminated=u.terminated,
                     truncated=u.truncated,
                     extras=u.extras,
+                    core_state=self.first_state,
                     **u.batch_arrays(),
                 )
             )
@@ -216,7 +228,17 @@ def make_stepping(
 ) -> GymStepping | WorldStepping:
     """The stepping for `envs` already built by `env_builder`'s or `actor_envs`'s function."""
     if api in MULTI_AGENT_APIS:
+        refuse_core(config, api)
         return WorldStepping(envs, api, config, stream_id, seed, incarnation, record=record)
     games = config.env.games
     group = VectorGroup(envs[0], seed, games=games) if api == VECTOR_API else EnvGroup(envs, seed=seed, games=games)
     return GymStepping(group, config, stream_id, incarnation)
+
+
+def refuse_core(config: RunConfig, api: str) -> None:
+    """A recurrent core is carried per gymnasium env; PettingZoo worlds' agent streams do not carry one yet."""
+    if config.model.core != "none":
+        raise EnvBuildError(
+            f"model.core = {config.model.core!r} is for gymnasium envs; env.id {config.env.id!r} is a PettingZoo "
+            f"{api} env, whose agents cannot carry a recurrent state yet (set model.core = 'none')"
+        )

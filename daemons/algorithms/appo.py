@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tandem.daemons.algorithms.spec import AlgorithmSpec, LearnerFactory
 from tandem.daemons.config.fields import ConfigError
@@ -20,6 +20,8 @@ ON_POLICY_LEARNER = {"max_lag": 32}  # an unroll more than this many versions ol
 @dataclass
 class VtraceSection(AlgorithmSection):
     """[algorithm] keys of the V-trace actor-critics (APPO and IMPALA)."""
+
+    recurrent_core: ClassVar[bool] = True
 
     vtrace_rho_clip: float = option(
         1.0, "V-trace rho-bar: clip of the importance weight in the targets and the policy gradient.", above=0.0
@@ -86,6 +88,12 @@ class VtraceSection(AlgorithmSection):
     )
 
     def check(self, config: RunConfig, where: str) -> None:
+        if config.model.core != "none" and self.minibatch_by == "steps":
+            raise ConfigError(
+                f"{where}algorithm.minibatch_by",
+                f"'steps' cannot train model.core = {config.model.core!r}: a recurrent core runs over whole "
+                "unrolls in order; set algorithm.minibatch_by = 'unrolls'",
+            )
         if self.targets == "per_update":  # the keys below need targets fixed at the update's start
             return
         if self.minibatch_by == "steps":

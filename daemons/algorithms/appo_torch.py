@@ -31,6 +31,7 @@ from tandem.daemons.algorithms.ppo_losses import (
     normalized_advantages,
     value_loss,
 )
+from tandem.daemons.algorithms.recurrent import check_core_state
 from tandem.daemons.algorithms.running_norm import RunningMeanStd
 from tandem.daemons.algorithms.torch_util import (
     SwappableNet,
@@ -100,6 +101,7 @@ class APPO:
             )
         if not np.isfinite(logp).all():
             raise ValueError(f"extra.{BEHAVIOUR_LOGP} holds NaN or infinite values")
+        check_core_state(batch, getattr(self.net, "state_size", 0))
 
     def update(self, unrolls: Sequence[TransitionBatch]) -> UpdateResult:
         """`epochs` passes over the unrolls, each in `minibatches`; one Adam step per minibatch.
@@ -125,7 +127,12 @@ class APPO:
             if self.progress is not None:
                 self.progress()
 
-        if cfg.targets == "per_update":
+        if cfg.targets == "per_update" and self.net.recurrent:  # minibatches of whole columns, run in order
+            flat, explained = self.targets_once(data)
+            for _ in range(cfg.epochs):
+                for part, cols, rows in self.column_minibatches(data):
+                    add(self.sequence_step(select_columns(part, cols), flat.take(rows)))
+        elif cfg.targets == "per_update":
             flat, explained = self.targets_once(data)
             for _ in range(cfg.epochs):
                 for rows in minibatch_rows(flat, cfg.minibatches, cfg.minibatch_by, self.rng):
@@ -178,7 +185,10 @@ class APPO:
     def evaluate_unrolls(self, d: UnrollTensors):
         """(distribution at the T x N acted-on rows, log-probs [T, N], value outputs at every row)."""
         steps, n = d.rewards.shape
-        dist, all_values = self.net.evaluate(torch.cat([d.obs.reshape(-1, *d.obs.shape[2:]), d.finals]), steps * n)
+        if self.net.recurrent:  # the core runs over each column from its initial state
+            dist, all_values = self.net.evaluate_unroll(d)
+        else:
+            dist, all_values = self.net.evaluate(torch.cat([d.obs.reshape(-1, *d.obs.shape[2:]), d.finals]), steps * n)
         logp = dist.log_prob(d.actions.reshape(steps * n, -1)).reshape(steps, n)
         return dist, logp, all_values
 
@@ -214,9 +224,30 @@ class APPO:
             )
         return FlatSteps.concat(flats), explained
 
+    def column_minibatches(self, data: list[UnrollTensors]):
+        """(part, columns, their rows in the update's FlatSteps, t-major) for `minibatches` groups of whole columns
+        of each part: a recurrent core runs over them from their initial states, in order."""
+        base = 0
+        for part in data:
+            steps, n = part.rewards.shape
+            order = torch.randperm(n, generator=self.rng).to(self.device)
+            for cols in torch.chunk(order, min(self.cfg.minibatches, n)):
+                rows = torch.arange(steps, device=self.device).unsqueeze(1) * n + cols.unsqueeze(0)
+                yield part, cols, base + rows.reshape(-1)
+            base += steps * n
+
+    def sequence_step(self, d: UnrollTensors, b: FlatSteps) -> dict[str, float]:
+        """One Adam step on whole columns `d` (a recurrent core), with their targets `b` from the update's start."""
+        dist, values = self.net.evaluate_unroll(d, bootstrap=False)
+        return self.flat_loss(dist, values, b)
+
     def flat_step(self, b: FlatSteps) -> dict[str, float]:
         """One Adam step on steps whose targets were computed at the update's start."""
         dist, values = self.net.evaluate(b.obs, b.size)
+        return self.flat_loss(dist, values, b)
+
+    def flat_loss(self, dist, values: torch.Tensor, b: FlatSteps) -> dict[str, float]:
+        """The step of `flat_step` once the network has given its distribution and values at b's rows."""
         logp = dist.log_prob(b.actions)
         # 'proximal': the clip's trust region is around the policy the update started from (decoupled PPO); the
         # acting version's lag is already weighted into the V-trace advantages, so it is not counted twice
@@ -394,13 +425,25 @@ class StochasticPolicy:
         self.twin = NumpyTwin(NumpyActing.of)
         self.has_weights = False
 
-    def explore(self, obs: np.ndarray, epsilons: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Sampled actions for observations [K, ...] and their log-probabilities (epsilons play no part)."""
-        fast = self.twin.of(self.nets.current) if len(obs) <= MAX_ROWS else None
+    def explore(
+        self, obs: np.ndarray, epsilons: np.ndarray, state: np.ndarray | None = None
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Sampled actions for observations [K, ...] and their log-probabilities (epsilons play no part).
+        A recurrent policy acts from `state` [K, S] and leaves the state after the step in it."""
+        net = self.nets.current
+        if net.recurrent:
+            with torch.inference_mode():
+                x = to_tensor(obs, self.device)
+                dist, after = net.distribution_step(x, self.state_tensor(state, len(obs)))
+                sample = dist.sample(self.generator)
+                logp = dist.log_prob(sample)
+                actions = net.head.to_wire(sample)
+                state[...] = after.cpu().numpy()
+            return actions.cpu().numpy(), {BEHAVIOUR_LOGP: logp.float().cpu().numpy()}
+        fast = self.twin.of(net) if len(obs) <= MAX_ROWS else None
         if fast is not None:
             actions, logp = fast.explore(obs, self.sample_rng)
             return actions, {BEHAVIOUR_LOGP: logp}
-        net = self.nets.current
         with torch.inference_mode():
             dist = net.distribution(to_tensor(obs, self.device))
             sample = dist.sample(self.generator)
@@ -408,22 +451,41 @@ class StochasticPolicy:
             actions = net.head.to_wire(sample)
         return actions.cpu().numpy(), {BEHAVIOUR_LOGP: logp.float().cpu().numpy()}
 
-    def act(self, obs: np.ndarray, epsilons: np.ndarray) -> np.ndarray:
-        """The most likely action; a sampled one with probability epsilons[k] (0 for a greedy evaluation)."""
+    def act(self, obs: np.ndarray, epsilons: np.ndarray, state: np.ndarray | None = None) -> np.ndarray:
+        """The most likely action; a sampled one with probability epsilons[k] (0 for a greedy evaluation).
+        A recurrent policy acts from `state` [K, S] and leaves the state after the step in it."""
         greedy = not (np.asarray(epsilons) > 0).any()
-        fast = self.twin.of(self.nets.current) if greedy and len(obs) <= MAX_ROWS else None
+        net = self.nets.current
+        fast = self.twin.of(net) if greedy and not net.recurrent and len(obs) <= MAX_ROWS else None
         if fast is not None:
             return fast.greedy(obs)
-        net = self.nets.current
         with torch.inference_mode():
             x = to_tensor(obs, self.device)
-            if greedy:
+            if net.recurrent:
+                dist, after = net.distribution_step(x, self.state_tensor(state, len(obs)))
+                state[...] = after.cpu().numpy()
+            elif greedy:
                 return net.head.to_wire(net.greedy(x)).cpu().numpy()
-            dist = net.distribution(x)
+            else:
+                dist = net.distribution(x)
             mode = net.head.to_wire(dist.mode()).cpu().numpy()
+            if greedy:
+                return mode
             use = self.rng.random(len(mode)) < np.asarray(epsilons)
             sampled = net.head.to_wire(dist.sample(self.generator)).cpu().numpy()
         return np.where(use.reshape(-1, *[1] * (mode.ndim - 1)), sampled, mode)
+
+    @property
+    def state_size(self) -> int:
+        """Floats of recurrent state per env this policy carries (0: feed-forward)."""
+        return int(getattr(self.nets.current, "state_size", 0))
+
+    def state_tensor(self, state: np.ndarray | None, rows: int) -> torch.Tensor:
+        size = self.state_size
+        if state is None or state.shape != (rows, size) or state.dtype != np.float32:
+            got = "none" if state is None else f"{state.dtype} {list(state.shape)}"
+            raise ValueError(f"a recurrent policy needs its state as float32 [{rows}, {size}], got {got}")
+        return torch.from_numpy(state).to(self.device)
 
     def load_weights(self, tensors: Mapping[str, np.ndarray]) -> None:
         self.nets.load(tensors)

@@ -54,6 +54,10 @@ class Policy(Protocol):
         actions, extras = policy.explore(obs_of_all_K_envs, epsilons_of_all_K_envs)
         actions = policy.act(obs, zeros)
         policy.load_weights(new_blob.tensors)
+
+    A policy with a recurrent core (model.core) also takes `state=` [K, S] float32 in both calls, the state each
+    env acts from, and writes the state after the step into it; its callers keep it per env and zero it where an
+    episode starts. A feed-forward policy is never passed `state`.
     """
 
     def explore(self, obs: np.ndarray, epsilons: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]: ...
@@ -61,6 +65,18 @@ class Policy(Protocol):
     def act(self, obs: np.ndarray, epsilons: np.ndarray) -> np.ndarray: ...
 
     def load_weights(self, tensors: Mapping[str, np.ndarray]) -> None: ...
+
+
+def explore_with(
+    policy: Policy, obs: np.ndarray, epsilons: np.ndarray, state: np.ndarray | None
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """`policy.explore`, handing a recurrent policy its state [K, S] to advance (None: called as any policy is)."""
+    return policy.explore(obs, epsilons) if state is None else policy.explore(obs, epsilons, state=state)
+
+
+def act_with(policy: Policy, obs: np.ndarray, epsilons: np.ndarray, state: np.ndarray | None) -> np.ndarray:
+    """`policy.act`, handing a recurrent policy its state [K, S] to advance (None: called as any policy is)."""
+    return policy.act(obs, epsilons) if state is None else policy.act(obs, epsilons, state=state)
 
 
 @runtime_checkable

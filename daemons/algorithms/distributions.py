@@ -11,6 +11,9 @@ from torch import nn
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0  # keeps a state-dependent std from collapsing or exploding
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+POLICY_OUTPUT_GAIN = (
+    0.01  # a built-in network's policy outputs start this small: a near-uniform first policy (as PPO's)
+)
 
 
 class Categorical:

@@ -28,6 +28,7 @@ class UnrollTensors:
     finals: torch.Tensor  # [F, ...] last observations of truncated episodes
     final_t: torch.Tensor  # [F] row of each final observation
     final_n: torch.Tensor  # [F] column of each final observation
+    core_state: torch.Tensor | None = None  # [N, S] the recurrent state each column's first step acted from
 
 
 def stack_unrolls(
@@ -55,7 +56,15 @@ def stack_unrolls(
         finals=to_tensor(np.concatenate([u.final_obs for u in unrolls]), device),
         final_t=torch.as_tensor(np.concatenate(rows), dtype=torch.long, device=device),
         final_n=torch.as_tensor(np.concatenate(cols), dtype=torch.long, device=device),
+        core_state=core_states(unrolls, device),
     )
+
+
+def core_states(unrolls: Sequence[TransitionBatch], device: torch.device) -> torch.Tensor | None:
+    """The unrolls' initial recurrent states side by side [N, S], or None for a feed-forward policy's unrolls."""
+    if unrolls[0].core_state is None:
+        return None
+    return to_tensor(np.concatenate([u.core_state for u in unrolls]), device, torch.float32)
 
 
 def select_columns(data: UnrollTensors, cols: torch.Tensor) -> UnrollTensors:
@@ -73,4 +82,5 @@ def select_columns(data: UnrollTensors, cols: torch.Tensor) -> UnrollTensors:
         finals=data.finals[keep],
         final_t=data.final_t[keep],
         final_n=position[data.final_n[keep]],
+        core_state=None if data.core_state is None else data.core_state[cols],
     )

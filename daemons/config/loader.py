@@ -7,6 +7,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from tandem.daemons.algorithms.registry import built_in
 from tandem.daemons.config.algorithm import build_algorithm, fill_algorithm_defaults, look_beside, spec_of
 from tandem.daemons.config.fields import ConfigError, build
 from tandem.daemons.config.policies import check_policies, policy_config, policy_names, port_table
@@ -73,6 +74,7 @@ def check_relations(config: RunConfig) -> None:
         where = f"policies.{policy}." if config.policies else ""
         c = policy_config(config, policy)
         c.algorithm.check(c, where)
+        check_core(c, where)
     if config.supervisor.liveness_timeout_s <= config.supervisor.heartbeat_interval_s:
         raise ConfigError("supervisor.liveness_timeout_s", "must be longer than supervisor.heartbeat_interval_s")
     if config.model.kind not in ("auto", "mlp", "nature_cnn") and ":" not in config.model.kind:
@@ -88,6 +90,29 @@ def check_relations(config: RunConfig) -> None:
     chosen = [p for p in ports.values() if p]
     if len(chosen) != len(set(chosen)):
         raise ConfigError("transport", f"two sockets are given the same port: {ports}")
+
+
+def check_core(config: RunConfig, where: str) -> None:
+    """A recurrent core needs an algorithm that trains one, and actors that step their own envs."""
+    core = config.model.core
+    if core == "none":
+        return
+    if not type(config.algorithm).recurrent_core:
+        raise ConfigError(
+            f"{where}model.core",
+            f"{core!r} needs an algorithm that trains a recurrent core ({', '.join(recurrent_algorithms())}); "
+            f"algorithm {config.algorithm.name!r} is feed-forward only: set model.core = 'none'",
+        )
+    if config.actors.mode != "env":
+        raise ConfigError(
+            f"{where}model.core",
+            f"{core!r} is not served yet by actors.mode = {config.actors.mode!r} (the action server keeps no "
+            "per-game state): use actors.mode = 'env', or model.core = 'none'",
+        )
+
+
+def recurrent_algorithms() -> list[str]:
+    return [name for name, spec in built_in().items() if spec.section.recurrent_core]
 
 
 def check_pixels(config: RunConfig) -> None:

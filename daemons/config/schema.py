@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 
 def option(
@@ -129,6 +129,21 @@ class ModelSection:
         "(gain sqrt(2) for hidden layers, as PPO implementations start their Atari CNNs).",
         choices=("torch", "orthogonal"),
     )
+    core: str = option(
+        "none",
+        "A recurrent core after the network (on-policy algorithms): 'lstm' or 'gru' carry a state from step to "
+        "step, so the policy can remember what one observation does not show; 'none' is feed-forward.",
+        choices=("none", "lstm", "gru"),
+    )
+    core_size: int = option(
+        64, "Width of the recurrent core's state (an LSTM keeps two of this width).", min=1, max=4096
+    )
+
+    def core_state_size(self) -> int:
+        """Floats of recurrent state one env carries: 0 without a core, core_size for a GRU, twice that for an LSTM."""
+        if self.core == "none":
+            return 0
+        return self.core_size * (2 if self.core == "lstm" else 1)
 
 
 def redefault(section: type, key: str, default: Any) -> Any:
@@ -157,6 +172,10 @@ class AlgorithmSection:
     def implied(cls, table: dict[str, Any]) -> dict[str, Any]:
         """Defaults that depend on what a config's table sets; they fill only the keys it leaves unset."""
         return {}
+
+    # The algorithm trains a network with a recurrent core (model.core): it sends each unroll's initial state
+    # and runs the core over whole unrolls. An algorithm that does not says so, and model.core is refused.
+    recurrent_core: ClassVar[bool] = False
 
     def check(self, config: RunConfig, where: str) -> None:
         """ConfigError for values each fine alone but impossible together; `where` prefixes keys ('policies.NAME.')."""

@@ -13,8 +13,9 @@ from tandem.daemons.envs.spaces import ObsAdapter, PolicySpaces, env_actions
 from tandem.daemons.envs.streams import AgentStream
 from tandem.protocol import TransitionBatch
 
-# choose(policy, obs [B, ...], worlds [B]) -> (actions [B], {extra name: [B, ...]})
-Chooser = Callable[[str, np.ndarray, np.ndarray], tuple[np.ndarray, dict[str, np.ndarray]]]
+# choose(policy, obs [B, ...], worlds [B], state=None) -> (actions [B], {extra name: [B, ...]}); a recurrent
+# policy's caller passes `state` [B, S], which the choice advances in place (None: a feed-forward policy)
+Chooser = Callable[..., tuple[np.ndarray, dict[str, np.ndarray]]]
 
 
 class WorldStepError(ValueError):

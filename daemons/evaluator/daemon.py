@@ -10,6 +10,7 @@ import numpy as np
 from tandem.daemons.actor.follow import LearnerFollower
 from tandem.daemons.actor.link import FollowedPolicy
 from tandem.daemons.actor.stepping import env_builder
+from tandem.daemons.algorithms.base import act_with
 from tandem.daemons.config.policies import policy_config
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.gym_envs import build_each, close_all
@@ -98,8 +99,10 @@ class Evaluator:
             self.cadence = Cadence(cfg.eval.interval_s, cfg.eval.max_cpu_share, machine_cores(), started, cpu_started)
         epsilon = cfg.eval.epsilon
 
-        def choose(policy: str, obs: np.ndarray, env_index: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-            return self.policies[policy].net.act(obs, np.full(len(obs), epsilon)), {}
+        def choose(
+            policy: str, obs: np.ndarray, env_index: np.ndarray, state: np.ndarray | None = None
+        ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+            return act_with(self.policies[policy].net, obs, np.full(len(obs), epsilon), state), {}
 
         versions = {p: f.version for p, f in self.policies.items()}
         env_steps = {p: f.env_steps for p, f in self.policies.items()}

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from tandem.daemons.actor.stepping import WorldStepping
+from tandem.daemons.actor.stepping import WorldStepping, refuse_core
 from tandem.daemons.config.policies import DEFAULT_POLICY
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.gym_envs import close_all
@@ -32,9 +32,10 @@ def episode_quotas(episodes: int, num_envs: int) -> np.ndarray:
 class GymRounds:
     """K gymnasium envs; each plays its quota of the round's episodes from a seeded reset."""
 
-    def __init__(self, envs: list[Any], window_episodes: int):
+    def __init__(self, envs: list[Any], window_episodes: int, state_size: int = 0):
         self.envs, self.window_episodes = envs, window_episodes
         self.spaces = {DEFAULT_POLICY: PolicySpaces((), envs[0].observation_space, envs[0].action_space, 0)}
+        self.state_size = state_size  # a recurrent policy's state per env (0: feed-forward)
 
     def play_round(
         self, choose: Chooser, seed: int, stopped: Callable[[], bool], tick: Callable[[], Any]
@@ -44,10 +45,17 @@ class GymRounds:
         obs = [np.asarray(env.reset(seed=seed + k)[0]) for k, env in enumerate(envs)]
         running = np.zeros(len(envs))
         returns: list[float] = []
+        states = np.zeros((len(envs), self.state_size), np.float32) if self.state_size else None
         while (active := np.flatnonzero(quotas > 0)).size:
             if stopped():
                 return None
-            actions, _ = choose(DEFAULT_POLICY, np.stack([obs[k] for k in active]), active)
+            batch = np.stack([obs[k] for k in active])
+            if states is None:
+                actions, _ = choose(DEFAULT_POLICY, batch, active)
+            else:  # the active envs' states, advanced by the choice and put back
+                state = states[active]
+                actions, _ = choose(DEFAULT_POLICY, batch, active, state=state)
+                states[active] = state
             actions = env_actions(self.spaces[DEFAULT_POLICY].action_space, np.asarray(actions))
             for action, k in zip(actions, active):
                 ob, reward, terminated, truncated, _ = envs[k].step(action.item() if np.ndim(action) == 0 else action)
@@ -57,6 +65,8 @@ class GymRounds:
                     running[k] = 0.0
                     quotas[k] -= 1
                     ob, _ = envs[k].reset()
+                    if states is not None:
+                        states[k] = 0.0
                 obs[k] = np.asarray(ob)
             tick()
         return {None: returns}
@@ -96,8 +106,9 @@ class WorldRounds:
 
 def make_rounds(envs: list[Any], api: str, config: RunConfig) -> GymRounds | WorldRounds:
     if api in MULTI_AGENT_APIS:
+        refuse_core(config, api)
         return WorldRounds(envs, api, config, seed=config.run.seed + 77_000)
-    return GymRounds(envs, config.eval.window_episodes)
+    return GymRounds(envs, config.eval.window_episodes, config.model.core_state_size())
 
 
 def round_counters(

@@ -11,7 +11,7 @@ import numpy as np
 from tandem.daemons.actor.exploration import actor_epsilons, decayed
 from tandem.daemons.actor.stepping import actor_envs, actor_seed, env_builder, make_stepping
 from tandem.daemons.algorithms import make_algorithm, make_feed, make_policy
-from tandem.daemons.algorithms.base import Policy
+from tandem.daemons.algorithms.base import Policy, act_with, explore_with
 from tandem.daemons.config.policies import DEFAULT_POLICY
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.gym_envs import build_each
@@ -57,8 +57,10 @@ class SerialActor:
         stepping = self.stepping
         epsilons = decayed(self.base_epsilons, stepping.env_steps, self.config.actors.epsilon_decay_steps)
 
-        def choose(policy: str, obs: np.ndarray, env_index: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-            return self.policy.explore(obs, epsilons[env_index])
+        def choose(
+            policy: str, obs: np.ndarray, env_index: np.ndarray, state: np.ndarray | None = None
+        ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+            return explore_with(self.policy, obs, epsilons[env_index], state)
 
         while True:
             stepping.tick(choose, {DEFAULT_POLICY: self.version})
@@ -140,8 +142,10 @@ class SerialEvaluator:
         self.policy.load_weights(weights)
         epsilon = self.config.eval.epsilon
 
-        def choose(policy: str, obs: np.ndarray, env_index: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
-            return self.policy.act(obs, np.full(len(obs), epsilon)), {}
+        def choose(
+            policy: str, obs: np.ndarray, env_index: np.ndarray, state: np.ndarray | None = None
+        ) -> tuple[np.ndarray, dict[str, Any]]:
+            return act_with(self.policy, obs, np.full(len(obs), epsilon), state), {}
 
         seed = self.config.run.seed + EVAL_SEED_OFFSET + self.played * self.num_envs
         returns = self.rounds.play_round(choose, seed, lambda: False, lambda: None)

@@ -266,3 +266,56 @@ def test_an_atari_policy_is_evaluated_on_preprocessed_frames_and_exported_with_i
     )
     frames = observations(policy.observation_space, 8)
     np.testing.assert_array_equal(load_exported(tmp_path / "out").act(frames), policy.act(frames))
+
+
+# ---------------------------------------------------------------- recurrent policies (model.core)
+
+
+@pytest.fixture
+def lstm_run(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))  # the example's env module, as `tandem up` finds it
+    run = tmp_path / "lstm"
+    yield run, make_run(run, "cartpole_lstm.toml", "model.core_size=16")["default"]
+    sys.modules.pop("hidden_velocity", None)
+
+
+def test_a_recurrent_policy_keeps_a_state_for_its_caller_or_takes_one_and_exports_with_its_core(lstm_run, tmp_path):
+    run, _ = lstm_run
+    policy = load_policy(run)
+    assert policy.recurrent and policy.initial_state(3).shape == (3, 32)
+    obs = observations(policy.observation_space, 40, seed=2)
+    held = np.array([policy.act(o) for o in obs])
+    state = policy.initial_state(1)
+    explicit = np.array([policy.act(o[None], state=state)[0] for o in obs])
+    np.testing.assert_array_equal(held, explicit)
+    assert np.any(state)  # the state moved on with every step
+    policy.reset()
+    np.testing.assert_array_equal([policy.act(o) for o in obs], held)  # a reset starts the episode afresh
+    # three callers side by side: each row of a batch carries its own state
+    streams = np.stack([obs, obs[::-1], obs])  # [3, steps, ...]
+    states = policy.initial_state(3)
+    side_by_side = np.array([policy.act(streams[:, t], state=states) for t in range(len(obs))])
+    np.testing.assert_array_equal(side_by_side[:, 0], held)
+    np.testing.assert_array_equal(side_by_side[:, 2], held)
+    exported = load_exported(Path(export_policy(policy, tmp_path / "out")).parent)
+    assert exported.recurrent
+    np.testing.assert_array_equal([exported.act(o) for o in obs], held)
+    with pytest.raises(PolicyError, match=r"float32 \[1, 32\]"):
+        policy.act(obs[0], state=np.zeros((1, 8), np.float32))
+
+
+def test_a_feed_forward_policy_refuses_a_state(appo_run):
+    policy = load_policy(appo_run[0])
+    assert not policy.recurrent
+    with pytest.raises(PolicyError, match="feed-forward"):
+        policy.initial_state()
+    with pytest.raises(PolicyError, match="feed-forward"):
+        policy.act(observations(policy.observation_space, 1)[0], state=np.zeros((1, 4), np.float32))
+
+
+def test_tandem_eval_of_a_recurrent_run_and_of_its_export_agree(lstm_run, tmp_path):
+    run, _ = lstm_run
+    assert invoke("export", run, tmp_path / "lstm-export").exit_code == 0
+    from_run = json.loads(invoke("eval", run, "--episodes", 3, "--seed", 4, "--json").output)
+    from_export = json.loads(invoke("eval", tmp_path / "lstm-export", "--episodes", 3, "--seed", 4, "--json").output)
+    assert from_run["returns"] == from_export["returns"] and len(from_run["returns"]) == 3

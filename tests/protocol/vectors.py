@@ -12,8 +12,9 @@ from pathlib import Path
 import msgpack
 import numpy as np
 
-from tandem.protocol import ControlReply, ControlRequest, Heartbeat, TransitionBatch, WeightBlob, WeightRequest
+from tandem.protocol import ControlReply, ControlRequest, Heartbeat, TransitionBatch, WeightBlob, WeightRequest, framing
 from tandem.protocol.limits import PROTOCOL_VERSION
+from tandem.protocol.transitions import CORE_ARRAYS
 
 PATH = Path(__file__).resolve().parents[2] / "protocol" / "test_vectors.json"
 
@@ -35,6 +36,14 @@ def tiny_batch() -> TransitionBatch:
         truncated=np.array([[False], [True]]),
         final_obs=np.array([[9.0, 9.5]], np.float32),
     )
+
+
+def with_state(batch: TransitionBatch, state: np.ndarray) -> list[bytes]:
+    """The batch's frames with a `core_state` array (PROTOCOL.md 2.1.3) as given, checked or not."""
+    fields = {name: getattr(batch, name) for name in ("policy_id", "actor_id", "incarnation", "seq")}
+    fields.update(policy_version=batch.policy_version, env_steps=batch.env_steps)
+    arrays = [(name, getattr(batch, name)) for name in CORE_ARRAYS] + [("core_state", state)]
+    return [bytes(f) for f in framing.encode(TransitionBatch.KIND, fields, arrays)]
 
 
 def header(**fields) -> bytes:
@@ -63,6 +72,10 @@ def vectors() -> list[dict]:
         ("weight_request", frames_of(WeightRequest("default", 4, "actor-0"))),
         ("weight_blob one tensor", blob),
         ("transition_batch truncated step", batch),
+        (
+            "transition_batch with a recurrent state",
+            with_state(tiny_batch(), np.array([[0.25, -0.5, 1.0]], np.float32)),
+        ),
     ]
     bad = [
         ("no frames", [], "frames"),
@@ -97,6 +110,17 @@ def vectors() -> list[dict]:
         ("transition_batch one array frame missing", batch[:-1], "arrays"),
         ("transition_batch object dtype", [with_dtype(batch[0], "|O"), *batch[1:]], "arrays[0].dtype"),
         ("transition_batch big-endian dtype", [with_dtype(batch[0], ">f4"), *batch[1:]], "arrays[0].dtype"),
+        (
+            "transition_batch recurrent state NaN",
+            with_state(tiny_batch(), np.array([[0.0, np.nan]], np.float32)),
+            "core_state",
+        ),
+        ("transition_batch recurrent state float64", with_state(tiny_batch(), np.zeros((1, 2))), "core_state"),
+        (
+            "transition_batch recurrent state for 2 envs of 1",
+            with_state(tiny_batch(), np.zeros((2, 2), np.float32)),
+            "core_state",
+        ),
         ("pickle bytes as a header", [b"\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00K\x01."], "header"),
         ("weight_blob checksum wrong", [header(**{**msgpack.unpackb(blob[0]), "checksum": 1}), *blob[1:]], "checksum"),
     ]

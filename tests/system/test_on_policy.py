@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tandem.daemons.runtime.exit_codes import ExitCode
-from tests.system.harness import finish, up
+from tests.system.harness import ROOT, finish, up
 
 
 def learner_metrics(tmp_path) -> list[dict]:
@@ -66,3 +66,31 @@ def test_impala_trains_cartpole_through_the_same_daemons(tmp_path):
     )
     assert summary["eval_return"] >= 100.0
     assert learner_metrics(tmp_path)[-1]["clip_fraction"] == 0.0  # no PPO clipping in plain IMPALA
+
+
+@pytest.mark.timeout(240)
+def test_an_lstm_learns_cartpole_without_velocities_and_keeps_its_memory_after_training(tmp_path, monkeypatch):
+    """Only positions are shown: a greedy 20-episode mean of 400 needs the state carried from step to step, by
+    the actors, the evaluator and a policy loaded back (a feed-forward policy stays under 60: docs/learning.md)."""
+    from tandem import load_policy
+    from tandem.client.api.evaluate import play_gym
+
+    summary = run_until_eval(tmp_path, "cartpole_lstm.toml", 400.0, 150.0)
+    assert summary["eval_return"] >= 400.0
+    assert learner_metrics(tmp_path)[-1]["batches_malformed"] == 0
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    policy = load_policy(tmp_path / "run", checkpoint="solved")
+    config = policy.spec.config
+    remembered = play_gym(policy, config, episodes=5, seed=3, sample=False, render=None, video=None)
+    assert remembered["return"]["mean"] >= 300.0
+
+    class Forgetful:  # the same weights, the state wiped before every step
+        def reset(self):
+            pass
+
+        def act(self, obs, sample=False):
+            policy.reset()
+            return policy.act(obs, sample=sample)
+
+    forgot = play_gym(Forgetful(), config, episodes=5, seed=3, sample=False, render=None, video=None)
+    assert forgot["return"]["mean"] < remembered["return"]["mean"] / 2

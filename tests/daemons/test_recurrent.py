@@ -1,0 +1,249 @@
+"""Recurrent cores (model.core): the state actors carry is the state the learner runs the core from."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tandem.daemons.algorithms import make_algorithm
+from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP, stack_unrolls
+from tandem.daemons.config import ConfigError, load_config
+from tandem.daemons.learner.daemon import Learner
+from tandem.daemons.runtime.signals import StopFlag
+from tandem.daemons.serial.parts import SerialActor, SerialEvaluator
+from tandem.protocol import ProtocolError, TransitionBatch, framing, sockets
+from tandem.protocol.joining import join_unrolls
+from tandem.protocol.transitions import CORE_ARRAYS
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+CONFIG = EXAMPLES / "cartpole_lstm.toml"
+STEPS, ENVS = 8, 3
+
+
+@pytest.fixture(autouse=True)
+def beside(monkeypatch):
+    """The examples' folder on the import path, as `tandem up` puts a config's folder there."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    yield
+    sys.modules.pop("hidden_velocity", None)
+
+
+def recurrent_config(tmp_path, core="lstm", *more):
+    # episodes of at most 11 steps: terminations and truncations fall inside unrolls of 8
+    return load_config(
+        CONFIG,
+        [f"run.dir='{tmp_path}'", f"model.core='{core}'", "model.core_size=16", f"env.num_envs={ENVS}"]
+        + [f"actors.unroll_length={STEPS}", "env.max_episode_steps=11", *more],
+    )
+
+
+def collect(config, count: int, weights=None) -> list[TransitionBatch]:
+    """`count` consecutive unrolls of one serial actor (the actor daemon's stepping and policy), acting with
+    `weights` (a learner's) where given."""
+    actor = SerialActor(config)
+    try:
+        if weights is not None:
+            actor.load(0, weights)
+        out: list[TransitionBatch] = []
+        while len(out) < count:
+            out += actor.unrolls()
+        return out[:count]
+    finally:
+        actor.close()
+
+
+def learner_logp(algorithm, unrolls: list[TransitionBatch]) -> np.ndarray:
+    """log pi(a|x) [T, K] the learner computes for the unrolls side by side, from their initial states."""
+    d = stack_unrolls(unrolls, algorithm.net.head, algorithm.device, 1.0)
+    with torch.no_grad():
+        _, logp, values = algorithm.evaluate_unrolls(d)
+    steps, n = d.rewards.shape
+    assert values.shape[0] == (steps + 1) * n + d.finals.shape[0]  # a value for every row and final observation
+    return logp.numpy()
+
+
+@pytest.mark.parametrize("core", ["lstm", "gru"])
+def test_the_learner_recomputes_what_the_actor_acted_with_whole_or_split(tmp_path, core):
+    config = recurrent_config(tmp_path, core)
+    algorithm = sharp_learner(config)
+    unrolls = collect(config, 4, algorithm.weights())
+    logp = np.concatenate([u.extras[BEHAVIOUR_LOGP] for u in unrolls])
+    assert logp.std() > 0.1  # the actions' probabilities vary with the state: the comparisons below mean something
+    ends = np.concatenate([u.terminated | u.truncated for u in unrolls])
+    assert ends[:-1].any() and any(u.truncated.any() for u in unrolls)  # episode starts inside unrolls
+    assert not np.any(unrolls[0].core_state)  # a fresh actor starts from zeros
+    assert all(np.any(u.core_state) for u in unrolls[1:])  # later ones carry the state on
+    # the actor acted with the learner's weights, so the log-probs must agree
+    for u in unrolls:
+        np.testing.assert_allclose(learner_logp(algorithm, [u]), u.extras[BEHAVIOUR_LOGP], atol=2e-5)
+    whole = learner_logp(algorithm, [join_unrolls(unrolls)])
+    split = np.concatenate([learner_logp(algorithm, [u]) for u in unrolls])
+    np.testing.assert_allclose(whole, split, atol=2e-5)
+    # split at any point: the state at the split is the one the actor carried there
+    for cut in range(1, len(unrolls)):
+        first, second = join_unrolls(unrolls[:cut]), join_unrolls(unrolls[cut:])
+        again = np.concatenate([learner_logp(algorithm, [first]), learner_logp(algorithm, [second])])
+        np.testing.assert_allclose(again, whole, atol=2e-5)
+
+
+def sharp_learner(config):
+    """A learner whose policy depends strongly on the core's output (a fresh one is near-uniform by design)."""
+    algorithm = make_algorithm(config, *unrolls_spaces(config), "cpu", mask_size=0)
+    with torch.no_grad():
+        algorithm.net.policy_head.weight.mul_(1000.0)
+    return algorithm
+
+
+def unrolls_spaces(config):
+    actor = SerialActor(config)
+    try:
+        return actor.spaces.observation_space, actor.spaces.action_space
+    finally:
+        actor.close()
+
+
+def test_the_state_matters_to_the_learner(tmp_path):
+    """A wrong initial state gives other log-probs: the learner really starts from the state it is sent."""
+    config = recurrent_config(tmp_path)
+    algorithm = sharp_learner(config)
+    later = collect(config, 2, algorithm.weights())[1]
+    np.testing.assert_allclose(learner_logp(algorithm, [later])[0], later.extras[BEHAVIOUR_LOGP][0], atol=2e-5)
+    zeroed = dataclasses.replace(later, core_state=np.zeros_like(later.core_state))
+    assert not np.allclose(learner_logp(algorithm, [zeroed])[0], later.extras[BEHAVIOUR_LOGP][0], atol=1e-2)
+
+
+def test_an_update_trains_the_core_and_keeps_weights_finite(tmp_path):
+    config = recurrent_config(tmp_path, "lstm", "algorithm.minibatches=3", "algorithm.epochs=2")
+    unrolls = collect(config, 2)
+    algorithm = make_algorithm(config, *unrolls_spaces(config), "cpu", mask_size=0)
+    before = {k: v.copy() for k, v in algorithm.weights().items()}
+    for targets in ("per_update", "per_minibatch"):
+        algorithm.cfg.targets = targets
+        metrics = algorithm.update(unrolls).metrics
+        assert np.isfinite(metrics["loss"]) and metrics["entropy"] > 0
+    after = algorithm.weights()
+    assert not np.array_equal(before["core.weight_hh"], after["core.weight_hh"])  # the gradient reached the core
+    assert all(np.isfinite(v).all() for v in after.values())
+
+
+def test_the_core_state_travels_bit_exact_and_bad_ones_are_refused_by_name(tmp_path):
+    batch = collect(recurrent_config(tmp_path), 2)[1]
+    again = TransitionBatch.from_frames([bytes(f) for f in batch.to_frames()])
+    assert again.core_state.tobytes() == batch.core_state.tobytes() and again.core_state.dtype == np.float32
+    plain = dataclasses.replace(batch, core_state=None)
+    assert TransitionBatch.from_frames([bytes(f) for f in plain.to_frames()]).core_state is None
+    bad = {
+        "float64": batch.core_state.astype(np.float64),
+        "one env short": batch.core_state[:-1],
+        "three dimensions": batch.core_state[:, :, None],
+        "NaN": np.where(np.arange(batch.core_state.shape[1]) == 3, np.nan, batch.core_state).astype(np.float32),
+    }
+    for what, state in bad.items():
+        with pytest.raises(ProtocolError, match="core_state"):
+            dataclasses.replace(batch, core_state=state).check_shapes()
+            pytest.fail(f"a {what} state passed")
+
+
+def test_a_learner_refuses_a_state_that_does_not_fit_its_core(tmp_path):
+    config = recurrent_config(tmp_path)
+    batch = collect(config, 1)[0]
+    algorithm = make_algorithm(config, *unrolls_spaces(config), "cpu", mask_size=0)
+    algorithm.check_batch(batch)
+    with pytest.raises(ValueError, match="core_state is missing"):
+        algorithm.check_batch(dataclasses.replace(batch, core_state=None))
+    with pytest.raises(ValueError, match=r"core_state must be float32 \[K=3, 32\]"):
+        algorithm.check_batch(dataclasses.replace(batch, core_state=np.zeros((ENVS, 8), np.float32)))
+    feed_forward = recurrent_config(tmp_path, "none")
+    plain = make_algorithm(feed_forward, *unrolls_spaces(feed_forward), "cpu", mask_size=0)
+    with pytest.raises(ValueError, match="feed-forward"):
+        plain.check_batch(batch)
+
+
+def test_a_feed_forward_actor_sends_no_state(tmp_path):
+    batch = collect(recurrent_config(tmp_path, "none"), 1)[0]
+    assert batch.core_state is None
+    header, _ = framing.decode_header(batch.to_frames())
+    assert "core_state" not in {a["name"] for a in header["arrays"]}
+
+
+def test_the_evaluator_carries_a_state_per_env_and_resets_it(tmp_path):
+    """Greedy rounds with a recurrent policy run, and give the same returns twice (the state starts fresh)."""
+    config = recurrent_config(tmp_path, "lstm", "eval.num_envs=3", "eval.window_episodes=5")
+    evaluator = SerialEvaluator(config)
+    try:
+        actor_weights = make_algorithm(config, *unrolls_spaces(config), "cpu", mask_size=0).weights()
+        first = evaluator.evaluate(0, actor_weights)
+        evaluator.played = 0
+        second = evaluator.evaluate(0, actor_weights)
+        assert first == second and first["eval_return"] > 0
+    finally:
+        evaluator.close()
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        (["algorithm.name='double_dqn'"], "model.core"),
+        (["algorithm.minibatch_by='steps'"], "algorithm.minibatch_by"),
+        (["actors.mode='serve'"], "model.core"),
+    ],
+)
+def test_a_core_the_run_cannot_train_is_refused_by_its_key(tmp_path, override, key):
+    with pytest.raises(ConfigError, match=key):
+        load_config(CONFIG, [f"run.dir='{tmp_path}'", *override])
+
+
+@pytest.fixture
+def recurrent_learner(tmp_path):
+    config = recurrent_config(tmp_path, "lstm", f"algorithm.batch_size={STEPS * ENVS}")
+    learner = Learner(config, "default", StopFlag(), control_endpoint=None)
+    learner.build()
+    learner.binding.bind()  # loopback, free ports: each update publishes a version
+    yield learner
+    learner.metrics.close()
+    sockets.close_context(learner.runtime.ctx, 0)
+
+
+def nan_state(state: np.ndarray) -> np.ndarray:
+    bad = state.copy()
+    bad[1, 5] = np.nan
+    return bad
+
+
+BAD_STATES = {  # what is wrong -> (the batch's core_state, the reason it is counted under)
+    "missing": (lambda s: None, "algorithm"),
+    "of another width": (lambda s: np.zeros((ENVS, 8), np.float32), "algorithm"),
+    "float64": (lambda s: s.astype(np.float64), "frames"),
+    "one env short": (lambda s: s[:-1].copy(), "frames"),
+    "NaN": (nan_state, "frames"),
+}
+
+
+@pytest.mark.parametrize("what", list(BAD_STATES))
+def test_a_batch_with_a_bad_state_is_counted_by_reason_dropped_and_the_learner_goes_on(recurrent_learner, what):
+    learner = recurrent_learner
+    good = [dataclasses.replace(u, policy_version=0) for u in collect(learner.config, 2)]
+    make, reason = BAD_STATES[what]
+    learner.intake.handle(frames(dataclasses.replace(good[1], core_state=make(good[1].core_state))))
+    counts = learner.progress.counts
+    assert counts["batches_malformed"] == 1 and counts[f"malformed_{reason}"] == 1
+    assert counts["transitions_inserted"] == 0
+    learner.intake.handle(frames(good[0]))
+    assert counts["transitions_inserted"] == STEPS * ENVS
+    assert learner.train_step() and np.isfinite(learner.training.last_metrics["loss"])
+
+
+def frames(batch: TransitionBatch) -> list[bytes]:
+    """The bytes an actor would send (framing checks run on the way in, not out)."""
+    fields = {name: getattr(batch, name) for name in ("policy_id", "actor_id", "incarnation", "seq")}
+    fields.update(policy_version=batch.policy_version, env_steps=batch.env_steps)
+    arrays = [(name, getattr(batch, name)) for name in CORE_ARRAYS]
+    if batch.core_state is not None:
+        arrays.append(("core_state", batch.core_state))
+    arrays += [(f"extra.{name}", a) for name, a in batch.extras.items()]
+    return [bytes(f) for f in framing.encode(TransitionBatch.KIND, fields, arrays)]
