@@ -136,8 +136,13 @@ def play_world(
     api, build_one = env_builder(config, training=False)
     rounds = make_rounds([build_one()], api, config)
 
-    def choose(name: str, obs: np.ndarray, env_index: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        return policies[name].act(obs, sample=sample), {}  # obs [B, ...]: already flattened by the world
+    def choose(
+        name: str, obs: np.ndarray, env_index: np.ndarray, state: np.ndarray | None = None
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        # obs [B, ...]: already flattened by the world; a recurrent policy's agents' states come with them
+        if state is None:
+            return policies[name].act(obs, sample=sample), {}
+        return policies[name].act(obs, sample=sample, state=state), {}
 
     try:
         returns = rounds.play_round(choose, seed, lambda: False, lambda: None)

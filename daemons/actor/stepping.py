@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from tandem.daemons.actor.unroll import FrameRows, FrameUnrollBuilder, UnrollBuilder
-from tandem.daemons.config.policies import DEFAULT_POLICY
+from tandem.daemons.config.policies import DEFAULT_POLICY, policy_config
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.atari import stacks_by_rule
 from tandem.daemons.envs.gym_envs import EnvBuildError, EnvGroup, build_each, make_env
@@ -149,8 +149,17 @@ class WorldStepping:
         self.worlds = worlds
         self.spaces = policy_spaces(config, worlds[0])
         unroll = config.actors.unroll_length if record else 1
+        sizes = {policy: policy_config(config, policy).model.core_state_size() for policy in self.spaces}
         self.rollout = MultiAgentRollout(
-            worlds, api, self.spaces, unroll, stream_id, seed=seed, record=record, incarnation=incarnation
+            worlds,
+            api,
+            self.spaces,
+            unroll,
+            stream_id,
+            seed=seed,
+            record=record,
+            incarnation=incarnation,
+            state_sizes=sizes,
         )
         self.outbox = self.rollout.outbox
         self.new_episodes: list[Episode] = []
@@ -228,17 +237,7 @@ def make_stepping(
 ) -> GymStepping | WorldStepping:
     """The stepping for `envs` already built by `env_builder`'s or `actor_envs`'s function."""
     if api in MULTI_AGENT_APIS:
-        refuse_core(config, api)
         return WorldStepping(envs, api, config, stream_id, seed, incarnation, record=record)
     games = config.env.games
     group = VectorGroup(envs[0], seed, games=games) if api == VECTOR_API else EnvGroup(envs, seed=seed, games=games)
     return GymStepping(group, config, stream_id, incarnation)
-
-
-def refuse_core(config: RunConfig, api: str) -> None:
-    """A recurrent core is carried per gymnasium env; PettingZoo worlds' agent streams do not carry one yet."""
-    if config.model.core != "none":
-        raise EnvBuildError(
-            f"model.core = {config.model.core!r} is for gymnasium envs; env.id {config.env.id!r} is a PettingZoo "
-            f"{api} env, whose agents cannot carry a recurrent state yet (set model.core = 'none')"
-        )

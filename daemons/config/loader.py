@@ -93,7 +93,7 @@ def check_relations(config: RunConfig) -> None:
 
 
 def check_core(config: RunConfig, where: str) -> None:
-    """A recurrent core needs an algorithm that trains one, and actors that step their own envs."""
+    """A recurrent core needs an algorithm that trains one."""
     core = config.model.core
     if core == "none":
         return
@@ -102,12 +102,6 @@ def check_core(config: RunConfig, where: str) -> None:
             f"{where}model.core",
             f"{core!r} needs an algorithm that trains a recurrent core ({', '.join(recurrent_algorithms())}); "
             f"algorithm {config.algorithm.name!r} is feed-forward only: set model.core = 'none'",
-        )
-    if config.actors.mode != "env":
-        raise ConfigError(
-            f"{where}model.core",
-            f"{core!r} is not served yet by actors.mode = {config.actors.mode!r} (the action server keeps no "
-            "per-game state): use actors.mode = 'env', or model.core = 'none'",
         )
 
 

@@ -41,6 +41,7 @@ class MultiAgentRollout:
         record: bool = True,
         incarnation: int = 0,
         return_window: int = 100,
+        state_sizes: dict[str, int] | None = None,
     ):
         self.worlds, self.api, self.spaces, self.record = worlds, api, spaces, record
         self.incarnation = incarnation
@@ -52,7 +53,8 @@ class MultiAgentRollout:
         for k in range(len(worlds)):
             for agent, policy in self.policy_of.items():
                 dtype = np.dtype(spaces[policy].action_space.dtype or np.int64)
-                self.streams[(k, agent)] = AgentStream(f"{stream_prefix}/{k}/{agent}", unroll_length, dtype)
+                size = (state_sizes or {}).get(policy, 0)  # a recurrent policy's agents each carry a state
+                self.streams[(k, agent)] = AgentStream(f"{stream_prefix}/{k}/{agent}", unroll_length, dtype, size)
         self.outbox: list[TransitionBatch] = []
         self.running_return: dict[tuple[int, str], float] = {key: 0.0 for key in self.streams}
         self.running_length: dict[tuple[int, str], int] = {key: 0 for key in self.streams}
@@ -102,6 +104,8 @@ class MultiAgentRollout:
             final = self.adapters[agent](raw_obs) if truncated else None
             stream.outcome(reward, terminated, truncated, final)
         if terminated or truncated:
+            if stream.state is not None:  # recorded or not, the agent's next episode starts from a fresh state
+                stream.state[:] = 0.0
             episode = (agent, self.running_return[key], self.running_length[key])
             self.finished.append(episode)
             self.new_episodes.append(episode)
@@ -114,7 +118,15 @@ class MultiAgentRollout:
         for i, (_, agent, _) in enumerate(turns):
             by_policy.setdefault(self.policy_of[agent], []).append(i)
         for policy, idx in by_policy.items():
-            chosen, extras = choose(policy, np.stack([turns[i][2] for i in idx]), np.array([turns[i][0] for i in idx]))
+            obs, worlds = np.stack([turns[i][2] for i in idx]), np.array([turns[i][0] for i in idx])
+            streams = [self.streams[(turns[i][0], turns[i][1])] for i in idx]
+            if streams[0].state is None:
+                chosen, extras = choose(policy, obs, worlds)
+            else:  # the agents' states, advanced by the choice and put back
+                states = np.stack([stream.state for stream in streams])
+                chosen, extras = choose(policy, obs, worlds, state=states)
+                for stream, state in zip(streams, states):
+                    stream.state[:] = state
             sent = env_actions(self.spaces[policy].action_space, np.asarray(chosen))
             for j, (i, action) in enumerate(zip(idx, sent)):
                 k, agent, _ = turns[i]
@@ -133,6 +145,8 @@ class MultiAgentRollout:
             raise RuntimeError("restart would cut the recorded streams; only an evaluating rollout restarts")
         for key in self.running_return:
             self.running_return[key], self.running_length[key] = 0.0, 0
+            if self.streams[key].state is not None:
+                self.streams[key].state[:] = 0.0
         self.new_episodes.clear()
         for k in range(len(self.worlds)):
             self._reset(k, seed + k)

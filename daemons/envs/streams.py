@@ -17,9 +17,13 @@ class AgentStream:
     why each is its own unroll: a batch of K streams would wait for the slowest.
     """
 
-    def __init__(self, stream_id: str, steps: int, action_dtype: np.dtype):
+    def __init__(self, stream_id: str, steps: int, action_dtype: np.dtype, state_size: int = 0):
         self.stream_id, self.steps, self.action_dtype = stream_id, steps, action_dtype
         self.seq = 0
+        # A recurrent policy's state (PROTOCOL.md 2.1.3): `state` is what the agent acts from next (its owner
+        # advances it with each action and zeroes it when an episode ends); `first_state` what the unroll began from
+        self.state = np.zeros(state_size, np.float32) if state_size else None
+        self.first_state = None if self.state is None else self.state.copy()
         self._clear()
         self.awaiting_outcome = False
 
@@ -54,6 +58,8 @@ class AgentStream:
         self.truncated.append(bool(truncated))
         if truncated:
             self.finals.append(final_obs)
+        if self.state is not None and (terminated or truncated):
+            self.state[:] = 0.0  # the next observation starts an episode
         self.awaiting_outcome = False
 
     def ready(self) -> bool:
@@ -84,7 +90,10 @@ class AgentStream:
             }
             if self.extras
             else {},
+            core_state=None if self.first_state is None else self.first_state[None].copy(),
         )
+        if self.state is not None:  # the next unroll starts from the last observation, with the state to act on it
+            self.first_state = self.state.copy()
         self.seq += 1
         last = self.obs[-1]
         self._clear()

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from tandem.daemons.actor.stepping import WorldStepping, refuse_core
+from tandem.daemons.actor.stepping import WorldStepping
 from tandem.daemons.config.policies import DEFAULT_POLICY
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.gym_envs import close_all
@@ -106,7 +106,6 @@ class WorldRounds:
 
 def make_rounds(envs: list[Any], api: str, config: RunConfig) -> GymRounds | WorldRounds:
     if api in MULTI_AGENT_APIS:
-        refuse_core(config, api)
         return WorldRounds(envs, api, config, seed=config.run.seed + 77_000)
     return GymRounds(envs, config.eval.window_episodes, config.model.core_state_size())
 

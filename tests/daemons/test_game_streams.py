@@ -249,3 +249,38 @@ def test_each_life_of_a_server_reserves_stream_ids_past_every_earlier_life(tmp_p
     path.write_text("garbage\n")
     with pytest.raises(ValueError, match="not the next free stream id"):
         reserve_stream_ids(path)
+
+
+def test_each_stream_of_a_recurrent_policy_keeps_its_own_state_and_starts_each_episode_fresh():
+    games = GameStreams(SPACES, "actor-0", incarnation=5, unroll_length=T, max_streams=8, state_size=2)
+    a, b = games.hello(b"a", GameHello(1, "g", 2), 0.0)
+    for t in range(2):  # two steps of both streams; each action leaves a state of its own stream behind
+        for stream in (a, b):
+            assert games.step(b"a", GameStep(t, stream, obs(0, 0, t), 1.0), 0.0)
+        batch = games.take_batch(10)
+        states = games.states(batch)
+        expected = np.zeros((2, 2), np.float32) if t == 0 else np.array([[a, 1], [b, 1]], np.float32)
+        np.testing.assert_array_equal(states, expected)  # what each stream's last action left, per stream
+        for request in batch:
+            games.acted(request, np.int64(0), 3, {}, np.array([request.stream, t + 1], np.float32))
+    assert not games.step(b"a", GameStep(9, a, obs(0, 0, 2), 1.0, True), 0.0)  # stream a's episode ends
+    for stream in (a, b):
+        assert games.step(b"a", GameStep(10, stream, obs(0, 1, 0), 1.0), 0.0)
+    batch = games.take_batch(10)
+    np.testing.assert_array_equal(games.states(batch), [[0, 0], [b, 2]])  # a starts afresh, b goes on
+    for request in batch:
+        games.acted(request, np.int64(0), 3, {}, np.array([request.stream, 7], np.float32))
+    for t in range(2 * T):  # until both streams have sent two whole unrolls
+        for stream in (a, b):
+            games.step(b"a", GameStep(20 + t, stream, obs(0, 1, t + 1), 1.0), 0.0)
+        for request in games.take_batch(10):
+            games.acted(request, np.int64(0), 3, {}, np.array([request.stream, 8 + t], np.float32))
+    first = {batch.actor_id: batch for batch in games.outbox if batch.seq == 0}
+    assert set(first) == {f"actor-0/g{a}", f"actor-0/g{b}"}
+    for batch in first.values():
+        np.testing.assert_array_equal(batch.core_state, np.zeros((1, 2), np.float32))  # each began fresh
+        batch.check_shapes()
+    later = [batch for batch in games.outbox if batch.seq == 1]
+    assert len(later) == 2
+    for batch in later:  # an unroll after the first begins from the state its stream had reached
+        assert batch.core_state.shape == (1, 2) and batch.core_state[0, 0] == int(batch.actor_id.rsplit("g", 1)[1])

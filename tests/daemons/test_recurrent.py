@@ -190,7 +190,7 @@ def test_the_evaluator_carries_a_state_per_env_and_resets_it(tmp_path):
     [
         (["algorithm.name='double_dqn'"], "model.core"),
         (["algorithm.minibatch_by='steps'"], "algorithm.minibatch_by"),
-        (["actors.mode='serve'"], "model.core"),
+        (["algorithm.name='sac'"], "model.core"),
     ],
 )
 def test_a_core_the_run_cannot_train_is_refused_by_its_key(tmp_path, override, key):
@@ -247,3 +247,44 @@ def frames(batch: TransitionBatch) -> list[bytes]:
         arrays.append(("core_state", batch.core_state))
     arrays += [(f"extra.{name}", a) for name, a in batch.extras.items()]
     return [bytes(f) for f in framing.encode(TransitionBatch.KIND, fields, arrays)]
+
+
+def test_each_agent_of_a_pettingzoo_world_carries_its_own_state_to_its_policy_learner(tmp_path):
+    """Two recurrent policies in one world: every agent stream's unrolls start from the state it reached, so each
+    learner recomputes what its agents acted with, episode ends (MPE's 25-cycle cut) inside unrolls included."""
+    from tandem.daemons.actor.stepping import actor_envs, make_stepping
+    from tandem.daemons.algorithms import make_policy
+    from tandem.daemons.algorithms.base import explore_with
+    from tandem.daemons.config.policies import policy_config
+
+    config = load_config(
+        EXAMPLES / "speaker_listener.toml",
+        [f"run.dir='{tmp_path}'", "algorithm.name='appo'", "algorithm.minibatch_by='unrolls'", "model.core='gru'"]
+        + ["model.core_size=8", f"actors.unroll_length={STEPS}", "env.num_envs=2"],
+    )
+    api, build = actor_envs(config, 5)
+    stepping = make_stepping(build(lambda stage: None), api, config, "actor-0", 5, incarnation=0)
+    try:
+        learners, policies = {}, {}
+        for name, spaces in stepping.spaces.items():
+            pconf = policy_config(config, name)
+            learners[name] = make_algorithm(pconf, spaces.observation_space, spaces.action_space, "cpu", 0)
+            with torch.no_grad():
+                learners[name].net.policy_head.weight.mul_(300.0)
+            policies[name] = make_policy(pconf, spaces.observation_space, spaces.action_space, 3, 0)
+            policies[name].load_weights(learners[name].weights())
+
+        def choose(policy, obs, env_index, state=None):
+            return explore_with(policies[policy], obs, np.zeros(len(obs)), state)
+
+        while len(stepping.outbox) < 16:
+            stepping.tick(choose, {name: 0 for name in policies})
+        batches = list(stepping.outbox)
+    finally:
+        stepping.close()
+    assert {b.policy_id for b in batches} == set(policies)
+    assert any(b.truncated.any() for b in batches) and any(np.any(b.core_state) for b in batches)
+    for batch in batches:
+        np.testing.assert_allclose(
+            learner_logp(learners[batch.policy_id], [batch]), batch.extras[BEHAVIOUR_LOGP], atol=5e-5
+        )

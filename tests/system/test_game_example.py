@@ -13,11 +13,21 @@ import pytest
 from tandem.daemons.runtime.exit_codes import ExitCode
 from tests.system.harness import ROOT, finish, up
 
+# A recurrent policy's server keeps a state per game stream and sends each unroll's initial one: its learner
+# counts a batch without it (or of another width) as malformed, so `batches_malformed == 0` below checks that too.
+RECURRENT = ("model.core='lstm'", "model.core_size=32", "algorithm.minibatch_by='unrolls'")
+
 
 @pytest.mark.timeout(150)
-def test_two_game_processes_train_the_learner_through_the_action_server(tmp_path):
+@pytest.mark.parametrize("core", [(), RECURRENT], ids=["feed-forward", "lstm"])
+def test_two_game_processes_train_the_learner_through_the_action_server(tmp_path, core):
     proc = up(
-        tmp_path, "stop.seconds=35", "eval.enabled=false", "algorithm.batch_size=256", example="game_cartpole.toml"
+        tmp_path,
+        "stop.seconds=30",
+        "eval.enabled=false",
+        "algorithm.batch_size=256",
+        *core,
+        example="game_cartpole.toml",
     )
     games = subprocess.Popen(
         [

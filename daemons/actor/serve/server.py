@@ -17,6 +17,7 @@ from tandem.daemons.actor.serve.address import endpoint_file, serve_endpoint
 from tandem.daemons.actor.serve.stats import ServeStats, server_counters
 from tandem.daemons.actor.serve.stream_ids import reserve_stream_ids, stream_ids_file
 from tandem.daemons.actor.serve.streams import GameStreams, StepRefused
+from tandem.daemons.algorithms.base import explore_with
 from tandem.daemons.config.policies import DEFAULT_POLICY
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.probe import probe_policy_spaces
@@ -112,7 +113,13 @@ class GameServer:
         a, name = self.config.actors, self.runtime.name
         ids = reserve_stream_ids(stream_ids_file(self.config, name))
         return GameStreams(
-            spaces, name, self.runtime.reporter.incarnation, a.unroll_length, a.serve_max_streams, ids=ids
+            spaces,
+            name,
+            self.runtime.reporter.incarnation,
+            a.unroll_length,
+            a.serve_max_streams,
+            ids=ids,
+            state_size=self.config.model.core_state_size(),
         )
 
     def bind(self) -> None:
@@ -266,7 +273,8 @@ class GameServer:
         batch = games.take_batch(self.max_batch)
         obs = np.stack([r.obs for r in batch])
         eps = self.epsilons[[r.stream % EPSILON_SLOTS for r in batch]]
-        chosen, extras = link.net.explore(obs, eps)
+        states = games.states(batch)  # a recurrent policy's, advanced by the choice
+        chosen, extras = explore_with(link.net, obs, eps, states)
         chosen = np.asarray(chosen)
         sent = env_actions(games.spaces[DEFAULT_POLICY].action_space, chosen).astype(games.action_dtype, copy=False)
         version = link.version
@@ -275,7 +283,11 @@ class GameServer:
             j
             for j, request in enumerate(batch)
             if games.acted(
-                request, chosen[j], version, {name: values[j] for name, values in extras.items()} if extras else {}
+                request,
+                chosen[j],
+                version,
+                {name: values[j] for name, values in extras.items()} if extras else {},
+                None if states is None else states[j],
             )
         ]
         if owed:

@@ -101,12 +101,14 @@ class GameStreams:
         max_streams: int,
         return_window: int = 100,
         ids: range = range(1, 1 << 63),
+        state_size: int = 0,
     ):
         self.spaces = {DEFAULT_POLICY: spaces}
         self.wire_spaces = game_spaces(spaces)
         self.action_dtype = np.dtype(self.wire_spaces.action_dtype)
         self.server_name, self.incarnation, self.unroll_length = server_name, incarnation, unroll_length
         self.max_streams = max_streams
+        self.state_size = state_size  # a recurrent policy's state per stream (0: feed-forward)
         self.sessions: dict[bytes, Session] = {}
         self.open_streams = 0
         self.awaited = 0  # streams a batch waits for (Stream.awaited): stepped within AWAIT_RECENT_S, no episode end
@@ -150,7 +152,9 @@ class GameStreams:
         streams = {}
         for sid in range(self.next_id, self.next_id + hello.streams):
             streams[sid] = Stream(
-                sid, AgentStream(f"{self.server_name}/g{sid}", self.unroll_length, self.action_dtype), last_step=now
+                sid,
+                AgentStream(f"{self.server_name}/g{sid}", self.unroll_length, self.action_dtype, self.state_size),
+                last_step=now,
             )
         self.next_id += hello.streams
         self.sessions[identity] = Session(identity, hello.game, streams, now)
@@ -277,12 +281,38 @@ class GameStreams:
         self.episodes += 1
         stream.episode_return, stream.episode_length = 0.0, 0
 
-    def acted(self, request: Request, action: np.ndarray, version: int, extras: dict[str, np.ndarray]) -> bool:
-        """The action chosen for `request`; False when its session or stream ended meanwhile."""
+    def stream_of(self, request: Request) -> Stream | None:
+        """The stream `request` waits on, or None when its session or stream ended meanwhile."""
         session = self.sessions.get(request.session)
         stream = session.streams.get(request.stream) if session else None
-        if stream is None or stream.pending is not request:
+        return stream if stream is not None and stream.pending is request else None
+
+    def states(self, batch: list[Request]) -> np.ndarray | None:
+        """A recurrent policy's states [B, S] for the requests' streams (zeros for one gone meanwhile); else None."""
+        if not self.state_size:
+            return None
+        out = np.zeros((len(batch), self.state_size), np.float32)
+        for j, request in enumerate(batch):
+            stream = self.stream_of(request)
+            if stream is not None:
+                out[j] = stream.record.state
+        return out
+
+    def acted(
+        self,
+        request: Request,
+        action: np.ndarray,
+        version: int,
+        extras: dict[str, np.ndarray],
+        state: np.ndarray | None = None,
+    ) -> bool:
+        """The action chosen for `request` (and a recurrent policy's state after it); False when its session or
+        stream ended meanwhile."""
+        stream = self.stream_of(request)
+        if stream is None:
             return False
+        if state is not None:
+            stream.record.state[:] = state
         stream.pending = None
         stream.record.acted(action, version, extras)
         stream.episode_length += 1
