@@ -14,12 +14,13 @@
 #                                            test_supervisor_observe.py, tests/system/test_tracking.py (wandb)
 #   the docs extra                           tests/test_docs.py (builds the MkDocs site in strict mode)
 #   the mujoco extra                         tests/daemons/test_sac.py trains the HalfCheetah-v5 example
+#   the minigrid extra                       tests/daemons/test_dict_obs.py trains on MiniGrid's Dict observations
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(gcc make libc6-dev libzmq3-dev libmsgpack-dev munge slurmctld slurmd slurm-client tmux systemd
               iproute2 util-linux)
-EXTRAS="test,envpool,tensorboard,tracking,docs,mujoco"
+EXTRAS="test,envpool,tensorboard,tracking,docs,mujoco,minigrid"
 
 started=$SECONDS
 step() {  # step NAME COMMAND...: runs it and says how long it took

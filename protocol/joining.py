@@ -16,6 +16,8 @@ def joinable(first: TransitionBatch, second: TransitionBatch) -> bool:
 
     Frame-stacked batches (same `obs_stack`) also need `second.obs_history` to be the older frames of
     `first.obs[T]`'s stacks: then the joined batch, which keeps only `first`'s history, rebuilds both."""
+    if first.keyed or second.keyed:  # Dict observations are for on-policy learners, which take unrolls one by one
+        return False
     return (
         first.policy_id == second.policy_id
         and first.actor_id == second.actor_id

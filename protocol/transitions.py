@@ -8,11 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from tandem.protocol import framing
+from tandem.protocol import framing, keyed
 from tandem.protocol.errors import ProtocolError
 from tandem.protocol.limits import DEFAULT_LIMITS, Limits
 
 CORE_ARRAYS = ("obs", "actions", "rewards", "terminated", "truncated", "final_obs")
+KEYED_ARRAYS = ("obs", "final_obs")  # a Dict observation's keys travel as obs.KEY and final_obs.KEY (PROTOCOL.md 2.1.4)
 MAX_EXTRAS = 16
 MAX_OBS_STACK = 64  # frames per stacked observation a receiver accepts
 STACK_HISTORY = "obs_history"  # the earlier frames of obs[0]'s stacks, in a stacked batch (PROTOCOL.md 2.1.2)
@@ -64,8 +65,16 @@ class TransitionBatch:
     KIND = "transition_batch"
 
     @property
+    def keyed(self) -> bool:
+        """The observations are a dict of arrays, one per key of a Dict space (PROTOCOL.md 2.1.4)."""
+        return keyed.is_keyed(self.obs)
+
+    @property
     def obs_shape(self) -> tuple[int, ...]:
-        """The shape of one observation as the env made it (a stacked batch's frames stacked again)."""
+        """The shape of one observation as the env made it (a stacked batch's frames stacked again); () for keyed
+        observations, whose shapes are per key."""
+        if self.keyed:
+            return ()
         frame = tuple(self.obs.shape[2:])
         return (self.obs_stack, *frame) if self.obs_stack > 1 else frame
 
@@ -94,7 +103,7 @@ class TransitionBatch:
         fields = {name: getattr(self, name) for name in HEADER_FIELDS}
         for name, check in HEADER_FIELDS.items():
             check(name, fields[name])
-        arrays = [(name, getattr(self, name)) for name in CORE_ARRAYS]
+        arrays = wire_arrays(self)
         if self.obs_stack > 1:  # unstacked batches stay exactly as before: no new key, no new array
             fields["obs_stack"] = self.obs_stack
             arrays.append((STACK_HISTORY, self.obs_history))
@@ -112,6 +121,7 @@ class TransitionBatch:
         arrays = framing.take_arrays(header, views, limits)
         history = arrays.pop(STACK_HISTORY, None)
         core_state = arrays.pop(CORE_STATE, None)
+        take_keyed(arrays)
         for name in CORE_ARRAYS:
             if name not in arrays:
                 raise ProtocolError("required array is missing", name)
@@ -134,12 +144,43 @@ class TransitionBatch:
         return batch
 
 
+def wire_arrays(batch: TransitionBatch) -> list[tuple[str, np.ndarray]]:
+    """The core arrays as they travel: keyed observations as one `obs.KEY` and `final_obs.KEY` per key."""
+    out = []
+    for name in CORE_ARRAYS:
+        value = getattr(batch, name)
+        if name in KEYED_ARRAYS and keyed.is_keyed(value):
+            out += [(f"{name}.{key}", arr) for key, arr in value.items()]
+        else:
+            out.append((name, value))
+    return out
+
+
+def take_keyed(arrays: dict[str, np.ndarray]) -> None:
+    """Gather `obs.KEY` and `final_obs.KEY` arrays into dicts under `obs` and `final_obs` (in place); a batch
+    must not mix them with a plain `obs`, and both must name the same keys."""
+    for name in KEYED_ARRAYS:
+        prefix = f"{name}."
+        found = {n[len(prefix) :]: arrays.pop(n) for n in [n for n in arrays if n.startswith(prefix)]}
+        if not found:
+            continue
+        if name in arrays:
+            raise ProtocolError(f"a batch carries either {name!r} or {prefix}KEY arrays, not both", name)
+        if len(found) > keyed.MAX_KEYS or "" in found:
+            raise ProtocolError(f"1 to {keyed.MAX_KEYS} non-empty keys, got {sorted(found)}", name)
+        arrays[name] = found
+    obs, final = arrays.get("obs"), arrays.get("final_obs")
+    if keyed.is_keyed(obs) != keyed.is_keyed(final) or (keyed.is_keyed(obs) and list(obs) != list(final)):
+        raise ProtocolError("must have exactly the keys of obs (one final_obs.KEY per obs.KEY)", "final_obs")
+
+
 def check_columns(obs, actions, rewards, terminated, truncated, final_obs, extras) -> None:
     """Consistency of an unroll's columns; names the first offending array."""
     if actions.ndim < 2:
         raise ProtocolError(f"must be [T, K, ...], got shape {list(actions.shape)}", "actions")
     steps, envs = actions.shape[:2]
-    if obs.ndim < 2 or obs.shape[:2] != (steps + 1, envs):
+    is_keyed = keyed.is_keyed(obs)
+    if not is_keyed and (obs.ndim < 2 or obs.shape[:2] != (steps + 1, envs)):
         raise ProtocolError(f"must be [T+1={steps + 1}, K={envs}, ...], got {list(obs.shape)}", "obs")
     if rewards.shape != (steps, envs) or rewards.dtype.kind != "f":
         raise ProtocolError(
@@ -148,13 +189,10 @@ def check_columns(obs, actions, rewards, terminated, truncated, final_obs, extra
     for name, flags in (("terminated", terminated), ("truncated", truncated)):
         if flags.shape != (steps, envs) or flags.dtype != np.bool_:
             raise ProtocolError(f"must be bool [T={steps}, K={envs}], got {flags.dtype} {list(flags.shape)}", name)
-    expected_final = (int(np.count_nonzero(truncated)),) + obs.shape[2:]
-    if final_obs.shape != expected_final or final_obs.dtype != obs.dtype:
-        raise ProtocolError(
-            f"must be {obs.dtype} {list(expected_final)} (one row per truncated step), "
-            f"got {final_obs.dtype} {list(final_obs.shape)}",
-            "final_obs",
-        )
+    if is_keyed:
+        check_keyed(obs, final_obs, steps, envs, truncated)
+    else:
+        check_final(obs, final_obs, truncated, "final_obs")
     if len(extras) > MAX_EXTRAS:
         raise ProtocolError(f"{len(extras)} extra arrays, at most {MAX_EXTRAS}", "extras")
     for name, arr in extras.items():
@@ -168,6 +206,8 @@ def check_stack(obs, stack, history) -> None:
     """A stacked batch's obs_stack and obs_history agree with its obs (PROTOCOL.md 2.1.2); an unstacked one has none."""
     if type(stack) is not int or not 1 <= stack <= MAX_OBS_STACK:
         raise ProtocolError(f"must be an integer in [1, {MAX_OBS_STACK}], got {stack!r}", "obs_stack")
+    if stack > 1 and keyed.is_keyed(obs):
+        raise ProtocolError("frames are sent once only for a single observation array, not for obs.KEY", "obs_stack")
     if stack == 1:
         if history is not None:
             raise ProtocolError("is only sent with obs_stack > 1", STACK_HISTORY)
@@ -193,3 +233,28 @@ def check_core_state(state, envs: int) -> None:
         raise ProtocolError(f"S must be in [1, {MAX_CORE_STATE}], got {state.shape[1]}", CORE_STATE)
     if not np.isfinite(state).all():
         raise ProtocolError("holds NaN or infinite values", CORE_STATE)
+
+
+def check_final(obs: np.ndarray, final_obs: np.ndarray, truncated: np.ndarray, name: str) -> None:
+    """One final observation row per truncated step, of obs's shape and dtype."""
+    expected_final = (int(np.count_nonzero(truncated)),) + obs.shape[2:]
+    if final_obs.shape != expected_final or final_obs.dtype != obs.dtype:
+        raise ProtocolError(
+            f"must be {obs.dtype} {list(expected_final)} (one row per truncated step), "
+            f"got {final_obs.dtype} {list(final_obs.shape)}",
+            name,
+        )
+
+
+def check_keyed(obs, final_obs, steps: int, envs: int, truncated) -> None:
+    """Each key's obs is [T+1, K, ...] and its final_obs [F, ...] of the same dtype (PROTOCOL.md 2.1.4)."""
+    if not keyed.is_keyed(final_obs) or list(final_obs) != list(obs):
+        raise ProtocolError("must have exactly the keys of obs (one final_obs.KEY per obs.KEY)", "final_obs")
+    if not 1 <= len(obs) <= keyed.MAX_KEYS:
+        raise ProtocolError(f"1 to {keyed.MAX_KEYS} keys, got {len(obs)}", "obs")
+    for key, arr in obs.items():
+        if not isinstance(key, str) or not key or not isinstance(arr, np.ndarray):
+            raise ProtocolError("keys must be non-empty strings naming arrays", "obs")
+        if arr.ndim < 2 or arr.shape[:2] != (steps + 1, envs):
+            raise ProtocolError(f"must be [T+1={steps + 1}, K={envs}, ...], got {list(arr.shape)}", f"obs.{key}")
+        check_final(arr, final_obs[key], truncated, f"final_obs.{key}")

@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 
 from tandem.daemons.config import RunConfig
+from tandem.daemons.envs.dict_obs import DictObs, is_dict_space
 from tandem.daemons.runtime.exit_codes import ExitCode
+from tandem.protocol import keyed
 
 DQN_SAMPLE_EPSILON = 0.05  # Q-learning has no distribution to sample: sample=True acts epsilon-greedy
 
@@ -115,9 +117,9 @@ class TrainedPolicy:
 
         batch, single = self.as_batch(obs)
         chance = 0.0 if not sample else (epsilon if self.epsilon_greedy else 1.0)
-        chances = np.full(len(batch), chance)
+        chances = np.full(keyed.row_count(batch), chance)
         if self.recurrent:
-            state = self.state_for(len(batch), state)
+            state = self.state_for(keyed.row_count(batch), state)
             chosen = self.net.act(batch, chances, state=state)
         elif state is not None:
             raise PolicyError(f"policy {self.name!r} is feed-forward (model.core = 'none'): it takes no state")
@@ -142,6 +144,8 @@ class TrainedPolicy:
 
     def as_batch(self, obs: Any) -> tuple[np.ndarray, bool]:
         """(observations [B, ...], whether one observation was given)."""
+        if is_dict_space(self.observation_space):
+            return self.keyed_batch(obs)
         if isinstance(obs, Mapping):
             return self.flatten_masked(obs)[None], True
         if isinstance(obs, (list, tuple)) and obs and isinstance(obs[0], Mapping):
@@ -155,6 +159,26 @@ class TrainedPolicy:
             f"an observation of shape {list(array.shape)} is neither one observation "
             f"{list(self.obs_shape)} nor a batch [B, {', '.join(map(str, self.obs_shape))}]"
         )
+
+    def keyed_batch(self, obs: Any) -> tuple[dict[str, np.ndarray], bool]:
+        """A Dict observation (the env's dict, a list of them, or a dict of batches [B, ...] per key) as
+        ({key: [B, ...]}, whether one observation was given)."""
+        as_dict = DictObs(self.observation_space)
+        if isinstance(obs, (list, tuple)) and obs and isinstance(obs[0], Mapping):
+            return keyed.stack([as_dict(o) for o in obs]), False
+        if not isinstance(obs, Mapping):
+            raise ValueError(f"policy {self.name!r} takes Dict observations (keys {', '.join(as_dict.dtypes)})")
+        arrays = as_dict(obs)
+        key, first = next(iter(arrays.items()))
+        shape = tuple(self.observation_space[key].shape or ())
+        if first.shape == shape:
+            return {k: a[None] for k, a in arrays.items()}, True
+        if first.shape[1:] != shape:
+            raise ValueError(
+                f"observation key {key!r} of shape {list(first.shape)} is neither one observation {list(shape)} "
+                f"nor a batch [B, {', '.join(map(str, shape))}]"
+            )
+        return arrays, False
 
     def flatten_masked(self, obs: Mapping[str, Any]) -> np.ndarray:
         """The env's dict observation as the network takes it (as tandem.daemons.envs.spaces.ObsAdapter makes it)."""

@@ -7,6 +7,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from tandem.protocol import keyed
 from tandem.protocol.joining import join_unrolls, joinable
 
 # Joining stops before a message's observations pass this size: per-message costs matter for small unrolls
@@ -62,13 +63,13 @@ class JoiningBacklog(Backlog):
         """Encode and send while `writable()` and `send` accept; returns how many unrolls went out."""
         sent = 0
         while self.queue and writable():
-            run, size = [self.queue[0]], self.queue[0].obs.nbytes
+            run, size = [self.queue[0]], keyed.nbytes(self.queue[0].obs)
             while len(run) < min(self.max_join, len(self.queue)):
                 nxt = self.queue[len(run)]
-                if size + nxt.obs.nbytes > JOIN_MAX_BYTES or not joinable(run[-1], nxt):
+                if size + keyed.nbytes(nxt.obs) > JOIN_MAX_BYTES or not joinable(run[-1], nxt):
                     break
                 run.append(nxt)
-                size += nxt.obs.nbytes
+                size += keyed.nbytes(nxt.obs)
             batch = join_unrolls(run)
             key = (batch.policy_id, batch.actor_id, batch.incarnation)
             seq = self.message_seq(key, run[0].seq)

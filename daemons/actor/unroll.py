@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tandem.daemons.actor.backlog import JOIN_MAX_BYTES
-from tandem.protocol import stacks
+from tandem.protocol import keyed, stacks
 from tandem.protocol.stacks import frame_words
 
 
@@ -35,24 +35,25 @@ class UnrollBuilder(StepColumns):
     """Collects T steps of K envs into fresh arrays (fresh each unroll, so zero-copy sends stay safe)."""
 
     def __init__(self, steps: int, first_obs: np.ndarray, action_shape: tuple, action_dtype: np.dtype):
-        super().__init__(steps, first_obs.shape[0], action_shape, action_dtype)
-        self.obs = np.empty((steps + 1, *first_obs.shape), first_obs.dtype)
-        self.obs[0] = first_obs
+        super().__init__(steps, keyed.row_count(first_obs), action_shape, action_dtype)
+        # [T+1, K, ...], or one such array per key of a Dict observation
+        self.obs = keyed.map_obs(lambda a: np.empty((steps + 1, *a.shape), a.dtype), first_obs)
+        keyed.put(self.obs, 0, first_obs)
         self.finals: list[np.ndarray] = []
 
     def add(self, actions: np.ndarray, result, extras: dict[str, np.ndarray] | None = None) -> bool:
         """Record one step (and the policy's per-step extras, [K, ...] each); True when the unroll is full."""
         self.record(actions, result, extras)
-        self.obs[self.t + 1] = result.obs
-        if len(result.final_obs):
+        keyed.put(self.obs, self.t + 1, result.obs)
+        if keyed.row_count(result.final_obs):
             self.finals.append(result.final_obs)
         self.t += 1
         return self.t == self.steps
 
     def final_obs(self) -> np.ndarray:
         if self.finals:
-            return np.concatenate(self.finals)
-        return np.empty((0, *self.obs.shape[2:]), self.obs.dtype)
+            return keyed.concat(self.finals)
+        return keyed.map_obs(lambda a: np.empty((0, *a.shape[2:]), a.dtype), self.obs)
 
     def batch_arrays(self) -> dict:
         """The TransitionBatch arrays that hold observations."""

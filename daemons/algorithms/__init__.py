@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tandem.daemons.algorithms.registry import find_algorithm
+from tandem.daemons.algorithms.registry import built_in, find_algorithm
 from tandem.daemons.algorithms.spec import AlgorithmSpec
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.runtime.setup_errors import SetupError
@@ -23,13 +23,22 @@ def algorithm_of(config: RunConfig) -> AlgorithmSpec:
     return find_algorithm(config.algorithm.name)
 
 
-def check_supported(config: RunConfig, action_space: Any) -> AlgorithmSpec:
-    """The configured algorithm; SetupError unless it can act in `action_space`."""
+def check_supported(config: RunConfig, action_space: Any, obs_space: Any = None) -> AlgorithmSpec:
+    """The configured algorithm; SetupError unless it can act in `action_space` and observe `obs_space`."""
+    from tandem.daemons.envs.dict_obs import is_dict_space  # gymnasium: only once there are spaces to check
+
     spec = algorithm_of(config)
     try:
         spec.check_action_space(action_space)
     except ValueError as exc:
         raise SetupError(f"algorithm.name {config.algorithm.name!r} cannot be used with this env: {exc}") from exc
+    if is_dict_space(obs_space) and not spec.dict_observations:
+        takers = ", ".join(name for name, s in built_in().items() if s.dict_observations)
+        raise SetupError(
+            f"algorithm.name {config.algorithm.name!r} cannot be used with this env: it observes a Dict "
+            f"({', '.join(obs_space.spaces)}), which only these algorithms take: {takers} (or flatten it with "
+            "gymnasium.wrappers.FlattenObservation)"
+        )
     return spec
 
 
@@ -37,7 +46,8 @@ def make_algorithm(config: RunConfig, obs_space: Any, action_space: Any, device:
     """The learner-side algorithm of `config`, on `device`, with initial weights seeded by run.seed.
 
     `mask_size` > 0: observations end with that many action-mask entries (illegal actions are never chosen)."""
-    return check_supported(config, action_space).make_learner(config, obs_space, action_space, device, mask_size)
+    spec = check_supported(config, action_space, obs_space)
+    return spec.make_learner(config, obs_space, action_space, device, mask_size)
 
 
 def make_feed(config: RunConfig, obs_space: Any, action_space: Any) -> Feed:
@@ -47,7 +57,7 @@ def make_feed(config: RunConfig, obs_space: Any, action_space: Any) -> Feed:
 
 def make_policy(config: RunConfig, obs_space: Any, action_space: Any, seed: int | None, mask_size: int = 0) -> Policy:
     """The actor-side policy of `config` on `actors.device`; `seed` drives its exploration and its initial weights."""
-    spec = check_supported(config, action_space)
+    spec = check_supported(config, action_space, obs_space)
     try:
         return spec.make_policy(config, obs_space, action_space, seed, mask_size)
     except ValueError as exc:

@@ -13,6 +13,7 @@ from tandem.daemons.algorithms.input_norm import NormalizedInputs
 from tandem.daemons.algorithms.models import build_q_network
 from tandem.daemons.algorithms.recurrent import RecurrentActorCritic
 from tandem.daemons.config.schema import ModelSection, RunConfig
+from tandem.protocol import keyed
 
 if TYPE_CHECKING:
     from tandem.daemons.algorithms.appo import VtraceSection
@@ -67,11 +68,12 @@ class ActorCritic(NormalizedInputs):
     def evaluate(self, obs: torch.Tensor, policy_rows: int):
         """The distribution at the first `policy_rows` observations, the value at every one (one pass when shared)."""
         x = self.inputs(obs)  # normalized once for both networks
+        first = keyed.take(obs, slice(None, policy_rows))  # (the head reads an action mask there)
         if not self.shared:
-            out = self.policy(x[:policy_rows])
-            return self.head.distribution(out, obs[:policy_rows]), self.value(x).squeeze(-1)
+            out = self.policy(keyed.take(x, slice(None, policy_rows)))
+            return self.head.distribution(out, first), self.value(x).squeeze(-1)
         out = self.policy(x)
-        return self.head.distribution(out[:policy_rows, :-1], obs[:policy_rows]), out[:, -1]
+        return self.head.distribution(out[:policy_rows, :-1], first), out[:, -1]
 
 
 def last_linear(net: nn.Module) -> nn.Linear | None:

@@ -189,6 +189,7 @@ APPO = AlgorithmSpec(
     make_feed=make_feed,
     acting_network="net",
     on_policy=True,
+    dict_observations=True,
     defaults={"learner": ON_POLICY_LEARNER},
 )
 
@@ -202,5 +203,6 @@ IMPALA = AlgorithmSpec(
     make_feed=make_feed,
     acting_network="net",
     on_policy=True,
+    dict_observations=True,
     defaults={"learner": ON_POLICY_LEARNER},
 )

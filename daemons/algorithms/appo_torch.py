@@ -35,17 +35,18 @@ from tandem.daemons.algorithms.recurrent import check_core_state
 from tandem.daemons.algorithms.running_norm import RunningMeanStd
 from tandem.daemons.algorithms.torch_util import (
     SwappableNet,
+    cat_obs,
     check_tensors,
     cpu_copy,
     make_adam,
     module_weights,
-    to_tensor,
+    obs_tensor,
     torch_device,
 )
 from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP, UnrollTensors, select_columns, stack_unrolls
 from tandem.daemons.algorithms.vtrace import vtrace
 from tandem.daemons.config.schema import RunConfig
-from tandem.protocol import TransitionBatch
+from tandem.protocol import TransitionBatch, keyed
 
 if TYPE_CHECKING:
     from tandem.daemons.algorithms.appo import APPOSection
@@ -115,7 +116,8 @@ class APPO:
             groups.setdefault(u.num_steps, []).append(u)
         data = [stack_unrolls(g, self.net.head, self.device, cfg.reward_scale) for g in groups.values()]
         for part in data:  # statistics first: the targets below see the inputs the steps will
-            self.net.update_obs_norm(part.obs[:-1].reshape(-1, *part.obs.shape[2:]))
+            if self.net.obs_norm is not None:
+                self.net.update_obs_norm(part.obs[:-1].reshape(-1, *part.obs.shape[2:]))
         totals: dict[str, float] = {}
         steps = 0
 
@@ -141,7 +143,7 @@ class APPO:
             explained = []
             for _ in range(cfg.epochs):
                 for part in data:
-                    n = part.obs.shape[1]
+                    n = part.rewards.shape[1]
                     order = torch.randperm(n, generator=self.rng).to(self.device)
                     for cols in torch.chunk(order, min(cfg.minibatches, n)):
                         metrics = self.step(select_columns(part, cols) if cfg.minibatches > 1 else part)
@@ -167,7 +169,7 @@ class APPO:
         real = self.returns(all_values.detach())
         values = real[: (steps + 1) * n].reshape(steps + 1, n)
         next_values = values[1:].clone()
-        if d.finals.shape[0]:
+        if keyed.row_count(d.finals):
             next_values[d.final_t, d.final_n] = real[(steps + 1) * n :]
         log_rhos = logp.detach() - d.behaviour_logp
         return log_rhos, vtrace(
@@ -188,7 +190,7 @@ class APPO:
         if self.net.recurrent:  # the core runs over each column from its initial state
             dist, all_values = self.net.evaluate_unroll(d)
         else:
-            dist, all_values = self.net.evaluate(torch.cat([d.obs.reshape(-1, *d.obs.shape[2:]), d.finals]), steps * n)
+            dist, all_values = self.net.evaluate(cat_obs([keyed.flat(d.obs), d.finals]), steps * n)
         logp = dist.log_prob(d.actions.reshape(steps * n, -1)).reshape(steps, n)
         return dist, logp, all_values
 
@@ -212,7 +214,7 @@ class APPO:
             explained.append(explained_variance(self.returns(old_values), vs))
             flats.append(
                 FlatSteps(
-                    obs=d.obs[:-1].reshape(steps * n, *d.obs.shape[2:]),
+                    obs=keyed.flat(keyed.take(d.obs, slice(None, -1))),
                     actions=d.actions.reshape(steps * n, -1),
                     behaviour_logp=d.behaviour_logp.reshape(-1),
                     start_logp=start_logp,
@@ -433,19 +435,19 @@ class StochasticPolicy:
         net = self.nets.current
         if net.recurrent:
             with torch.inference_mode():
-                x = to_tensor(obs, self.device)
-                dist, after = net.distribution_step(x, self.state_tensor(state, len(obs)))
+                x = obs_tensor(obs, self.device)
+                dist, after = net.distribution_step(x, self.state_tensor(state, keyed.row_count(obs)))
                 sample = dist.sample(self.generator)
                 logp = dist.log_prob(sample)
                 actions = net.head.to_wire(sample)
                 state[...] = after.cpu().numpy()
             return actions.cpu().numpy(), {BEHAVIOUR_LOGP: logp.float().cpu().numpy()}
-        fast = self.twin.of(net) if len(obs) <= MAX_ROWS else None
+        fast = self.twin.of(net) if keyed.row_count(obs) <= MAX_ROWS else None
         if fast is not None:
             actions, logp = fast.explore(obs, self.sample_rng)
             return actions, {BEHAVIOUR_LOGP: logp}
         with torch.inference_mode():
-            dist = net.distribution(to_tensor(obs, self.device))
+            dist = net.distribution(obs_tensor(obs, self.device))
             sample = dist.sample(self.generator)
             logp = dist.log_prob(sample)
             actions = net.head.to_wire(sample)
@@ -456,13 +458,13 @@ class StochasticPolicy:
         A recurrent policy acts from `state` [K, S] and leaves the state after the step in it."""
         greedy = not (np.asarray(epsilons) > 0).any()
         net = self.nets.current
-        fast = self.twin.of(net) if greedy and not net.recurrent and len(obs) <= MAX_ROWS else None
+        fast = self.twin.of(net) if greedy and not net.recurrent and keyed.row_count(obs) <= MAX_ROWS else None
         if fast is not None:
             return fast.greedy(obs)
         with torch.inference_mode():
-            x = to_tensor(obs, self.device)
+            x = obs_tensor(obs, self.device)
             if net.recurrent:
-                dist, after = net.distribution_step(x, self.state_tensor(state, len(obs)))
+                dist, after = net.distribution_step(x, self.state_tensor(state, keyed.row_count(obs)))
                 state[...] = after.cpu().numpy()
             elif greedy:
                 return net.head.to_wire(net.greedy(x)).cpu().numpy()

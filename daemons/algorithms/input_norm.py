@@ -8,7 +8,8 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from tandem.daemons.algorithms.models import NatureCNN, is_image_space
+from tandem.daemons.algorithms.models import NatureCNN
+from tandem.daemons.algorithms.net_parts import is_image_space
 from tandem.daemons.algorithms.running_norm import RunningMeanStd
 
 if TYPE_CHECKING:

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
+from tandem.daemons.algorithms.multi_input import MultiInputNetwork
+from tandem.daemons.algorithms.net_parts import (
+    ACTIVATIONS,
+    BUILTIN_KINDS,
+    NATURE_CNN_MIN_SIZE,
+    image_channels_last,
+    is_image_space,
+)
 from tandem.daemons.config.schema import ModelSection
+from tandem.daemons.envs.dict_obs import is_dict_space
 from tandem.daemons.runtime.plugins import import_callable
 from tandem.daemons.runtime.setup_errors import SetupError
-
-ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU}
-BUILTIN_KINDS = ("auto", "mlp", "nature_cnn")
-NATURE_CNN_MIN_SIZE = 36  # the smallest height/width the three Nature convolutions accept
+from tandem.protocol import keyed
 
 
 class MLPQNetwork(nn.Module):
@@ -96,17 +102,9 @@ def init_orthogonal(net: nn.Module, hidden_gain: float = float(np.sqrt(2.0)), ou
             nn.init.zeros_(layer.bias)
 
 
-def is_image_space(space: gym.Space) -> bool:
-    """A 3-D uint8 Box: what `auto` hands to the Nature CNN."""
-    return isinstance(space, gym.spaces.Box) and len(space.shape) == 3 and space.dtype == np.uint8
-
-
-def image_channels_last(shape: Sequence[int]) -> bool:
-    """[H, W, C] when the last axis is smaller than the first (84x84x4, 210x160x3); [C, H, W] otherwise."""
-    return shape[-1] < shape[0]
-
-
 def build_mlp(model_cfg: ModelSection, obs_space: gym.Space, num_actions: int) -> nn.Module:
+    if is_dict_space(obs_space):  # one encoder per key, then this MLP
+        return MultiInputNetwork(obs_space, num_actions, model_cfg.hidden_sizes, model_cfg.activation)
     if isinstance(obs_space, gym.spaces.Discrete):
         n = int(obs_space.n)
         return MLPQNetwork(
@@ -116,7 +114,7 @@ def build_mlp(model_cfg: ModelSection, obs_space: gym.Space, num_actions: int) -
         in_features = int(np.prod(obs_space.shape, dtype=np.int64))
         return MLPQNetwork(in_features, num_actions, model_cfg.hidden_sizes, model_cfg.activation)
     raise SetupError(
-        f"model.kind {model_cfg.kind!r}: the MLP takes Box, MultiBinary or Discrete (one-hot) "
+        f"model.kind {model_cfg.kind!r}: the MLP takes Box, MultiBinary, Discrete (one-hot) or Dict "
         f"observations, not {obs_space}"
     )
 
@@ -149,6 +147,9 @@ def build_from_callable(model_cfg: ModelSection, obs_space: gym.Space, num_actio
 
 def dummy_obs(obs_space: gym.Space, batch: int) -> np.ndarray | None:
     """A batch of in-range observations for a shape check, or None for spaces we cannot batch."""
+    if is_dict_space(obs_space):
+        keys = {key: dummy_obs(sub, batch) for key, sub in obs_space.spaces.items()}
+        return None if any(v is None for v in keys.values()) else keys
     if isinstance(obs_space, gym.spaces.Discrete):
         return np.full(batch, obs_space.start, dtype=np.int64)
     if isinstance(obs_space, gym.spaces.Box):
@@ -167,11 +168,11 @@ def check_output(model_cfg: ModelSection, net: nn.Module, obs_space: gym.Space, 
         return
     with torch.no_grad():
         try:
-            out = net(torch.as_tensor(obs))
+            out = net(keyed.map_obs(torch.as_tensor, obs))
         except Exception as exc:
             raise SetupError(
-                f"model.kind {model_cfg.kind!r}: forward pass on observations of shape "
-                f"{obs.shape} failed ({type(exc).__name__}: {exc})"
+                f"model.kind {model_cfg.kind!r}: forward pass on observations "
+                f"{keyed.describe(obs)} failed ({type(exc).__name__}: {exc})"
             ) from exc
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, num_actions) or not out.is_floating_point():
         got = f"shape {tuple(out.shape)} {out.dtype}" if isinstance(out, torch.Tensor) else type(out).__name__

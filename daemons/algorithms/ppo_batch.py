@@ -6,12 +6,15 @@ from dataclasses import dataclass, fields
 
 import torch
 
+from tandem.daemons.algorithms.torch_util import cat_obs
+from tandem.protocol import keyed
+
 
 @dataclass
 class FlatSteps:
     """M steps of one update: what each minibatch step needs, with V-trace's targets fixed at the update's start."""
 
-    obs: torch.Tensor  # [M, ...] the observations acted on
+    obs: torch.Tensor  # [M, ...] the observations acted on (a dict of them for a Dict observation)
     actions: torch.Tensor  # [M, ...] in the action head's form
     behaviour_logp: torch.Tensor  # [M] log mu(a|x) of the acting version
     start_logp: torch.Tensor  # [M] log pi(a|x) of the weights the update starts from (the proximal policy)
@@ -25,13 +28,13 @@ class FlatSteps:
         return int(self.behaviour_logp.shape[0])
 
     def take(self, rows: torch.Tensor) -> FlatSteps:
-        return FlatSteps(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})
+        return FlatSteps(**{f.name: keyed.take(getattr(self, f.name), rows) for f in fields(self)})
 
     @staticmethod
     def concat(parts: list[FlatSteps]) -> FlatSteps:
         if len(parts) == 1:
             return parts[0]
-        return FlatSteps(**{f.name: torch.cat([getattr(p, f.name) for p in parts]) for f in fields(FlatSteps)})
+        return FlatSteps(**{f.name: cat_obs([getattr(p, f.name) for p in parts]) for f in fields(FlatSteps)})
 
 
 def minibatch_rows(flat: FlatSteps, count: int, by: str, generator: torch.Generator) -> list[torch.Tensor]:

@@ -16,8 +16,10 @@ from torch import nn
 
 from tandem.daemons.algorithms.distributions import POLICY_OUTPUT_GAIN, ActionHead
 from tandem.daemons.algorithms.input_norm import NormalizedInputs
-from tandem.daemons.algorithms.models import ACTIVATIONS, build_q_network
+from tandem.daemons.algorithms.models import build_q_network
+from tandem.daemons.algorithms.net_parts import ACTIVATIONS
 from tandem.daemons.config.schema import ModelSection
+from tandem.protocol import keyed
 
 if TYPE_CHECKING:
     from tandem.daemons.algorithms.appo import VtraceSection
@@ -105,15 +107,17 @@ class RecurrentActorCritic(NormalizedInputs):
         episode's last observation (after the step that ended it), in the order `ActorCritic.evaluate` gives."""
         steps, n = d.rewards.shape
         rows = steps + 1 if bootstrap else steps
-        obs = d.obs[:rows].reshape(rows * n, *d.obs.shape[2:])
+        obs = keyed.flat(keyed.take(d.obs, slice(None, rows)))
         x = self.features(obs).reshape(rows, n, -1)
         resets = torch.zeros(rows, n, device=x.device)
         resets[1:] = d.ended[: rows - 1]  # obs[t+1] starts a new episode where step t ended one
         h, states = self.sequence(x, d.core_state.to(x.dtype), resets)
         h = h.reshape(rows * n, -1)
-        dist = self.head.distribution(self.policy_head(h[: steps * n]), obs[: steps * n])
+        dist = self.head.distribution(self.policy_head(h[: steps * n]), keyed.take(obs, slice(None, steps * n)))
         values = self.value_head(h).squeeze(-1)
-        if bootstrap and d.finals.shape[0]:  # the step into a final observation, from the state before the reset
+        if bootstrap and keyed.row_count(
+            d.finals
+        ):  # the step into a final observation, from the state before the reset
             final_h, _ = self.cell(self.features(d.finals), states[d.final_t, d.final_n])
             values = torch.cat([values, self.value_head(final_h).squeeze(-1)])
         return dist, values

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from tandem.daemons.algorithms.models import ACTIVATIONS
+from tandem.daemons.algorithms.net_parts import ACTIVATIONS
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # as SB3 and the SAC paper's code bound the policy's log-std
 EPSILON = 1e-6  # keeps log(1 - tanh(u)^2) finite at the bounds

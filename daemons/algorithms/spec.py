@@ -48,5 +48,6 @@ class AlgorithmSpec:
     acting_network: str  # the part of its learner's state_dict() that its policy runs (what weights() publishes)
     on_policy: bool  # trains on fresh unrolls (actors send each alone); False: on replayed transitions of any age
     epsilon_greedy: bool = False  # its policy explores epsilon-greedily; False: by sampling from its distribution
+    dict_observations: bool = False  # it trains on Dict observations (one array per key); False: refused
     # Other sections' defaults it changes, e.g. {"learner": {"max_lag": 32}}; a config's own values win
     defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)

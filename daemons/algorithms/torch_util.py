@@ -15,6 +15,7 @@ from tandem.daemons.algorithms.adam import Adam
 from tandem.daemons.algorithms.models import build_q_network
 from tandem.daemons.config.schema import ModelSection
 from tandem.daemons.runtime.setup_errors import SetupError
+from tandem.protocol import keyed
 
 
 def torch_device(device: str) -> torch.device:
@@ -26,6 +27,18 @@ def torch_device(device: str) -> torch.device:
     if parsed.type == "cuda" and not torch.cuda.is_available():
         raise SetupError(f"device {device!r}: CUDA is not available in this torch build or on this machine")
     return parsed
+
+
+def obs_tensor(obs: Any, device: torch.device) -> Any:
+    """Observations as tensors on `device`: one, or one per key of a Dict observation."""
+    return keyed.map_obs(lambda a: to_tensor(a, device), obs)
+
+
+def cat_obs(parts: list[Any]) -> Any:
+    """torch.cat of observation tensors along rows, per key for keyed ones."""
+    if keyed.is_keyed(parts[0]):
+        return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
+    return torch.cat(parts)
 
 
 def to_tensor(array: Any, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:

@@ -9,8 +9,8 @@ import numpy as np
 import torch
 
 from tandem.daemons.algorithms.distributions import ActionHead
-from tandem.daemons.algorithms.torch_util import to_tensor
-from tandem.protocol import TransitionBatch
+from tandem.daemons.algorithms.torch_util import obs_tensor, to_tensor
+from tandem.protocol import TransitionBatch, keyed
 
 BEHAVIOUR_LOGP = "behaviour_logp"  # extra.behaviour_logp: float32 [T, K], log mu(a_t | x_t) of the acting version
 
@@ -19,13 +19,13 @@ BEHAVIOUR_LOGP = "behaviour_logp"  # extra.behaviour_logp: float32 [T, K], log m
 class UnrollTensors:
     """Unrolls of one length T side by side as N = sum of their K columns, on the learner's device."""
 
-    obs: torch.Tensor  # [T+1, N, ...]
+    obs: torch.Tensor  # [T+1, N, ...], or one such tensor per key of a Dict observation
     actions: torch.Tensor  # [T, N, ...] in the head's form
     rewards: torch.Tensor  # [T, N]
     terminated: torch.Tensor  # [T, N] float
     ended: torch.Tensor  # [T, N] float: terminated or truncated
     behaviour_logp: torch.Tensor  # [T, N]
-    finals: torch.Tensor  # [F, ...] last observations of truncated episodes
+    finals: torch.Tensor  # [F, ...] last observations of truncated episodes (per key, as obs)
     final_t: torch.Tensor  # [F] row of each final observation
     final_n: torch.Tensor  # [F] column of each final observation
     core_state: torch.Tensor | None = None  # [N, S] the recurrent state each column's first step acted from
@@ -35,7 +35,7 @@ def stack_unrolls(
     unrolls: Sequence[TransitionBatch], head: ActionHead, device: torch.device, reward_scale: float
 ) -> UnrollTensors:
     """Concatenate unrolls of equal T along K; final observations keep their (t, column) places."""
-    obs = np.concatenate([u.obs for u in unrolls], axis=1)
+    obs = keyed.concat([u.obs for u in unrolls], axis=1)
     actions = np.concatenate([u.actions for u in unrolls], axis=1)
     rows, cols, offset = [], [], 0
     for u in unrolls:
@@ -45,7 +45,7 @@ def stack_unrolls(
         offset += u.num_envs
     steps, n = actions.shape[:2]
     return UnrollTensors(
-        obs=to_tensor(obs, device),
+        obs=obs_tensor(obs, device),
         actions=head.from_wire(to_tensor(actions.reshape(steps * n, *actions.shape[2:]), device)).reshape(steps, n, -1),
         rewards=to_tensor(np.concatenate([u.rewards for u in unrolls], axis=1), device, torch.float32) * reward_scale,
         terminated=to_tensor(np.concatenate([u.terminated for u in unrolls], axis=1), device, torch.float32),
@@ -53,7 +53,7 @@ def stack_unrolls(
         behaviour_logp=to_tensor(
             np.concatenate([u.extras[BEHAVIOUR_LOGP] for u in unrolls], axis=1), device, torch.float32
         ),
-        finals=to_tensor(np.concatenate([u.final_obs for u in unrolls]), device),
+        finals=obs_tensor(keyed.concat([u.final_obs for u in unrolls]), device),
         final_t=torch.as_tensor(np.concatenate(rows), dtype=torch.long, device=device),
         final_n=torch.as_tensor(np.concatenate(cols), dtype=torch.long, device=device),
         core_state=core_states(unrolls, device),
@@ -69,17 +69,17 @@ def core_states(unrolls: Sequence[TransitionBatch], device: torch.device) -> tor
 
 def select_columns(data: UnrollTensors, cols: torch.Tensor) -> UnrollTensors:
     """The minibatch of columns `cols` (whole streams, so V-trace still sees each unroll in order)."""
-    position = torch.full((data.obs.shape[1],), -1, dtype=torch.long, device=cols.device)
+    position = torch.full((data.rewards.shape[1],), -1, dtype=torch.long, device=cols.device)
     position[cols] = torch.arange(len(cols), device=cols.device)
     keep = position[data.final_n] >= 0
     return UnrollTensors(
-        obs=data.obs[:, cols],
+        obs=keyed.take(data.obs, (slice(None), cols)),
         actions=data.actions[:, cols],
         rewards=data.rewards[:, cols],
         terminated=data.terminated[:, cols],
         ended=data.ended[:, cols],
         behaviour_logp=data.behaviour_logp[:, cols],
-        finals=data.finals[keep],
+        finals=keyed.take(data.finals, keep),
         final_t=data.final_t[keep],
         final_n=position[data.final_n[keep]],
         core_state=None if data.core_state is None else data.core_state[cols],

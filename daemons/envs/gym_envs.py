@@ -13,10 +13,12 @@ import numpy as np
 
 from tandem.daemons.config.schema import EnvSection
 from tandem.daemons.envs.atari import GAME_LENGTH, GAME_RETURN, atari_kwargs, register_ale, wrap_atari
+from tandem.daemons.envs.dict_obs import DictObs, is_dict_space
 from tandem.daemons.envs.pixels import image_problem, wrap_pixels
 from tandem.daemons.envs.spaces import env_actions
 from tandem.daemons.runtime.plugins import import_callable, not_found_hint
 from tandem.daemons.runtime.setup_errors import SetupError
+from tandem.protocol import keyed
 
 
 class EnvBuildError(RuntimeError):
@@ -135,22 +137,26 @@ class EnvGroup:
         self.observation_space = envs[0].observation_space
         self.action_space = envs[0].action_space
         self.obs_dtype = np.dtype(self.observation_space.dtype or np.float32)
+        # a Dict observation travels as one array per key (PROTOCOL.md 2.1.4)
+        self.as_dict = DictObs(self.observation_space) if is_dict_space(self.observation_space) else None
         self.episode_returns = np.zeros(len(envs), np.float64)
         self.episode_lengths = np.zeros(len(envs), np.int64)
         self.finished: deque[tuple[float, int]] = deque(maxlen=return_window)  # (return, length) of recent episodes
         self.episodes = 0
         self.env_steps = 0
-        self.obs = np.stack([self._as_obs(env.reset(seed=seed + k)[0]) for k, env in enumerate(envs)])
+        self.obs = keyed.stack([self._as_obs(env.reset(seed=seed + k)[0]) for k, env in enumerate(envs)])
 
     def __len__(self) -> int:
         return len(self.envs)
 
-    def _as_obs(self, obs: Any) -> np.ndarray:
+    def _as_obs(self, obs: Any) -> Any:
+        if self.as_dict is not None:
+            return self.as_dict(obs)
         return np.asarray(obs, dtype=self.obs_dtype)
 
     def step(self, actions: np.ndarray) -> StepResult:
         count = len(self.envs)
-        next_obs = np.empty_like(self.obs)
+        rows = []
         rewards = np.zeros(count, np.float32)
         terminated = np.zeros(count, bool)
         truncated = np.zeros(count, bool)
@@ -171,12 +177,13 @@ class EnvGroup:
                 self.episode_returns[k] = 0.0
                 self.episode_lengths[k] = 0
                 obs, _ = env.reset()
-            next_obs[k] = self._as_obs(obs)
+            rows.append(self._as_obs(obs))
+        next_obs = keyed.stack(rows)
         self.env_steps += count
         self.episodes += len(episodes)
         self.finished.extend(episodes)
         self.obs = next_obs
-        final_obs = np.stack(finals) if finals else np.empty((0, *self.obs.shape[1:]), self.obs_dtype)
+        final_obs = keyed.stack(finals) if finals else keyed.empty_rows(self.obs, 0)
         return StepResult(next_obs, rewards, terminated, truncated, final_obs, episodes)
 
     def recent_mean_return(self) -> float | None:

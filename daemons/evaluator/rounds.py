@@ -14,10 +14,12 @@ import numpy as np
 from tandem.daemons.actor.stepping import WorldStepping
 from tandem.daemons.config.policies import DEFAULT_POLICY
 from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.envs.dict_obs import DictObs, is_dict_space
 from tandem.daemons.envs.gym_envs import close_all
 from tandem.daemons.envs.rollout import Chooser
 from tandem.daemons.envs.spaces import PolicySpaces, env_actions
 from tandem.daemons.envs.worlds import MULTI_AGENT_APIS
+from tandem.protocol import keyed
 
 Returns = dict[str | None, list[float]]
 
@@ -36,20 +38,22 @@ class GymRounds:
         self.envs, self.window_episodes = envs, window_episodes
         self.spaces = {DEFAULT_POLICY: PolicySpaces((), envs[0].observation_space, envs[0].action_space, 0)}
         self.state_size = state_size  # a recurrent policy's state per env (0: feed-forward)
+        space = envs[0].observation_space
+        self.as_obs = DictObs(space) if is_dict_space(space) else np.asarray  # a Dict one: an array per key
 
     def play_round(
         self, choose: Chooser, seed: int, stopped: Callable[[], bool], tick: Callable[[], Any]
     ) -> Returns | None:
         envs = self.envs
         quotas = episode_quotas(self.window_episodes, len(envs))
-        obs = [np.asarray(env.reset(seed=seed + k)[0]) for k, env in enumerate(envs)]
+        obs = [self.as_obs(env.reset(seed=seed + k)[0]) for k, env in enumerate(envs)]
         running = np.zeros(len(envs))
         returns: list[float] = []
         states = np.zeros((len(envs), self.state_size), np.float32) if self.state_size else None
         while (active := np.flatnonzero(quotas > 0)).size:
             if stopped():
                 return None
-            batch = np.stack([obs[k] for k in active])
+            batch = keyed.stack([obs[k] for k in active])
             if states is None:
                 actions, _ = choose(DEFAULT_POLICY, batch, active)
             else:  # the active envs' states, advanced by the choice and put back
@@ -67,7 +71,7 @@ class GymRounds:
                     ob, _ = envs[k].reset()
                     if states is not None:
                         states[k] = 0.0
-                obs[k] = np.asarray(ob)
+                obs[k] = self.as_obs(ob)
             tick()
         return {None: returns}
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from tandem.daemons.envs.dict_obs import is_dict_space, key_dtype, key_spaces
 from tandem.daemons.learner.intake import BadBatch
 from tandem.protocol import TransitionBatch
 
@@ -20,8 +21,42 @@ class BatchContentCheck:
 
     def __init__(self, obs_shape: tuple[int, ...], obs_dtype: Any, algorithm_check: Any):
         self.obs_shape, self.obs_dtype, self.algorithm_check = tuple(obs_shape), np.dtype(obs_dtype), algorithm_check
+        self.keys: dict[str, tuple[tuple[int, ...], np.dtype]] | None = None  # a Dict observation's, per key
+
+    @classmethod
+    def of_space(cls, space: Any, algorithm_check: Any) -> BatchContentCheck:
+        """The check for a policy observing `space` (a Dict one is checked key by key)."""
+        check = cls(tuple(space.shape or ()), space.dtype or np.float32, algorithm_check)
+        if is_dict_space(space):
+            check.keys = {key: (tuple(sub.shape or ()), key_dtype(sub)) for key, sub in key_spaces(space).items()}
+        return check
 
     def __call__(self, batch: TransitionBatch) -> None:
+        if self.keys is not None or batch.keyed:
+            self.check_keys(batch)
+        else:
+            self.check_array(batch)
+        if not np.isfinite(batch.rewards).all():
+            raise BadBatch("values", "rewards hold NaN or infinite values")
+        self.algorithm_check(batch)
+
+    def check_keys(self, batch: TransitionBatch) -> None:
+        """A Dict observation's batch: the policy's keys, each of its shape and dtype, finite floats."""
+        if self.keys is None:
+            raise BadBatch("obs_shape", f"obs are keyed ({', '.join(batch.obs)}), this policy observes one array")
+        if not batch.keyed or set(batch.obs) != set(self.keys):
+            got = ", ".join(batch.obs) if batch.keyed else "one array"
+            raise BadBatch("obs_shape", f"obs keys are {got}, this policy's are {', '.join(self.keys)}")
+        for key, (shape, dtype) in self.keys.items():
+            obs, final = batch.obs[key], batch.final_obs[key]
+            if tuple(obs.shape[2:]) != shape:
+                raise BadBatch("obs_shape", f"obs.{key} is {list(obs.shape[2:])} per step, this policy's {list(shape)}")
+            if not np.can_cast(obs.dtype, dtype, casting="same_kind"):
+                raise BadBatch("obs_dtype", f"obs.{key} is {obs.dtype}, this policy's {dtype}")
+            if obs.dtype.kind == "f" and not (np.isfinite(obs).all() and np.isfinite(final).all()):
+                raise BadBatch("values", f"obs.{key} or final_obs.{key} hold NaN or infinite values")
+
+    def check_array(self, batch: TransitionBatch) -> None:
         if batch.obs_shape != self.obs_shape:  # a stacked batch's frames count as their stacks (PROTOCOL.md 2.1.2)
             raise BadBatch(
                 "obs_shape",
@@ -33,8 +68,6 @@ class BatchContentCheck:
                 f"obs are {batch.obs.dtype}, this policy's observations are {self.obs_dtype} "
                 "(only a cast within the same kind is taken, e.g. float64 to float32)",
             )
-        if not np.isfinite(batch.rewards).all():
-            raise BadBatch("values", "rewards hold NaN or infinite values")
         if batch.obs.dtype.kind == "f":
             for name in ("obs", "final_obs"):
                 if not np.isfinite(getattr(batch, name)).all():
@@ -42,4 +75,3 @@ class BatchContentCheck:
             history = batch.obs_history
             if history is not None and not np.isfinite(history).all():
                 raise BadBatch("values", "obs_history holds NaN or infinite values")
-        self.algorithm_check(batch)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-import numpy as np
-
 from tandem.daemons.algorithms import make_algorithm, make_feed
 from tandem.daemons.algorithms.base import Feed
 from tandem.daemons.config.schema import RunConfig
@@ -32,9 +30,7 @@ class Training:
             self.algorithm.progress = heartbeat
         self.feed: Feed = make_feed(config, obs_space, action_space)
         self.feed_lock = threading.Lock()
-        self.check_content = BatchContentCheck(
-            tuple(obs_space.shape or ()), obs_space.dtype or np.float32, self.algorithm.check_batch
-        )
+        self.check_content = BatchContentCheck.of_space(obs_space, self.algorithm.check_batch)
         self.device, self.counts = device, counts
         self.prefetcher: Prefetcher | None = None
         self.last_metrics: dict[str, float] = {}  # the last update's diagnostics (loss, entropy, KL, ...)

@@ -83,9 +83,7 @@ class SerialLearner:
         obs_space, action_space, mask_size = spaces.observation_space, spaces.action_space, spaces.mask_size
         self.algorithm = make_algorithm(config, obs_space, action_space, config.learner.device, mask_size=mask_size)
         self.feed = make_feed(config, obs_space, action_space)
-        check = BatchContentCheck(
-            tuple(obs_space.shape or ()), obs_space.dtype or np.float32, self.algorithm.check_batch
-        )
+        check = BatchContentCheck.of_space(obs_space, self.algorithm.check_batch)
         self.version, self.updates, self.inserted = 0, 0, 0
         self.counts: dict[str, float] = {}
         self.intake = Intake(

@@ -46,6 +46,18 @@ def with_state(batch: TransitionBatch, state: np.ndarray) -> list[bytes]:
     return [bytes(f) for f in framing.encode(TransitionBatch.KIND, fields, arrays)]
 
 
+def keyed_batch(final_keys: tuple[str, ...] = ("image", "direction")) -> list[bytes]:
+    """tiny_batch with a Dict observation (PROTOCOL.md 2.1.4): an image key and a direction key."""
+    batch = tiny_batch()
+    fields = {name: getattr(batch, name) for name in ("policy_id", "actor_id", "incarnation", "seq")}
+    fields.update(policy_version=batch.policy_version, env_steps=batch.env_steps)
+    obs = {"image": np.arange(12, dtype=np.uint8).reshape(3, 1, 2, 2), "direction": np.array([[0], [1], [2]], np.int64)}
+    final = {"image": np.full((1, 2, 2), 7, np.uint8), "direction": np.array([3], np.int64)}
+    arrays = [(f"obs.{k}", v) for k, v in obs.items()] + [(f"final_obs.{k}", final[k]) for k in final_keys]
+    arrays += [(name, getattr(batch, name)) for name in ("actions", "rewards", "terminated", "truncated")]
+    return [bytes(f) for f in framing.encode(TransitionBatch.KIND, fields, arrays)]
+
+
 def header(**fields) -> bytes:
     return msgpack.packb({"v": PROTOCOL_VERSION, **fields}, use_bin_type=True)
 
@@ -121,6 +133,7 @@ def vectors() -> list[dict]:
             with_state(tiny_batch(), np.zeros((2, 2), np.float32)),
             "core_state",
         ),
+        ("transition_batch Dict observation without final_obs.direction", keyed_batch(("image",)), "final_obs"),
         ("pickle bytes as a header", [b"\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00K\x01."], "header"),
         ("weight_blob checksum wrong", [header(**{**msgpack.unpackb(blob[0]), "checksum": 1}), *blob[1:]], "checksum"),
     ]

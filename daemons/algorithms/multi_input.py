@@ -1,0 +1,97 @@
+"""The built-in network for Dict observations: one encoder per key, joined, then the MLP of `[model]`.
+
+A key that is an image (a 3-D uint8 Box) goes through convolutions: the Nature CNN's, on pixels scaled to
+[0, 1], when it is at least 36 pixels a side; for a smaller grid (MiniGrid's 7x7 cells of object, colour and
+state codes) three 2x2 convolutions on the values as they are, as the MiniGrid baselines do. A vector Box or a
+MultiBinary key is flattened, a Discrete key one-hot encoded. The features of every key are concatenated and
+go through `model.hidden_sizes` to the outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+from tandem.daemons.algorithms.net_parts import ACTIVATIONS, NATURE_CNN_MIN_SIZE, image_channels_last, is_image_space
+
+
+class ImageEncoder(nn.Module):
+    """Convolutions over one image key [B, H, W, C] or [B, C, H, W], flattened."""
+
+    def __init__(self, shape: Sequence[int]):
+        super().__init__()
+        self.channels_last = image_channels_last(shape)
+        c, h, w = (shape[2], shape[0], shape[1]) if self.channels_last else tuple(shape)
+        self.scale = min(h, w) >= NATURE_CNN_MIN_SIZE  # camera pixels; a small grid's codes are used as they are
+        if self.scale:
+            convs = [nn.Conv2d(c, 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2), nn.ReLU()]
+            convs += [nn.Conv2d(64, 64, 3, stride=1), nn.ReLU()]
+        else:
+            convs = [nn.Conv2d(c, 16, 2), nn.ReLU()]
+            if min(h, w) >= 6:  # room to pool once (7x7 -> 6x6 -> 3x3)
+                convs.append(nn.MaxPool2d(2))
+            convs += [nn.Conv2d(16, 32, 2, padding=1), nn.ReLU(), nn.Conv2d(32, 64, 2), nn.ReLU()]
+        self.convs = nn.Sequential(*convs, nn.Flatten())
+        with torch.no_grad():
+            self.width = int(self.convs(torch.zeros(1, c, h, w)).shape[1])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.float()
+        if self.scale:
+            x = x * (1.0 / 255.0)
+        if self.channels_last:
+            x = x.permute(0, 3, 1, 2)
+        return self.convs(x)
+
+
+class OneHot(nn.Module):
+    def __init__(self, n: int, start: int):
+        super().__init__()
+        self.n, self.start, self.width = n, start, n
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        index = (x.reshape(x.shape[0]).long() - self.start).clamp(0, self.n - 1)
+        return nn.functional.one_hot(index, self.n).float()
+
+
+class Flat(nn.Module):
+    def __init__(self, size: int):
+        super().__init__()
+        self.width = size
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(x.shape[0], -1).float()
+
+
+def key_encoder(key: str, space: gym.Space) -> nn.Module:
+    if is_image_space(space):
+        return ImageEncoder(space.shape)
+    if isinstance(space, gym.spaces.Discrete):
+        return OneHot(int(space.n), int(space.start))
+    if isinstance(space, (gym.spaces.Box, gym.spaces.MultiBinary)):
+        size = 1
+        for d in space.shape:
+            size *= int(d)
+        return Flat(size)
+    raise ValueError(f"observation key {key!r}: no encoder for {space}")
+
+
+class MultiInputNetwork(nn.Module):
+    """{key: [B, ...]} -> [B, num_outputs]: an encoder per key, concatenated, then the MLP."""
+
+    def __init__(self, space: gym.spaces.Dict, num_outputs: int, hidden_sizes: Sequence[int], activation: str):
+        super().__init__()
+        # sorted: the features join in one order whatever order a Dict space lists its keys in
+        self.encoders = nn.ModuleDict({key: key_encoder(key, space[key]) for key in sorted(space.spaces)})
+        layers: list[nn.Module] = []
+        width = sum(encoder.width for encoder in self.encoders.values())
+        for size in hidden_sizes:
+            layers += [nn.Linear(width, int(size)), ACTIVATIONS[activation]()]
+            width = int(size)
+        self.head = nn.Sequential(*layers, nn.Linear(width, num_outputs))
+
+    def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.head(torch.cat([encoder(obs[key]) for key, encoder in self.encoders.items()], dim=1))
