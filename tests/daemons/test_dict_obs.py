@@ -238,3 +238,17 @@ def test_a_dict_policy_loads_acts_on_the_envs_dict_and_exports(tmp_path):
     assert exported.observation_space == policy.observation_space
     np.testing.assert_array_equal([exported.act(o) for o in observations], one_by_one)
     env.close()
+
+
+def test_a_vector_env_refuses_a_dict_observation_by_name(tmp_path):
+    from tandem.daemons.actor.stepping import actor_envs, make_stepping
+    from tandem.daemons.envs.gym_envs import EnvSetupError, close_all
+
+    config = doorkey_config(tmp_path, "env.vector='sync'")
+    api, build = actor_envs(config, 0)
+    envs = build(lambda stage: None)
+    try:
+        with pytest.raises(EnvSetupError, match="observes a Dict .*env.vector = ''"):
+            make_stepping(envs, api, config, "actor-0", 0, incarnation=0)
+    finally:
+        close_all(envs)
