@@ -51,10 +51,12 @@ def space_to_json(space: gym.Space) -> dict[str, Any]:
         }
     if isinstance(space, gym.spaces.MultiBinary):
         return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
+    if isinstance(space, gym.spaces.Tuple):
+        return {"type": "Tuple", "items": [space_to_json(sub) for sub in space.spaces]}
     if isinstance(space, gym.spaces.Dict):  # the keys in order, as the network encodes them
         return {"type": "Dict", "keys": [[key, space_to_json(sub)] for key, sub in space.spaces.items()]}
     raise ValueError(
-        f"cannot describe the space {space} in JSON (Box, Discrete, MultiDiscrete, MultiBinary and Dict can be)"
+        f"cannot describe the space {space} in JSON (Box, Discrete, MultiDiscrete, MultiBinary, Tuple and Dict can be)"
     )
 
 
@@ -75,8 +77,10 @@ def space_from_json(data: dict[str, Any]) -> gym.Space:
             )
         if kind == "MultiBinary":
             return gym.spaces.MultiBinary(data["n"])
+        if kind == "Tuple":
+            return gym.spaces.Tuple([space_from_json(sub) for sub in data["items"]])
         if kind == "Dict":
             return gym.spaces.Dict({str(key): space_from_json(sub) for key, sub in data["keys"]})
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"space description {data!r} is incomplete: {exc}") from exc
-    raise ValueError(f"space type {kind!r} is not one of Box, Discrete, MultiDiscrete, MultiBinary, Dict")
+    raise ValueError(f"space type {kind!r} is not one of Box, Discrete, MultiDiscrete, MultiBinary, Tuple, Dict")

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from tandem.daemons.config import RunConfig
-from tandem.daemons.envs.dict_obs import DictObs, is_dict_space
+from tandem.daemons.envs.dict_obs import DictObs, is_dict_space, key_spaces
 from tandem.daemons.runtime.exit_codes import ExitCode
 from tandem.protocol import keyed
 
@@ -164,13 +164,17 @@ class TrainedPolicy:
         """A Dict observation (the env's dict, a list of them, or a dict of batches [B, ...] per key) as
         ({key: [B, ...]}, whether one observation was given)."""
         as_dict = DictObs(self.observation_space)
-        if isinstance(obs, (list, tuple)) and obs and isinstance(obs[0], Mapping):
+        one = tuple if as_dict.tuple else Mapping  # what one observation is: the env's tuple, or its dict
+        if isinstance(obs, list) and obs and isinstance(obs[0], one):
             return keyed.stack([as_dict(o) for o in obs]), False
-        if not isinstance(obs, Mapping):
-            raise ValueError(f"policy {self.name!r} takes Dict observations (keys {', '.join(as_dict.dtypes)})")
+        if not isinstance(obs, one):
+            raise ValueError(
+                f"policy {self.name!r} takes {'Tuple' if as_dict.tuple else 'Dict'} observations "
+                f"(keys {', '.join(as_dict.dtypes)}): one {one.__name__}, a list of them, or batches per key"
+            )
         arrays = as_dict(obs)
         key, first = next(iter(arrays.items()))
-        shape = tuple(self.observation_space[key].shape or ())
+        shape = tuple(key_spaces(self.observation_space)[key].shape or ())
         if first.shape == shape:
             return {k: a[None] for k, a in arrays.items()}, True
         if first.shape[1:] != shape:

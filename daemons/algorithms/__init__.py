@@ -25,7 +25,7 @@ def algorithm_of(config: RunConfig) -> AlgorithmSpec:
 
 def check_supported(config: RunConfig, action_space: Any, obs_space: Any = None) -> AlgorithmSpec:
     """The configured algorithm; SetupError unless it can act in `action_space` and observe `obs_space`."""
-    from tandem.daemons.envs.dict_obs import is_dict_space  # gymnasium: only once there are spaces to check
+    from tandem.daemons.envs.dict_obs import is_dict_space, key_spaces  # gymnasium: only once there are spaces to check
 
     spec = algorithm_of(config)
     try:
@@ -35,8 +35,8 @@ def check_supported(config: RunConfig, action_space: Any, obs_space: Any = None)
     if is_dict_space(obs_space) and not spec.dict_observations:
         takers = ", ".join(name for name, s in built_in().items() if s.dict_observations)
         raise SetupError(
-            f"algorithm.name {config.algorithm.name!r} cannot be used with this env: it observes a Dict "
-            f"({', '.join(obs_space.spaces)}), which only these algorithms take: {takers} (or flatten it with "
+            f"algorithm.name {config.algorithm.name!r} cannot be used with this env: it observes a Dict or Tuple "
+            f"({', '.join(key_spaces(obs_space))}), which only these algorithms take: {takers} (or flatten it with "
             "gymnasium.wrappers.FlattenObservation)"
         )
     return spec

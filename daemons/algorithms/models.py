@@ -18,7 +18,7 @@ from tandem.daemons.algorithms.net_parts import (
     is_image_space,
 )
 from tandem.daemons.config.schema import ModelSection
-from tandem.daemons.envs.dict_obs import is_dict_space
+from tandem.daemons.envs.dict_obs import is_dict_space, key_spaces
 from tandem.daemons.runtime.plugins import import_callable
 from tandem.daemons.runtime.setup_errors import SetupError
 from tandem.protocol import keyed
@@ -115,7 +115,7 @@ def build_mlp(model_cfg: ModelSection, obs_space: gym.Space, num_actions: int) -
         return MLPQNetwork(in_features, num_actions, model_cfg.hidden_sizes, model_cfg.activation)
     raise SetupError(
         f"model.kind {model_cfg.kind!r}: the MLP takes Box, MultiBinary, Discrete (one-hot) or Dict "
-        f"observations, not {obs_space}"
+        f"observations (or a Tuple of them), not {obs_space}"
     )
 
 
@@ -148,7 +148,7 @@ def build_from_callable(model_cfg: ModelSection, obs_space: gym.Space, num_actio
 def dummy_obs(obs_space: gym.Space, batch: int) -> np.ndarray | None:
     """A batch of in-range observations for a shape check, or None for spaces we cannot batch."""
     if is_dict_space(obs_space):
-        keys = {key: dummy_obs(sub, batch) for key, sub in obs_space.spaces.items()}
+        keys = {key: dummy_obs(sub, batch) for key, sub in key_spaces(obs_space).items()}
         return None if any(v is None for v in keys.values()) else keys
     if isinstance(obs_space, gym.spaces.Discrete):
         return np.full(batch, obs_space.start, dtype=np.int64)

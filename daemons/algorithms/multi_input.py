@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from tandem.daemons.algorithms.net_parts import ACTIVATIONS, NATURE_CNN_MIN_SIZE, image_channels_last, is_image_space
+from tandem.daemons.envs.dict_obs import key_spaces
 
 
 class ImageEncoder(nn.Module):
@@ -85,7 +86,8 @@ class MultiInputNetwork(nn.Module):
     def __init__(self, space: gym.spaces.Dict, num_outputs: int, hidden_sizes: Sequence[int], activation: str):
         super().__init__()
         # sorted: the features join in one order whatever order a Dict space lists its keys in
-        self.encoders = nn.ModuleDict({key: key_encoder(key, space[key]) for key in sorted(space.spaces)})
+        keys = key_spaces(space)
+        self.encoders = nn.ModuleDict({key: key_encoder(key, keys[key]) for key in sorted(keys)})
         layers: list[nn.Module] = []
         width = sum(encoder.width for encoder in self.encoders.values())
         for size in hidden_sizes:

@@ -20,7 +20,7 @@ import numpy as np
 
 from tandem.daemons.config.schema import EnvSection
 from tandem.daemons.envs.atari import GAME_LENGTH, GAME_RETURN
-from tandem.daemons.envs.dict_obs import is_dict_space
+from tandem.daemons.envs.dict_obs import is_dict_space, key_spaces
 from tandem.daemons.envs.gym_envs import EnvBuildError, EnvSetupError, StepResult, make_env
 from tandem.daemons.envs.native_vectors import make_ale, make_envpool
 from tandem.daemons.envs.spaces import env_actions
@@ -88,8 +88,8 @@ class VectorGroup:
         self.observation_space = venv.single_observation_space
         if is_dict_space(self.observation_space):
             raise EnvSetupError(
-                f"env.vector steps envs observing one array; this env observes a Dict "
-                f"({', '.join(self.observation_space.spaces)}): set env.vector = '' (the actor's own loop takes it)"
+                "env.vector steps envs observing one array; this env observes a Dict or Tuple "
+                f"({', '.join(key_spaces(self.observation_space))}): set env.vector = '' (the actor's loop takes it)"
             )
         self.action_space = venv.single_action_space
         self.obs_dtype = np.dtype(self.observation_space.dtype or np.float32)

@@ -252,3 +252,40 @@ def test_a_vector_env_refuses_a_dict_observation_by_name(tmp_path):
             make_stepping(envs, api, config, "actor-0", 0, incarnation=0)
     finally:
         close_all(envs)
+
+
+class PairObservation:
+    """A Tuple observation (a vector and a Discrete), as an env of the user's might make it."""
+
+    @staticmethod
+    def make(**kwargs):
+        import gymnasium as gym
+
+        class Pair(gym.ObservationWrapper):
+            def __init__(self, env):
+                super().__init__(env)
+                self.observation_space = gym.spaces.Tuple(
+                    (gym.spaces.Box(-5, 5, (2,), np.float32), gym.spaces.Discrete(2))
+                )
+
+            def observation(self, obs):
+                return (np.asarray(obs[[0, 2]], np.float32), int(obs[2] > 0))
+
+        return Pair(gym.make("CartPole-v1", **kwargs))
+
+
+def test_a_tuple_observation_travels_as_keys_by_position_and_trains(tmp_path):
+    config = load_config(
+        EXAMPLES / "cartpole_appo.toml",
+        [f"run.dir='{tmp_path}'", "env.id='tests.daemons.test_dict_obs:PairObservation.make'", "env.num_envs=3"]
+        + [f"actors.unroll_length={STEPS}", f"algorithm.batch_size={STEPS * 3}"],
+    )
+    spaces = probe_policy_spaces(config)
+    algorithm = make_algorithm(config, spaces.observation_space, spaces.action_space, "cpu")
+    batch = wire(collect(config, 1, algorithm.weights())[0])
+    assert sorted(batch.obs) == ["0", "1"] and batch.obs["1"].dtype == np.int64
+    assert batch.obs["0"].shape == (STEPS + 1, 3, 2)
+    assert np.isfinite(algorithm.update([batch]).metrics["loss"])
+    from tandem.client.api.space_json import space_from_json, space_to_json
+
+    assert space_from_json(space_to_json(spaces.observation_space)) == spaces.observation_space
