@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,24 +16,17 @@ from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP, stack_unrol
 from tandem.daemons.config import load_config, render_toml
 from tandem.daemons.envs.probe import probe_policy_spaces
 from tandem.daemons.learner.checkpoint import save_checkpoint
-from tandem.daemons.learner.daemon import Learner
 from tandem.daemons.runtime.setup_errors import SetupError
-from tandem.daemons.runtime.signals import StopFlag
 from tandem.daemons.serial.parts import SerialActor, SerialEvaluator
-from tandem.protocol import ProtocolError, TransitionBatch, framing, sockets
-from tandem.protocol.transitions import CORE_ARRAYS
+from tandem.protocol import ProtocolError, TransitionBatch, framing
+from tests.protocol.samples import unchecked_frames
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CONFIG = EXAMPLES / "minigrid_doorkey.toml"
 STEPS, ENVS = 16, 3
 
 
-@pytest.fixture(autouse=True)
-def beside(monkeypatch):
-    """The examples' folder on the import path, as `tandem up` puts a config's folder there."""
-    monkeypatch.syspath_prepend(str(EXAMPLES))
-    yield
-    sys.modules.pop("minigrid_dict", None)
+pytestmark = pytest.mark.usefixtures("examples_on_path")  # the examples' env modules import
 
 
 def doorkey_config(tmp_path, *more):
@@ -111,25 +103,11 @@ def test_a_dict_batch_round_trips_bit_exact_and_framing_names_the_bad_key(tmp_pa
 
 
 @pytest.fixture
-def dict_learner(tmp_path):
-    learner = Learner(doorkey_config(tmp_path), "default", StopFlag(), control_endpoint=None)
-    learner.build()
-    learner.binding.bind()  # loopback, free ports
-    yield learner
-    learner.metrics.close()
-    sockets.close_context(learner.runtime.ctx, 0)
+def dict_learner(tmp_path, built_learner):
+    return built_learner(doorkey_config(tmp_path))
 
 
-def frames(batch: TransitionBatch) -> list[bytes]:
-    """The bytes a sender would send, whatever their keys (framing checks run on the way in, not out)."""
-    fields = {name: getattr(batch, name) for name in ("policy_id", "actor_id", "incarnation", "seq")}
-    fields.update(policy_version=batch.policy_version, env_steps=batch.env_steps)
-    arrays = []
-    for name in CORE_ARRAYS:
-        value = getattr(batch, name)
-        arrays += [(f"{name}.{k}", v) for k, v in value.items()] if isinstance(value, dict) else [(name, value)]
-    arrays += [(f"extra.{name}", a) for name, a in batch.extras.items()]
-    return [bytes(f) for f in framing.encode(TransitionBatch.KIND, fields, arrays)]
+frames = unchecked_frames  # the bytes a sender would send, whatever their keys (checks run on the way in)
 
 
 def with_keys(batch: TransitionBatch, change) -> TransitionBatch:

@@ -20,16 +20,13 @@ STEPS, ENVS = 8, 4
 
 
 @pytest.fixture
-def appo_learner(tmp_path):
-    config = load_config(
-        ROOT / "examples" / "cartpole_appo.toml", [f"run.dir='{tmp_path}'", f"algorithm.batch_size={STEPS * ENVS}"]
+def appo_learner(tmp_path, built_learner):
+    return built_learner(
+        load_config(
+            ROOT / "examples" / "cartpole_appo.toml",
+            [f"run.dir='{tmp_path}'", f"algorithm.batch_size={STEPS * ENVS}"],
+        )
     )
-    learner = Learner(config, "default", StopFlag(), control_endpoint=None)
-    learner.build()
-    learner.binding.bind()  # loopback, free ports: each update publishes a version
-    yield learner
-    learner.metrics.close()
-    sockets.close_context(learner.runtime.ctx, 0)
 
 
 def good_batch(seq: int, version: int = 0) -> TransitionBatch:

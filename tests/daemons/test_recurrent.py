@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,24 +12,17 @@ import torch
 from tandem.daemons.algorithms import make_algorithm
 from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP, stack_unrolls
 from tandem.daemons.config import ConfigError, load_config
-from tandem.daemons.learner.daemon import Learner
-from tandem.daemons.runtime.signals import StopFlag
 from tandem.daemons.serial.parts import SerialActor, SerialEvaluator
-from tandem.protocol import ProtocolError, TransitionBatch, framing, sockets
+from tandem.protocol import ProtocolError, TransitionBatch, framing
 from tandem.protocol.joining import join_unrolls
-from tandem.protocol.transitions import CORE_ARRAYS
+from tests.protocol.samples import unchecked_frames
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CONFIG = EXAMPLES / "cartpole_lstm.toml"
 STEPS, ENVS = 8, 3
 
 
-@pytest.fixture(autouse=True)
-def beside(monkeypatch):
-    """The examples' folder on the import path, as `tandem up` puts a config's folder there."""
-    monkeypatch.syspath_prepend(str(EXAMPLES))
-    yield
-    sys.modules.pop("hidden_velocity", None)
+pytestmark = pytest.mark.usefixtures("examples_on_path")  # the examples' env modules import
 
 
 def recurrent_config(tmp_path, core="lstm", *more):
@@ -199,14 +191,8 @@ def test_a_core_the_run_cannot_train_is_refused_by_its_key(tmp_path, override, k
 
 
 @pytest.fixture
-def recurrent_learner(tmp_path):
-    config = recurrent_config(tmp_path, "lstm", f"algorithm.batch_size={STEPS * ENVS}")
-    learner = Learner(config, "default", StopFlag(), control_endpoint=None)
-    learner.build()
-    learner.binding.bind()  # loopback, free ports: each update publishes a version
-    yield learner
-    learner.metrics.close()
-    sockets.close_context(learner.runtime.ctx, 0)
+def recurrent_learner(tmp_path, built_learner):
+    return built_learner(recurrent_config(tmp_path, "lstm", f"algorithm.batch_size={STEPS * ENVS}"))
 
 
 def nan_state(state: np.ndarray) -> np.ndarray:
@@ -238,15 +224,7 @@ def test_a_batch_with_a_bad_state_is_counted_by_reason_dropped_and_the_learner_g
     assert learner.train_step() and np.isfinite(learner.training.last_metrics["loss"])
 
 
-def frames(batch: TransitionBatch) -> list[bytes]:
-    """The bytes an actor would send (framing checks run on the way in, not out)."""
-    fields = {name: getattr(batch, name) for name in ("policy_id", "actor_id", "incarnation", "seq")}
-    fields.update(policy_version=batch.policy_version, env_steps=batch.env_steps)
-    arrays = [(name, getattr(batch, name)) for name in CORE_ARRAYS]
-    if batch.core_state is not None:
-        arrays.append(("core_state", batch.core_state))
-    arrays += [(f"extra.{name}", a) for name, a in batch.extras.items()]
-    return [bytes(f) for f in framing.encode(TransitionBatch.KIND, fields, arrays)]
+frames = unchecked_frames  # the bytes a sender would send (framing checks run on the way in, not out)
 
 
 def test_each_agent_of_a_pettingzoo_world_carries_its_own_state_to_its_policy_learner(tmp_path):

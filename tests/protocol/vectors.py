@@ -6,15 +6,16 @@ checks the checked-in file against the decoder (and the valid ones against the e
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import msgpack
 import numpy as np
 
-from tandem.protocol import ControlReply, ControlRequest, Heartbeat, TransitionBatch, WeightBlob, WeightRequest, framing
+from tandem.protocol import ControlReply, ControlRequest, Heartbeat, TransitionBatch, WeightBlob, WeightRequest
 from tandem.protocol.limits import PROTOCOL_VERSION
-from tandem.protocol.transitions import CORE_ARRAYS
+from tests.protocol.samples import unchecked_frames
 
 PATH = Path(__file__).resolve().parents[2] / "protocol" / "test_vectors.json"
 
@@ -40,22 +41,15 @@ def tiny_batch() -> TransitionBatch:
 
 def with_state(batch: TransitionBatch, state: np.ndarray) -> list[bytes]:
     """The batch's frames with a `core_state` array (PROTOCOL.md 2.1.3) as given, checked or not."""
-    fields = {name: getattr(batch, name) for name in ("policy_id", "actor_id", "incarnation", "seq")}
-    fields.update(policy_version=batch.policy_version, env_steps=batch.env_steps)
-    arrays = [(name, getattr(batch, name)) for name in CORE_ARRAYS] + [("core_state", state)]
-    return [bytes(f) for f in framing.encode(TransitionBatch.KIND, fields, arrays)]
+    return unchecked_frames(dataclasses.replace(batch, core_state=state))
 
 
 def keyed_batch(final_keys: tuple[str, ...] = ("image", "direction")) -> list[bytes]:
     """tiny_batch with a Dict observation (PROTOCOL.md 2.1.4): an image key and a direction key."""
-    batch = tiny_batch()
-    fields = {name: getattr(batch, name) for name in ("policy_id", "actor_id", "incarnation", "seq")}
-    fields.update(policy_version=batch.policy_version, env_steps=batch.env_steps)
     obs = {"image": np.arange(12, dtype=np.uint8).reshape(3, 1, 2, 2), "direction": np.array([[0], [1], [2]], np.int64)}
     final = {"image": np.full((1, 2, 2), 7, np.uint8), "direction": np.array([3], np.int64)}
-    arrays = [(f"obs.{k}", v) for k, v in obs.items()] + [(f"final_obs.{k}", final[k]) for k in final_keys]
-    arrays += [(name, getattr(batch, name)) for name in ("actions", "rewards", "terminated", "truncated")]
-    return [bytes(f) for f in framing.encode(TransitionBatch.KIND, fields, arrays)]
+    keyed = dataclasses.replace(tiny_batch(), obs=obs, final_obs={k: final[k] for k in final_keys})
+    return unchecked_frames(keyed)
 
 
 def header(**fields) -> bytes:
