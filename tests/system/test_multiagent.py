@@ -138,6 +138,9 @@ def test_the_speaker_listener_example_learns_above_random(tmp_path):
     assert set(summary["agent_returns_100"]) == {"speaker_0", "listener_0"}
 
 
+AGENT_COUNTERS = {"return.a_0", "return.a_1", "return.b_0", "version.alpha", "version.beta"}
+
+
 def test_status_has_a_line_per_policy(tmp_path):
     import json
 
@@ -157,9 +160,12 @@ def test_status_has_a_line_per_policy(tmp_path):
                 len(d["processes"]) == 4
                 and all(r["state"] == "RUNNING" for r in d["processes"])
                 and all((p["updates"] or 0) > 0 and p["eval_return"] is not None for p in d["policies"])
+                # The actor reports each agent's return once that agent has ended an episode, which can come
+                # after the evaluator's first figures; wait for what is asserted below, not for a race.
+                and AGENT_COUNTERS <= set(next(r for r in d["processes"] if r["name"] == "actor-0")["counters"])
             ),
             90,
-            "both learners training and evaluated",
+            "both learners training and evaluated, and every agent's return reported by the actor",
         )
         data = json.loads(
             CliRunner().invoke(cli, ["status", "--endpoint", run.endpoint, "--json", "--timeout", "20"]).output
@@ -169,7 +175,7 @@ def test_status_has_a_line_per_policy(tmp_path):
         for line in lines.values():
             assert line["version"] >= 0 and line["replay_fill"] > 0 and line["dropped_by_actors"] is not None, data
         actor = next(r for r in data["processes"] if r["name"] == "actor-0")
-        assert {"return.a_0", "return.a_1", "return.b_0", "version.alpha", "version.beta"} <= set(actor["counters"])
+        assert AGENT_COUNTERS <= set(actor["counters"])
         table = CliRunner().invoke(cli, ["status", "--endpoint", run.endpoint, "--timeout", "20"]).output
         assert "learner-alpha" in table and "learner-beta" in table and "alpha" in table.split("learner-beta")[-1]
     finally:
