@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -58,16 +59,52 @@ def rebuild(
 def pack(batch: TransitionBatch, stack: int) -> TransitionBatch | None:
     """`batch` with each [S, ...] observation cut to its newest frame (plus obs_history), or None when its stacks
     are not FrameStackObservation's (rebuilding them would not give them back exactly): send it whole then."""
-    obs = batch.obs
-    if batch.obs_stack != 1 or stack < 2 or obs.ndim < 3 or obs.shape[2] != stack:
+    if batch.obs_stack != 1 or batch.keyed:
+        return None
+    cut = cut_stacks(batch.obs, batch.final_obs, batch.terminated | batch.truncated, batch.truncated, stack)
+    if cut is None:
+        return None
+    frames, history, final_frames = cut
+    return dataclasses.replace(batch, obs=frames, final_obs=final_frames, obs_stack=stack, obs_history=history)
+
+
+def pack_keys(batch: TransitionBatch, candidates: Mapping[str, int]) -> tuple[TransitionBatch, list[str]]:
+    """A Dict observation's batch with each candidate key (key -> S) whose stacks follow the rule cut to its
+    newest frames (PROTOCOL.md 2.1.5), and the candidates that do not (they travel whole)."""
+    if not batch.keyed or batch.obs_stacks:
+        return batch, list(candidates)
+    done = batch.terminated | batch.truncated
+    obs, final = dict(batch.obs), dict(batch.final_obs)
+    history: dict[str, np.ndarray] = {}
+    packed: dict[str, int] = {}
+    whole = []
+    for key, stack in candidates.items():
+        cut = cut_stacks(obs[key], final[key], done, batch.truncated, stack) if key in obs else None
+        if cut is None:
+            whole.append(key)
+            continue
+        obs[key], history[key], final[key] = cut
+        packed[key] = stack
+    if not packed:
+        return batch, whole
+    return dataclasses.replace(batch, obs=obs, final_obs=final, obs_history=history, obs_stacks=packed), whole
+
+
+def cut_stacks(
+    obs: np.ndarray, final_obs: np.ndarray, done: np.ndarray, truncated: np.ndarray, stack: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(newest frames, obs[0]'s history, final newest frames) of [T+1, K, S, ...] stacks, or None when they do not
+    follow FrameStackObservation's rule (rebuilding would not give them back exactly)."""
+    if stack < 2 or obs.ndim < 3 or obs.shape[2] != stack:
         return None
     # Checked, not assumed: an env whose stacks follow another rule must not be silently changed.
-    if not follows_rule(obs, batch.terminated | batch.truncated, batch.final_obs, batch.truncated):
+    if not follows_rule(obs, done, final_obs, truncated):
         return None
-    frames = np.ascontiguousarray(obs[:, :, -1])
-    history = np.ascontiguousarray(obs[0, :, :-1])
-    final_frames = np.ascontiguousarray(batch.final_obs[:, -1])
-    return dataclasses.replace(batch, obs=frames, final_obs=final_frames, obs_stack=stack, obs_history=history)
+    return (
+        np.ascontiguousarray(obs[:, :, -1]),
+        np.ascontiguousarray(obs[0, :, :-1]),
+        np.ascontiguousarray(final_obs[:, -1]),
+    )
 
 
 def frame_words(arr: np.ndarray, frame_ndim: int) -> np.ndarray:
@@ -174,8 +211,13 @@ def continues(first: TransitionBatch, second: TransitionBatch) -> bool:
 
 def unpack(batch: TransitionBatch) -> TransitionBatch:
     """The batch with whole stacks again; an unstacked batch is returned as it is."""
+    done = batch.terminated | batch.truncated
+    if batch.obs_stacks:  # a Dict observation's stacked keys (PROTOCOL.md 2.1.5), each rebuilt on its own
+        obs, final = dict(batch.obs), dict(batch.final_obs)
+        for key in batch.obs_stacks:
+            obs[key], final[key] = rebuild(obs[key], batch.obs_history[key], done, final[key], batch.truncated)
+        return dataclasses.replace(batch, obs=obs, final_obs=final, obs_history=None, obs_stacks={})
     if batch.obs_stack == 1:
         return batch
-    done = batch.terminated | batch.truncated
     obs, final = rebuild(batch.obs, batch.obs_history, done, batch.final_obs, batch.truncated)
     return dataclasses.replace(batch, obs=obs, final_obs=final, obs_stack=1, obs_history=None)

@@ -17,6 +17,7 @@ KEYED_ARRAYS = ("obs", "final_obs")  # a Dict observation's keys travel as obs.K
 MAX_EXTRAS = 16
 MAX_OBS_STACK = 64  # frames per stacked observation a receiver accepts
 STACK_HISTORY = "obs_history"  # the earlier frames of obs[0]'s stacks, in a stacked batch (PROTOCOL.md 2.1.2)
+KEY_STACKS = "obs_stacks"  # frames per observation of each stacked key of a Dict observation (PROTOCOL.md 2.1.5)
 CORE_STATE = "core_state"  # the recurrent state each env's first step acted from (PROTOCOL.md 2.1.3)
 MAX_CORE_STATE = 65536  # floats of recurrent state per env a receiver accepts
 HEADER_FIELDS = {
@@ -55,9 +56,11 @@ class TransitionBatch:
     extras: Mapping[str, np.ndarray] = field(default_factory=dict)  # name -> [T, K, ...], e.g. behaviour logits
     # Frame stacks sent once (PROTOCOL.md 2.1.2): with obs_stack S > 1, obs and final_obs hold only the newest
     # frame of each observation and obs_history [K, S-1, *frame] the earlier frames of obs[0]'s stacks;
-    # tandem.protocol.stacks rebuilds the whole stacks.
+    # tandem.protocol.stacks rebuilds the whole stacks. A Dict observation's stacked keys (PROTOCOL.md 2.1.5) are
+    # named with their S in obs_stacks, obs_stack stays 1, and obs_history is a dict of those keys' histories.
     obs_stack: int = 1
-    obs_history: np.ndarray | None = None
+    obs_history: np.ndarray | dict[str, np.ndarray] | None = None
+    obs_stacks: Mapping[str, int] = field(default_factory=dict)
     # A recurrent policy's unroll (PROTOCOL.md 2.1.3): core_state [K, S] float32, the state env k's policy acted
     # from at step 0 (zeros where obs[0, k] starts an episode); None for a feed-forward policy's.
     core_state: np.ndarray | None = None
@@ -68,6 +71,17 @@ class TransitionBatch:
     def keyed(self) -> bool:
         """The observations are a dict of arrays, one per key of a Dict space (PROTOCOL.md 2.1.4)."""
         return keyed.is_keyed(self.obs)
+
+    @property
+    def framed(self) -> bool:
+        """Some observations came as their newest frames, each frame once (PROTOCOL.md 2.1.2 and 2.1.5)."""
+        return self.obs_stack > 1 or bool(self.obs_stacks)
+
+    def key_shape(self, key: str) -> tuple[int, ...]:
+        """The shape of key `key` of one observation as the env made it (a stacked key's frames stacked again)."""
+        frame = tuple(self.obs[key].shape[2:])
+        stack = self.obs_stacks.get(key, 1)
+        return (stack, *frame) if stack > 1 else frame
 
     @property
     def obs_shape(self) -> tuple[int, ...]:
@@ -95,22 +109,14 @@ class TransitionBatch:
         check_columns(
             self.obs, self.actions, self.rewards, self.terminated, self.truncated, self.final_obs, self.extras
         )
-        check_stack(self.obs, self.obs_stack, self.obs_history)
+        check_stack(self.obs, self.obs_stack, self.obs_history, self.obs_stacks)
         check_core_state(self.core_state, self.num_envs)
 
     def to_frames(self) -> list[framing.Frame]:
         self.check_shapes()
-        fields = {name: getattr(self, name) for name in HEADER_FIELDS}
         for name, check in HEADER_FIELDS.items():
-            check(name, fields[name])
-        arrays = wire_arrays(self)
-        if self.obs_stack > 1:  # unstacked batches stay exactly as before: no new key, no new array
-            fields["obs_stack"] = self.obs_stack
-            arrays.append((STACK_HISTORY, self.obs_history))
-        if self.core_state is not None:  # a feed-forward policy's batches stay exactly as before
-            arrays.append((CORE_STATE, self.core_state))
-        arrays += [(f"extra.{name}", arr) for name, arr in self.extras.items()]
-        return framing.encode(self.KIND, fields, arrays)
+            check(name, getattr(self, name))
+        return framing.encode(self.KIND, *wire_message(self))
 
     @classmethod
     def from_frames(cls, frames: Sequence[Any], limits: Limits = DEFAULT_LIMITS) -> TransitionBatch:
@@ -118,8 +124,15 @@ class TransitionBatch:
         framing.expect_kind(header, cls.KIND)
         fields = framing.take_fields(header, HEADER_FIELDS)
         stack = framing.count("obs_stack", header.get("obs_stack", 1))
+        key_stacks = framing.string_map(KEY_STACKS, header.get(KEY_STACKS, {}))
         arrays = framing.take_arrays(header, views, limits)
         history = arrays.pop(STACK_HISTORY, None)
+        prefix = f"{STACK_HISTORY}."
+        key_history = {n[len(prefix) :]: arrays.pop(n) for n in [n for n in arrays if n.startswith(prefix)]}
+        if key_history:
+            if history is not None:
+                raise ProtocolError(f"a batch carries either {STACK_HISTORY!r} or {prefix}KEY arrays", STACK_HISTORY)
+            history = key_history
         core_state = arrays.pop(CORE_STATE, None)
         take_keyed(arrays)
         for name in CORE_ARRAYS:
@@ -138,10 +151,27 @@ class TransitionBatch:
             extras=extras,
             obs_stack=stack,
             obs_history=history,
+            obs_stacks=key_stacks,
             core_state=core_state,
         )
         batch.check_shapes()
         return batch
+
+
+def wire_message(batch: TransitionBatch) -> tuple[dict[str, Any], list[tuple[str, np.ndarray]]]:
+    """The header fields and named arrays `batch` travels as, unchecked (to_frames checks them first)."""
+    fields = {name: getattr(batch, name) for name in HEADER_FIELDS}
+    arrays = wire_arrays(batch)
+    if batch.obs_stack > 1:  # unstacked batches stay exactly as before: no new key, no new array
+        fields["obs_stack"] = batch.obs_stack
+        arrays.append((STACK_HISTORY, batch.obs_history))
+    if batch.obs_stacks:  # a Dict observation's stacked keys (2.1.5): one history array per key
+        fields[KEY_STACKS] = dict(batch.obs_stacks)
+        arrays += [(f"{STACK_HISTORY}.{key}", arr) for key, arr in batch.obs_history.items()]
+    if batch.core_state is not None:  # a feed-forward policy's batches stay exactly as before
+        arrays.append((CORE_STATE, batch.core_state))
+    arrays += [(f"extra.{name}", arr) for name, arr in batch.extras.items()]
+    return fields, arrays
 
 
 def wire_arrays(batch: TransitionBatch) -> list[tuple[str, np.ndarray]]:
@@ -202,12 +232,20 @@ def check_columns(obs, actions, rewards, terminated, truncated, final_obs, extra
             raise ProtocolError(f"must start with [T={steps}, K={envs}], got {list(arr.shape)}", f"extra.{name}")
 
 
-def check_stack(obs, stack, history) -> None:
-    """A stacked batch's obs_stack and obs_history agree with its obs (PROTOCOL.md 2.1.2); an unstacked one has none."""
+def check_stack(obs, stack, history, key_stacks) -> None:
+    """A stacked batch's obs_stack and obs_history agree with its obs (PROTOCOL.md 2.1.2); an unstacked one has none.
+    A Dict observation's stacked keys are named in key_stacks instead (2.1.5)."""
     if type(stack) is not int or not 1 <= stack <= MAX_OBS_STACK:
         raise ProtocolError(f"must be an integer in [1, {MAX_OBS_STACK}], got {stack!r}", "obs_stack")
-    if stack > 1 and keyed.is_keyed(obs):
-        raise ProtocolError("frames are sent once only for a single observation array, not for obs.KEY", "obs_stack")
+    if keyed.is_keyed(obs):
+        if stack > 1:
+            raise ProtocolError(f"a Dict observation's stacked keys are named in {KEY_STACKS}", "obs_stack")
+        check_key_stacks(obs, history, key_stacks)
+        return
+    if key_stacks:
+        raise ProtocolError("names keys of obs.KEY arrays; this batch's obs is one array", KEY_STACKS)
+    if isinstance(history, Mapping):
+        raise ProtocolError(f"{STACK_HISTORY}.KEY arrays come only with obs.KEY arrays", STACK_HISTORY)
     if stack == 1:
         if history is not None:
             raise ProtocolError("is only sent with obs_stack > 1", STACK_HISTORY)
@@ -221,6 +259,36 @@ def check_stack(obs, stack, history) -> None:
             f"got {history.dtype} {list(history.shape)}",
             STACK_HISTORY,
         )
+
+
+def check_key_stacks(obs, history, key_stacks) -> None:
+    """Each key in key_stacks is a key of obs with S in [2, MAX_OBS_STACK] and its obs_history.KEY of shape
+    [K, S-1, *frame] and the key's dtype; no other obs_history arrays (PROTOCOL.md 2.1.5)."""
+    if not key_stacks:
+        if history is not None:
+            raise ProtocolError(f"is only sent for a key named in {KEY_STACKS}", STACK_HISTORY)
+        return
+    if not isinstance(key_stacks, Mapping) or len(key_stacks) > keyed.MAX_KEYS:
+        raise ProtocolError(f"must map at most {keyed.MAX_KEYS} keys of obs to frames per observation", KEY_STACKS)
+    history = history if isinstance(history, Mapping) else {}
+    for key, stack in key_stacks.items():
+        if key not in obs:
+            raise ProtocolError(f"names {key!r}, which is not a key of obs ({', '.join(obs)})", KEY_STACKS)
+        if type(stack) is not int or not 2 <= stack <= MAX_OBS_STACK:
+            raise ProtocolError(f"must be an integer in [2, {MAX_OBS_STACK}], got {stack!r}", f"{KEY_STACKS}.{key}")
+        arr = history.get(key)
+        if arr is None:
+            raise ProtocolError(f"required array is missing ({KEY_STACKS} names {key!r})", f"{STACK_HISTORY}.{key}")
+        frames = obs[key]
+        expected = (frames.shape[1], stack - 1, *frames.shape[2:])
+        if arr.shape != expected or arr.dtype != frames.dtype:
+            raise ProtocolError(
+                f"must be {frames.dtype} {list(expected)} ([K, S-1, *frame]), got {arr.dtype} {list(arr.shape)}",
+                f"{STACK_HISTORY}.{key}",
+            )
+    extra = [key for key in history if key not in key_stacks]
+    if extra:
+        raise ProtocolError(f"is only sent for a key named in {KEY_STACKS}", f"{STACK_HISTORY}.{extra[0]}")
 
 
 def check_core_state(state, envs: int) -> None:

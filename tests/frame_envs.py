@@ -7,6 +7,7 @@ import numpy as np
 
 from tandem.daemons.actor.unroll import UnrollBuilder
 from tandem.daemons.envs.gym_envs import EnvGroup
+from tandem.daemons.envs.key_stack import KeyFrameStack
 from tandem.protocol import TransitionBatch
 
 STACK = 4
@@ -41,8 +42,31 @@ class Tagged(gym.Env):
         )
 
 
+class TaggedDict(Tagged):
+    """Tagged's frame as a small uint8 'screen' ([2, 3], the tag's bytes, wrapping) beside a float 'state'."""
+
+    observation_space = gym.spaces.Dict(
+        {"screen": gym.spaces.Box(0, 255, (2, 3), np.uint8), "state": gym.spaces.Box(-1.0, 1.0, (2,), np.float32)}
+    )
+
+    def _frame(self) -> dict:
+        tag = super()._frame()
+        screen = np.stack([tag % 256, tag // 256 % 256]).astype(np.uint8)
+        return {"screen": screen, "state": self.rng.uniform(-1, 1, 2).astype(np.float32)}
+
+
+def stacked_tagged(source: int, seed: int, end_prob: float) -> gym.Env:
+    return gym.wrappers.FrameStackObservation(Tagged(source, seed, end_prob), STACK)
+
+
+def stacked_screen(source: int, seed: int, end_prob: float) -> gym.Env:
+    """A TaggedDict whose screen (only) is the last STACK screens, as KeyFrameStack keeps them."""
+    return KeyFrameStack(TaggedDict(source, seed, end_prob), "screen", STACK)
+
+
 class Actor:
-    """K stacked Tagged envs of one (actor, incarnation), yielding whole-stack TransitionBatches of T steps."""
+    """K stacked Tagged envs of one (actor, incarnation), yielding whole-stack TransitionBatches of T steps
+    (`make=stacked_screen`: a Dict observation with one stacked key)."""
 
     def __init__(
         self,
@@ -52,16 +76,9 @@ class Actor:
         incarnation: int = 0,
         end_prob: float = 0.3,
         wrap=lambda env, k: env,
+        make=stacked_tagged,
     ):
-        made = [
-            wrap(
-                gym.wrappers.FrameStackObservation(
-                    Tagged(1000 * incarnation + 100 * seed + k, seed * 31 + k, end_prob), STACK
-                ),
-                k,
-            )
-            for k in range(envs)
-        ]
+        made = [wrap(make(1000 * incarnation + 100 * seed + k, seed * 31 + k, end_prob), k) for k in range(envs)]
         self.group = EnvGroup(made, seed=seed)
         self.actor_id, self.incarnation, self.seq = actor_id, incarnation, 0
         self.rng = np.random.default_rng(seed)

@@ -12,10 +12,12 @@ from tandem.daemons.actor.weights_client import WeightsClient
 from tandem.daemons.algorithms import algorithm_of, make_policy
 from tandem.daemons.config.policies import policy_config
 from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.envs.dict_obs import stack_candidates
 from tandem.daemons.envs.spaces import PolicySpaces
 from tandem.daemons.runtime.endpoints import LearnerEndpoints, learner_socket_options
 from tandem.daemons.runtime.logs import log_dropped
 from tandem.protocol import TransitionBatch, sockets, stacks
+from tandem.protocol.transitions import MAX_OBS_STACK
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +133,9 @@ class PolicyLink:
         )
         self.frame_stack = config.env.frames_per_obs(spaces.observation_space.shape or ())
         self.sent_whole = 0  # stacked batches that could not be cut to frames (stacks not FrameStackObservation's)
+        # A Dict observation's image keys that may be frame stacks: each batch is checked against the rule
+        # (PROTOCOL.md 2.1.5), and a key whose arrays once do not follow it travels whole from then on.
+        self.key_stacks = stack_candidates(spaces.observation_space, MAX_OBS_STACK)
         # Off-policy learners cut received unrolls into n-step windows, so joined unrolls train the same; an
         # on-policy learner would see longer unrolls (other V-trace traces and batches): it gets them as made.
         # Frame-stacked unrolls join as their frames (PROTOCOL.md 2.1.2): the message keeps the first one's history.
@@ -168,6 +173,8 @@ class PolicyLink:
 
     def wire_form(self, batch: TransitionBatch) -> TransitionBatch:
         """Frame stacks travel as their newest frames (PROTOCOL.md 2.1.2); a batch that cannot goes whole."""
+        if batch.keyed:
+            return self.keyed_wire_form(batch)
         if self.frame_stack < 2 or batch.obs_stack == self.frame_stack:
             return batch  # nothing to cut, or the actor's stepping kept frames already
         packed = stacks.pack(batch, self.frame_stack)
@@ -179,6 +186,20 @@ class PolicyLink:
                     self.frame_stack,
                 )
             return batch
+        return packed
+
+    def keyed_wire_form(self, batch: TransitionBatch) -> TransitionBatch:
+        """A Dict observation's stacked image keys as their newest frames (PROTOCOL.md 2.1.5), the rest whole."""
+        if not self.key_stacks:
+            return batch
+        packed, whole = stacks.pack_keys(batch, self.key_stacks)
+        for key in whole:
+            log.info(
+                "observation key %r travels whole: its arrays are not stacks of %d frames as FrameStackObservation "
+                "makes them",
+                key,
+                self.key_stacks.pop(key),
+            )
         return packed
 
     def flush(self) -> None:

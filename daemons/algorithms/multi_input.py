@@ -1,8 +1,9 @@
 """The built-in network for Dict observations: one encoder per key, joined, then the MLP of `[model]`.
 
-A key that is an image (a 3-D uint8 Box) goes through convolutions: the Nature CNN's, on pixels scaled to
-[0, 1], when it is at least 36 pixels a side; for a smaller grid (MiniGrid's 7x7 cells of object, colour and
-state codes) three 2x2 convolutions on the values as they are, as the MiniGrid baselines do. A vector Box or a
+A key that is an image (a 3-D uint8 Box, or a 4-D stack of them, its frames' channels side by side) goes
+through convolutions: the Nature CNN's, on pixels scaled to [0, 1], when it is at least 36 pixels a side; for
+a smaller grid (MiniGrid's 7x7 cells of object, colour and state codes) three 2x2 convolutions on the values as
+they are, as the MiniGrid baselines do. A vector Box or a
 MultiBinary key is flattened, a Discrete key one-hot encoded. The features of every key are concatenated and
 go through `model.hidden_sizes` to the outputs.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
 
@@ -20,12 +22,16 @@ from tandem.daemons.envs.dict_obs import key_spaces
 
 
 class ImageEncoder(nn.Module):
-    """Convolutions over one image key [B, H, W, C] or [B, C, H, W], flattened."""
+    """Convolutions over one image key [B, H, W, C] or [B, C, H, W], flattened; a stack of S images
+    [B, S, H, W, C] or [B, S, C, H, W] is taken as one image of S*C channels."""
 
     def __init__(self, shape: Sequence[int]):
         super().__init__()
-        self.channels_last = image_channels_last(shape)
-        c, h, w = (shape[2], shape[0], shape[1]) if self.channels_last else tuple(shape)
+        self.stacked = len(shape) == 4
+        image = tuple(shape[1:]) if self.stacked else tuple(shape)
+        self.channels_last = image_channels_last(image)
+        c, h, w = (image[2], image[0], image[1]) if self.channels_last else image
+        c *= shape[0] if self.stacked else 1
         self.scale = min(h, w) >= NATURE_CNN_MIN_SIZE  # camera pixels; a small grid's codes are used as they are
         if self.scale:
             convs = [nn.Conv2d(c, 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2), nn.ReLU()]
@@ -43,9 +49,18 @@ class ImageEncoder(nn.Module):
         x = x.float()
         if self.scale:
             x = x * (1.0 / 255.0)
-        if self.channels_last:
+        if self.stacked and self.channels_last:
+            x = x.permute(0, 1, 4, 2, 3)  # [B, S, C, H, W]
+        if self.stacked:
+            x = x.flatten(1, 2)  # the S frames' channels side by side, oldest first
+        elif self.channels_last:
             x = x.permute(0, 3, 1, 2)
         return self.convs(x)
+
+
+def is_image_stack(space: gym.Space) -> bool:
+    """A 4-D uint8 Box: a stack of images (tandem.daemons.envs.key_stack.KeyFrameStack of an image key)."""
+    return isinstance(space, gym.spaces.Box) and len(space.shape) == 4 and space.dtype == np.uint8
 
 
 class OneHot(nn.Module):
@@ -68,7 +83,7 @@ class Flat(nn.Module):
 
 
 def key_encoder(key: str, space: gym.Space) -> nn.Module:
-    if is_image_space(space):
+    if is_image_space(space) or is_image_stack(space):
         return ImageEncoder(space.shape)
     if isinstance(space, gym.spaces.Discrete):
         return OneHot(int(space.n), int(space.start))

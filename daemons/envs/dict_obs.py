@@ -49,6 +49,20 @@ def key_spaces(space: gym.spaces.Dict | gym.spaces.Tuple) -> dict[str, gym.Space
     return dict(spaces)
 
 
+def stack_candidates(space: Any, most: int) -> dict[str, int]:
+    """key -> S for each key of a Dict observation that may be a stack of S image frames (a uint8 Box of 3 or more
+    dimensions, the first one S in [2, most]). Only a candidate: a sender checks each batch against the stacking
+    rule before it sends a key as its frames (PROTOCOL.md 2.1.5), and sends it whole where it does not follow it."""
+    if not is_dict_space(space):
+        return {}
+    return {
+        key: sub.shape[0]
+        for key, sub in key_spaces(space).items()
+        if isinstance(sub, gym.spaces.Box) and sub.dtype == np.uint8 and len(sub.shape) >= 3
+        if 2 <= sub.shape[0] <= most
+    }
+
+
 class DictObs:
     """An env's Dict observation as {key: array} in the space's key order, each in its key's dtype."""
 

@@ -47,14 +47,18 @@ class BatchContentCheck:
         if not batch.keyed or set(batch.obs) != set(self.keys):
             got = ", ".join(batch.obs) if batch.keyed else "one array"
             raise BadBatch("obs_shape", f"obs keys are {got}, this policy's are {', '.join(self.keys)}")
+        histories = batch.obs_history if batch.obs_stacks else {}
         for key, (shape, dtype) in self.keys.items():
             obs, final = batch.obs[key], batch.final_obs[key]
-            if tuple(obs.shape[2:]) != shape:
-                raise BadBatch("obs_shape", f"obs.{key} is {list(obs.shape[2:])} per step, this policy's {list(shape)}")
+            if batch.key_shape(key) != shape:  # a stacked key's frames count as their stacks (PROTOCOL.md 2.1.5)
+                raise BadBatch(
+                    "obs_shape", f"obs.{key} is {list(batch.key_shape(key))} per step, this policy's {list(shape)}"
+                )
             if not np.can_cast(obs.dtype, dtype, casting="same_kind"):
                 raise BadBatch("obs_dtype", f"obs.{key} is {obs.dtype}, this policy's {dtype}")
-            if obs.dtype.kind == "f" and not (np.isfinite(obs).all() and np.isfinite(final).all()):
-                raise BadBatch("values", f"obs.{key} or final_obs.{key} hold NaN or infinite values")
+            arrays = (obs, final, histories[key]) if key in histories else (obs, final)
+            if obs.dtype.kind == "f" and not all(np.isfinite(a).all() for a in arrays):
+                raise BadBatch("values", f"obs.{key}, final_obs.{key} or obs_history.{key} hold NaN or infinite values")
 
     def check_array(self, batch: TransitionBatch) -> None:
         if batch.obs_shape != self.obs_shape:  # a stacked batch's frames count as their stacks (PROTOCOL.md 2.1.2)

@@ -94,7 +94,7 @@ class Intake:
         self.counts["batches_received"] += 1
         # env steps the actors spent, whatever becomes of them below (stale, over the ratio): a sample cost
         self.counts["transitions_received"] += batch.num_transitions
-        if batch.obs_stack > 1:  # its frame stacks came as their frames, each once (PROTOCOL.md 2.1.2)
+        if batch.framed:  # its frame stacks came as their frames, each once (PROTOCOL.md 2.1.2, 2.1.5)
             self.counts["batches_framed"] += 1
         lag = self.current_version() - batch.policy_version
         if batch.policy_version < 0 or lag > self.max_lag:

@@ -90,11 +90,6 @@ def game_kinds() -> list:
 def unchecked_frames(batch: TransitionBatch) -> list[bytes]:
     """The frames `batch.to_frames()` would send, without its checks: what a faulty sender puts on the wire."""
     from tandem.protocol import framing
-    from tandem.protocol.transitions import CORE_STATE, HEADER_FIELDS, wire_arrays
+    from tandem.protocol.transitions import wire_message
 
-    arrays = wire_arrays(batch)
-    if batch.core_state is not None:
-        arrays.append((CORE_STATE, batch.core_state))
-    arrays += [(f"extra.{name}", arr) for name, arr in batch.extras.items()]
-    fields = {name: getattr(batch, name) for name in HEADER_FIELDS}
-    return [bytes(f) for f in framing.encode(TransitionBatch.KIND, fields, arrays)]
+    return [bytes(f) for f in framing.encode(TransitionBatch.KIND, *wire_message(batch))]

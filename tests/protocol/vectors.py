@@ -52,6 +52,16 @@ def keyed_batch(final_keys: tuple[str, ...] = ("image", "direction")) -> list[by
     return unchecked_frames(keyed)
 
 
+def keyed_stacked_batch(history_shape: tuple[int, ...] = (1, 2, 2, 2)) -> list[bytes]:
+    """keyed_batch with its image the last 3 views, sent as its newest views (PROTOCOL.md 2.1.5): obs.image holds
+    them and obs_history.image [K, 2, *view] the two views before obs[0]'s."""
+    obs = {"image": np.arange(12, dtype=np.uint8).reshape(3, 1, 2, 2), "direction": np.array([[0], [1], [2]], np.int64)}
+    final = {"image": np.full((1, 2, 2), 7, np.uint8), "direction": np.array([3], np.int64)}
+    history = {"image": np.arange(100, 100 + int(np.prod(history_shape)), dtype=np.uint8).reshape(history_shape)}
+    stacked = dataclasses.replace(tiny_batch(), obs=obs, final_obs=final, obs_stacks={"image": 3}, obs_history=history)
+    return unchecked_frames(stacked)
+
+
 def header(**fields) -> bytes:
     return msgpack.packb({"v": PROTOCOL_VERSION, **fields}, use_bin_type=True)
 
@@ -82,6 +92,7 @@ def vectors() -> list[dict]:
             "transition_batch with a recurrent state",
             with_state(tiny_batch(), np.array([[0.25, -0.5, 1.0]], np.float32)),
         ),
+        ("transition_batch Dict observation with a stacked image key", keyed_stacked_batch()),
     ]
     bad = [
         ("no frames", [], "frames"),
@@ -128,6 +139,11 @@ def vectors() -> list[dict]:
             "core_state",
         ),
         ("transition_batch Dict observation without final_obs.direction", keyed_batch(("image",)), "final_obs"),
+        (
+            "transition_batch stacked image key with a history one view short",
+            keyed_stacked_batch((1, 1, 2, 2)),
+            "obs_history.image",
+        ),
         ("pickle bytes as a header", [b"\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00K\x01."], "header"),
         ("weight_blob checksum wrong", [header(**{**msgpack.unpackb(blob[0]), "checksum": 1}), *blob[1:]], "checksum"),
     ]

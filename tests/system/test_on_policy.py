@@ -97,9 +97,14 @@ def test_an_lstm_learns_cartpole_without_velocities_and_keeps_its_memory_after_t
 
 
 @pytest.mark.timeout(240)
-def test_appo_learns_minigrid_doorkey_from_its_dict_observation(tmp_path):
+@pytest.mark.parametrize("views", [1, 3])
+def test_appo_learns_minigrid_doorkey_from_its_dict_observation(tmp_path, views):
     """The view (a 7x7x3 grid of codes) and the direction travel as arrays of their own, each with its encoder;
-    a greedy mean of 0.9 means the key is fetched and the door opened nearly every time (random play: about 0)."""
-    summary = run_until_eval(tmp_path, "minigrid_doorkey.toml", 0.9, 150.0)
+    a greedy mean of 0.9 means the key is fetched and the door opened nearly every time (random play: about 0).
+    With the last 3 views stacked, each view travels once (PROTOCOL.md 2.1.5) and is rebuilt by the learner."""
+    stacked = ["env.id='minigrid_dict:make_stacked'", "env.kwargs={id='MiniGrid-DoorKey-5x5-v0', stack=3}"]
+    summary = run_until_eval(tmp_path, "minigrid_doorkey.toml", 0.9, 150.0, *(stacked if views > 1 else []))
     assert summary["eval_return"] >= 0.9
-    assert learner_metrics(tmp_path)[-1]["batches_malformed"] == 0
+    last = learner_metrics(tmp_path)[-1]
+    assert last["batches_malformed"] == 0 and last["batches_received"] > 0
+    assert last["batches_framed"] == (last["batches_received"] if views > 1 else 0), last
