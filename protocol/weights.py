@@ -23,6 +23,7 @@ MAX_PACE_PER_S = 1e12  # transitions/s; far above any real learner, so a larger 
 MAX_PACE_STREAMS = 1 << 20
 MAX_PACE_CREDIT = 1 << 40  # transitions per version
 MAX_ENV_STEPS = 1 << 62  # env steps behind one version: beyond any run, so a larger value is a broken peer
+MAX_POOL = 4096  # pooled versions one blob may list (PROTOCOL.md 2.2): far above any configured pool
 REQUEST_FIELDS = {
     "policy_id": framing.string,
     "have_version": framing.version_or_none,
@@ -52,6 +53,24 @@ def env_steps_field(header: Mapping[str, Any]) -> int:
     return steps
 
 
+def pool_field(header: Mapping[str, Any]) -> tuple[int, ...]:
+    """The optional `pool`: the versions the learner keeps for opponents, strictly rising; absent means none."""
+    pool = header.get("pool", [])
+    if not isinstance(pool, list) or len(pool) > MAX_POOL:
+        raise ProtocolError(f"must be a list of at most {MAX_POOL} versions", "pool")
+    for i, version in enumerate(pool):
+        if type(version) is not int or version < 0 or (i and version <= pool[i - 1]):
+            raise ProtocolError(f"must be strictly rising versions >= 0, got {version!r} at {i}", "pool")
+    return tuple(pool)
+
+
+def wanted_version_field(header: Mapping[str, Any]) -> int:
+    """The optional `version` of a weight_request: one pooled version wanted; absent (-1) means the latest."""
+    if "version" not in header:
+        return -1
+    return framing.count("version", header["version"])
+
+
 def tensor_checksum(tensors: Mapping[str, np.ndarray]) -> int:
     """CRC-32 (zlib/IEEE) over every tensor's raw little-endian bytes, in order, chained."""
     crc = 0
@@ -68,7 +87,8 @@ class WeightBlob:
     limit) and `pace_streams` the number of actors it heard from recently; actors may pace to their share.
     `pace_credit` is what all its actors together may send against each version (transitions, 0 = none).
     `env_steps` is how many env steps the transitions the learner had taken in when it made these weights
-    stand for (0 = unknown): what an evaluation of this version cost in samples.
+    stand for (0 = unknown): what an evaluation of this version cost in samples. `pool` lists the versions
+    the learner keeps for opponents (self-play), each of which a `WeightRequest` with `version` gets.
     """
 
     policy_id: str
@@ -80,6 +100,7 @@ class WeightBlob:
     pace_streams: int = 0
     pace_credit: int = 0
     env_steps: int = 0
+    pool: tuple[int, ...] = ()
 
     KIND = "weight_blob"
 
@@ -94,6 +115,7 @@ class WeightBlob:
         pace_streams: int = 0,
         pace_credit: int = 0,
         env_steps: int = 0,
+        pool: Sequence[int] = (),
     ) -> WeightBlob:
         """Make a blob from named arrays, converting each to wire form and computing the checksum."""
         wired = {name: framing.wire_array(name, arr) for name, arr in tensors.items()}
@@ -107,6 +129,7 @@ class WeightBlob:
             pace_streams,
             pace_credit,
             env_steps,
+            tuple(pool),
         )
 
     @property
@@ -131,6 +154,8 @@ class WeightBlob:
             )
         if self.env_steps:
             fields["env_steps"] = env_steps_field({"env_steps": self.env_steps})
+        if self.pool:  # sent only by a learner that keeps opponents: other blobs are as before
+            fields["pool"] = list(pool_field({"pool": list(self.pool)}))
         return framing.encode(self.KIND, fields, list(self.tensors.items()))
 
     @classmethod
@@ -145,16 +170,19 @@ class WeightBlob:
             tensors=framing.take_arrays(header, views, limits),
             **pace_fields(header),
             env_steps=env_steps_field(header),
+            pool=pool_field(header),
         )
 
 
 @dataclass(frozen=True)
 class WeightRequest:
-    """Sent to a learner's snapshot socket: "send me your latest weights if newer than `have_version`"."""
+    """Sent to a learner's snapshot socket: "send me your latest weights if newer than `have_version`", or, with
+    `version` >= 0, "send me that version from your opponent pool" (PROTOCOL.md 2.3)."""
 
     policy_id: str
     have_version: int = -1
     requester: str = ""
+    version: int = -1
 
     KIND = "weight_request"
 
@@ -162,6 +190,8 @@ class WeightRequest:
         fields = {name: getattr(self, name) for name in REQUEST_FIELDS}
         for name, check in REQUEST_FIELDS.items():
             check(name, fields[name])
+        if self.version >= 0:  # a request for the latest weights is as before
+            fields["version"] = framing.count("version", self.version)
         return framing.encode(self.KIND, fields)
 
     @classmethod
@@ -170,4 +200,4 @@ class WeightRequest:
         framing.expect_kind(header, cls.KIND)
         if len(views) != 1:
             raise ProtocolError(f"a {cls.KIND} has exactly one frame, got {len(views)}", "frames")
-        return cls(**framing.take_fields(header, REQUEST_FIELDS))
+        return cls(**framing.take_fields(header, REQUEST_FIELDS), version=wanted_version_field(header))

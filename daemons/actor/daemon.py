@@ -10,11 +10,14 @@ from tandem.daemons.actor.exploration import actor_epsilons, decayed
 from tandem.daemons.actor.links import LearnerLinks
 from tandem.daemons.actor.pacing import Pacing
 from tandem.daemons.actor.report import ActorReport
+from tandem.daemons.actor.selfplay import SelfPlay
 from tandem.daemons.actor.stepping import actor_envs, actor_seed, make_stepping
 from tandem.daemons.algorithms.base import explore_with
 from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.config.selfplay import learning_policy
 from tandem.daemons.envs.gym_envs import close_all
 from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
+from tandem.daemons.runtime.setup_errors import SetupError
 from tandem.daemons.runtime.signals import StopFlag
 from tandem.daemons.runtime.torch_threads import set_torch_threads
 
@@ -29,6 +32,7 @@ class Actor:
         self.pacing = Pacing(following=config.actors.follow_pace)
         self.reports = ActorReport(self.runtime, self.links, self.pacing)
         self.stepping: Any = None  # GymStepping or WorldStepping, once built
+        self.selfplay: SelfPlay | None = None
         self.runtime.on_close(self.links.close)
 
     def run(self) -> int:
@@ -40,6 +44,8 @@ class Actor:
         self.runtime.on_close(self.stepping.close)  # before the links: the envs stop first
         self.links.connect(self.stepping.spaces)
         self.links.wait_weights(self.report)
+        if self.config.selfplay.enabled:
+            self.seat_selfplay()
         self.runtime.reporter.set_stage("running")
         self.act()
 
@@ -57,6 +63,22 @@ class Actor:
         except BaseException:
             close_all(envs)
             raise
+
+    def seat_selfplay(self) -> None:
+        """[selfplay]: the learning policy takes one seat of each world, pooled versions of it the others."""
+        if not getattr(self.stepping, "multi_agent", False):
+            raise SetupError(
+                "selfplay.enabled needs a multi-agent env (PettingZoo AEC or parallel) with seats to play; "
+                f"env.id {self.config.env.id!r} is a single-agent env"
+            )
+        policy = learning_policy(self.config)
+        seed = actor_seed(self.config, self.index)
+        self.selfplay = SelfPlay(
+            self.config, self.runtime.ctx, self.links[policy], self.runtime.name, len(self.stepping), seed
+        )
+        self.runtime.on_close(self.selfplay.close)
+        self.stepping.rollout.seat(self.selfplay.seats, self.selfplay.choose)
+        self.reports.extra = lambda now: self.selfplay.counters()
 
     def act(self) -> None:
         cfg, stepping, links, pacing = self.config, self.stepping, self.links, self.pacing
@@ -79,6 +101,8 @@ class Actor:
                     if link.poll_weights():
                         pacing.advise(policy, link)
                 links.follow()
+                if self.selfplay is not None:
+                    self.selfplay.poll()
                 epsilons = decayed(base_eps, stepping.env_steps, cfg.actors.epsilon_decay_steps)
                 if pacing.wait(links.weight_sockets()):  # ahead of a learner's budget: a slice waited
                     links.flush()

@@ -56,6 +56,7 @@ class FollowedPolicy:
         )
         self.version = -1
         self.env_steps = 0  # the env steps behind the loaded version, as its learner counted them (0: unknown)
+        self.pool: tuple[int, ...] = ()  # the versions its learner keeps as self-play opponents, as of that version
         self.tensors: dict[str, Any] = {}  # the weights loaded into `net` (whatever the algorithm's policy keeps)
         # the newest version's insert budget: (transitions/s, actors, credit per version, version)
         self.pace: tuple[float, int, int, int] = (0.0, 0, 0, -1)
@@ -76,6 +77,7 @@ class FollowedPolicy:
         self.tensors = dict(blob.tensors)
         self.version = blob.version
         self.env_steps = blob.env_steps
+        self.pool = blob.pool
         self.pace = (blob.pace_per_s, blob.pace_streams, blob.pace_credit, blob.version)
         return True
 
@@ -127,6 +129,7 @@ class PolicyLink:
         seed: int,
     ):
         self.policy_id = policy
+        self.spaces = spaces
         self.followed = FollowedPolicy(ctx, config, policy, spaces, endpoints, name, seed)
         self.push_socket = sockets.transitions_push(
             ctx, endpoints.transitions, learner_socket_options(config, endpoints)

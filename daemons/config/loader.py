@@ -12,6 +12,7 @@ from tandem.daemons.config.algorithm import build_algorithm, fill_algorithm_defa
 from tandem.daemons.config.fields import ConfigError, build
 from tandem.daemons.config.policies import check_policies, policy_config, policy_names, port_table
 from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.config.selfplay import check_selfplay
 from tandem.daemons.runtime.plugins import plugin_folders
 
 
@@ -75,6 +76,7 @@ def check_relations(config: RunConfig) -> None:
         c = policy_config(config, policy)
         c.algorithm.check(c, where)
         check_core(c, where)
+    check_selfplay(config)
     if config.supervisor.liveness_timeout_s <= config.supervisor.heartbeat_interval_s:
         raise ConfigError("supervisor.liveness_timeout_s", "must be longer than supervisor.heartbeat_interval_s")
     if config.model.kind not in ("auto", "mlp", "nature_cnn") and ":" not in config.model.kind:

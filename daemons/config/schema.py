@@ -297,6 +297,14 @@ class LearnerSection:
         False,
         "(dqn) Sample the next replay batch (as tensors on the device, pinned and non-blocking on CUDA) while an update runs; no gain measured on a CPU.",
     )
+    pool_every: int = option(
+        0,
+        "Keep every weight version divisible by this as an opponent snapshot for self-play, in the learner's pool/ folder (0: keep none).",
+        min=0,
+    )
+    pool_size: int = option(
+        50, "Opponent snapshots kept at most (on disk; the oldest is removed first); with pool_every > 0.", min=1
+    )
 
 
 @dataclass
@@ -473,6 +481,25 @@ class TrackingSection:
 
 
 @dataclass
+class SelfPlaySection:
+    """[selfplay]: a policy plays against pooled earlier versions of itself in multi-agent games."""
+
+    enabled: bool = option(
+        False,
+        "In each game one seat (drawn anew per episode) plays the learning policy and is trained on; every other seat it plays is an opponent drawn from its learner's pool (learner.pool_every > 0).",
+    )
+    policy: str = option("", "The learning policy (a name under [policies]); empty: the run's first policy.")
+    opponents: str = option(
+        "prioritized",
+        "How an episode's opponent is drawn from the pool: 'latest', 'uniform', or 'prioritized' (those the learning side loses to most, often).",
+        choices=("latest", "uniform", "prioritized"),
+    )
+    opponent_nets: int = option(
+        8, "Pooled versions an actor holds loaded at once (least recently used dropped first).", min=1, max=1024
+    )
+
+
+@dataclass
 class RunConfig:
     """A whole run, as one TOML file describes it."""
 
@@ -489,5 +516,6 @@ class RunConfig:
     transport: TransportSection = field(default_factory=TransportSection)
     security: SecuritySection = field(default_factory=SecuritySection)
     tracking: TrackingSection = field(default_factory=TrackingSection)
+    selfplay: SelfPlaySection = field(default_factory=SelfPlaySection)
     # Empty: one policy, "default", plays every agent and uses [transport]'s learner ports.
     policies: dict[str, PolicySection] = field(default_factory=dict)

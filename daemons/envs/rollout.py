@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from tandem.daemons.envs.gym_envs import close_all
+from tandem.daemons.envs.seats import SelfPlaySeats
 from tandem.daemons.envs.spaces import ObsAdapter, PolicySpaces, env_actions
 from tandem.daemons.envs.streams import AgentStream
 from tandem.protocol import TransitionBatch
@@ -42,8 +43,12 @@ class MultiAgentRollout:
         incarnation: int = 0,
         return_window: int = 100,
         state_sizes: dict[str, int] | None = None,
+        seats: SelfPlaySeats | None = None,
+        opponent_choose: Callable[[int | None, np.ndarray], np.ndarray] | None = None,
     ):
         self.worlds, self.api, self.spaces, self.record = worlds, api, spaces, record
+        # Self-play: one seat per world learns, the others play `opponent_choose(version, obs) -> actions`
+        self.seats, self.opponent_choose = seats, opponent_choose
         self.incarnation = incarnation
         self.policy_of = {agent: policy for policy, s in spaces.items() for agent in s.agents}
         self.adapters = {
@@ -71,11 +76,20 @@ class MultiAgentRollout:
 
     def _reset(self, k: int, seed: int | None = None) -> None:
         result = self.worlds[k].reset(seed=seed)
+        if self.seats is not None:
+            learning = self.seats.policy
+            self.seats.new_episode(k, [a for a in self.worlds[k].agents if self.policy_of.get(a) == learning])
         if self.api == "parallel":
             observations = result[0] if isinstance(result, tuple) else result
             self.current[k] = {}
             for agent in self.worlds[k].agents:
                 self._observe(k, agent, observations[agent])
+
+    def seat(self, seats: SelfPlaySeats, opponent_choose: Callable[[int | None, np.ndarray], np.ndarray]) -> None:
+        """Self-play from now on: every world's current episode gets its seats (the worlds are at a start)."""
+        self.seats, self.opponent_choose = seats, opponent_choose
+        for k, world in enumerate(self.worlds):
+            seats.new_episode(k, [a for a in world.agents if self.policy_of.get(a) == seats.policy])
 
     def _check_agent(self, agent: str) -> str:
         policy = self.policy_of.get(agent)
@@ -89,7 +103,7 @@ class MultiAgentRollout:
         if self.api == "parallel":
             self.current[k][agent] = obs
         stream = self.streams[(k, agent)]
-        if self.record:
+        if self.record and self.learns(k, agent):
             stream.observe(obs)
             if stream.ready():
                 self.outbox.append(stream.take(self.policy_of[agent], self.incarnation, self.env_steps))
@@ -109,14 +123,38 @@ class MultiAgentRollout:
             episode = (agent, self.running_return[key], self.running_length[key])
             self.finished.append(episode)
             self.new_episodes.append(episode)
+            if self.seats is not None:
+                self.seats.agent_ended(k, agent, self.running_return[key])
             self.running_return[key], self.running_length[key] = 0.0, 0
+
+    def learns(self, k: int, agent: str) -> bool:
+        """The agent's turns in world k are its policy's to record (all of them, but for self-play's opponents)."""
+        return self.seats is None or self.policy_of[agent] != self.seats.policy or self.seats.learning(k, agent)
+
+    def _world_over(self, k: int) -> None:
+        """World k's episode ended (every agent done): score it for self-play, and start the next."""
+        self.episodes += 1
+        if self.seats is not None:
+            self.seats.episode_over(k)
+        self._reset(k)
 
     def _act(self, turns: list[tuple[int, str, np.ndarray]], choose: Chooser, versions: dict[str, int]) -> list:
         """One batched choice per policy for `turns`; the actions in turn order."""
         actions: list = [None] * len(turns)
         by_policy: dict[str, list[int]] = {}
-        for i, (_, agent, _) in enumerate(turns):
-            by_policy.setdefault(self.policy_of[agent], []).append(i)
+        by_opponent: dict[int | None, list[int]] = {}
+        for i, (k, agent, _) in enumerate(turns):
+            if self.learns(k, agent):
+                by_policy.setdefault(self.policy_of[agent], []).append(i)
+            else:
+                by_opponent.setdefault(self.seats.opponent[k], []).append(i)
+        for version, idx in by_opponent.items():  # opponents' turns: acted, never recorded
+            chosen = self.opponent_choose(version, np.stack([turns[i][2] for i in idx]))
+            sent = env_actions(self.spaces[self.seats.policy].action_space, np.asarray(chosen))
+            for i, action in zip(idx, sent):
+                k, agent, _ = turns[i]
+                actions[i] = action.item() if np.ndim(action) == 0 else action
+                self.running_length[(k, agent)] += 1
         for policy, idx in by_policy.items():
             obs, worlds = np.stack([turns[i][2] for i in idx]), np.array([turns[i][0] for i in idx])
             streams = [self.streams[(turns[i][0], turns[i][1])] for i in idx]
@@ -171,8 +209,7 @@ class MultiAgentRollout:
         env = self.worlds[k]
         for _ in range(self.max_skips):
             if not env.agents:
-                self.episodes += 1
-                self._reset(k)
+                self._world_over(k)
                 continue
             agent = env.agent_selection
             self._check_agent(agent)
@@ -211,8 +248,7 @@ class MultiAgentRollout:
                 if not (terminated or truncated) and agent in observations:
                     self._observe(k, agent, observations[agent])
             if not env.agents:
-                self.episodes += 1
-                self._reset(k)
+                self._world_over(k)
 
     def close(self) -> None:
         close_all(self.worlds)

@@ -12,6 +12,7 @@ from tandem.daemons.learner.checkpointer import Checkpointer
 from tandem.daemons.learner.disk import LearnerDisk
 from tandem.daemons.learner.intake import Intake
 from tandem.daemons.learner.metrics import LearnerMetrics
+from tandem.daemons.learner.opponent_pool import OpponentPool
 from tandem.daemons.learner.pace import PaceMeter
 from tandem.daemons.learner.progress import Progress
 from tandem.daemons.learner.publisher import Publisher
@@ -57,7 +58,9 @@ class Learner:
         self.disk = LearnerDisk(run_dir(config) / self.runtime.name, self.progress.counts)
         self.pace = PaceMeter(self.config.learner.pace_headroom, expected_streams=self.config.actors.count)
         self.binding = Binding(self.runtime, self.config, policy_id, bind, insecure)
-        self.publisher = Publisher(policy_id, self.progress, self.disk, self.binding)
+        learner = self.config.learner
+        pool = OpponentPool(self.disk.dir / "pool", learner.pool_every, learner.pool_size, self.progress.counts)
+        self.publisher = Publisher(policy_id, self.progress, self.disk, self.binding, pool)
         self.runtime.on_close(self.binding.close)
 
     # ------------------------------------------------------------------ set-up
@@ -95,6 +98,7 @@ class Learner:
         reporter.set_stage("load_checkpoint")
         self.checkpointer = Checkpointer(self.training, progress, self.disk, cfg.learner.checkpoint_interval_s)
         self.publisher.start_above(self.checkpointer.restore())
+        self.publisher.pool.load()  # the opponents an earlier run of this learner kept
         self.metrics = LearnerMetrics(progress, self.training, self.pace, self.checkpointer, self.disk)
         self.runtime.on_close(self.metrics.close)
 
@@ -194,5 +198,6 @@ class Learner:
             streams,
             self.pace.credit_per_version,
             env_steps=progress.env_steps,
+            pool=self.publisher.pool.versions,
         )
         self.publisher.send(blob.to_frames())

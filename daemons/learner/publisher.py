@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tandem.daemons.learner.binding import Binding
 from tandem.daemons.learner.disk import LearnerDisk
+from tandem.daemons.learner.opponent_pool import OpponentPool
 from tandem.daemons.learner.progress import Progress
 from tandem.daemons.learner.snapshots import SnapshotServer
 from tandem.daemons.learner.version_floor import read_floor, write_floor
@@ -17,11 +18,14 @@ class Publisher:
     checkpoint's and above the floor on disk (the highest ever published), which each `send` rewrites.
     """
 
-    def __init__(self, policy_id: str, progress: Progress, disk: LearnerDisk, binding: Binding):
+    def __init__(
+        self, policy_id: str, progress: Progress, disk: LearnerDisk, binding: Binding, pool: OpponentPool | None = None
+    ):
         self.progress, self.disk, self.binding = progress, disk, binding
         self.latest_frames: list | None = None
+        self.pool = pool if pool is not None else OpponentPool(disk.dir / "pool", 0, 1, progress.counts)
         # The snapshot socket is served on its own thread while the loop runs.
-        self.snapshots = SnapshotServer(policy_id, progress.counts)
+        self.snapshots = SnapshotServer(policy_id, progress.counts, self.pool)
 
     def start_above(self, restored: int) -> None:
         self.progress.version = max(restored, read_floor(self.disk.dir / "version")) + 1
@@ -35,6 +39,10 @@ class Publisher:
             write_floor(self.disk.dir / "version", self.progress.version)
         except OSError as exc:  # a full disk: keep training and publishing; the checkpoints say it too
             self.disk.failed("the version floor", exc)
+        try:
+            self.pool.offer(self.progress.version, frames)
+        except OSError as exc:  # the pool goes without this version; opponents are drawn from the others
+            self.disk.failed("an opponent pool snapshot", exc)
 
     def start(self) -> None:
         """Hand the snapshot socket to its thread (from now on only that thread touches it)."""

@@ -6,6 +6,7 @@ import logging
 import threading
 from typing import Any
 
+from tandem.daemons.learner.opponent_pool import OpponentPool
 from tandem.daemons.runtime.logs import log_dropped
 from tandem.protocol import ControlReply, ProtocolError, WeightRequest, decode, sockets
 from tandem.protocol.control import reply_address
@@ -16,11 +17,17 @@ JOIN_TIMEOUT_S = 2.0
 
 
 def serve_snapshots(
-    router: Any, policy_id: str, version: int, latest_frames: list | None, counts: dict[str, float]
+    router: Any,
+    policy_id: str,
+    version: int,
+    latest_frames: list | None,
+    counts: dict[str, float],
+    pool: OpponentPool | None = None,
 ) -> None:
     """Answer every waiting request without blocking: the newest blob to a `weight_request` for this policy
-    that is behind `version`, `up_to_date` / `no_weights` otherwise; every other message is refused with
-    a reply and counted in `snapshot_requests_refused` (PROTOCOL.md 2.3)."""
+    that is behind `version`, `up_to_date` / `no_weights` otherwise, a pooled version to a request naming one
+    (`not_in_pool` when it is not kept); every other message is refused with a reply and counted in
+    `snapshot_requests_refused` (PROTOCOL.md 2.3)."""
     while (frames := sockets.recv_frames(router, 0)) is not None:
         identity, body = bytes(frames[0]), frames[1:]
         try:
@@ -42,6 +49,9 @@ def serve_snapshots(
                 identity,
             )
             continue
+        if request.version >= 0:
+            serve_pooled(router, request.version, pool, counts, identity)
+            continue
         if latest_frames is None:
             reply = ControlReply(0, False, "no_weights", "no weights published yet")
         elif request.have_version >= version:
@@ -51,6 +61,21 @@ def serve_snapshots(
             counts["snapshots_served"] += 1
             continue
         sockets.send_message(router, reply, identity=identity)
+
+
+def serve_pooled(router: Any, version: int, pool: OpponentPool | None, counts: dict[str, float], identity: bytes):
+    """A pooled version's frames as they were published, or `not_in_pool` naming what the pool holds."""
+    frames = pool.frames(version) if pool is not None else None
+    if frames is None:
+        counts["pool_requests_refused"] = counts.get("pool_requests_refused", 0) + 1
+        kept = pool.versions if pool is not None else ()
+        held = f"it holds {kept[0]}..{kept[-1]} ({len(kept)} versions)" if kept else "it is empty"
+        message = f"version {version} is not in this learner's opponent pool; {held}"
+        reply = ControlReply(0, False, "not_in_pool", message, data={"version": version})
+        sockets.send_message(router, reply, identity=identity)
+        return
+    sockets.send_frames(router, [identity, *frames])
+    counts["pool_snapshots_served"] += 1
 
 
 def refuse(
@@ -70,8 +95,8 @@ class SnapshotServer:
     socket (ZeroMQ sockets are not thread-safe) and closes it when it ends.
     """
 
-    def __init__(self, policy_id: str, counts: dict[str, float]):
-        self.policy_id, self.counts = policy_id, counts
+    def __init__(self, policy_id: str, counts: dict[str, float], pool: OpponentPool | None = None):
+        self.policy_id, self.counts, self.pool = policy_id, counts, pool
         # (version, frames) replaced as one tuple: an attribute assignment is atomic, so the thread never
         # sees a version with the frames of another.
         self.latest: tuple[int, list | None] = (-1, None)
@@ -92,7 +117,7 @@ class SnapshotServer:
             while not self.stop_event.is_set():
                 if sockets.poll([router], POLL_MS):
                     version, frames = self.latest
-                    serve_snapshots(router, self.policy_id, version, frames, self.counts)
+                    serve_snapshots(router, self.policy_id, version, frames, self.counts, self.pool)
         except BaseException as exc:  # noqa: BLE001 - a bug: recorded, and the learner fails loudly in check()
             self.error = exc
             log.exception("snapshot thread died")

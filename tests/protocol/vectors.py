@@ -93,6 +93,11 @@ def vectors() -> list[dict]:
             with_state(tiny_batch(), np.array([[0.25, -0.5, 1.0]], np.float32)),
         ),
         ("transition_batch Dict observation with a stacked image key", keyed_stacked_batch()),
+        ("weight_request for a pooled version", frames_of(WeightRequest("default", -1, "actor-0", 40))),
+        (
+            "weight_blob listing its learner's opponent pool",
+            frames_of(WeightBlob.build("default", 45, 90, {"w": np.array([[0.5]], np.float32)}, pool=[10, 20, 40])),
+        ),
     ]
     bad = [
         ("no frames", [], "frames"),
@@ -143,6 +148,16 @@ def vectors() -> list[dict]:
             "transition_batch stacked image key with a history one view short",
             keyed_stacked_batch((1, 1, 2, 2)),
             "obs_history.image",
+        ),
+        (
+            "weight_blob pool not rising",
+            [header(**{**msgpack.unpackb(blob[0]), "pool": [20, 10]}), *blob[1:]],
+            "pool",
+        ),
+        (
+            "weight_request pooled version negative",
+            [header(kind="weight_request", policy_id="default", have_version=-1, requester="a", version=-3)],
+            "version",
         ),
         ("pickle bytes as a header", [b"\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00K\x01."], "header"),
         ("weight_blob checksum wrong", [header(**{**msgpack.unpackb(blob[0]), "checksum": 1}), *blob[1:]], "checksum"),

@@ -285,3 +285,56 @@ def test_one_policy_down_leaves_the_other_training_and_status_says_which(tmp_pat
         assert status.returncode == 5 and "policy beta is down: learner-beta is FATAL" in status.stderr, status.stderr
     finally:
         run.close()
+
+
+SELFPLAY = [
+    "env.num_envs=8",
+    "actors.unroll_length=8",
+    "algorithm.batch_size=256",
+    "algorithm.minibatches=2",
+    "learner.pool_every=2",
+    "learner.pool_size=3",
+    "learner.checkpoint_interval_s=1.0",
+    "supervisor.heartbeat_interval_s=0.2",
+    "actors.weights_refresh_s=0.5",
+]
+
+
+def test_selfplay_plays_pooled_versions_keeps_the_pool_bounded_and_outlives_its_learner(tmp_path, procs, collector):
+    """Connect Four by self-play as real processes: the learner keeps every 2nd version (at most 3 on disk), the
+    actor draws its opponents from them, trains only its learning seat, and keeps playing when the learner dies."""
+    config, path = write_config(tmp_path, SELFPLAY, base="examples/connect_four_selfplay.toml")
+    start_learner(procs, collector, path, "default")
+    procs.start("actor-0", "actor", str(path), "--index", "0", "--control", collector.endpoint)
+    collector.wait_for(
+        lambda: (
+            collector.counter("learner-default", "pool_snapshots_removed", 0) >= 2
+            and collector.counter("actor-0", "opponent_loads", 0) >= 2
+            and collector.counter("actor-0", "selfplay_games", 0) >= 50
+        ),
+        120,
+        "pooled opponents played in 50 games",
+        procs,
+    )
+    pool_dir = tmp_path / "run" / "learner-default" / "pool"
+    assert 1 <= len(list(pool_dir.glob("v*.blob"))) <= 3
+    games = collector.counter("actor-0", "selfplay_games")
+    outcomes = sum(collector.counter("actor-0", f"selfplay_{k}") for k in ("wins", "draws", "losses"))
+    assert outcomes == games and 0.0 <= collector.counter("actor-0", "selfplay_win_rate") <= 1.0
+    assert collector.counter("learner-default", "batches_malformed", 0) == 0
+    # Only the learning seat is trained on: about half of the turns the actor took reach the learner.
+    inserted = collector.counter("learner-default", "transitions_received")
+    steps = collector.counter("actor-0", "env_steps")
+    assert 0.3 * steps < inserted < 0.6 * steps + 2048, (inserted, steps)
+
+    procs.kill("learner-default")
+    steps_then, games_then = collector.counter("actor-0", "env_steps"), collector.counter("actor-0", "selfplay_games")
+    collector.wait_for(
+        lambda: (
+            collector.counter("actor-0", "selfplay_games") >= games_then + 30
+            and collector.counter("actor-0", "env_steps") > steps_then
+        ),
+        30,
+        "games going on without the learner",
+        procs,
+    )

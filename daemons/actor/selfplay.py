@@ -1,0 +1,99 @@
+"""An actor's self-play: each episode's opponent drawn from the learning policy's pool, played, and scored."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from tandem.daemons.actor.link import PolicyLink
+from tandem.daemons.actor.opponents import OpponentDraw, OpponentNets
+from tandem.daemons.algorithms import make_policy
+from tandem.daemons.algorithms.base import explore_with
+from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.envs.seats import SelfPlaySeats
+from tandem.daemons.runtime.endpoints import learner_socket_options
+
+RECENT_GAMES = 200  # games the reported win rate is over
+
+
+class SelfPlay:
+    """Seats the learning policy in K worlds against opponents from its learner's pool (`poll` between ticks).
+
+    An episode's opponent is drawn by `selfplay.opponents` among the pooled versions; one this actor holds plays
+    at once, one it does not is fetched while the last good opponent plays (the live weights until any is held).
+    """
+
+    def __init__(self, config: RunConfig, ctx: Any, link: PolicyLink, requester: str, worlds: int, seed: int):
+        sp, spaces = config.selfplay, link.followed
+        self.link, self.ctx, self.config, self.requester = link, ctx, config, requester
+        self.draw_rule = OpponentDraw(sp.opponents, seed)
+        self.endpoints = spaces.endpoints
+        self.make_net = lambda: make_policy(
+            config, link.spaces.observation_space, link.spaces.action_space, seed=seed, mask_size=link.spaces.mask_size
+        )
+        self.nets = self.opponent_nets()
+        self.last_good: int | None = None
+        self.seats = SelfPlaySeats(link.policy_id, worlds, seed, self.draw, self.scored)
+        self.recent: deque[float] = deque(maxlen=RECENT_GAMES)
+        self.counts = {"selfplay_games": 0, "selfplay_wins": 0, "selfplay_draws": 0, "selfplay_losses": 0}
+
+    def opponent_nets(self) -> OpponentNets:
+        config, endpoints = self.config, self.endpoints
+        return OpponentNets(
+            self.ctx,
+            self.link.policy_id,
+            endpoints.snapshot,
+            self.requester,
+            self.make_net,
+            size=config.selfplay.opponent_nets,
+            opts=learner_socket_options(config, endpoints),
+        )
+
+    def draw(self) -> int | None:
+        """The next episode's opponent: the drawn version if held, else (while it is fetched) the last good one."""
+        version = self.draw_rule.draw(self.link.followed.pool)
+        if version is None:
+            return None
+        if self.nets.get(version) is not None:
+            self.last_good = version
+            return version
+        self.nets.want(version)
+        return self.last_good
+
+    def choose(self, version: int | None, obs: np.ndarray) -> np.ndarray:
+        """Actions of `version`'s network (sampled as the actor samples; the live one where it is not held)."""
+        net = self.nets.get(version) if version is not None else None
+        if net is None and self.last_good is not None:
+            net = self.nets.get(self.last_good)
+        actions, _ = explore_with(net or self.link.net, obs, np.zeros(len(obs)), None)
+        return actions
+
+    def scored(self, version: int | None, score: float) -> None:
+        if version is not None:
+            self.draw_rule.record(version, score)
+        self.recent.append(score)
+        self.counts["selfplay_games"] += 1
+        self.counts[{1.0: "selfplay_wins", 0.5: "selfplay_draws", 0.0: "selfplay_losses"}[score]] += 1
+
+    def poll(self) -> None:
+        """Take fetched opponents (never blocks); follow the learner if it moved."""
+        if self.link.followed.endpoints != self.endpoints:
+            self.endpoints = self.link.followed.endpoints
+            old, self.nets = self.nets, self.opponent_nets()
+            self.nets.nets, self.nets.counts = old.nets, old.counts
+            old.close()
+        loaded = self.nets.poll()
+        if loaded and self.last_good is None:
+            self.last_good = loaded[-1]
+
+    def counters(self) -> dict[str, float]:
+        """Games and the learning side's recent score (a draw counts a half) for the heartbeat."""
+        out: dict[str, float] = {**self.counts, **self.nets.counts, "opponents_held": len(self.nets.nets)}
+        if self.recent:
+            out["selfplay_win_rate"] = float(np.mean(self.recent))
+        return out
+
+    def close(self) -> None:
+        self.nets.close()

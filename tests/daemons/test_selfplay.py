@@ -1,0 +1,289 @@
+"""Self-play parts on real Connect Four worlds and real sockets: the learner's opponent pool, the snapshot socket
+serving pooled versions, an actor's opponent networks, the draw rules and the seats."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import zmq
+
+from tandem.daemons.actor.opponents import OpponentDraw, OpponentNets
+from tandem.daemons.algorithms import make_algorithm, make_policy
+from tandem.daemons.config import ConfigError, config_from_dict, load_config
+from tandem.daemons.envs.rollout import MultiAgentRollout
+from tandem.daemons.envs.seats import SelfPlaySeats
+from tandem.daemons.envs.spaces import policy_spaces
+from tandem.daemons.envs.worlds import env_api, make_world
+from tandem.daemons.learner.opponent_pool import OpponentPool
+from tandem.daemons.learner.snapshots import serve_snapshots
+from tandem.protocol import ControlReply, WeightBlob, decode, sockets
+from tests.daemons.conftest import EXAMPLES
+
+CONFIG = EXAMPLES / "connect_four_selfplay.toml"
+WAIT_S = 5.0
+
+
+def config_of(*overrides: str):
+    return load_config(CONFIG, list(overrides))
+
+
+def spaces_and_world(config):
+    world = make_world(config.env, env_api(config.env))
+    return policy_spaces(config, world)["default"], world
+
+
+def new_net(config, spaces, seed: int = 0):
+    return make_policy(config, spaces.observation_space, spaces.action_space, seed=seed, mask_size=spaces.mask_size)
+
+
+def weights_of(config, spaces, seed: int = 0) -> dict[str, np.ndarray]:
+    """Weights a learner of this policy would publish (its algorithm's, from a seeded start)."""
+    import torch
+
+    torch.manual_seed(seed)
+    return make_algorithm(config, spaces.observation_space, spaces.action_space, "cpu").weights()
+
+
+def blob_frames(tensors, version: int) -> list[bytes]:
+    return [bytes(f) for f in WeightBlob.build("default", version, version, tensors).to_frames()]
+
+
+# ---------------------------------------------------------------------- the learner's pool
+
+
+def test_the_pool_keeps_every_kth_version_at_most_n_and_a_restart_reads_them_back(tmp_path):
+    config = config_of()
+    spaces, world = spaces_and_world(config)
+    world.close()
+    tensors = weights_of(config, spaces)
+    counts: dict[str, float] = {}
+    pool = OpponentPool(tmp_path / "pool", every=3, size=4, counts=counts)
+    for version in range(41):
+        pool.offer(version, blob_frames(tensors, version))
+    assert pool.versions == (30, 33, 36, 39)
+    assert sorted(p.name for p in (tmp_path / "pool").iterdir()) == ["v30.blob", "v33.blob", "v36.blob", "v39.blob"]
+    assert counts["pool_snapshots_saved"] == 14 and counts["pool_snapshots_removed"] == 10
+    assert WeightBlob.from_frames(pool.frames(36)).version == 36 and pool.frames(35) is None
+    # A restarted learner: the same pool; a damaged file is removed and counted, a stray one left alone.
+    (tmp_path / "pool" / "v33.blob").write_bytes((tmp_path / "pool" / "v33.blob").read_bytes()[:-9])
+    (tmp_path / "pool" / "notes.txt").write_text("mine")
+    again: dict[str, float] = {}
+    restarted = OpponentPool(tmp_path / "pool", every=3, size=4, counts=again)
+    restarted.load()
+    assert restarted.versions == (30, 36, 39) and again["pool_snapshots_damaged"] == 1
+    assert not (tmp_path / "pool" / "v33.blob").exists() and (tmp_path / "pool" / "notes.txt").exists()
+    smaller = OpponentPool(tmp_path / "pool", every=3, size=2, counts={})
+    smaller.load()  # a smaller pool_size after a restart trims the oldest
+    assert smaller.versions == (36, 39) and not (tmp_path / "pool" / "v30.blob").exists()
+
+
+def test_a_learner_without_a_pool_keeps_nothing_and_reports_no_pool_counters(tmp_path):
+    counts: dict[str, float] = {}
+    pool = OpponentPool(tmp_path / "pool", every=0, size=50, counts=counts)
+    assert not pool.offer(10, [b"x"]) and pool.versions == () and counts == {}
+    assert not (tmp_path / "pool").exists()
+
+
+@pytest.fixture
+def snapshot_pair(tmp_path):
+    """(router, dealer endpoint, ctx): the learner's snapshot ROUTER bound on ipc; closed afterwards."""
+    ctx = zmq.Context()
+    endpoint = f"ipc://{tmp_path}/snapshot"
+    router = sockets.snapshot_router(ctx, endpoint)
+    yield router, endpoint, ctx
+    sockets.close(router, linger_ms=0)
+    ctx.destroy(linger=0)
+
+
+def pool_of(tmp_path, every: int, versions: tuple[int, ...]):
+    """(config, spaces, pool, counts): a pool of the example's policy holding `versions`, each its own weights."""
+    config = config_of()
+    spaces, world = spaces_and_world(config)
+    world.close()
+    counts: dict[str, float] = {"snapshots_served": 0}
+    pool = OpponentPool(tmp_path / "pool", every=every, size=len(versions), counts=counts)
+    for version in versions:
+        pool.offer(version, blob_frames(weights_of(config, spaces, seed=version), version))
+    return config, spaces, pool, counts
+
+
+def serve_until(router, done, pool, counts, latest=None) -> None:
+    """Serve the snapshot socket as the learner's thread does until `done()` (at most WAIT_S)."""
+    import time
+
+    deadline = time.monotonic() + WAIT_S
+    while not done():
+        assert time.monotonic() < deadline, "no answer in time"
+        if sockets.poll([router], 20):
+            serve_snapshots(router, "default", 50, latest, counts, pool)
+
+
+def test_the_snapshot_socket_serves_a_pooled_version_and_names_one_it_does_not_keep(tmp_path, snapshot_pair):
+    from tandem.protocol import WeightRequest
+
+    router, endpoint, ctx = snapshot_pair
+    config, spaces, pool, counts = pool_of(tmp_path, 5, (5, 10, 15))
+    dealer = sockets.snapshot_dealer(ctx, endpoint)
+    try:
+        replies = []
+
+        def got() -> bool:
+            while (frames := sockets.recv_frames(dealer, 0)) is not None:
+                replies.append(decode(frames))
+            return len(replies) == 3
+
+        latest = blob_frames(weights_of(config, spaces), 50)
+        # Two at a time: the snapshot socket queues at most two replies to one peer (as an actor asks).
+        for version in (10, 7):
+            assert sockets.send_message(dealer, WeightRequest("default", -1, "actor-0", version), timeout_ms=1000)
+        serve_until(router, lambda: (got(), len(replies) == 2)[1], pool, counts, latest)
+        assert sockets.send_message(dealer, WeightRequest("default", -1, "actor-0"), timeout_ms=1000)  # the latest
+        serve_until(router, got, pool, counts, latest)
+        pooled, refused, newest = replies
+        assert isinstance(pooled, WeightBlob) and pooled.version == 10
+        pooled.verify_checksum()
+        assert isinstance(refused, ControlReply) and refused.code == "not_in_pool" and refused.data == {"version": 7}
+        assert "5..15 (3 versions)" in refused.message
+        assert isinstance(newest, WeightBlob) and newest.version == 50
+        assert counts["pool_snapshots_served"] == 1 and counts["pool_requests_refused"] == 1
+        assert counts["snapshots_served"] == 1
+    finally:
+        sockets.close(dealer, linger_ms=0)
+
+
+# ---------------------------------------------------------------------- an actor's opponents
+
+
+def test_opponent_nets_load_without_waiting_keep_at_most_n_and_survive_bad_weights(tmp_path, snapshot_pair):
+    router, endpoint, ctx = snapshot_pair
+    config, spaces, pool, counts = pool_of(tmp_path, 1, (1, 2, 3))
+    nets = OpponentNets(ctx, "default", endpoint, "actor-0", lambda: new_net(config, spaces), size=2, timeout_s=2.0)
+    try:
+        nets.want(1)
+        assert nets.get(1) is None  # asked, not waited for
+        serve_until(router, lambda: 1 in nets.poll() or nets.get(1) is not None, pool, counts)
+        one = nets.get(1)
+        assert one is not None and nets.counts["opponent_loads"] == 1
+        obs = np.zeros((4, spaces.observation_space.shape[0]), np.float32)
+        obs[:, -7:] = 1  # every column legal
+        expected = new_net(config, spaces, seed=1)
+        expected.load_weights(WeightBlob.from_frames(pool.frames(1)).tensors)
+        np.testing.assert_array_equal(one.act(obs, np.zeros(4)), expected.act(obs, np.zeros(4)))
+        for version in (2, 3):
+            nets.want(version)
+            serve_until(router, lambda v=version: nets.poll() == [v] or nets.get(v) is not None, pool, counts)
+        assert sorted(nets.nets) == [2, 3]  # at most 2 held: the least recently used (1) went
+        # A version the pool does not hold: refused, counted; a blob of NaN weights and one with a bad checksum:
+        # counted, and what is held stays.
+        nets.want(9)
+        serve_until(router, lambda: (nets.poll(), nets.counts["opponent_loads_failed"] == 1)[1], pool, counts)
+        good = weights_of(config, spaces)
+        nan = {name: np.full_like(t, np.nan) for name, t in good.items()}
+        bad = [
+            blob_frames(nan, 4),
+            blob_frames(good, 5)[:1] + [b"\x00" * len(f) for f in blob_frames(good, 5)[1:]],  # checksum wrong
+        ]
+        for i, frames in enumerate(bad):
+            nets.want(4 + i)
+            request = sockets.recv_frames(router, 2000)
+            sockets.send_frames(router, [bytes(request[0]), *frames])
+            serve_until(router, lambda n=i: (nets.poll(), nets.counts["opponent_loads_failed"] == 2 + n)[1], None, {})
+        assert sorted(nets.nets) == [2, 3] and nets.counts["opponent_loads"] == 3
+        # No answer at all: the request expires and is counted; nothing blocks meanwhile.
+        nets.want(6)
+        sockets.recv_frames(router, 2000)  # taken, never answered
+        import time
+
+        assert nets.poll(now=time.monotonic() + 3.0) == [] and nets.counts["opponent_loads_failed"] == 4
+        assert not nets.pending
+    finally:
+        nets.close()
+
+
+def test_the_draw_rules():
+    with pytest.raises(ValueError, match="rules: latest, uniform, prioritized"):
+        OpponentDraw("best", 0)
+    assert OpponentDraw("latest", 0).draw([3, 6, 9]) == 9 and OpponentDraw("latest", 0).draw([]) is None
+    uniform = OpponentDraw("uniform", 0)
+    assert {uniform.draw([3, 6, 9]) for _ in range(200)} == {3, 6, 9}
+    prioritized = OpponentDraw("prioritized", 0)
+    for _ in range(20):
+        prioritized.record(3, 1.0)  # always beaten: rarely worth playing
+        prioritized.record(6, 0.0)  # always wins: played most
+    drawn = [prioritized.draw([3, 6, 9]) for _ in range(3000)]
+    share = {v: drawn.count(v) / len(drawn) for v in (3, 6, 9)}
+    # weights (1 - w)^2 + 0.05: 0.05, 1.05, 0.30 -> shares 0.036, 0.75, 0.214
+    assert share[3] < 0.06 and 0.7 < share[6] < 0.8 and 0.17 < share[9] < 0.26, share
+    assert prioritized.win_rate(9) == 0.5 and prioritized.win_rate(3) == 1.0
+
+
+# ---------------------------------------------------------------------- seats on real Connect Four worlds
+
+
+def first_legal(obs: np.ndarray) -> np.ndarray:
+    """The leftmost legal column (the mask is the last 7 entries)."""
+    return np.argmax(obs[:, -7:] > 0, axis=1)
+
+
+def test_only_the_learning_seat_is_recorded_and_each_game_is_scored_from_its_side():
+    config = config_of("actors.unroll_length=4")
+    worlds = [make_world(config.env, env_api(config.env)) for _ in range(4)]
+    spaces = policy_spaces(config, worlds[0])
+    games: list[tuple[int | None, float]] = []
+    seats = SelfPlaySeats("default", len(worlds), 0, lambda: 7, lambda v, s: games.append((v, s)))
+    rollout = MultiAgentRollout(worlds, "aec", spaces, 4, "actor-0", seed=0)
+    rollout.seat(seats, lambda version, obs: first_legal(obs))
+    rng = np.random.default_rng(0)
+    turns = {"learning": 0, "opponent": 0}
+    seats_seen = set()
+
+    def choose(policy, obs, w):
+        turns["learning"] += len(obs)
+        legal = obs[:, -7:] > 0
+        return np.array([rng.choice(np.flatnonzero(row)) for row in legal]), {"logp": np.zeros(len(obs), np.float32)}
+
+    def opponent(version, obs):
+        assert version == 7
+        turns["opponent"] += len(obs)
+        return first_legal(obs)
+
+    rollout.opponent_choose = opponent
+    batches = []
+    for _ in range(400):
+        seats_seen.update(s for s in seats.learner_seat if s)
+        rollout.tick(choose, {"default": 3})
+        batches += rollout.outbox
+        rollout.outbox.clear()
+    recorded = sum(b.num_transitions for b in batches) + sum(
+        len(stream.actions) for stream in rollout.streams.values() if hasattr(stream, "actions")
+    )
+    assert turns["opponent"] > 0 and batches
+    assert sum(b.num_transitions for b in batches) <= turns["learning"] <= recorded + 4 * len(worlds) * 2
+    assert seats_seen == {"player_0", "player_1"}  # first and second mover both learn
+    assert len(games) == rollout.episodes and len(games) > 10
+    # The learning side's return decides: Connect Four pays +1 / -1 / 0, so wins and losses match returns.
+    assert {s for _, s in games} <= {0.0, 0.5, 1.0} and all(v == 7 for v, _ in games)
+    wins = sum(s == 1.0 for _, s in games)
+    assert 0 < wins < len(games)  # random play against the leftmost column: some won, some lost
+
+
+def test_seats_score_a_draw_and_a_game_whose_learning_seat_never_ended():
+    scored = []
+    seats = SelfPlaySeats("p", 1, 0, lambda: None, lambda v, s: scored.append((v, s)))
+    seats.new_episode(0, ["a"])
+    seats.agent_ended(0, "a", 0.0)
+    seats.agent_ended(0, "b", 0.0)
+    assert seats.episode_over(0) == 0.5 and scored == [(None, 0.5)]
+    seats.new_episode(0, ["a"])
+    seats.agent_ended(0, "b", 1.0)
+    assert seats.episode_over(0) is None and len(scored) == 1
+
+
+def test_selfplay_config_errors_name_the_key():
+    with pytest.raises(ConfigError, match="learner.pool_every.*> 0"):
+        config_of("learner.pool_every=0")
+    with pytest.raises(ConfigError, match="selfplay.policy.*no policy named 'nobody'"):
+        config_of("selfplay.policy='nobody'")
+    with pytest.raises(ConfigError, match="model.core.*feed-forward"):
+        config_of("model.core='lstm'", "algorithm.minibatch_by='unrolls'")
+    assert config_from_dict({"selfplay": {"enabled": False}}).selfplay.enabled is False
