@@ -234,6 +234,7 @@ def render(data: dict, width: int = 220) -> Any:
         policies,
         control,
         *evaluator_lines(data),
+        *selfplay_lines(data),
         *game_server_lines(data),
         *(["", "last errors in full:", *errors] if errors else []),
     )
@@ -297,6 +298,16 @@ def evaluator_lines(data: dict) -> list[str]:
             f"followed by {c.get('eval_wait_s', 0):.1f} s of pause, {whole(c.get('eval_rounds'))} rounds"
         )
     return lines
+
+
+def selfplay_lines(data: dict) -> list[str]:
+    """A line per self-play policy: its rating, its recent score against its pool, the pool's size."""
+    return [
+        f"self-play {p['policy']}: rating {fmt(p.get('rating'))}, score against its pool "
+        f"{fmt(p.get('pool_win_rate'))} (a draw counts half), {fmt(p.get('pool_size'))} versions pooled"
+        for p in data["policies"]
+        if p.get("rating") is not None
+    ]
 
 
 def game_server_lines(data: dict) -> list[str]:

@@ -28,6 +28,9 @@ CHARTS = [
     ("Entropy", lambda k: diagnostic(k) == "entropy"),
     ("KL and clip fraction", lambda k: diagnostic(k) in ("approx_kl", "clip_fraction")),
     ("Explained variance", lambda k: diagnostic(k) == "explained_variance"),
+    # self-play learners only
+    ("Self-play rating", lambda k: diagnostic(k) in ("rating", "rating_ordinal")),
+    ("Self-play win rate against the pool", lambda k: diagnostic(k) == "pool_win_rate"),
 ]
 AXES = [("env_steps", "env steps"), ("elapsed_s", "training time (s)")]
 CHART_SIZE_IN = (6.4, 2.9)  # width, height of one chart

@@ -20,6 +20,9 @@ STACK_HISTORY = "obs_history"  # the earlier frames of obs[0]'s stacks, in a sta
 KEY_STACKS = "obs_stacks"  # frames per observation of each stacked key of a Dict observation (PROTOCOL.md 2.1.5)
 CORE_STATE = "core_state"  # the recurrent state each env's first step acted from (PROTOCOL.md 2.1.3)
 MAX_CORE_STATE = 65536  # floats of recurrent state per env a receiver accepts
+GAMES = "games"  # self-play results the sender saw since its last batch (PROTOCOL.md 2.1.6)
+MAX_GAMES = 4096
+SCORES = (0.0, 0.5, 1.0)
 HEADER_FIELDS = {
     "policy_id": framing.string,
     "actor_id": framing.string,
@@ -64,6 +67,9 @@ class TransitionBatch:
     # A recurrent policy's unroll (PROTOCOL.md 2.1.3): core_state [K, S] float32, the state env k's policy acted
     # from at step 0 (zeros where obs[0, k] starts an episode); None for a feed-forward policy's.
     core_state: np.ndarray | None = None
+    # Self-play (PROTOCOL.md 2.1.6): (opponent version, the learning side's score) of games finished since the
+    # sender's last batch of this policy; -1 is the live policy itself. Empty for every other batch.
+    games: tuple[tuple[int, float], ...] = ()
 
     KIND = "transition_batch"
 
@@ -125,6 +131,7 @@ class TransitionBatch:
         fields = framing.take_fields(header, HEADER_FIELDS)
         stack = framing.count("obs_stack", header.get("obs_stack", 1))
         key_stacks = framing.string_map(KEY_STACKS, header.get(KEY_STACKS, {}))
+        games = games_field(header.get(GAMES, []))
         arrays = framing.take_arrays(header, views, limits)
         history = arrays.pop(STACK_HISTORY, None)
         prefix = f"{STACK_HISTORY}."
@@ -153,6 +160,7 @@ class TransitionBatch:
             obs_history=history,
             obs_stacks=key_stacks,
             core_state=core_state,
+            games=games,
         )
         batch.check_shapes()
         return batch
@@ -170,6 +178,8 @@ def wire_message(batch: TransitionBatch) -> tuple[dict[str, Any], list[tuple[str
         arrays += [(f"{STACK_HISTORY}.{key}", arr) for key, arr in batch.obs_history.items()]
     if batch.core_state is not None:  # a feed-forward policy's batches stay exactly as before
         arrays.append((CORE_STATE, batch.core_state))
+    if batch.games:  # only a self-play learning policy's batches carry games
+        fields[GAMES] = [[version, score] for version, score in batch.games]
     arrays += [(f"extra.{name}", arr) for name, arr in batch.extras.items()]
     return fields, arrays
 
@@ -289,6 +299,23 @@ def check_key_stacks(obs, history, key_stacks) -> None:
     extra = [key for key in history if key not in key_stacks]
     if extra:
         raise ProtocolError(f"is only sent for a key named in {KEY_STACKS}", f"{STACK_HISTORY}.{extra[0]}")
+
+
+def games_field(value: Any) -> tuple[tuple[int, float], ...]:
+    """`games`: at most MAX_GAMES pairs [opponent version >= -1, score 0, 0.5 or 1] (PROTOCOL.md 2.1.6)."""
+    if not isinstance(value, list) or len(value) > MAX_GAMES:
+        raise ProtocolError(f"must be a list of at most {MAX_GAMES} [version, score] pairs", GAMES)
+    games = []
+    for i, game in enumerate(value):
+        if not isinstance(game, list) or len(game) != 2:
+            raise ProtocolError(f"entry {i} must be a [version, score] pair", GAMES)
+        version, score = game
+        if type(version) is not int or version < -1:
+            raise ProtocolError(f"entry {i}: version must be an integer >= -1, got {version!r}", GAMES)
+        if type(score) not in (int, float) or score not in SCORES:
+            raise ProtocolError(f"entry {i}: score must be 0, 0.5 or 1, got {score!r}", GAMES)
+        games.append((version, float(score)))
+    return tuple(games)
 
 
 def check_core_state(state, envs: int) -> None:

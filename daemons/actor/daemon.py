@@ -109,6 +109,8 @@ class Actor:
                     self.report()
                     continue
             stepping.tick(choose, links.versions())
+            if self.selfplay is not None:
+                self.selfplay.attach_games(stepping.outbox)
             links.push(stepping.outbox, sent=pacing.spend)
             links.flush()
             self.report()

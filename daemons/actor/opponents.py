@@ -86,6 +86,7 @@ class OpponentNets:
         self.pending: dict[int, float] = {}  # version -> when its request expires
         self.counts = {
             "opponent_requests": 0,
+            "opponent_requests_unsent": 0,
             "opponent_loads": 0,
             "opponent_loads_failed": 0,
         }
@@ -105,6 +106,8 @@ class OpponentNets:
         if sockets.send_message(self.dealer, WeightRequest(self.policy_id, -1, self.requester, version)):
             self.pending[version] = now + self.timeout_s
             self.counts["opponent_requests"] += 1
+        else:  # before the handshake ends (the dealer is IMMEDIATE) or with the learner gone: asked again later
+            self.counts["opponent_requests_unsent"] += 1
 
     def poll(self, now: float | None = None) -> list[int]:
         """Take every answer waiting (never blocks) and expire old requests; the versions loaded now."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from typing import Any
 
@@ -14,6 +15,8 @@ from tandem.daemons.algorithms.base import explore_with
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.seats import SelfPlaySeats
 from tandem.daemons.runtime.endpoints import learner_socket_options
+from tandem.protocol import TransitionBatch
+from tandem.protocol.transitions import MAX_GAMES
 
 RECENT_GAMES = 200  # games the reported win rate is over
 
@@ -37,6 +40,9 @@ class SelfPlay:
         self.last_good: int | None = None
         self.seats = SelfPlaySeats(link.policy_id, worlds, seed, self.draw, self.scored)
         self.recent: deque[float] = deque(maxlen=RECENT_GAMES)
+        # results for the learner's ratings, sent with the next batch (PROTOCOL.md 2.1.6); the oldest go first
+        # if no batch leaves for a long while
+        self.unsent: deque[tuple[int, float]] = deque(maxlen=MAX_GAMES)
         self.counts = {"selfplay_games": 0, "selfplay_wins": 0, "selfplay_draws": 0, "selfplay_losses": 0}
 
     def opponent_nets(self) -> OpponentNets:
@@ -74,8 +80,19 @@ class SelfPlay:
         if version is not None:
             self.draw_rule.record(version, score)
         self.recent.append(score)
+        self.unsent.append((-1 if version is None else version, score))
         self.counts["selfplay_games"] += 1
         self.counts[{1.0: "selfplay_wins", 0.5: "selfplay_draws", 0.0: "selfplay_losses"}[score]] += 1
+
+    def attach_games(self, outbox: list[TransitionBatch]) -> None:
+        """The games not yet reported ride on the first of the learning policy's batches about to be sent."""
+        if not self.unsent:
+            return
+        for i, batch in enumerate(outbox):
+            if batch.policy_id == self.link.policy_id:
+                outbox[i] = dataclasses.replace(batch, games=tuple(self.unsent))
+                self.unsent.clear()
+                return
 
     def poll(self) -> None:
         """Take fetched opponents (never blocks); follow the learner if it moved."""

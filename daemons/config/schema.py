@@ -497,6 +497,10 @@ class SelfPlaySection:
     opponent_nets: int = option(
         8, "Pooled versions an actor holds loaded at once (least recently used dropped first).", min=1, max=1024
     )
+    eval_opponent: str = option(
+        "random",
+        "Whom the evaluator's greedy learning policy plays, its return being the win rate (a draw counts half): 'random' (a uniformly random legal action) or 'module:callable' (observations [B, D] -> B actions).",
+    )
 
 
 @dataclass

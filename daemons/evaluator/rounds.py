@@ -14,11 +14,14 @@ import numpy as np
 from tandem.daemons.actor.stepping import WorldStepping
 from tandem.daemons.config.policies import DEFAULT_POLICY
 from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.config.selfplay import learning_policy
 from tandem.daemons.envs.dict_obs import DictObs, is_dict_space
 from tandem.daemons.envs.gym_envs import close_all
 from tandem.daemons.envs.rollout import Chooser
+from tandem.daemons.envs.seats import SelfPlaySeats
 from tandem.daemons.envs.spaces import PolicySpaces, env_actions
 from tandem.daemons.envs.worlds import MULTI_AGENT_APIS
+from tandem.daemons.evaluator.fixed_opponents import eval_opponent
 from tandem.protocol import keyed
 
 Returns = dict[str | None, list[float]]
@@ -86,6 +89,21 @@ class WorldRounds:
         self.window_episodes = config.eval.window_episodes
         self.stepping = WorldStepping(worlds, api, config, "evaluator", seed, incarnation=0, record=False)
         self.spaces = self.stepping.spaces
+        self.scores: list[float] | None = None  # self-play: the learning side's score in each game of the round
+        if config.selfplay.enabled:
+            self.seat_against_fixed(config, seed)
+
+    def seat_against_fixed(self, config: RunConfig, seed: int) -> None:
+        """Self-play's evaluation: the learning policy in one seat, `selfplay.eval_opponent` in the others."""
+        policy = learning_policy(config)
+        spaces = self.spaces[policy]
+        actions = int(getattr(spaces.action_space, "n", 0))
+        opponent = eval_opponent(config.selfplay.eval_opponent, spaces.mask_size, actions, seed)
+        self.scores = []
+        seats = SelfPlaySeats(
+            policy, len(self.stepping), seed, lambda: None, lambda _, score: self.scores.append(score)
+        )
+        self.stepping.rollout.seat(seats, lambda _, obs: opponent(obs))
 
     def play_round(
         self, choose: Chooser, seed: int, stopped: Callable[[], bool], tick: Callable[[], Any]
@@ -94,6 +112,8 @@ class WorldRounds:
         stepping.restart(seed)
         target = stepping.episodes + self.window_episodes
         returns: Returns = {}
+        if self.scores is not None:
+            self.scores.clear()
         while stepping.episodes < target:
             if stopped():
                 return None
@@ -102,6 +122,8 @@ class WorldRounds:
                 returns.setdefault(agent, []).append(ret)
             stepping.new_episodes.clear()
             tick()
+        if self.scores is not None:  # the return of a self-play round is the win rate against the fixed opponent
+            return {None: list(self.scores)}
         return returns
 
     def close(self) -> None:

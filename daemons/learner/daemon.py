@@ -92,6 +92,7 @@ class Learner:
             lambda: progress.version,
             progress.counts,
             heard=self.pace.heard,
+            games=self.publisher.pool.record,
         )
         if feed.credit_pacing and cfg.learner.pace_credit:
             self.pace.credit_per_version = int(feed.consumed_per_update) if cfg.learner.pace_headroom > 0 else 0
@@ -99,7 +100,9 @@ class Learner:
         self.checkpointer = Checkpointer(self.training, progress, self.disk, cfg.learner.checkpoint_interval_s)
         self.publisher.start_above(self.checkpointer.restore())
         self.publisher.pool.load()  # the opponents an earlier run of this learner kept
-        self.metrics = LearnerMetrics(progress, self.training, self.pace, self.checkpointer, self.disk)
+        self.metrics = LearnerMetrics(
+            progress, self.training, self.pace, self.checkpointer, self.disk, extra=self.publisher.pool.counters
+        )
         self.runtime.on_close(self.metrics.close)
 
     def last_checkpoint(self) -> None:

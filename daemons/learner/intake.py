@@ -65,9 +65,11 @@ class Intake:
         current_version: Callable[[], int],
         counts: dict[str, float],
         heard: Callable[[str, float], None] | None = None,
+        games: Callable[[tuple], None] | None = None,
     ):
         self.feed, self.lock, self.policy_id = feed, lock, policy_id
         self.heard = heard  # told of each valid batch's actor (the pace meter counts the actors it shares among)
+        self.games = games  # told of the self-play games each valid batch reports (PROTOCOL.md 2.1.6)
         self.check_content, self.max_lag, self.current_version = check_content, max_lag, current_version
         self.counts = counts
         for key in INTAKE_COUNTS:
@@ -114,6 +116,8 @@ class Intake:
             return
         if self.heard is not None:
             self.heard(batch.actor_id, time.monotonic())
+        if batch.games and self.games is not None:  # results stand whatever becomes of the transitions
+            self.games(batch.games)
         with self.lock:
             accept = self.feed.can_accept()
         if not accept:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from tandem.daemons.learner.checkpointer import Checkpointer
 from tandem.daemons.learner.disk import LearnerDisk
@@ -20,10 +21,17 @@ class LearnerMetrics:
     """The counters of every part in one dict, and one metrics.jsonl line a second (a full disk is counted)."""
 
     def __init__(
-        self, progress: Progress, training: Training, pace: PaceMeter, checkpointer: Checkpointer, disk: LearnerDisk
+        self,
+        progress: Progress,
+        training: Training,
+        pace: PaceMeter,
+        checkpointer: Checkpointer,
+        disk: LearnerDisk,
+        extra: Callable[[], dict[str, float]] | None = None,
     ):
         self.progress, self.training, self.pace = progress, training, pace
         self.checkpointer, self.disk = checkpointer, disk
+        self.extra = extra  # counters of other parts (a self-play learner's pool and ratings)
         self.log = MetricsLog(disk.dir / "metrics.jsonl", disk.dir / "tensorboard")
         self.lag_mean = 0.0  # of the transitions inserted in the last second with any
         self.next_write = 0.0
@@ -64,6 +72,7 @@ class LearnerMetrics:
             # the last update's diagnostics (losses, entropy, KL, clip fraction, explained variance, ...):
             # the supervisor puts them in the run's curves as train/NAME
             **{TRAIN_PREFIX + k: v for k, v in last.items() if math.isfinite(v)},
+            **(self.extra() if self.extra is not None else {}),
         }
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ import re
 import struct
 from pathlib import Path
 
+from tandem.daemons.learner.ratings import PoolRatings
 from tandem.protocol import ProtocolError, WeightBlob
 
 log = logging.getLogger(__name__)
@@ -40,9 +41,11 @@ class OpponentPool:
     def __init__(self, folder: Path, every: int, size: int, counts: dict[str, float]):
         self.folder, self.every, self.size, self.counts = folder, every, size, counts
         self.versions: tuple[int, ...] = ()
+        self.ratings: PoolRatings | None = None
         if self.enabled:  # a learner without a pool reports none of these
             for name in POOL_COUNTS:
                 counts.setdefault(name, 0)
+            self.ratings = PoolRatings()
 
     @property
     def enabled(self) -> bool:
@@ -70,6 +73,8 @@ class OpponentPool:
             kept.append(blob.version)
         self.versions = tuple(sorted(kept))
         self.trim()
+        for version in self.versions:  # ratings start afresh with each run of the learner (not checkpointed)
+            self.ratings.pooled(version)
 
     def offer(self, version: int, frames: list) -> bool:
         """Keep `version` (its published frames) when it is due; True when it was written."""
@@ -83,6 +88,7 @@ class OpponentPool:
         os.replace(partial, path)  # a reader never sees half a file
         self.versions = (*self.versions, version)
         self.counts["pool_snapshots_saved"] += 1
+        self.ratings.pooled(version)
         self.trim()
         return True
 
@@ -91,6 +97,19 @@ class OpponentPool:
             oldest, self.versions = self.versions[0], self.versions[1:]
             self.path(oldest).unlink(missing_ok=True)
             self.counts["pool_snapshots_removed"] += 1
+            if self.ratings is not None:
+                self.ratings.forget(self.versions)
+
+    def record(self, games) -> None:
+        """Games an actor reported with a batch (PROTOCOL.md 2.1.6): they move the ratings."""
+        if self.ratings is not None and games:
+            self.ratings.record(games)
+
+    def counters(self) -> dict[str, float]:
+        """The pool's size and the ratings (none for a learner without a pool)."""
+        if self.ratings is None:
+            return {}
+        return {"pool_size": len(self.versions), **self.ratings.counters()}
 
     def frames(self, version: int) -> list[bytes] | None:
         """The frames of a kept version, or None when it is not (or no longer) in the pool."""

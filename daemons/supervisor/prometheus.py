@@ -36,6 +36,8 @@ POLICY_SERIES = [
     ("tandem_policy_dropped_by_learner", "counter", "Batches the learner refused.", "dropped_by_learner"),
     ("tandem_policy_dropped_by_actors", "counter", "Batches actors dropped for the policy.", "dropped_by_actors"),
     ("tandem_policy_eval_return", "gauge", "The evaluator's mean return of the policy.", "eval_return"),
+    ("tandem_policy_rating", "gauge", "Self-play: the policy's OpenSkill rating (mu).", "rating"),
+    ("tandem_policy_pool_win_rate", "gauge", "Self-play: the policy's recent score against its pool.", "pool_win_rate"),
 ]
 RUN_SERIES = [
     ("tandem_env_steps", "counter", "Env steps of the run (restarted actors' earlier steps included).", "env_steps"),

@@ -160,6 +160,10 @@ def policy_lines(sup: Any, now: float) -> list[dict[str, Any]]:
                 "pace_credit": c.get("pace_credit"),
                 "paced_s": actor_seconds(sup, "paced_s"),
                 "eval_return": policy_return(sup, policy, single),
+                # self-play: the learning policy's rating and win rate against its pool (absent otherwise)
+                "rating": c.get("train_rating"),
+                "pool_win_rate": c.get("train_pool_win_rate"),
+                "pool_size": c.get("pool_size"),
             }
         )
     return lines

@@ -3,12 +3,15 @@ serving pooled versions, an actor's opponent networks, the draw rules and the se
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import zmq
 
 from tandem.daemons.actor.opponents import OpponentDraw, OpponentNets
 from tandem.daemons.algorithms import make_algorithm, make_policy
+from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP
 from tandem.daemons.config import ConfigError, config_from_dict, load_config
 from tandem.daemons.envs.rollout import MultiAgentRollout
 from tandem.daemons.envs.seats import SelfPlaySeats
@@ -161,7 +164,8 @@ def test_opponent_nets_load_without_waiting_keep_at_most_n_and_survive_bad_weigh
     try:
         nets.want(1)
         assert nets.get(1) is None  # asked, not waited for
-        serve_until(router, lambda: 1 in nets.poll() or nets.get(1) is not None, pool, counts)
+        # (a request made before the connection's handshake ends is not sent: an actor asks again at its next draw)
+        serve_until(router, lambda: (nets.want(1), nets.poll(), nets.get(1) is not None)[2], pool, counts)
         one = nets.get(1)
         assert one is not None and nets.counts["opponent_loads"] == 1
         obs = np.zeros((4, spaces.observation_space.shape[0]), np.float32)
@@ -170,8 +174,7 @@ def test_opponent_nets_load_without_waiting_keep_at_most_n_and_survive_bad_weigh
         expected.load_weights(WeightBlob.from_frames(pool.frames(1)).tensors)
         np.testing.assert_array_equal(one.act(obs, np.zeros(4)), expected.act(obs, np.zeros(4)))
         for version in (2, 3):
-            nets.want(version)
-            serve_until(router, lambda v=version: nets.poll() == [v] or nets.get(v) is not None, pool, counts)
+            serve_until(router, lambda v=version: (nets.want(v), nets.poll(), nets.get(v) is not None)[2], pool, counts)
         assert sorted(nets.nets) == [2, 3]  # at most 2 held: the least recently used (1) went
         # A version the pool does not hold: refused, counted; a blob of NaN weights and one with a bad checksum:
         # counted, and what is held stays.
@@ -287,3 +290,91 @@ def test_selfplay_config_errors_name_the_key():
     with pytest.raises(ConfigError, match="model.core.*feed-forward"):
         config_of("model.core='lstm'", "algorithm.minibatch_by='unrolls'")
     assert config_from_dict({"selfplay": {"enabled": False}}).selfplay.enabled is False
+
+
+# ---------------------------------------------------------------------- ratings, and the games that move them
+
+
+def test_ratings_move_as_plackett_luce_says_on_hand_made_results():
+    from tandem.daemons.learner.ratings import PoolRatings
+
+    ratings = PoolRatings()
+    ratings.pooled(10)  # enters at the learning policy's rating: mu 25, sigma 25/3
+    ratings.record([(10, 1.0)])
+    # Two players of equal rating, sigma^2 = (25/3)^2 + tau^2 (tau = 25/300), beta = 25/6:
+    # c = sqrt(2 sigma^2 + 2 beta^2); the winner gains sigma^2 / c * (1 - 1/2), the loser loses as much.
+    sigma2 = (25 / 3) ** 2 + (25 / 300) ** 2
+    step = sigma2 / np.sqrt(2 * sigma2 + 2 * (25 / 6) ** 2) * 0.5
+    counters = ratings.counters()
+    assert counters["train_rating"] == pytest.approx(25 + step, abs=1e-9)
+    assert ratings.pool[10].mu == pytest.approx(25 - step, abs=1e-9)
+    assert counters["rated_games"] == 1 and counters["train_pool_win_rate"] == 1.0
+    before = ratings.learner.mu
+    ratings.record([(10, 0.0)])  # a loss moves it back down
+    assert ratings.learner.mu < before
+    ratings.pooled(20)
+    level = ratings.learner.mu
+    ratings.record([(20, 0.5), (-1, 1.0), (99, 0.0)])  # a draw with its equal, the live policy, a forgotten one
+    assert ratings.learner.mu == pytest.approx(level, abs=1e-9)
+    assert ratings.counters()["rated_games"] == 5 and ratings.counters()["train_pool_win_rate"] == pytest.approx(0.5)
+    ratings.forget([20])
+    assert list(ratings.pool) == [20]
+
+
+def test_games_travel_with_a_batch_and_malformed_ones_are_refused_naming_the_field():
+    from tandem.protocol import ProtocolError, TransitionBatch
+    from tests.protocol.samples import unchecked_frames
+    from tests.protocol.vectors import tiny_batch
+
+    batch = dataclasses.replace(tiny_batch(), games=((5, 1.0), (-1, 0.5), (10, 0.0)))
+    back = TransitionBatch.from_frames([bytes(f) for f in batch.to_frames()])
+    assert back.games == ((5, 1.0), (-1, 0.5), (10, 0.0))
+    assert TransitionBatch.from_frames([bytes(f) for f in tiny_batch().to_frames()]).games == ()
+    for bad in ([(5, 0.7)], [(-2, 1.0)], [(True, 1.0)], [(5, True)]):
+        with pytest.raises(ProtocolError) as err:
+            TransitionBatch.from_frames(unchecked_frames(dataclasses.replace(tiny_batch(), games=tuple(bad))))
+        assert err.value.field == "games"
+
+
+def test_the_learner_rates_the_games_its_batches_report(tmp_path, built_learner):
+    learner = built_learner(config_of(f"run.dir='{tmp_path}'", "actors.unroll_length=4"))
+    pool = learner.publisher.pool
+    learner.publish()  # version 0 is pooled (every 5th version), rated from the learning policy's rating
+    assert pool.versions == (0,)
+    config = learner.config
+    worlds = [make_world(config.env, env_api(config.env)) for _ in range(2)]
+    rollout = MultiAgentRollout(worlds, "aec", policy_spaces(config, worlds[0]), 4, "actor-0", seed=0)
+    while not rollout.outbox:
+        rollout.tick(
+            lambda p, obs, w: (first_legal(obs), {BEHAVIOUR_LOGP: np.zeros(len(obs), np.float32)}), {"default": 0}
+        )
+    batch = dataclasses.replace(rollout.outbox[0], policy_version=0, games=((0, 1.0), (0, 1.0), (-1, 0.0)))
+    from tests.protocol.samples import unchecked_frames
+
+    learner.intake.handle(unchecked_frames(batch))
+    counters = learner.metrics.counters()
+    assert counters["rated_games"] == 3 and counters["train_pool_win_rate"] == pytest.approx(2 / 3)
+    assert counters["train_rating"] > 25 and counters["pool_size"] == 1
+    rollout.close()
+
+
+def test_the_evaluator_plays_the_fixed_opponent_and_reports_a_win_rate(examples_on_path):
+    from tandem.daemons.evaluator.rounds import make_rounds
+    from tandem.daemons.runtime.setup_errors import SetupError
+
+    config = config_of("eval.window_episodes=30", "selfplay.eval_opponent='connect_four_opponents:one_step_lookahead'")
+    worlds = [make_world(config.env, env_api(config.env)) for _ in range(3)]
+    rounds = make_rounds(worlds, "aec", config)
+    rng = np.random.default_rng(1)
+
+    def random_player(policy, obs, w, state=None):
+        return np.array([rng.choice(np.flatnonzero(row[-7:] > 0)) for row in obs]), {}
+
+    returns = rounds.play_round(random_player, 5, lambda: False, lambda: None)
+    scores = returns[None]
+    assert len(scores) >= 30 and set(scores) <= {0.0, 0.5, 1.0}
+    # A random player against one that wins when it can and blocks: it loses nearly every game.
+    assert np.mean(scores) < 0.2
+    rounds.close()
+    with pytest.raises(SetupError, match="selfplay.eval_opponent 'nowhere:x'"):
+        make_rounds([make_world(config.env, "aec")], "aec", config_of("selfplay.eval_opponent='nowhere:x'"))

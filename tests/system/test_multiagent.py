@@ -322,6 +322,10 @@ def test_selfplay_plays_pooled_versions_keeps_the_pool_bounded_and_outlives_its_
     outcomes = sum(collector.counter("actor-0", f"selfplay_{k}") for k in ("wins", "draws", "losses"))
     assert outcomes == games and 0.0 <= collector.counter("actor-0", "selfplay_win_rate") <= 1.0
     assert collector.counter("learner-default", "batches_malformed", 0) == 0
+    # The games rode on the batches: the learner rated them (the rating starts at 25).
+    collector.wait_for(lambda: collector.counter("learner-default", "rated_games", 0) > 0, 20, "games rated", procs)
+    assert collector.counter("learner-default", "train_rating") > 0
+    assert 0.0 <= collector.counter("learner-default", "train_pool_win_rate") <= 1.0
     # Only the learning seat is trained on: about half of the turns the actor took reach the learner.
     inserted = collector.counter("learner-default", "transitions_received")
     steps = collector.counter("actor-0", "env_steps")

@@ -1,0 +1,51 @@
+"""Scripted Connect Four players to measure a self-play policy against (`selfplay.eval_opponent`).
+
+Each takes the observations an actor sees, [B, 6*7*2 + 7]: PettingZoo's board planes (this player's pieces,
+then the opponent's) flattened, then the legal-move mask; and returns B columns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+ROWS, COLS = 6, 7
+_rng = np.random.default_rng(12345)
+
+
+def boards(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(board planes [B, 6, 7, 2], legal columns [B, 7])."""
+    return obs[:, : ROWS * COLS * 2].reshape(-1, ROWS, COLS, 2) > 0, obs[:, -COLS:] > 0
+
+
+def drop(pieces: np.ndarray, occupied: np.ndarray, col: int) -> np.ndarray:
+    """`pieces` [6, 7] with one more in `col` (it falls to the lowest free row; row 0 is the top)."""
+    row = np.flatnonzero(~occupied[:, col]).max()
+    placed = pieces.copy()
+    placed[row, col] = True
+    return placed
+
+
+def wins(pieces: np.ndarray) -> bool:
+    """Four in a row: across, down or on either diagonal."""
+    p = pieces
+    return bool(
+        (p[:, :-3] & p[:, 1:-2] & p[:, 2:-1] & p[:, 3:]).any()
+        or (p[:-3] & p[1:-2] & p[2:-1] & p[3:]).any()
+        or (p[:-3, :-3] & p[1:-2, 1:-2] & p[2:-1, 2:-1] & p[3:, 3:]).any()
+        or (p[3:, :-3] & p[2:-1, 1:-2] & p[1:-2, 2:-1] & p[:-3, 3:]).any()
+    )
+
+
+def one_step_lookahead(obs: np.ndarray) -> np.ndarray:
+    """Win now if a move does; else block a column where the opponent would win next; else a random legal move."""
+    planes, legal = boards(obs)
+    out = np.zeros(len(obs), np.int64)
+    for i in range(len(obs)):
+        mine, theirs = planes[i, :, :, 0], planes[i, :, :, 1]
+        occupied = mine | theirs
+        columns = np.flatnonzero(legal[i])
+        winning = [c for c in columns if wins(drop(mine, occupied, c))]
+        blocking = [c for c in columns if wins(drop(theirs, occupied, c))]
+        choice = winning or blocking or list(columns)
+        out[i] = _rng.choice(choice) if choice else 0
+    return out
