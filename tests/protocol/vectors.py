@@ -95,6 +95,10 @@ def vectors() -> list[dict]:
         ("transition_batch Dict observation with a stacked image key", keyed_stacked_batch()),
         ("weight_request for a pooled version", frames_of(WeightRequest("default", -1, "actor-0", 40))),
         (
+            "transition_batch with self-play results",
+            frames_of(dataclasses.replace(tiny_batch(), games=((10, 1.0), (-1, 0.5), (20, 0.0)))),
+        ),
+        (
             "weight_blob listing its learner's opponent pool",
             frames_of(WeightBlob.build("default", 45, 90, {"w": np.array([[0.5]], np.float32)}, pool=[10, 20, 40])),
         ),
@@ -148,6 +152,11 @@ def vectors() -> list[dict]:
             "transition_batch stacked image key with a history one view short",
             keyed_stacked_batch((1, 1, 2, 2)),
             "obs_history.image",
+        ),
+        (
+            "transition_batch self-play score of 0.7",
+            unchecked_frames(dataclasses.replace(tiny_batch(), games=((10, 0.7),))),
+            "games",
         ),
         (
             "weight_blob pool not rising",
