@@ -61,6 +61,14 @@ def fail(exc: PolicyError) -> None:
     help="Write each episode as DIR/episode-NNN.mp4 (OpenCV, installed with Tandem; moviepy not needed).",
 )
 @click.option("--device", default="cpu", show_default=True, help="Torch device to infer on.")
+@click.option(
+    "--against",
+    default=None,
+    metavar="OPPONENT",
+    help="In a game of several seats, play one seat against OPPONENT in the others: another checkpoint (a run "
+    "directory, checkpoint file or exported directory), 'random' or 'module:callable' (a scripted player); the "
+    "return is the win rate (a draw counts half). A self-play run plays its selfplay.eval_opponent without it.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (every return and length too).")
 def eval_cmd(
     source: str,
@@ -72,6 +80,7 @@ def eval_cmd(
     render: str | None,
     video: str | None,
     device: str,
+    against: str | None,
     as_json: bool,
 ) -> None:
     """Play a trained policy greedily on its run's env; mean and std of the return."""
@@ -80,7 +89,7 @@ def eval_cmd(
 
     set_torch_threads(1)  # one observation per step gains nothing from more threads; they only contend for cores
     try:
-        result = evaluate(source, policy, episodes, seed, sample, render, video, device, checkpoint)
+        result = evaluate(source, policy, episodes, seed, sample, render, video, device, checkpoint, against)
     except PolicyError as exc:
         fail(exc)
         return
@@ -100,6 +109,13 @@ def eval_cmd(
         )
     click.echo(f"{result['env']}: {episodes} episodes, {mode}, seeds {seed}..{seed + episodes - 1}")
     r = result["return"]
+    if "games" in result:
+        g = result["games"]
+        click.echo(
+            f"against {result['against']}: {g['wins']} wins, {g['draws']} draws, {g['losses']} losses; "
+            f"win rate {r['mean']:.3f} (a draw counts half)"
+        )
+        return
     click.echo(f"return  {r['mean']:.2f} +- {r['std']:.2f}  (min {r['min']:.2f}, max {r['max']:.2f})")
     if "length" in result:
         n = result["length"]

@@ -12,8 +12,10 @@ from tandem.client.api.policy import load_policy, locate, read_run_config
 from tandem.client.api.trained import PolicyError, TrainedPolicy
 from tandem.daemons.config.policies import policy_names
 from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.evaluator.fixed_opponents import eval_opponent
 from tandem.daemons.evaluator.kept import KEPT_FILES
 from tandem.daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.runtime.setup_errors import SetupError
 
 VIDEO_FPS = 30  # when the env's metadata names no render_fps
 
@@ -108,11 +110,19 @@ def play_gym(
 
 
 def play_world(
-    source: Path, policy: TrainedPolicy, episodes: int, seed: int, sample: bool, checkpoint: str | None = None
+    source: Path,
+    policy: TrainedPolicy,
+    episodes: int,
+    seed: int,
+    sample: bool,
+    checkpoint: str | None = None,
+    against: str | None = None,
 ) -> dict[str, Any]:
     """A PettingZoo world with every policy of the run acting; `episodes` world episodes (as the evaluator counts).
 
-    The other policies play their `checkpoint` of the run (a kept file given as the source names its kind)."""
+    The other policies play their `checkpoint` of the run (a kept file given as the source names its kind).
+    With `against` (or in a self-play run), the policy plays one seat against that opponent in the others and
+    the return is its win rate (see `opponent_of`)."""
     from tandem.client.api.export import SPEC_FILE
     from tandem.daemons.actor.stepping import env_builder
     from tandem.daemons.evaluator.rounds import make_rounds
@@ -133,8 +143,14 @@ def play_world(
                 source if source.is_dir() else source.parent.parent, name, checkpoint=checkpoint
             )
     config = dataclasses.replace(config, eval=dataclasses.replace(config.eval, window_episodes=episodes))
+    if against is not None:
+        config = dataclasses.replace(config, selfplay=dataclasses.replace(config.selfplay, policy=policy.name))
     api, build_one = env_builder(config, training=False)
-    rounds = make_rounds([build_one()], api, config)
+    opponent = opponent_of(against, policy, sample, seed)
+    try:
+        rounds = make_rounds([build_one()], api, config, opponent)
+    except SetupError as exc:
+        raise PolicyError(str(exc), ExitCode.USAGE) from exc
 
     def choose(
         name: str, obs: np.ndarray, env_index: np.ndarray, state: np.ndarray | None = None
@@ -148,6 +164,11 @@ def play_world(
         returns = rounds.play_round(choose, seed, lambda: False, lambda: None)
     finally:
         rounds.close()
+    if rounds.scores is not None:  # seated against an opponent: each game's score, 1 a win, 0.5 a draw, 0 a loss
+        scores = returns[None]
+        games = {name: sum(s == value for s in scores) for name, value in (("wins", 1), ("draws", 0.5), ("losses", 0))}
+        label = against or config.selfplay.eval_opponent
+        return {"returns": scores, "return": summary(scores), "games": games, "against": label}
     agents = {agent: summary(values) for agent, values in returns.items() if values}
     # The policy's return in each episode: the mean over the agents it plays (one list per agent, an entry
     # per episode), so the headline's spread is over episodes, not over a single mean.
@@ -156,6 +177,28 @@ def play_world(
     mine = [float(np.mean([values[i] for values in own])) for i in range(episodes_played)]
     everything = [r for values in returns.values() for r in values]
     return {"returns": mine or everything, "return": summary(mine) if mine else summary(everything), "agents": agents}
+
+
+def opponent_of(against: str | None, policy: TrainedPolicy, sample: bool, seed: int) -> Any:
+    """The player `--against` names: another checkpoint (a run directory, checkpoint file or exported directory,
+    playing as `policy` is played), or 'random' / 'module:callable' (as selfplay.eval_opponent takes them);
+    None without one (then a self-play run's evaluator opponent plays)."""
+    if against is None:
+        return None
+    if Path(against).exists():
+        other = load_policy(Path(against), policy.name if Path(against).is_dir() else None, seed=seed + 1)
+        return lambda obs: other.act(obs, sample=sample)
+    if against == "random" or ":" in against:
+        spaces = policy.spec
+        actions = int(getattr(spaces.action_space, "n", 0))
+        try:
+            return eval_opponent(against, spaces.mask_size, actions, seed)
+        except SetupError as exc:
+            raise PolicyError(str(exc).replace("selfplay.eval_opponent", "--against"), ExitCode.USAGE) from exc
+    raise PolicyError(
+        f"--against {against!r}: no such checkpoint or run directory, and not 'random' or 'module:callable'",
+        ExitCode.USAGE,
+    )
 
 
 def default_policy(source: Path) -> str | None:
@@ -179,6 +222,7 @@ def evaluate(
     video: str | Path | None = None,
     device: str = "cpu",
     checkpoint: str | None = None,
+    against: str | None = None,
 ) -> dict[str, Any]:
     """Play `episodes` episodes (greedy unless `sample`) and report returns and lengths with their mean and std.
 
@@ -201,7 +245,9 @@ def evaluate(
             raise PolicyError(
                 "--render and --video are for gymnasium envs; a PettingZoo world is not rendered here", ExitCode.USAGE
             )
-        result = play_world(source, trained, episodes, seed, sample, checkpoint)
+        result = play_world(source, trained, episodes, seed, sample, checkpoint, against)
+    elif against is not None:
+        raise PolicyError("--against is for games of several seats (a PettingZoo env)", ExitCode.USAGE)
     else:
         result = play_gym(trained, config, episodes, seed, sample, render, video_dir)
     return {

@@ -21,7 +21,7 @@ from tandem.daemons.envs.rollout import Chooser
 from tandem.daemons.envs.seats import SelfPlaySeats
 from tandem.daemons.envs.spaces import PolicySpaces, env_actions
 from tandem.daemons.envs.worlds import MULTI_AGENT_APIS
-from tandem.daemons.evaluator.fixed_opponents import eval_opponent
+from tandem.daemons.evaluator.fixed_opponents import Opponent, eval_opponent
 from tandem.protocol import keyed
 
 Returns = dict[str | None, list[float]]
@@ -85,20 +85,22 @@ class GymRounds:
 class WorldRounds:
     """K PettingZoo worlds, all reset at the round's start; the round is `window_episodes` world episodes."""
 
-    def __init__(self, worlds: list[Any], api: str, config: RunConfig, seed: int):
+    def __init__(self, worlds: list[Any], api: str, config: RunConfig, seed: int, opponent: Opponent | None = None):
         self.window_episodes = config.eval.window_episodes
         self.stepping = WorldStepping(worlds, api, config, "evaluator", seed, incarnation=0, record=False)
         self.spaces = self.stepping.spaces
         self.scores: list[float] | None = None  # self-play: the learning side's score in each game of the round
-        if config.selfplay.enabled:
-            self.seat_against_fixed(config, seed)
+        if config.selfplay.enabled or opponent is not None:
+            self.seat_against_fixed(config, seed, opponent)
 
-    def seat_against_fixed(self, config: RunConfig, seed: int) -> None:
-        """Self-play's evaluation: the learning policy in one seat, `selfplay.eval_opponent` in the others."""
+    def seat_against_fixed(self, config: RunConfig, seed: int, opponent: Opponent | None) -> None:
+        """Self-play's evaluation: the learning policy in one seat, `opponent` (by default
+        `selfplay.eval_opponent`) in the others."""
         policy = learning_policy(config)
         spaces = self.spaces[policy]
         actions = int(getattr(spaces.action_space, "n", 0))
-        opponent = eval_opponent(config.selfplay.eval_opponent, spaces.mask_size, actions, seed)
+        if opponent is None:
+            opponent = eval_opponent(config.selfplay.eval_opponent, spaces.mask_size, actions, seed)
         self.scores = []
         seats = SelfPlaySeats(
             policy, len(self.stepping), seed, lambda: None, lambda _, score: self.scores.append(score)
@@ -130,9 +132,12 @@ class WorldRounds:
         self.stepping.close()
 
 
-def make_rounds(envs: list[Any], api: str, config: RunConfig) -> GymRounds | WorldRounds:
+def make_rounds(
+    envs: list[Any], api: str, config: RunConfig, opponent: Opponent | None = None
+) -> GymRounds | WorldRounds:
+    """The evaluator's rounds; `opponent` (a multi-agent world's) plays every seat but the learning policy's."""
     if api in MULTI_AGENT_APIS:
-        return WorldRounds(envs, api, config, seed=config.run.seed + 77_000)
+        return WorldRounds(envs, api, config, seed=config.run.seed + 77_000, opponent=opponent)
     return GymRounds(envs, config.eval.window_episodes, config.model.core_state_size())
 
 

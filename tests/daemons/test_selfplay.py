@@ -378,3 +378,38 @@ def test_the_evaluator_plays_the_fixed_opponent_and_reports_a_win_rate(examples_
     rounds.close()
     with pytest.raises(SetupError, match="selfplay.eval_opponent 'nowhere:x'"):
         make_rounds([make_world(config.env, "aec")], "aec", config_of("selfplay.eval_opponent='nowhere:x'"))
+
+
+def test_tandem_eval_plays_a_checkpoint_against_random_a_scripted_player_or_another_checkpoint(
+    tmp_path, examples_on_path
+):
+    from click.testing import CliRunner
+
+    from tandem.client.api.evaluate import evaluate
+    from tandem.client.cli import cli
+    from tandem.daemons.config import render_toml
+    from tandem.daemons.learner.checkpoint import save_checkpoint
+
+    run = tmp_path / "run"
+    config = config_of(f"run.dir='{run}'")
+    run.mkdir()
+    (run / "config.toml").write_text(render_toml(config))
+    spaces, world = spaces_and_world(config)
+    world.close()
+    algorithm = make_algorithm(config, spaces.observation_space, spaces.action_space, "cpu")
+    save_checkpoint(run / "learner-default", {"algorithm": algorithm.state_dict(), "version": 3, "updates": 1})
+    against_random = evaluate(run, episodes=20)  # a self-play run: its selfplay.eval_opponent, 'random'
+    games = against_random["games"]
+    assert against_random["against"] == "random" and games["wins"] + games["draws"] + games["losses"] >= 20
+    assert against_random["return"]["mean"] == pytest.approx(
+        (games["wins"] + 0.5 * games["draws"]) / sum(games.values())
+    )
+    scripted = evaluate(run, episodes=20, against="connect_four_opponents:one_step_lookahead")
+    assert scripted["against"] == "connect_four_opponents:one_step_lookahead"
+    assert scripted["return"]["mean"] < against_random["return"]["mean"]  # an untrained policy: the heuristic wins
+    itself = evaluate(run, episodes=10, against=str(run / "learner-default"))
+    assert sum(itself["games"].values()) >= 10
+    result = CliRunner().invoke(cli, ["eval", str(run), "--episodes", "4", "--against", "nowhere"])
+    assert result.exit_code != 0 and "--against 'nowhere': no such checkpoint" in result.output
+    result = CliRunner().invoke(cli, ["eval", str(run), "--episodes", "4", "--against", "random"])
+    assert result.exit_code == 0 and "against random:" in result.output and "win rate" in result.output
