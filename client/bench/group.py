@@ -61,6 +61,10 @@ COMMANDS = {
         "tandem.client.bench.learn:learn_cmd",
         "Training and evaluation return against env frames and wall time for each...",
     ),
+    "selfplay": (
+        "tandem.client.bench.selfplay:selfplay_cmd",
+        "An actor's env steps/s drawing opponents from 50 pooled versions vs one fixed...",
+    ),
     "vector": (
         "tandem.client.bench.vector:vector_cmd",
         "One actor's env steps/s (stepping + batched inference) with each env.vector...",
