@@ -36,7 +36,7 @@ COMMON = [
 
 def write_pool(config_path: Path, run_dir: Path, versions: int, overrides: list[str]) -> None:
     """`versions` pooled versions of the example's network (each its own initial weights) in the learner's pool."""
-    import torch
+    import dataclasses
 
     from tandem.daemons.algorithms import make_algorithm
     from tandem.daemons.config import load_config
@@ -47,8 +47,8 @@ def write_pool(config_path: Path, run_dir: Path, versions: int, overrides: list[
     spaces = probe_policy_spaces(config, "default")
     pool = OpponentPool(run_dir / "learner-default" / "pool", 1, versions, {})
     for version in range(1, versions + 1):
-        torch.manual_seed(version)
-        weights = make_algorithm(config, spaces.observation_space, spaces.action_space, "cpu").weights()
+        seeded = dataclasses.replace(config, run=dataclasses.replace(config.run, seed=version))  # its own weights
+        weights = make_algorithm(seeded, spaces.observation_space, spaces.action_space, "cpu").weights()
         pool.offer(version, list(WeightBlob.build("default", version, 0, weights).to_frames()))
 
 

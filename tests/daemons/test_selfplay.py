@@ -40,11 +40,9 @@ def new_net(config, spaces, seed: int = 0):
 
 
 def weights_of(config, spaces, seed: int = 0) -> dict[str, np.ndarray]:
-    """Weights a learner of this policy would publish (its algorithm's, from a seeded start)."""
-    import torch
-
-    torch.manual_seed(seed)
-    return make_algorithm(config, spaces.observation_space, spaces.action_space, "cpu").weights()
+    """Weights a learner of this policy would publish (its algorithm's initial ones, seeded by run.seed)."""
+    seeded = dataclasses.replace(config, run=dataclasses.replace(config.run, seed=seed))
+    return make_algorithm(seeded, spaces.observation_space, spaces.action_space, "cpu").weights()
 
 
 def blob_frames(tensors, version: int) -> list[bytes]:
@@ -413,3 +411,15 @@ def test_tandem_eval_plays_a_checkpoint_against_random_a_scripted_player_or_anot
     assert result.exit_code != 0 and "--against 'nowhere': no such checkpoint" in result.output
     result = CliRunner().invoke(cli, ["eval", str(run), "--episodes", "4", "--against", "random"])
     assert result.exit_code == 0 and "against random:" in result.output and "win rate" in result.output
+
+
+def test_the_selfplay_bench_writes_a_pool_a_learner_reads_back(tmp_path):
+    from tandem.client.bench.examples import example_config
+    from tandem.client.bench.selfplay import write_pool
+
+    write_pool(example_config("connect_four_selfplay.toml"), tmp_path, 50, [f"run.dir='{tmp_path}'"])
+    pool = OpponentPool(tmp_path / "learner-default" / "pool", every=1000000, size=50, counts={})
+    pool.load()
+    assert pool.versions == tuple(range(1, 51))
+    first, second = (WeightBlob.from_frames(pool.frames(v)).tensors for v in (1, 2))
+    assert any(not np.array_equal(first[name], second[name]) for name in first)  # 50 different opponents
