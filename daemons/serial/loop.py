@@ -29,6 +29,8 @@ class SerialRun:
     def __init__(self, config: RunConfig, lag: int = 0, evaluate: bool = True):
         if config.policies:
             raise SetupError("serial mode trains one policy: a config with [policies] needs `tandem up` without it")
+        if config.selfplay.enabled:  # its opponents come from a learner's pool over the snapshot socket
+            raise SetupError("serial mode has no opponent pool: a config with [selfplay] needs `tandem up` without it")
         make_deterministic(config.run.seed)
         self.config = config
         self.actor = SerialActor(config)

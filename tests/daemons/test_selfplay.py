@@ -423,3 +423,11 @@ def test_the_selfplay_bench_writes_a_pool_a_learner_reads_back(tmp_path):
     assert pool.versions == tuple(range(1, 51))
     first, second = (WeightBlob.from_frames(pool.frames(v)).tensors for v in (1, 2))
     assert any(not np.array_equal(first[name], second[name]) for name in first)  # 50 different opponents
+
+
+def test_serial_mode_refuses_selfplay_by_name():
+    from tandem.daemons.runtime.setup_errors import SetupError
+    from tandem.daemons.serial.loop import SerialRun
+
+    with pytest.raises(SetupError, match=r"serial mode has no opponent pool.*\[selfplay\]"):
+        SerialRun(config_of())
