@@ -51,7 +51,9 @@ class LearnerMetrics:
         try:
             # the diagnostics once, by their own names (the heartbeat's train_ copies are for the supervisor)
             counters = {k: v for k, v in self.counters().items() if not k.startswith(TRAIN_PREFIX)}
-            self.log.write(self.progress.counts["updates"], {**counters, **self.training.last_metrics})
+            # other parts' diagnostics (a self-play learner's rating) by their own names too
+            extra = {k.removeprefix(TRAIN_PREFIX): v for k, v in (self.extra() if self.extra else {}).items()}
+            self.log.write(self.progress.counts["updates"], {**counters, **extra, **self.training.last_metrics})
         except OSError as exc:
             self.disk.failed("the metrics", exc)
 

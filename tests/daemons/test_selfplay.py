@@ -353,6 +353,11 @@ def test_the_learner_rates_the_games_its_batches_report(tmp_path, built_learner)
     counters = learner.metrics.counters()
     assert counters["rated_games"] == 3 and counters["train_pool_win_rate"] == pytest.approx(2 / 3)
     assert counters["train_rating"] > 25 and counters["pool_size"] == 1
+    learner.metrics.write()  # the learner's own metrics.jsonl (and TensorBoard) have them by their own names
+    import json
+
+    last = json.loads((tmp_path / "learner-default" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert last["rating"] == counters["train_rating"] and last["pool_win_rate"] == pytest.approx(2 / 3)
     rollout.close()
 
 
