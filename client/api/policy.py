@@ -18,6 +18,7 @@ from tandem.daemons.config import ConfigError, RunConfig, load_config
 from tandem.daemons.config.policies import DEFAULT_POLICY, policy_config
 from tandem.daemons.evaluator.kept import LATEST
 from tandem.daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.runtime.plugins import add_to_path, run_import_paths
 
 CONFIG_FILE = "config.toml"  # the resolved config `tandem up` writes into the run directory
 LEARNER_PREFIX = "learner-"
@@ -96,6 +97,7 @@ def read_run_config(run_dir: Path) -> RunConfig:
             "runs/NAME/; a checkpoint is read with the config two directories above it)",
             ExitCode.USAGE,
         )
+    add_to_path(run_import_paths(run_dir))  # an env or network module beside the config the run was started from
     try:
         return load_config(file)
     except ConfigError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -54,6 +55,21 @@ def plugin_folders(config_file: str | os.PathLike[str]) -> tuple[str, ...]:
     """Where a user's env or network module is looked for besides the installed packages and PYTHONPATH:
     the config file's folder, then the working directory."""
     return tuple(dict.fromkeys([str(Path(config_file).resolve().parent), str(Path.cwd())]))
+
+
+IMPORT_PATHS_FILE = "import_paths.json"  # in a run directory: the folders its daemons import user modules from
+
+
+def run_import_paths(run_dir: Path) -> list[str]:
+    """The folders a run's daemons imported the user's modules from, as `tandem up` recorded them (none for a run
+    directory without the file, or with one that is not a JSON list of strings)."""
+    try:
+        folders = json.loads((run_dir / IMPORT_PATHS_FILE).read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(folders, list):
+        return []
+    return [f for f in folders if isinstance(f, str) and Path(f).is_dir()]
 
 
 def add_to_path(folders: tuple[str, ...] | list[str]) -> None:

@@ -6,6 +6,7 @@ callback gets the progress figures), what keeps the run alive is here.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -19,6 +20,7 @@ from tandem.daemons.runtime.endpoints import is_loopback, socket_options
 from tandem.daemons.runtime.exit_codes import ExitCode
 from tandem.daemons.runtime.logs import log_dropped
 from tandem.daemons.runtime.paths import run_dir
+from tandem.daemons.runtime.plugins import IMPORT_PATHS_FILE
 from tandem.daemons.runtime.run_lock import RunDirBusy, lock_run_dir
 from tandem.daemons.runtime.sd_notify import shared
 from tandem.daemons.runtime.signals import StopFlag
@@ -193,6 +195,9 @@ def _supervise_locked(
     try:
         resolved = directory / "config.toml"
         resolved.write_text(render_toml(config))
+        # where the daemons import the user's modules from (the config's folder, the working directory), so that
+        # `tandem eval` and `load_policy` of this run find an env or network module beside the original config
+        (directory / IMPORT_PATHS_FILE).write_text(json.dumps(list(plugin_paths)))
     except OSError as exc:
         raise SupervisorError(f"cannot write the run directory {directory}: {exc.strerror or exc}") from exc
     started = time.monotonic()

@@ -25,6 +25,8 @@ from tests.daemons.conftest import EXAMPLES
 CONFIG = EXAMPLES / "connect_four_selfplay.toml"
 WAIT_S = 5.0
 
+pytestmark = pytest.mark.usefixtures("examples_on_path")  # the example's network and scripted player import
+
 
 def config_of(*overrides: str):
     return load_config(CONFIG, list(overrides))

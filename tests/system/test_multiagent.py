@@ -288,6 +288,7 @@ def test_one_policy_down_leaves_the_other_training_and_status_says_which(tmp_pat
 
 
 SELFPLAY = [
+    "model.kind='mlp'",  # the pool, seats and ratings are under test, not the example's network (beside its config)
     "env.num_envs=8",
     "actors.unroll_length=8",
     "algorithm.batch_size=256",

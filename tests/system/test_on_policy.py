@@ -108,3 +108,19 @@ def test_appo_learns_minigrid_doorkey_from_its_dict_observation(tmp_path, views)
     last = learner_metrics(tmp_path)[-1]
     assert last["batches_malformed"] == 0 and last["batches_received"] > 0
     assert last["batches_framed"] == (last["batches_received"] if views > 1 else 0), last
+    # `tandem eval` of the run from elsewhere, without PYTHONPATH: the run recorded where minigrid_dict came from
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    played = subprocess.run(
+        [sys.executable, "-m", "tandem", "eval", str(tmp_path / "run"), "--episodes", "3", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+        env=env,
+    )
+    assert played.returncode == 0, played.stderr[-2000:]
+    assert json.loads(played.stdout)["env"].startswith("minigrid_dict:")
