@@ -83,6 +83,9 @@ class OpponentNets:
         self.timeout_s = timeout_s
         self.dealer = sockets.snapshot_dealer(ctx, snapshot_endpoint, opts)
         self.nets: OrderedDict[int, Any] = OrderedDict()
+        # loads go into this network, never into a held one, so weights that fail to load change nothing held; the
+        # network a load pushes out becomes the next spare (building a network costs more than loading one)
+        self.spare: Any = None
         self.pending: dict[int, float] = {}  # version -> when its request expires
         self.counts = {
             "opponent_requests": 0,
@@ -142,15 +145,19 @@ class OpponentNets:
         try:
             message.verify_checksum()
             check_finite(message.tensors)
-            net = self.make_net()  # a fresh one: weights that do not load leave every held network as it was
-            net.load_weights(message.tensors)  # ValueError naming the tensor when it does not fit
+            net, self.spare = self.spare or self.make_net(), None
+            try:
+                net.load_weights(message.tensors)  # ValueError naming the tensor when it does not fit
+            except ValueError:
+                self.spare = net  # half loaded, held by no one: the next load overwrites it
+                raise
         except (ProtocolError, ValueError) as exc:
             self.failed(message.version, exc)
             return None
+        self.nets.pop(message.version, None)
         self.nets[message.version] = net
-        self.nets.move_to_end(message.version)
         while len(self.nets) > self.size:
-            self.nets.popitem(last=False)  # the least recently used
+            _, self.spare = self.nets.popitem(last=False)  # the least recently used
         self.counts["opponent_loads"] += 1
         return message.version
 

@@ -24,9 +24,11 @@ RECENT_GAMES = 200  # games the reported win rate is over
 class SelfPlay:
     """Seats the learning policy in K worlds against opponents from its learner's pool (`poll` between ticks).
 
-    An episode's opponent is drawn by `selfplay.opponents` among the pooled versions; one this actor holds plays
-    at once, one it does not is fetched while the last good opponent plays (the live weights until any is held).
-    """
+    Opponents are drawn by `selfplay.opponents` among the pooled versions, one every `games_per_draw` games,
+    and each new episode plays one of the `active_opponents` drawn last (each distinct opponent in play costs
+    one more batched inference per step: drawing per episode among 50 cut an actor's steps/s to a quarter). A
+    drawn version this actor does not hold is fetched while the active ones play (the live weights until any is
+    held)."""
 
     def __init__(self, config: RunConfig, ctx: Any, link: PolicyLink, requester: str, worlds: int, seed: int):
         sp, spaces = config.selfplay, link.followed
@@ -38,6 +40,10 @@ class SelfPlay:
         )
         self.nets = self.opponent_nets()
         self.last_good: int | None = None
+        self.active: list[int] = []  # the versions new episodes are spread over, newest first
+        self.incoming: int | None = None  # drawn, being fetched; joins `active` once held
+        self.games_since_draw = sp.games_per_draw  # draw at the first episode
+        self.rng = np.random.default_rng(seed)
         self.seats = SelfPlaySeats(link.policy_id, worlds, seed, self.draw, self.scored)
         self.recent: deque[float] = deque(maxlen=RECENT_GAMES)
         # results for the learner's ratings, sent with the next batch (PROTOCOL.md 2.1.6); the oldest go first
@@ -58,15 +64,25 @@ class SelfPlay:
         )
 
     def draw(self) -> int | None:
-        """The next episode's opponent: the drawn version if held, else (while it is fetched) the last good one."""
-        version = self.draw_rule.draw(self.link.followed.pool)
-        if version is None:
-            return None
-        if self.nets.get(version) is not None:
-            self.last_good = version
-            return version
-        self.nets.want(version)
-        return self.last_good
+        """The next episode's opponent: one of the active versions held (None: the live weights)."""
+        if self.games_since_draw >= self.config.selfplay.games_per_draw:
+            self.games_since_draw = 0
+            version = self.draw_rule.draw(self.link.followed.pool)
+            if version is not None:
+                self.incoming = version
+        if self.incoming is not None:
+            if self.nets.get(self.incoming) is not None:
+                self.activate(self.incoming)
+            else:
+                self.nets.want(self.incoming)  # asked again on later draws until it comes (or is dropped)
+        held = [v for v in self.active if self.nets.get(v) is not None]
+        if not held:
+            return self.last_good
+        return int(held[self.rng.integers(len(held))])
+
+    def activate(self, version: int) -> None:
+        self.active = [version, *[v for v in self.active if v != version]][: self.config.selfplay.active_opponents]
+        self.last_good, self.incoming = version, None
 
     def choose(self, version: int | None, obs: np.ndarray) -> np.ndarray:
         """Actions of `version`'s network (sampled as the actor samples; the live one where it is not held)."""
@@ -77,6 +93,7 @@ class SelfPlay:
         return actions
 
     def scored(self, version: int | None, score: float) -> None:
+        self.games_since_draw += 1
         if version is not None:
             self.draw_rule.record(version, score)
         self.recent.append(score)
@@ -102,7 +119,9 @@ class SelfPlay:
             self.nets.nets, self.nets.counts = old.nets, old.counts
             old.close()
         loaded = self.nets.poll()
-        if loaded and self.last_good is None:
+        if self.incoming in loaded:
+            self.activate(self.incoming)
+        elif loaded and self.last_good is None:
             self.last_good = loaded[-1]
 
     def counters(self) -> dict[str, float]:

@@ -497,6 +497,17 @@ class SelfPlaySection:
     opponent_nets: int = option(
         8, "Pooled versions an actor holds loaded at once (least recently used dropped first).", min=1, max=1024
     )
+    active_opponents: int = option(
+        1,
+        "Pooled versions an actor's new episodes are spread over at a time: each distinct opponent costs one more batched inference per step (2 cost 20% of an actor's steps/s on Connect Four).",
+        min=1,
+        max=64,
+    )
+    games_per_draw: int = option(
+        256,
+        "Games an actor plays before it draws the next opponent (by `opponents`) to replace its oldest active one.",
+        min=1,
+    )
     eval_opponent: str = option(
         "random",
         "Whom the evaluator's greedy learning policy plays, its return being the win rate (a draw counts half): 'random' (a uniformly random legal action) or 'module:callable' (observations [B, D] -> B actions).",

@@ -295,6 +295,7 @@ SELFPLAY = [
     "algorithm.minibatches=2",
     "learner.pool_every=2",
     "learner.pool_size=3",
+    "selfplay.games_per_draw=8",  # a new opponent drawn every 8 games: several loads within the test's games
     "learner.checkpoint_interval_s=1.0",
     "supervisor.heartbeat_interval_s=0.2",
     "actors.weights_refresh_s=0.5",
