@@ -43,12 +43,11 @@ class MultiAgentRollout:
         incarnation: int = 0,
         return_window: int = 100,
         state_sizes: dict[str, int] | None = None,
-        seats: SelfPlaySeats | None = None,
-        opponent_choose: Callable[[int | None, np.ndarray], np.ndarray] | None = None,
     ):
         self.worlds, self.api, self.spaces, self.record = worlds, api, spaces, record
-        # Self-play: one seat per world learns, the others play `opponent_choose(version, obs) -> actions`
-        self.seats, self.opponent_choose = seats, opponent_choose
+        # Self-play (`seat`): one seat per world learns, the others play `opponent_choose(version, obs) -> actions`
+        self.seats: SelfPlaySeats | None = None
+        self.opponent_choose: Callable[[int | None, np.ndarray], np.ndarray] | None = None
         self.incarnation = incarnation
         self.policy_of = {agent: policy for policy, s in spaces.items() for agent in s.agents}
         self.adapters = {
