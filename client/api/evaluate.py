@@ -189,10 +189,10 @@ def opponent_of(against: str | None, policy: TrainedPolicy, sample: bool, seed: 
         other = load_policy(Path(against), policy.name if Path(against).is_dir() else None, seed=seed + 1)
         return lambda obs: other.act(obs, sample=sample)
     if against == "random" or ":" in against:
-        spaces = policy.spec
-        actions = int(getattr(spaces.action_space, "n", 0))
+        spec = policy.spec
+        actions = int(getattr(spec.action_space, "n", 0))
         try:
-            return eval_opponent(against, spaces.mask_size, actions, seed)
+            return eval_opponent(against, spec.mask_size, actions, seed)
         except SetupError as exc:
             raise PolicyError(str(exc).replace("selfplay.eval_opponent", "--against"), ExitCode.USAGE) from exc
     raise PolicyError(

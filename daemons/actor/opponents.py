@@ -46,6 +46,9 @@ class OpponentDraw:
     def draw(self, pool: Sequence[int]) -> int | None:
         if not pool:
             return None
+        if len(self.results) > 2 * len(pool):  # versions the learner no longer keeps: their scores go too
+            kept = set(pool)
+            self.results = {v: scores for v, scores in self.results.items() if v in kept}
         if self.rule == "latest":
             return int(pool[-1])
         if self.rule == "uniform":

@@ -31,10 +31,10 @@ class SelfPlay:
     held)."""
 
     def __init__(self, config: RunConfig, ctx: Any, link: PolicyLink, requester: str, worlds: int, seed: int):
-        sp, spaces = config.selfplay, link.followed
+        sp = config.selfplay
         self.link, self.ctx, self.config, self.requester = link, ctx, config, requester
         self.draw_rule = OpponentDraw(sp.opponents, seed)
-        self.endpoints = spaces.endpoints
+        self.endpoints = link.followed.endpoints
         self.make_net = lambda: make_policy(
             config, link.spaces.observation_space, link.spaces.action_space, seed=seed, mask_size=link.spaces.mask_size
         )

@@ -76,8 +76,7 @@ class MultiAgentRollout:
     def _reset(self, k: int, seed: int | None = None) -> None:
         result = self.worlds[k].reset(seed=seed)
         if self.seats is not None:
-            learning = self.seats.policy
-            self.seats.new_episode(k, [a for a in self.worlds[k].agents if self.policy_of.get(a) == learning])
+            self._seat_world(k)
         if self.api == "parallel":
             observations = result[0] if isinstance(result, tuple) else result
             self.current[k] = {}
@@ -87,8 +86,13 @@ class MultiAgentRollout:
     def seat(self, seats: SelfPlaySeats, opponent_choose: Callable[[int | None, np.ndarray], np.ndarray]) -> None:
         """Self-play from now on: every world's current episode gets its seats (the worlds are at a start)."""
         self.seats, self.opponent_choose = seats, opponent_choose
-        for k, world in enumerate(self.worlds):
-            seats.new_episode(k, [a for a in world.agents if self.policy_of.get(a) == seats.policy])
+        for k in range(len(self.worlds)):
+            self._seat_world(k)
+
+    def _seat_world(self, k: int) -> None:
+        """World k starts an episode: its seats among the agents the learning policy plays."""
+        learning = self.seats.policy
+        self.seats.new_episode(k, [a for a in self.worlds[k].agents if self.policy_of.get(a) == learning])
 
     def _check_agent(self, agent: str) -> str:
         policy = self.policy_of.get(agent)
