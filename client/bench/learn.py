@@ -191,7 +191,16 @@ def print_table(record: dict) -> None:
     required=True,
     help="Env frames per seed (Atari: agent steps x frame skip); the run stops there.",
 )
-@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="Seeds 0..N-1, one run each.")
+@click.option(
+    "--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="How many seeds: S..S+N-1, one run each."
+)
+@click.option(
+    "--first-seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="S: the first seed (to add seeds to an earlier measurement, one call at a time).",
+)
 @click.option(
     "--limit-s", type=click.FloatRange(min=1.0), default=600.0, show_default=True, help="Wall-time limit of each run."
 )
@@ -225,6 +234,7 @@ def learn_cmd(
     config: Path,
     frames: int,
     seeds: int,
+    first_seed: int,
     limit_s: float,
     reference_file: str | None,
     heartbeat_s: float,
@@ -241,12 +251,13 @@ def learn_cmd(
     except (ConfigError, ValueError) as exc:
         raise click.UsageError(str(exc)) from exc
     steps = math.ceil(frames / skip)
-    kept = [keep / f"seed-{seed}" for seed in range(seeds)] if keep is not None else [None] * seeds
-    for path in kept:
+    numbers = range(first_seed, first_seed + seeds)
+    kept = {seed: keep / f"seed-{seed}" if keep is not None else None for seed in numbers}
+    for path in kept.values():
         if path is not None and path.exists():  # a run directory with checkpoints would be resumed, not measured
             raise click.UsageError(f"--keep: {path} exists; name a new folder")
     runs = []
-    for seed in range(seeds):
+    for seed in numbers:
         figures = timed_run(
             config,
             limit_s,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tomllib
 
 import pytest
 from click.testing import CliRunner
@@ -91,6 +92,8 @@ def test_bench_learn_runs_real_seeds_and_prints_a_complete_record(tmp_path):
             "40000",
             "--seeds",
             "1",
+            "--first-seed",
+            "2",
             "--limit-s",
             "60",
             "--reference",
@@ -106,13 +109,16 @@ def test_bench_learn_runs_real_seeds_and_prints_a_complete_record(tmp_path):
     data = json.loads(result.output.strip().splitlines()[-1])
     assert data["benchmark"] == "learn" and data["frames"] == 40000 and data["frames_per_step"] == 1
     run = data["runs"][0]
+    assert run["seed"] == 2  # --first-seed: the seeds measured are 2..2
     assert not run["solved"] and run["frames"] >= 40000 and "env steps >= 40000" in run["reason"]
     assert [p["frames"] for p in run["points"]] == [10000, 20000, 30000, 40000]
     assert run["points"][-1]["reached"] and run["points"][-1]["train_return"] > 9.0  # random play scores ~22
     assert run["frames_per_s"] > 0
     assert data["median"]["seeds"] == 1 and data["reference"]["solve_frames"]["reference"] == 12288
     # --keep: the seed's run directory stays, with its curves; a second bench into it is refused (it would resume)
-    assert (tmp_path / "kept" / "seed-0" / "metrics.jsonl").stat().st_size > 0
+    kept = tmp_path / "kept" / "seed-2"
+    assert (kept / "metrics.jsonl").stat().st_size > 0
+    assert tomllib.loads((kept / "config.toml").read_text())["run"]["seed"] == 2
     again = CliRunner().invoke(
         cli,
         [
@@ -122,11 +128,13 @@ def test_bench_learn_runs_real_seeds_and_prints_a_complete_record(tmp_path):
             "examples/cartpole_appo.toml",
             "--frames",
             "100",
+            "--seeds",
+            "3",
             "--keep",
             str(tmp_path / "kept"),
         ],
     )
-    assert again.exit_code == 2 and "seed-0 exists" in again.output
+    assert again.exit_code == 2 and "seed-2 exists" in again.output
 
 
 def test_bench_learn_names_a_bad_reference():

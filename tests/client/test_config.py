@@ -31,6 +31,14 @@ def test_examples_check_clean():
         load_config(path)
 
 
+def test_the_gpu_pong_example_keeps_the_learning_rule_of_the_cpu_one():
+    # its figures are quoted as "the same learning rule on a bigger machine": only the machine may differ
+    cpu = load_config(ROOT / "examples" / "pong_appo.toml")
+    gpu = load_config(ROOT / "examples" / "pong_appo_gpu.toml")
+    assert gpu.algorithm == cpu.algorithm and gpu.model == cpu.model and gpu.env == cpu.env
+    assert gpu.learner.device == "cuda" and gpu.actors.device == "cuda" and gpu.actors.count > cpu.actors.count
+
+
 def test_rendered_config_loads_back_to_the_same(tmp_path):
     config = load_config(
         ROOT / "examples" / "cartpole.toml", ["env.kwargs.sutton_barto_reward=true", "stop.env_steps=5000"]
