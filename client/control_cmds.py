@@ -213,8 +213,10 @@ def render(data: dict, width: int = 220) -> Any:
         age = p["last_checkpoint_age_s"]
         dropped = f"{fmt(p.get('dropped_by_learner'))}/{fmt(p.get('dropped_by_actors'))}"
         pace = f"{pace_budget(p)}, {fmt(p.get('paced_s'), 's')}"
+        learner = str(p.get("learner") or "")
         policies.add_row(
-            p["policy"],
+            # a data-parallel replica is named by its learner (default@1); replica 0 by its policy, as a lone learner
+            learner.removeprefix("learner-") if "@" in learner else p["policy"],
             p["state"],
             link_cell(p.get("link")),
             fmt(p["version"]),

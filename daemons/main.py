@@ -17,6 +17,7 @@ from tandem.daemons.config import ConfigError, RunConfig, load_config
 from tandem.daemons.runtime import stack_dump
 from tandem.daemons.runtime.exit_codes import ExitCode
 from tandem.daemons.runtime.logs import setup_logging
+from tandem.daemons.runtime.names import learner_name
 from tandem.daemons.runtime.plugins import add_to_path, plugin_folders
 from tandem.daemons.runtime.process_name import set_process_name
 from tandem.daemons.runtime.setup_errors import SetupError
@@ -42,13 +43,15 @@ class DaemonSpec:
     die_with_parent: bool = False  # children of `tandem up`: end when it ends
     supervisor_pid: int | None = None  # with die_with_parent: the supervisor's pid, watched too (forked children)
     plugin_paths: tuple[str, ...] = ()  # children of `tandem up`: the folders of the user's config and of its cwd
+    rank: int = 0  # learners with learner.replicas > 1: which replica (0 publishes and checkpoints)
+    replica_port: int = 0  # replicas 1..N-1: the port their transitions socket binds (fixed across restarts)
 
     @property
     def name(self) -> str:
         if self.role == "actor":
             return f"actor-{self.index}"
         if self.role == "learner":
-            return f"learner-{self.policy}"
+            return learner_name(self.policy, self.rank)
         return self.role
 
 
@@ -65,7 +68,17 @@ def make_daemon(spec: DaemonSpec, config: RunConfig, stop: StopFlag) -> Any:
     if spec.role == "learner":
         from tandem.daemons.learner.daemon import Learner
 
-        return Learner(config, spec.policy, stop, spec.control, spec.device, bind=spec.bind, insecure=spec.insecure)
+        return Learner(
+            config,
+            spec.policy,
+            stop,
+            spec.control,
+            spec.device,
+            bind=spec.bind,
+            insecure=spec.insecure,
+            rank=spec.rank,
+            replica_port=spec.replica_port,
+        )
     if spec.role == "evaluator":
         from tandem.daemons.evaluator.daemon import Evaluator
 
@@ -76,6 +89,7 @@ def make_daemon(spec: DaemonSpec, config: RunConfig, stop: StopFlag) -> Any:
 def run(spec: DaemonSpec) -> int:
     """Run the daemon in this process until it stops; returns its exit code."""
     from tandem.daemons.envs.gym_envs import EnvBuildError
+    from tandem.daemons.learner.replica_error import ReplicaError
     from tandem.protocol import TransportError
 
     # An env, network or algorithm module beside the user's config (or in the working directory) is found
@@ -104,7 +118,7 @@ def run(spec: DaemonSpec) -> int:
         log.error("%s", exc)
         sys.stderr.write(f"error: {spec.name}: {exc}\n")
         return int(ExitCode.SETUP)
-    except (EnvBuildError, TransportError, ValueError, OSError) as exc:
+    except (EnvBuildError, TransportError, ReplicaError, ValueError, OSError) as exc:
         # A user's env constructor that raised: its traceback, not only its message, is what they need.
         log.error("%s", exc, exc_info=isinstance(exc, EnvBuildError) and exc.__cause__ is not None)
         sys.stderr.write(f"error: {spec.name}: {exc}\n")

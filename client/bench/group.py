@@ -65,6 +65,10 @@ COMMANDS = {
         "tandem.client.bench.selfplay:selfplay_cmd",
         "An actor's env steps/s drawing opponents from 50 pooled versions vs one fixed...",
     ),
+    "replicas": (
+        "tandem.client.bench.replicas:replicas_cmd",
+        "Updates/s and samples/s of one policy with 1, 2, ... learner replicas (Gloo),...",
+    ),
     "vector": (
         "tandem.client.bench.vector:vector_cmd",
         "One actor's env steps/s (stepping + batched inference) with each env.vector...",

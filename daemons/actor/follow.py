@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tandem.daemons.runtime.control_channel import ControlTimeout
-from tandem.daemons.runtime.endpoints import LearnerEndpoints, endpoints_of
+from tandem.daemons.runtime.endpoints import LearnerEndpoints, endpoints_of, lookup_args
 
 log = logging.getLogger(__name__)
 LOOKUP_TIMEOUT_S = 1.0  # asked from the acting loop: a supervisor that does not answer costs at most this
@@ -21,8 +21,8 @@ class LearnerFollower:
     per silent period, so a learner that is only slow costs a request every relookup_after_s.
     """
 
-    def __init__(self, channel: Any, after_s: float):
-        self.channel, self.after_s = channel, after_s
+    def __init__(self, channel: Any, after_s: float, actor: int | None = None):
+        self.channel, self.after_s, self.actor = channel, after_s, actor
         self.next_ask: dict[str, float] = {}
         self.counts = {"learner_lookups": 0, "learner_moves": 0}
 
@@ -36,7 +36,7 @@ class LearnerFollower:
             self.next_ask[policy] = now + self.after_s
             self.counts["learner_lookups"] += 1
             try:
-                reply = self.channel.request("lookup", {"policy": policy}, timeout_s=LOOKUP_TIMEOUT_S)
+                reply = self.channel.request("lookup", lookup_args(policy, self.actor), timeout_s=LOOKUP_TIMEOUT_S)
             except ControlTimeout:
                 continue
             if not reply.ok:

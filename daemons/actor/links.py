@@ -33,7 +33,7 @@ class LearnerLinks(Mapping[str, PolicyLink]):
     def __init__(self, runtime: DaemonRuntime, config: RunConfig, index: int):
         self.runtime, self.config, self.index = runtime, config, index
         self.links: dict[str, PolicyLink] = {}
-        self.follower = LearnerFollower(runtime.channel, config.actors.relookup_after_s)
+        self.follower = LearnerFollower(runtime.channel, config.actors.relookup_after_s, index)
 
     def __getitem__(self, policy: str) -> PolicyLink:
         return self.links[policy]
@@ -53,7 +53,7 @@ class LearnerLinks(Mapping[str, PolicyLink]):
         self.runtime.reporter.set_stage("connect")
         for n, (policy, policy_spaces) in enumerate(spaces.items()):
             pconf = policy_config(self.config, policy)
-            endpoints = self.runtime.find_learner(pconf, policy)
+            endpoints = self.runtime.find_learner(pconf, policy, self.index)
             seed = self.config.run.seed + self.index + SEED_STRIDE * n
             self.add(
                 policy, PolicyLink(self.runtime.ctx, pconf, policy, policy_spaces, endpoints, self.runtime.name, seed)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
+
+# Called with the gradients of every parameter about to be stepped, before each step of every Adam here: data-parallel
+# learner replicas average them across the group there (tandem.daemons.learner.replica_group).
+STEP_PRE_HOOKS: list[Callable[[list[torch.Tensor]], None]] = []
 
 
 class Adam:
@@ -57,6 +61,8 @@ class Adam:
         live = [i for i, p in enumerate(self.params) if p.grad is not None]
         if not live:
             return
+        for hook in STEP_PRE_HOOKS:
+            hook([self.params[i].grad for i in live])
         self.steps += 1
         tensors = (
             [self.params[i] for i in live],

@@ -76,6 +76,7 @@ def check_relations(config: RunConfig) -> None:
         c = policy_config(config, policy)
         c.algorithm.check(c, where)
         check_core(c, where)
+        check_replicas(c, where)
     check_selfplay(config)
     if config.supervisor.liveness_timeout_s <= config.supervisor.heartbeat_interval_s:
         raise ConfigError("supervisor.liveness_timeout_s", "must be longer than supervisor.heartbeat_interval_s")
@@ -104,6 +105,32 @@ def check_core(config: RunConfig, where: str) -> None:
             f"{where}model.core",
             f"{core!r} needs an algorithm that trains a recurrent core ({', '.join(recurrent_algorithms())}); "
             f"algorithm {config.algorithm.name!r} is feed-forward only: set model.core = 'none'",
+        )
+
+
+def check_replicas(config: RunConfig, where: str) -> None:
+    """Data-parallel replicas: started here by the supervisor, each waiting less long than it may stay silent."""
+    learner = config.learner
+    if learner.replicas == 1:
+        return
+    if learner.remote:
+        raise ConfigError(
+            f"{where}learner.replicas",
+            "replicas of a learner that runs elsewhere (learner.remote) are not supported yet: the supervisor starts "
+            "every replica on this machine",
+        )
+    if learner.replicas > config.actors.count:
+        raise ConfigError(
+            f"{where}learner.replicas",
+            f"{learner.replicas} replicas for {config.actors.count} actors: each replica trains on its own actors' "
+            "data, and the replicas update only together, so every replica needs at least one actor",
+        )
+    if learner.collective_timeout_s >= config.supervisor.liveness_timeout_s:
+        raise ConfigError(
+            f"{where}learner.collective_timeout_s",
+            f"{learner.collective_timeout_s:g} s must be below supervisor.liveness_timeout_s "
+            f"({config.supervisor.liveness_timeout_s:g} s): a replica waiting on a lost one must give up before it "
+            "is taken for hung",
         )
 
 

@@ -305,6 +305,28 @@ class LearnerSection:
     pool_size: int = option(
         50, "Opponent snapshots kept at most (on disk; the oldest is removed first); with pool_every > 0.", min=1
     )
+    replicas: int = option(
+        1,
+        "Learner processes that train this policy data-parallel (torch.distributed, Gloo): each takes its share of the "
+        "actors, the replicas average gradients every optimizer step, and replica 0 publishes and checkpoints.",
+        min=1,
+        max=64,
+    )
+    collective_timeout_s: float = option(
+        10.0,
+        "(replicas > 1) Longest a replica waits in one collective (gradients, the agreement to update) for the "
+        "others before it gives up and the group restarts; below supervisor.liveness_timeout_s.",
+        above=0.0,
+    )
+    rendezvous_timeout_s: float = option(
+        120.0, "(replicas > 1) Longest a replica waits for the others to form the group at its start.", above=0.0
+    )
+    replica_check_every: int = option(
+        100,
+        "(replicas > 1) Updates between two comparisons of the replicas' weights (a checksum each); a mismatch "
+        "is counted and replica 0's weights are copied to the others (0: never compare).",
+        min=0,
+    )
 
 
 @dataclass

@@ -9,7 +9,13 @@ from typing import Any
 
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
-from tandem.daemons.runtime.endpoints import bind_endpoints, is_loopback, learner_endpoints, socket_options
+from tandem.daemons.runtime.endpoints import (
+    LearnerEndpoints,
+    bind_endpoints,
+    is_loopback,
+    learner_endpoints,
+    socket_options,
+)
 from tandem.daemons.security.curve import gatekeeper_for
 from tandem.protocol import sockets
 
@@ -24,9 +30,18 @@ class Binding:
     actors' keys, started before the binds so that it fails closed) or `--insecure`, which status shows.
     """
 
-    def __init__(self, runtime: DaemonRuntime, config: RunConfig, policy_id: str, bind: str | None, insecure: bool):
+    def __init__(
+        self,
+        runtime: DaemonRuntime,
+        config: RunConfig,
+        policy_id: str,
+        bind: str | None,
+        insecure: bool,
+        replica_port: int = 0,
+    ):
         self.runtime, self.config, self.policy_id = runtime, config, policy_id
         self.bind_base, self.insecure = bind, insecure
+        self.replica_port = replica_port  # replicas 1..N-1: their transitions port (their weights go unused)
         self.gatekeeper: Any = None  # the ZAP handler, when this learner binds with CURVE
         self.link = "loopback"  # what status shows for its links: curve, loopback or insecure
         self.public_key = ""
@@ -39,7 +54,7 @@ class Binding:
     def bind(self) -> None:
         self.runtime.reporter.set_stage("bind")
         ctx, opts = self.runtime.ctx, socket_options(self.config)
-        endpoints = bind_endpoints(self.bind_base) if self.bind_base else learner_endpoints(self.config)
+        endpoints = self.planned()
         planned = [endpoints.transitions, endpoints.weights, endpoints.snapshot]
         exposed = [e for e in planned if not is_loopback(e) and not sockets.uses_curve(e, opts.curve)]
         if exposed and not self.insecure:
@@ -60,6 +75,13 @@ class Binding:
         }
         log.info("bound %s%s", self.endpoints, " (INSECURE: no authentication)" if exposed else "")
         self.register()
+
+    def planned(self) -> LearnerEndpoints:
+        """Where the three sockets bind: --bind, a replica's own transitions port, or the config's ports."""
+        if self.replica_port:
+            host = self.config.transport.host
+            return LearnerEndpoints(f"tcp://{host}:{self.replica_port}", f"tcp://{host}:*", f"tcp://{host}:*")
+        return bind_endpoints(self.bind_base) if self.bind_base else learner_endpoints(self.config)
 
     def register(self) -> None:
         """Tell the supervisor where this learner is, so actors can find it (repeated: supervisors restart too)."""

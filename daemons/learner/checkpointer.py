@@ -26,8 +26,11 @@ class Checkpointer:
     logged; the last good checkpoint stays.
     """
 
-    def __init__(self, training: Training, progress: Progress, disk: LearnerDisk, interval_s: float):
+    def __init__(
+        self, training: Training, progress: Progress, disk: LearnerDisk, interval_s: float, writes: bool = True
+    ):
         self.training, self.progress, self.disk, self.interval_s = training, progress, disk, interval_s
+        self.writes = writes  # false: restores only (data-parallel replicas 1..N-1 read replica 0's checkpoints)
         self.last_saved: float | None = None
         self.next_due = math.inf
 
@@ -63,6 +66,8 @@ class Checkpointer:
 
     def save(self) -> bool:
         """Save a checkpoint; False (counted, shown, logged) when the disk refuses it: the last good one stays."""
+        if not self.writes:
+            return True
         try:
             self._save()
         except OSError as exc:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import time
+from typing import Any
 
 from tandem.daemons.config.policies import policy_config
 from tandem.daemons.config.schema import RunConfig
@@ -16,13 +18,18 @@ from tandem.daemons.learner.opponent_pool import OpponentPool
 from tandem.daemons.learner.pace import PaceMeter
 from tandem.daemons.learner.progress import Progress
 from tandem.daemons.learner.publisher import Publisher
+from tandem.daemons.learner.replica_error import ReplicaError
+from tandem.daemons.learner.replica_group import ReplicaGroup
+from tandem.daemons.learner.replica_join import join_group
 from tandem.daemons.learner.training import Training
 from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
+from tandem.daemons.runtime.names import learner_name
 from tandem.daemons.runtime.paths import run_dir
 from tandem.daemons.runtime.signals import StopFlag
 from tandem.daemons.runtime.torch_threads import set_torch_threads
 from tandem.protocol import WeightBlob, sockets
 
+log = logging.getLogger(__name__)
 IDLE_POLL_MS = 5
 
 
@@ -49,19 +56,34 @@ class Learner:
         device: str | None = None,
         bind: str | None = None,
         insecure: bool = False,
+        rank: int = 0,
+        replica_port: int = 0,
     ):
         # This policy's view of the run: its own algorithm, model and learner overrides, and its own ports.
         self.config, self.policy_id, self.stop = policy_config(config, policy_id), policy_id, stop
         self.device = device or config.learner.device
-        self.runtime = DaemonRuntime("learner", f"learner-{policy_id}", config, control_endpoint, stop)
+        learner = self.config.learner
+        # learner.replicas > 1: this is replica `rank`; replica 0 publishes, checkpoints and keeps the pool
+        self.rank, self.replicas = rank, learner.replicas
+        if not 0 <= rank < self.replicas:
+            raise ValueError(
+                f"replica rank {rank} is outside 0..{self.replicas - 1} (learner.replicas = {self.replicas})"
+            )
+        self.runtime = DaemonRuntime("learner", learner_name(policy_id, rank), config, control_endpoint, stop)
         self.progress = Progress()
         self.disk = LearnerDisk(run_dir(config) / self.runtime.name, self.progress.counts)
-        self.pace = PaceMeter(self.config.learner.pace_headroom, expected_streams=self.config.actors.count)
-        self.binding = Binding(self.runtime, self.config, policy_id, bind, insecure)
-        learner = self.config.learner
-        pool = OpponentPool(self.disk.dir / "pool", learner.pool_every, learner.pool_size, self.progress.counts)
+        # where checkpoints are: replica 0's folder, whichever replica this is
+        self.checkpoint_disk = LearnerDisk(run_dir(config) / learner_name(policy_id), self.progress.counts)
+        self.pace = PaceMeter(learner.pace_headroom, expected_streams=self.config.actors.count)
+        self.binding = Binding(self.runtime, self.config, policy_id, bind, insecure, replica_port)
+        pool_every = learner.pool_every if rank == 0 else 0
+        pool = OpponentPool(self.disk.dir / "pool", pool_every, learner.pool_size, self.progress.counts)
         self.publisher = Publisher(policy_id, self.progress, self.disk, self.binding, pool)
+        self.group: ReplicaGroup | None = None
+        self.group_stopping = False  # a replica of the group is stopping: every replica leaves its loop
+        self.held: Any = None  # with replicas: a batch taken while another replica had none, trained on next
         self.runtime.on_close(self.binding.close)
+        self.runtime.on_close(self.leave_group)
 
     # ------------------------------------------------------------------ set-up
 
@@ -70,6 +92,8 @@ class Learner:
 
     def main(self) -> None:
         self.build()
+        if self.replicas > 1:
+            self.join_group()
         self.binding.bind()
         self.publish()  # the first version (initial or restored weights) so actors can start at once
         self.runtime.reporter.set_stage("running")
@@ -97,13 +121,57 @@ class Learner:
         if feed.credit_pacing and cfg.learner.pace_credit:
             self.pace.credit_per_version = int(feed.consumed_per_update) if cfg.learner.pace_headroom > 0 else 0
         reporter.set_stage("load_checkpoint")
-        self.checkpointer = Checkpointer(self.training, progress, self.disk, cfg.learner.checkpoint_interval_s)
-        self.publisher.start_above(self.checkpointer.restore())
+        self.checkpointer = Checkpointer(
+            self.training, progress, self.checkpoint_disk, cfg.learner.checkpoint_interval_s, writes=self.rank == 0
+        )
+        self.restored = self.checkpointer.restore()
+        self.publisher.start_above(self.restored)
         self.publisher.pool.load()  # the opponents an earlier run of this learner kept
         self.metrics = LearnerMetrics(
             progress, self.training, self.pace, self.checkpointer, self.disk, extra=self.publisher.pool.counters
         )
         self.runtime.on_close(self.metrics.close)
+
+    def join_group(self) -> None:
+        """Meet the other replicas, then start from replica 0's state: the checkpoint it restored (read again
+        here if this replica read an older one), its weights and statistics bit for bit, its version and counts."""
+        counts = self.progress.counts
+        self.group = join_group(
+            self.runtime,
+            self.policy_id,
+            self.rank,
+            self.replicas,
+            self.config.transport.host,
+            self.config.learner,
+            counts,
+        )
+        group, algorithm = self.group, self.training.algorithm
+        first_restored = group.from_first([self.restored], "the checkpoint version replica 0 restored")[0]
+        if first_restored != self.restored:
+            self.restored = self.checkpointer.restore()
+            if first_restored != self.restored:
+                raise ReplicaError(
+                    f"replica {self.rank} restored checkpoint version {self.restored}, "
+                    f"replica 0 version {first_restored}"
+                )
+        group.copy_from_first(algorithm)
+        version, updates, env_steps = group.from_first(
+            [self.progress.version, int(counts["updates"]), int(self.progress.env_steps_before)],
+            "replica 0's version and counts",
+        )
+        self.progress.version, counts["updates"], self.progress.env_steps_before = version, updates, env_steps
+        group.install()
+        log.info(
+            "replica %d of %d of policy %s joined generation %d",
+            self.rank,
+            self.replicas,
+            self.policy_id,
+            group.place.generation,
+        )
+
+    def leave_group(self) -> None:
+        if self.group is not None:
+            self.group.close()
 
     def last_checkpoint(self) -> None:
         """On the way out, once running: a checkpoint, and the final counts (a run that ends between two
@@ -119,13 +187,17 @@ class Learner:
         self.start_threads()
         try:
             self.loop_body()
+        except ReplicaError:
+            if self.rank == 0:  # what this replica trained since its last checkpoint is whole: keep it
+                self.checkpointer.save()
+            raise
         finally:
             self.stop_threads()
 
     def loop_body(self) -> None:
         training, reporter = self.training, self.runtime.reporter
         self.checkpointer.start(time.monotonic())
-        while not self.stop:
+        while not self.stop and not self.group_stopping:
             received = self.receive()
             fill_before = training.fill()
             trained = self.train_step()
@@ -180,7 +252,11 @@ class Learner:
 
     def train_step(self) -> bool:
         """One update if a batch is ready (False if none was), and the next version when one is due."""
-        if not self.training.step(self.progress.version):
+        if self.group is not None:
+            trained = self.train_together()
+        else:
+            trained = self.training.step(self.progress.version)
+        if not trained:
             return False
         self.intake.made_room()
         if self.progress.counts["updates"] % self.training.feed.publish_every == 0:
@@ -188,8 +264,29 @@ class Learner:
             self.publish()
         return True
 
+    def train_together(self) -> bool:
+        """Replicas: an update only when every replica has a batch (each keeps what it took meanwhile), so that
+        all take the same optimizer steps; a replica that stops takes the others out of the loop with it."""
+        version = self.progress.version
+        if self.held is None:
+            self.held = self.training.next_payload(version)
+        ready, stopping = self.group.agree(self.held is not None, bool(self.stop))
+        if stopping:
+            self.group_stopping = True
+            if not self.stop:  # another replica is leaving: the group ends, and the supervisor restarts it whole
+                raise ReplicaError(f"another replica of policy {self.policy_id!r} is stopping: the group ends")
+            return False
+        if not ready:
+            return False
+        payload, self.held = self.held, None
+        self.training.train(payload, version)
+        self.group.after_update(self.training.algorithm, int(self.progress.counts["updates"]))
+        return True
+
     def publish(self) -> None:
         """This version's weights to the actors, with the insert budget they share and the env steps behind it."""
+        if self.rank > 0:
+            return  # replica 0 publishes for the group: the weights are the same
         progress = self.progress
         pace_per_s, streams = self.pace.advice(time.monotonic(), filling=self.training.feed.filling())
         blob = WeightBlob.build(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from tandem.daemons.algorithms import make_algorithm, make_feed
 from tandem.daemons.algorithms.base import Feed
@@ -56,17 +57,24 @@ class Training:
 
     def step(self, version: int) -> bool:
         """One update with the next batch, if one is ready (False if not); counted in `updates`."""
-        if self.prefetcher is not None:
-            payload = self.prefetcher.next()
-        else:
-            with self.feed_lock:
-                payload = self.feed.next_batch(version)
+        payload = self.next_payload(version)
         if payload is None:
             return False
+        self.train(payload, version)
+        return True
+
+    def next_payload(self, version: int) -> Any | None:
+        """The next batch to train on (from the prefetcher when there is one), or None when none is ready."""
+        if self.prefetcher is not None:
+            return self.prefetcher.next()
+        with self.feed_lock:
+            return self.feed.next_batch(version)
+
+    def train(self, payload: Any, version: int) -> None:
+        """One update with `payload`, and what it said; counted in `updates`."""
         result = self.algorithm.update(payload)
         with self.feed_lock:
             self.feed.after_update(payload, result)
         self.counts["updates"] += 1
         self.last_metrics = {k: float(v) for k, v in result.metrics.items()}
         self.last_metrics["sample_lag_mean"] = self.feed.lag_of(payload, version)
-        return True

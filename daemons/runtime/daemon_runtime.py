@@ -56,9 +56,10 @@ class DaemonRuntime:
         """Wait for one of the supervisor's start tokens, so that at most N daemons build envs at once."""
         wait_start_token(self.channel, self.name, self.reporter, lambda: bool(self.stop))
 
-    def find_learner(self, config: RunConfig, policy: str) -> LearnerEndpoints:
-        """Where `policy`'s learner is (asked of the supervisor, heartbeating while it waits; see find_learner)."""
-        return find_learner(self.channel, config, policy, self.stop, self.reporter.tick)
+    def find_learner(self, config: RunConfig, policy: str, actor: int | None = None) -> LearnerEndpoints:
+        """Where `policy`'s learner is (asked of the supervisor, heartbeating while it waits; see find_learner);
+        `actor`: this actor's index, which picks the replica it feeds when the policy has several."""
+        return find_learner(self.channel, config, policy, self.stop, self.reporter.tick, actor)
 
     # ------------------------------------------------------------------ the way out
 

@@ -69,7 +69,7 @@ def bind_endpoints(base: str) -> LearnerEndpoints:
 LOOKUP_FIRST_WAIT_S, LOOKUP_MAX_WAIT_S = 0.01, 0.2  # between lookups of a learner that has not registered yet
 
 
-def find_learner(channel, config: RunConfig, policy: str, stop, tick) -> LearnerEndpoints:
+def find_learner(channel, config: RunConfig, policy: str, stop, tick, actor: int | None = None) -> LearnerEndpoints:
     """Where `policy`'s learner is: asked of the supervisor when there is one, else the config's addresses.
 
     `config` is the policy's view of the run (`policy_config`), whose [transport] holds its learner's ports.
@@ -77,10 +77,17 @@ def find_learner(channel, config: RunConfig, policy: str, stop, tick) -> Learner
     fallback = learner_endpoints(config)
     if channel is None:
         return fallback
-    return lookup_endpoints(channel, policy, fallback, stop, tick)
+    return lookup_endpoints(channel, policy, fallback, stop, tick, actor)
 
 
-def lookup_endpoints(channel, policy: str, fallback: LearnerEndpoints, stop, tick) -> LearnerEndpoints:
+def lookup_args(policy: str, actor: int | None) -> dict:
+    """A `lookup` request's arguments: an actor names itself, so that a replicated policy sends it to its replica."""
+    return {"policy": policy} if actor is None else {"policy": policy, "actor": actor}
+
+
+def lookup_endpoints(
+    channel, policy: str, fallback: LearnerEndpoints, stop, tick, actor: int | None = None
+) -> LearnerEndpoints:
     """Where `policy`'s learner is, as registered with the supervisor; waits (ticking heartbeats) until it is.
 
     A control endpoint that does not know the `lookup` command (an old or minimal one) means: use the
@@ -94,7 +101,7 @@ def lookup_endpoints(channel, policy: str, fallback: LearnerEndpoints, stop, tic
     while not stop:
         tick()
         try:
-            reply = channel.request("lookup", {"policy": policy}, timeout_s=2.0)
+            reply = channel.request("lookup", lookup_args(policy, actor), timeout_s=2.0)
         except ControlTimeout:
             continue
         if reply.ok:

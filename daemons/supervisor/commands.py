@@ -72,17 +72,34 @@ def register(sup: Any, request: ControlRequest, now: float) -> ControlReply:
 
 
 def lookup(sup: Any, request: ControlRequest, now: float) -> ControlReply:
-    policy = request.args.get("policy", "")
+    policy, actor = request.args.get("policy", ""), request.args.get("actor")
     entry = sup.registry.get(str(policy))
     if entry is None:
         return ControlReply(
             request.request_id, False, "not_registered", f"no learner registered for policy {policy!r} yet"
         )
+    endpoints, learner = dict(entry["endpoints"]), entry["name"]
+    if isinstance(actor, int) and actor >= 0 and sup.replicas.replicated(str(policy)):
+        # data-parallel replicas: the actor's transitions go to its own replica, the weights come from replica 0
+        feeding = sup.replicas.feeding(str(policy), actor)
+        if feeding is None:
+            return ControlReply(
+                request.request_id,
+                False,
+                "not_registered",
+                f"the replica of policy {policy!r} that actor {actor} feeds has not registered yet",
+            )
+        endpoints["transitions"], learner = feeding["endpoints"]["transitions"], feeding["name"]
     return ControlReply(
         request.request_id,
         True,
-        data={"endpoints": entry["endpoints"], "learner": entry["name"], "public_key": entry.get("public_key", "")},
+        data={"endpoints": endpoints, "learner": learner, "public_key": entry.get("public_key", "")},
     )
+
+
+def rendezvous(sup: Any, request: ControlRequest, now: float) -> ControlReply:
+    ok, error, data = sup.replicas.rendezvous(dict(request.args))
+    return ControlReply(request.request_id, ok, "" if ok else "bad_args", error, data=data)
 
 
 def start_token(sup: Any, request: ControlRequest, now: float) -> ControlReply:
@@ -137,8 +154,14 @@ COMMANDS: dict[str, Command] = {
     "lookup": Command(
         lookup,
         "actors and the evaluator, before they connect",
-        "policy: str",
+        "policy: str; actor: int (optional: an actor's index, which picks its replica of a replicated policy)",
         "{endpoints: {transitions, weights, snapshot}, learner: str}",
+    ),
+    "rendezvous": Command(
+        rendezvous,
+        "learner replicas (learner.replicas > 1), at their start",
+        "policy: str; rank: int; world_size: int; master: 'host:port' (rank 0 only: where its store listens)",
+        "{master: 'host:port' ('' while replica 0 has posted none since the group was last lost), generation: int}",
     ),
     "start_token": Command(
         start_token,

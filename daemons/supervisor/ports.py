@@ -42,12 +42,25 @@ def fix_ports(config: RunConfig) -> RunConfig:
 
 
 def plan_children(config: RunConfig, insecure: bool = False) -> list[DaemonSpec]:
-    """The learners (one per policy), the actors and the evaluator of a one-machine run: the process table."""
-    specs = [
-        DaemonSpec("learner", "", policy=policy, insecure=insecure)
-        for policy in policy_names(config)
-        if not policy_config(config, policy).learner.remote
-    ]
+    """The learners (one per policy, or its replicas), the actors and the evaluator of a one-machine run."""
+    specs = []
+    for policy in policy_names(config):
+        learner = policy_config(config, policy).learner
+        if learner.remote:
+            continue
+        specs.append(DaemonSpec("learner", "", policy=policy, insecure=insecure))
+        # replicas 1..N-1: a transitions port each, fixed now so that their actors find them again after a restart
+        specs += [
+            DaemonSpec(
+                "learner",
+                "",
+                policy=policy,
+                insecure=insecure,
+                rank=rank,
+                replica_port=free_port(config.transport.host),
+            )
+            for rank in range(1, learner.replicas)
+        ]
     specs += [
         DaemonSpec("actor", "", index=i, insecure=insecure) for i in range(config.actors.count)
     ]  # serve mode binds

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import deque
 
 from tandem.daemons.config.schema import StopSection
+from tandem.daemons.runtime.names import learner_policy
 from tandem.daemons.runtime.rate_meter import RateMeter
 from tandem.daemons.runtime.reporter import train_diagnostics
 from tandem.daemons.supervisor.segments import Earlier
@@ -67,7 +68,8 @@ class RunView:
         return int(self._sum("actor", "env_steps")) + sum(self.carried_steps.values()) + self.earlier_steps
 
     def learner_counter(self, key: str) -> float:
-        return self._sum("learner", key)
+        """Summed over policies; a replicated policy counts once (its replicas update in step: replica 0 speaks)."""
+        return sum(b.counters.get(key, 0) for n, b in self.beats.items() if b.role == "learner" and "@" not in n)
 
     def eval_counter(self, key: str) -> float | None:
         beat = self.beats.get("evaluator")
@@ -78,13 +80,14 @@ class RunView:
 
     def policy_figures(self) -> dict[str, dict[str, float | int | None]]:
         """Per policy (runs with several learners): its version, updates and evaluation return."""
-        learners = {n: b for n, b in self.beats.items() if b.role == "learner"}
+        # one row per policy: its first replica speaks for it (replicas train in step, with the same version)
+        learners = {n: b for n, b in self.beats.items() if b.role == "learner" and "@" not in n}
         if len(learners) < 2:
             return {}
         evaluator = self.beats.get("evaluator")
         out = {}
         for name, beat in sorted(learners.items()):
-            policy = name.removeprefix("learner-")
+            policy = learner_policy(name)
             out[policy] = {
                 "version": beat.counters.get("version"),
                 "updates": beat.counters.get("updates"),

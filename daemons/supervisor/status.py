@@ -7,6 +7,7 @@ import socket
 import time
 from typing import Any
 
+from tandem.daemons.runtime.names import learner_policy
 from tandem.daemons.security.curve import curve_keys
 from tandem.daemons.supervisor import states
 from tandem.daemons.supervisor.states import State
@@ -131,11 +132,11 @@ def policy_lines(sup: Any, now: float) -> list[dict[str, Any]]:
     lines = []
     learners = [(n, r) for n, r in sup.records.items() if r.role == "learner"]
     learners += [(n, None) for n, e in sup.remote.items() if e.get("role") == "learner"]
-    single = len(learners) <= 1
+    single = len({learner_policy(name) for name, _ in learners}) <= 1  # replicas of one policy are one policy
     for name, rec in learners:
         c = dict(sup.beats[name].counters) if name in sup.beats else {}
         entry = next((e for e in sup.registry.values() if e["name"] == name), {})
-        policy = name.removeprefix("learner-")
+        policy = learner_policy(name)
         learner_dropped = [
             c.get(k) for k in ("batches_over_ratio", "unrolls_dropped_full", "batches_stale", "batches_malformed")
         ]

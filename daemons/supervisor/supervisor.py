@@ -14,11 +14,13 @@ from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.main import DaemonSpec
 from tandem.daemons.runtime import stack_dump
 from tandem.daemons.runtime.logs import log_dropped
+from tandem.daemons.runtime.names import learner_policy
 from tandem.daemons.runtime.rate_meter import RateMeter
 from tandem.daemons.supervisor import commands, states
 from tandem.daemons.supervisor.child_memory import ChildMemory
 from tandem.daemons.supervisor.children import Child
 from tandem.daemons.supervisor.progress import RunView
+from tandem.daemons.supervisor.replicas import ReplicaSets, rank_of
 from tandem.daemons.supervisor.states import Action, HeartbeatPolicy, ProcessRecord, RestartPolicy, State
 from tandem.daemons.supervisor.tokens import StartTokens
 from tandem.protocol import ControlReply, ControlRequest, Heartbeat
@@ -93,7 +95,8 @@ class Supervisor:
         self.beat_times: dict[str, float] = {}
         self.rates: dict[tuple[str, str], RateMeter] = {}
         self.tokens = StartTokens(config.supervisor.max_concurrent_starts)
-        self.registry: dict[str, dict[str, Any]] = {}  # policy -> what its learner registered
+        self.registry: dict[str, dict[str, Any]] = {}  # policy -> what its learner (replica 0) registered
+        self.replicas = ReplicaSets(config)  # policies trained by several learner replicas
         self.remote: dict[str, dict[str, Any]] = {}  # daemons that joined by themselves (e.g. a GPU learner)
         self.stopping = False
         self.stop_requested_by: str | None = None
@@ -145,6 +148,7 @@ class Supervisor:
                 else:
                     error = self.last_error(name, child, code)
                 states.exited(rec, code, now, self.restart_policy, error=error)
+                self._replica_ended(name, now)
                 log.log(
                     logging.WARNING if rec.state != State.STOPPED else logging.INFO,
                     "%s exited with code %s -> %s %s",
@@ -176,6 +180,20 @@ class Supervisor:
                 )
                 self.signal(name, signal.SIGKILL)
                 states.killed(rec, now)
+
+    def _replica_ended(self, name: str, now: float) -> None:
+        """A learner replica ended: its group is gone, so the others are restarted with it (a planned restart,
+        no failure of theirs) and all meet again from replica 0's last checkpoint."""
+        if self.replicas.group_of(name) is None:
+            return
+        self.replicas.lost(name)
+        for sibling in self.replicas.siblings(name):
+            rec = self.records.get(sibling)
+            if rec is not None and states.is_alive(rec) and not self.stopping:
+                states.recycle(rec, f"{name} ended: its replica group restarts together", now)
+                if rec.recycle_pending:
+                    log.warning("restarting %s: %s ended, and replicas train only as a whole group", sibling, name)
+                    self.signal(sibling, signal.SIGTERM)
 
     def _release_lost_tokens(self, now: float) -> None:
         """Give back start tokens that nobody would: a daemon we did not start that went silent while
@@ -255,7 +273,7 @@ class Supervisor:
                 self.policies_down.add(rec.name)
                 log.error(
                     "policy %s is down (%s is FATAL: %s); the other policies train on",
-                    rec.name.removeprefix("learner-"),
+                    learner_policy(rec.name),
                     rec.name,
                     rec.last_error,
                 )
@@ -329,8 +347,12 @@ class Supervisor:
             "public_key": args.get("public_key") if isinstance(args.get("public_key"), str) else "",
             "link": args.get("link") if args.get("link") in ("curve", "loopback", "insecure") else "",
         }
-        previous = self.registry.get(str(args.get("policy", "")))
-        self.registry[str(args.get("policy", ""))] = entry
+        policy, rank = str(args.get("policy", "")), rank_of(entry["name"])
+        group = self.replicas.group_of(entry["name"])
+        previous = group.registered.get(rank) if group is not None and rank > 0 else self.registry.get(policy)
+        self.replicas.register(entry["name"], entry)
+        if rank == 0:  # a lone learner, or replica 0: the one that publishes the policy's weights
+            self.registry[policy] = entry
         if entry["name"] not in self.records:
             self.remote[entry["name"]] = entry
         if previous is None or previous["endpoints"] != entry["endpoints"]:

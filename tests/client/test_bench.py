@@ -66,6 +66,16 @@ def test_lag_record_is_complete():
 
 
 @pytest.mark.timeout(180)
+def test_replicas_record_is_complete():
+    data = record("replicas")
+    assert data["benchmark"] == "replicas" and [r["replicas"] for r in data["runs"]] == [1, 2]
+    one, two = data["runs"]
+    assert one["samples_per_s"] > 0 and two["samples_per_s"] > 0 and one["samples_per_s_ratio"] == 1.0
+    assert one["allreduce_ms_per_update"] == 0.0 and two["allreduce_ms_per_update"] > 0.0  # alone: no all-reduce
+    assert 0.0 < two["collective_wait_share"] <= 1.0 and two["replica_mismatches"] == 0
+
+
+@pytest.mark.timeout(180)
 def test_transport_record_is_complete():
     data = record("transport")
     assert data["benchmark"] == "transport"

@@ -1,0 +1,126 @@
+"""`tandem bench replicas`: updates/s and samples/s of one policy with 1, 2, ... data-parallel learner replicas."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import click
+
+from tandem.client.bench.examples import example_config
+from tandem.client.bench.runs import json_rows, timed_run
+from tandem.daemons.config import load_config
+
+DEFAULT_CONFIG = example_config("cartpole_appo.toml")
+
+
+def replica_figures(config: Path, replicas: int, actors: int, seconds: float, overrides: tuple[str, ...]) -> dict:
+    """One `tandem up` of `seconds` with `replicas` learner replicas (no evaluator): what each replica trained."""
+    with tempfile.TemporaryDirectory(prefix="tandem-bench-replicas-") as tmp:
+        run_dir = Path(tmp) / "run"
+        figures = timed_run(
+            config,
+            seconds,
+            [f"learner.replicas={replicas}", f"actors.count={actors}", "eval.enabled=false", *overrides],
+            keep_dir=run_dir,
+        )
+        names = ["learner-default", *(f"learner-default@{rank}" for rank in range(1, replicas))]
+        per_replica = {name: json_rows(run_dir / name / "metrics.jsonl") for name in names}
+    batch = load_config(config, list(overrides)).algorithm.batch_size
+    out = {
+        "replicas": replicas,
+        "actors": actors,
+        "env_steps_per_s": round(figures.summary.get("env_steps", 0) / seconds, 1),
+    }
+    samples_per_s = 0.0
+    for name, rows in per_replica.items():
+        training = [r for r in rows if r.get("updates", 0) > 0]
+        if len(training) < 2:
+            raise click.ClickException(f"{name} trained for less than 2 s in {seconds:g} s: nothing to measure")
+        first, last = training[0], training[-1]
+        span = max(last["time"] - first["time"], 1e-9)
+        rate = (last["updates"] - first["updates"]) / span
+        samples_per_s += rate * batch
+        if name == "learner-default":
+            updates = max(last["updates"] - first["updates"], 1)
+            out["updates_per_s"] = round(rate, 2)
+            out["allreduce_ms_per_update"] = round(
+                1000 * (last.get("gradient_allreduce_s", 0) - first.get("gradient_allreduce_s", 0)) / updates, 2
+            )
+            out["collective_wait_share"] = round(
+                (last.get("collective_wait_s", 0) - first.get("collective_wait_s", 0)) / span, 3
+            )
+        out["replica_mismatches"] = out.get("replica_mismatches", 0) + last.get("replica_mismatches", 0)
+    out["samples_per_s"] = round(samples_per_s, 1)
+    return out
+
+
+@click.command("replicas")
+@click.option(
+    "--config",
+    "config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The run (APPO or Double DQN).  [default: examples/cartpole_appo.toml of a checkout]",
+)
+@click.option("--replicas", "counts", default="1,2", show_default=True, help="Replica counts to run, comma-separated.")
+@click.option("--actors", default=2, show_default=True, help="Actors in every run (at least the most replicas).")
+@click.option("--seconds", default=30.0, show_default=True, help="Length of each run.")
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides for every run.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
+@click.option("--quick", is_flag=True, help="1 and 2 replicas for 12 s each (a smoke run, not a figure to quote).")
+def replicas_cmd(
+    config: Path | None,
+    counts: str,
+    actors: int,
+    seconds: float,
+    overrides: tuple[str, ...],
+    as_json: bool,
+    quick: bool,
+) -> None:
+    """Updates/s and samples/s of one policy with 1, 2, ... learner replicas (Gloo), and the all-reduce's cost.
+
+    samples/s is every replica's updates/s times the batch size, summed; the all-reduce figure is replica 0's
+    time in gradient all-reduces per update (waiting for the slowest replica included); the collective share
+    is the part of its time spent in any collective.
+    """
+    config = config or DEFAULT_CONFIG
+    try:
+        replica_counts = [int(c) for c in counts.split(",") if c.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"{counts!r} is not a comma-separated list of integers", param_hint="--replicas"
+        ) from None
+    if not replica_counts or min(replica_counts) < 1 or max(replica_counts) > actors:
+        raise click.BadParameter(
+            f"replica counts must be 1..{actors} (each replica needs an actor; --actors {actors})",
+            param_hint="--replicas",
+        )
+    if quick:
+        seconds = min(seconds, 12.0)
+    results = []
+    for count in replica_counts:
+        results.append(replica_figures(config, count, actors, seconds, overrides))
+        if not as_json:
+            r = results[-1]
+            click.echo(
+                f"{count} replica(s), {actors} actors: {r['updates_per_s']} updates/s, {r['samples_per_s']:.0f} "
+                f"samples/s, gradient all-reduce {r['allreduce_ms_per_update']} ms/update, "
+                f"{100 * r['collective_wait_share']:.0f}% of the time in collectives, "
+                f"{r['env_steps_per_s']:.0f} env steps/s, weight mismatches {r['replica_mismatches']}"
+            )
+    base = results[0]["samples_per_s"] or 1.0
+    for r in results:
+        r["samples_per_s_ratio"] = round(r["samples_per_s"] / base, 3)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {"benchmark": "replicas", "quick": quick, "config": str(config), "seconds": seconds, "runs": results}
+            )
+        )
+    else:
+        click.echo(
+            "samples/s against the first: "
+            + ", ".join(f"{r['replicas']}: {r['samples_per_s_ratio']}x" for r in results)
+        )

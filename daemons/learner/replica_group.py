@@ -1,0 +1,258 @@
+"""Data-parallel learner replicas over torch.distributed (Gloo): gradients averaged, weights identical, timeouts.
+
+Every replica runs the same loop; once per pass they agree whether all of them have a batch (`agree`), and
+only then do they all update, so their updates, optimizer steps and versions stay in step. Each optimizer
+step averages the gradients of every replica before it is applied (a pre-step hook on Tandem's Adam and
+on every torch.optim optimizer), so parameters that start identical stay identical; after each update the
+floating buffers of the algorithm's modules (running statistics of observations and returns) are averaged
+too. Every `check_every` updates the replicas compare a checksum of all of it; a mismatch is counted and
+replica 0's tensors are copied to the others.
+
+No collective waits without a bound: each one waits at most `timeout_s`, then raises `ReplicaError`, the
+learner exits, and the supervisor restarts the whole group (a replica that died or hangs cannot be waited
+for). Gradients travel as float32 on the CPU whatever the learner's device (Gloo; NCCL is not used yet).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from tandem.daemons.algorithms import adam
+from tandem.daemons.learner.replica_error import ReplicaError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a replica stands: its rank, the group's size and generation, and replica 0's store (`host:port`)."""
+
+    rank: int
+    world_size: int
+    generation: int
+    master: str
+
+
+def algorithm_modules(algorithm: Any) -> list[nn.Module]:
+    """The torch modules an algorithm holds as attributes (its networks, target networks, running statistics),
+    in the order of their attribute names, each once."""
+    found: dict[int, nn.Module] = {}
+    for _, value in sorted(vars(algorithm).items()):
+        if isinstance(value, nn.Module) and id(value) not in found:
+            found[id(value)] = value
+    return list(found.values())
+
+
+def float_buffers(modules: list[nn.Module]) -> Iterator[torch.Tensor]:
+    for module in modules:
+        for buffer in module.buffers():
+            if buffer.is_floating_point():
+                yield buffer
+
+
+def all_tensors(modules: list[nn.Module]) -> Iterator[torch.Tensor]:
+    """Every parameter and buffer of the modules, in a fixed order (the same on every replica)."""
+    for module in modules:
+        yield from module.parameters()
+        yield from module.buffers()
+
+
+class ReplicaGroup:
+    """This process's place in its policy's replica group, and the collectives the learner runs through it."""
+
+    def __init__(self, place: Place, timeout_s: float, counts: dict[str, float], check_every: int = 100):
+        self.place, self.timeout_s, self.counts, self.check_every = place, timeout_s, counts, check_every
+        self.timeout = datetime.timedelta(seconds=timeout_s)
+        self.hooked = False
+        self._torch_hook: Any = None
+        counts.update(
+            replica_rank=place.rank,
+            replicas=place.world_size,
+            replica_generation=place.generation,
+            collectives=0,
+            collective_wait_s=0.0,
+            gradient_allreduce_s=0.0,
+            replica_checks=0,
+            replica_mismatches=0,
+        )
+
+    @property
+    def rank(self) -> int:
+        return self.place.rank
+
+    # ------------------------------------------------------------------ collectives, each bounded
+
+    def _reduce(self, tensor: torch.Tensor, op: Any, what: str) -> None:
+        import torch.distributed as dist
+
+        start = time.monotonic()
+        try:
+            work = dist.all_reduce(tensor, op=op, async_op=True)
+            work.wait(timeout=self.timeout)
+        except Exception as exc:  # Gloo raises RuntimeError subclasses, and others on a closed peer
+            raise ReplicaError(self.failure(what, exc)) from exc
+        self.counted(start)
+
+    def _broadcast(self, tensor: torch.Tensor, what: str) -> None:
+        import torch.distributed as dist
+
+        start = time.monotonic()
+        try:
+            dist.broadcast(tensor, src=0, async_op=True).wait(timeout=self.timeout)
+        except Exception as exc:
+            raise ReplicaError(self.failure(what, exc)) from exc
+        self.counted(start)
+
+    def _gather(self, tensor: torch.Tensor, what: str) -> list[torch.Tensor]:
+        import torch.distributed as dist
+
+        out = [torch.empty_like(tensor) for _ in range(self.place.world_size)]
+        start = time.monotonic()
+        try:
+            dist.all_gather(out, tensor, async_op=True).wait(timeout=self.timeout)
+        except Exception as exc:
+            raise ReplicaError(self.failure(what, exc)) from exc
+        self.counted(start)
+        return out
+
+    def counted(self, start: float) -> float:
+        spent = time.monotonic() - start
+        self.counts["collectives"] += 1
+        self.counts["collective_wait_s"] += spent
+        return spent
+
+    def failure(self, what: str, exc: BaseException) -> str:
+        return (
+            f"replica {self.rank} of {self.place.world_size}: {what} failed ({type(exc).__name__}: {exc}); a replica "
+            f"died, hangs or took longer than learner.collective_timeout_s ({self.timeout_s:g} s): the group restarts"
+        )
+
+    # ------------------------------------------------------------------ what the learner calls
+
+    def agree(self, ready: bool, stopping: bool) -> tuple[bool, bool]:
+        """(every replica has a batch, some replica is stopping), the same answer on all: they update together
+        or not at all, and leave the loop together."""
+        import torch.distributed as dist
+
+        # one MIN for both: "ready" as is, "stopping" as its negation (min of not-stopping is 0 if any stops)
+        flags = torch.tensor([1 if ready else 0, 0 if stopping else 1], dtype=torch.int32)
+        self._reduce(flags, dist.ReduceOp.MIN, "the agreement to update")
+        return bool(flags[0].item()), not bool(flags[1].item())
+
+    def from_first(self, values: list[int], what: str) -> list[int]:
+        """Replica 0's integers (its version, updates, env steps), the same on every replica."""
+        tensor = torch.tensor(values, dtype=torch.int64)
+        self._broadcast(tensor, what)
+        return [int(v) for v in tensor.tolist()]
+
+    def average_gradients(self, grads: list[torch.Tensor]) -> None:
+        """Replace each gradient by its mean over the replicas (one flat all-reduce for all of them)."""
+        import torch.distributed as dist
+
+        if not grads:
+            return
+        flat = torch.cat([g.detach().reshape(-1).to("cpu", torch.float32) for g in grads])
+        start = time.monotonic()
+        self._reduce(flat, dist.ReduceOp.SUM, "the gradient all-reduce")
+        self.counts["gradient_allreduce_s"] += time.monotonic() - start
+        flat /= self.place.world_size
+        offset = 0
+        for g in grads:
+            n = g.numel()
+            g.copy_(flat[offset : offset + n].view_as(g))
+            offset += n
+
+    def average_buffers(self, algorithm: Any) -> None:
+        """Running statistics each replica updated from its own batch, replaced by their mean over the replicas."""
+        import torch.distributed as dist
+
+        buffers = list(float_buffers(algorithm_modules(algorithm)))
+        if not buffers:
+            return
+        flat = torch.cat([b.detach().reshape(-1).to("cpu", torch.float64) for b in buffers])
+        self._reduce(flat, dist.ReduceOp.SUM, "the running-statistics all-reduce")
+        flat /= self.place.world_size
+        self._unflatten(flat, buffers)
+
+    def copy_from_first(self, algorithm: Any) -> None:
+        """Every parameter and buffer of the algorithm's modules made replica 0's (at the group's start, after a
+        mismatch)."""
+        tensors = list(all_tensors(algorithm_modules(algorithm)))
+        for dtype in sorted({t.dtype for t in tensors}, key=str):
+            same = [t for t in tensors if t.dtype == dtype]
+            flat = torch.cat([t.detach().reshape(-1).cpu() for t in same])
+            self._broadcast(flat, "the copy of replica 0's weights")
+            self._unflatten(flat, same)
+
+    @staticmethod
+    @torch.no_grad()
+    def _unflatten(flat: torch.Tensor, tensors: list[torch.Tensor]) -> None:
+        offset = 0
+        for t in tensors:
+            n = t.numel()
+            t.copy_(flat[offset : offset + n].view_as(t))
+            offset += n
+
+    def checksum(self, algorithm: Any) -> int:
+        """CRC-32 of the bytes of every parameter and buffer: equal on two replicas only if they hold the same bits."""
+        crc = 0
+        for t in all_tensors(algorithm_modules(algorithm)):
+            crc = zlib.crc32(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes(), crc)
+        return crc
+
+    def identical(self, algorithm: Any) -> bool:
+        """Compare every replica's checksum; on a mismatch (counted, logged) replica 0's tensors go to all."""
+        mine = torch.tensor([self.checksum(algorithm)], dtype=torch.int64)
+        sums = [int(t.item()) for t in self._gather(mine, "the weight comparison")]
+        self.counts["replica_checks"] += 1
+        if len(set(sums)) == 1:
+            return True
+        self.counts["replica_mismatches"] += 1
+        log.warning("replica weights differ (checksums %s): copying replica 0's to every replica", sums)
+        self.copy_from_first(algorithm)
+        return False
+
+    def after_update(self, algorithm: Any, updates: int) -> None:
+        """What keeps the replicas identical after an update: running statistics averaged; a comparison now and then."""
+        self.average_buffers(algorithm)
+        if self.check_every and updates % self.check_every == 0:
+            self.identical(algorithm)
+
+    # ------------------------------------------------------------------ the gradient hooks
+
+    def install(self) -> None:
+        """Average gradients before every optimizer step in this process: Tandem's Adam and torch.optim's."""
+        if self.hooked:
+            return
+        adam.STEP_PRE_HOOKS.append(self.average_gradients)
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        def torch_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+            grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+            self.average_gradients(grads)
+
+        self._torch_hook = register_optimizer_step_pre_hook(torch_hook)
+        self.hooked = True
+
+    def close(self) -> None:
+        """Remove the hooks and leave the group (no collective: the others may be gone already)."""
+        if self.hooked:
+            adam.STEP_PRE_HOOKS.remove(self.average_gradients)
+            self._torch_hook.remove()
+            self.hooked = False
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            try:
+                dist.destroy_process_group()
+            except Exception as exc:  # a broken group may refuse even this; the process is ending anyway
+                log.debug("leaving the replica group: %s", exc)

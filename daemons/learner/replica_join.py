@@ -1,0 +1,128 @@
+"""A learner replica joining its group through the supervisor: replica 0 opens a store and posts where; the others ask.
+
+The wait is bounded (`learner.rendezvous_timeout_s`) and heartbeats go on through it, in stage `rendezvous`:
+torch's own rendezvous blocks, so it runs on a thread while this one reports and watches the stop flag.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import threading
+import time
+from typing import Any
+
+from tandem.daemons.learner.replica_error import ReplicaError
+from tandem.daemons.learner.replica_group import Place, ReplicaGroup
+from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
+from tandem.daemons.runtime.endpoints import is_loopback
+
+ASK_EVERY_S = 0.2  # between two questions of a replica waiting for replica 0's address
+REPORT_EVERY_S = 0.1  # between two looks at the rendezvous thread (and heartbeats)
+
+
+def join_group(
+    runtime: DaemonRuntime,
+    policy: str,
+    rank: int,
+    world_size: int,
+    host: str,
+    learner: Any,
+    counts: dict[str, float],
+) -> ReplicaGroup:
+    """This replica's place in `policy`'s group, formed with every other replica; ReplicaError if it cannot be."""
+    if runtime.channel is None:
+        raise ReplicaError(
+            "learner.replicas > 1 needs a supervisor to meet through (`tandem up`, or --control of a supervisor)"
+        )
+    runtime.reporter.set_stage("rendezvous")
+    deadline = time.monotonic() + learner.rendezvous_timeout_s
+    if is_loopback(f"tcp://{host}:0"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # Gloo's own links stay on loopback too
+    import torch.distributed as dist
+
+    store_timeout = datetime.timedelta(seconds=learner.rendezvous_timeout_s)
+    store: Any = None
+    if rank == 0:
+        store = dist.TCPStore(host, 0, world_size, is_master=True, wait_for_workers=False, timeout=store_timeout)
+        data = post_first(runtime, policy, world_size, f"{host}:{store.port}", deadline)
+    else:
+        data = wait_for_first(runtime, policy, rank, world_size, deadline)
+    place = Place(rank, world_size, int(data["generation"]), str(data["master"]))
+    outcome: dict[str, BaseException | None] = {}
+
+    def form() -> None:
+        try:
+            nonlocal store
+            if store is None:
+                address, _, port = place.master.rpartition(":")
+                store = dist.TCPStore(address, int(port), world_size, is_master=False, timeout=store_timeout)
+            dist.init_process_group(
+                "gloo",
+                store=dist.PrefixStore(f"tandem/{policy}/{place.generation}", store),
+                rank=rank,
+                world_size=world_size,
+                timeout=datetime.timedelta(seconds=learner.collective_timeout_s),
+            )
+            outcome["error"] = None
+        except BaseException as exc:  # reported on the daemon's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=form, name="replica-rendezvous", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        runtime.reporter.tick()
+        if runtime.stop:
+            raise ReplicaError(f"stopped while replica {rank} of policy {policy!r} waited for its group")
+        if time.monotonic() > deadline:
+            raise ReplicaError(
+                f"replica {rank} of policy {policy!r}: the group of {world_size} did not form within "
+                f"learner.rendezvous_timeout_s ({learner.rendezvous_timeout_s:g} s)"
+            )
+        thread.join(REPORT_EVERY_S)
+    if outcome.get("error") is not None:
+        exc = outcome["error"]
+        raise ReplicaError(f"replica {rank} of policy {policy!r} could not join its group: {type(exc).__name__}: {exc}")
+    return ReplicaGroup(place, learner.collective_timeout_s, counts, learner.replica_check_every)
+
+
+def ask(runtime: DaemonRuntime, policy: str, rank: int, world_size: int, master: str | None = None) -> dict:
+    """One `rendezvous` request; ReplicaError when the supervisor refuses it (a config that does not match)."""
+    from tandem.daemons.runtime.control_channel import ControlTimeout
+
+    args: dict[str, Any] = {"policy": policy, "rank": rank, "world_size": world_size}
+    if master is not None:
+        args["master"] = master
+    try:
+        reply = runtime.channel.request("rendezvous", args, timeout_s=2.0)
+    except ControlTimeout:
+        return {"master": "", "generation": 0}
+    if not reply.ok:
+        raise ReplicaError(f"the supervisor refused replica {rank} of policy {policy!r}: {reply.message}")
+    return dict(reply.data)
+
+
+def post_first(runtime: DaemonRuntime, policy: str, world_size: int, master: str, deadline: float) -> dict:
+    """Replica 0: post where its store listens, until the supervisor has taken it (a new generation)."""
+    while True:
+        data = ask(runtime, policy, 0, world_size, master)
+        if data.get("master") == master:
+            return data
+        runtime.reporter.tick()
+        if runtime.stop or time.monotonic() > deadline:
+            raise ReplicaError(f"replica 0 of policy {policy!r} could not post its address to the supervisor")
+        time.sleep(ASK_EVERY_S)
+
+
+def wait_for_first(runtime: DaemonRuntime, policy: str, rank: int, world_size: int, deadline: float) -> dict:
+    """Ask until replica 0 has posted its address (heartbeating meanwhile)."""
+    while True:
+        data = ask(runtime, policy, rank, world_size)
+        if data.get("master"):
+            return data
+        runtime.reporter.tick()
+        if runtime.stop:
+            raise ReplicaError(f"stopped while replica {rank} of policy {policy!r} waited for replica 0")
+        if time.monotonic() > deadline:
+            raise ReplicaError(f"replica 0 of policy {policy!r} posted no address within learner.rendezvous_timeout_s")
+        time.sleep(ASK_EVERY_S)

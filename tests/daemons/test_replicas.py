@@ -1,0 +1,260 @@
+"""Data-parallel learner replicas: weights bit-identical across real torch.distributed (Gloo) processes for APPO and
+DQN, a collective that times out instead of waiting for ever, and the supervisor's side (rendezvous, actors spread)."""
+
+from __future__ import annotations
+
+import datetime
+import multiprocessing
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from tandem.daemons.algorithms import make_algorithm, make_policy
+from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP
+from tandem.daemons.config.fields import ConfigError
+from tandem.daemons.config.loader import config_from_dict
+from tandem.daemons.learner.replica_error import ReplicaError
+from tandem.daemons.learner.replica_group import Place, ReplicaGroup
+from tandem.daemons.replay import SampledBatch
+from tandem.daemons.supervisor.ports import plan_children
+from tandem.daemons.supervisor.replicas import ReplicaSets, rank_of
+from tandem.protocol import TransitionBatch
+
+OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+ACTIONS = gym.spaces.Discrete(3)
+UPDATES = 6
+WAIT_S = 60.0  # every wait on a worker is bounded
+
+
+def config(name: str, replicas: int = 2, actors: int = 2, **learner):
+    algorithm = {"name": name, "batch_size": 32} if name == "appo" else {"name": name}
+    return config_from_dict(
+        {
+            "algorithm": algorithm,
+            "model": {"hidden_sizes": [16]},
+            "actors": {"count": actors},
+            "learner": {"replicas": replicas, **learner},
+        }
+    )
+
+
+def appo_payload(cfg, rng: np.random.Generator) -> list[TransitionBatch]:
+    """One unroll of 8 steps x 4 envs acted by a policy, with rewards of this replica's own."""
+    policy = make_policy(cfg, OBS, ACTIONS, seed=int(rng.integers(1000)))
+    obs = rng.uniform(-1, 1, (9, 4, 3)).astype(np.float32)
+    acted = [policy.explore(obs[t], np.zeros(4)) for t in range(8)]
+    done = np.zeros((8, 4), bool)
+    return [
+        TransitionBatch(
+            "default",
+            "actor-0",
+            0,
+            0,
+            0,
+            0,
+            obs,
+            np.stack([a for a, _ in acted]),
+            rng.normal(size=(8, 4)).astype(np.float32),
+            done,
+            done,
+            rng.uniform(-1, 1, (1, 3)).astype(np.float32),
+            {BEHAVIOUR_LOGP: np.stack([e[BEHAVIOUR_LOGP] for _, e in acted])},
+        )
+    ]
+
+
+def dqn_payload(rng: np.random.Generator, size: int = 32) -> SampledBatch:
+    return SampledBatch(
+        obs=rng.normal(size=(size, 3)).astype(np.float32),
+        actions=rng.integers(3, size=size).astype(np.int64),
+        returns=rng.normal(size=size).astype(np.float32),
+        next_obs=rng.normal(size=(size, 3)).astype(np.float32),
+        discounts=rng.choice([0.0, 0.99], size=size).astype(np.float32),
+        versions=np.zeros(size, np.int64),
+        indices=np.arange(size, dtype=np.int64),
+        weights=np.ones(size, np.float32),
+    )
+
+
+def replica(rank: int, port: int, name: str, hooks: bool, out) -> None:
+    """One replica in a process of its own: its own initial weights (seeded by rank) and its own data."""
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    try:
+        store = dist.TCPStore("127.0.0.1", port, 2, is_master=False, timeout=datetime.timedelta(seconds=30))
+        dist.init_process_group(
+            "gloo",
+            store=dist.PrefixStore(f"test/{name}/{hooks}", store),
+            rank=rank,
+            world_size=2,
+            timeout=datetime.timedelta(seconds=10),
+        )
+        group = ReplicaGroup(Place(rank, 2, 1, f"127.0.0.1:{port}"), 10.0, {}, check_every=1)
+        cfg = config_from_dict(
+            {
+                "algorithm": {"name": name, "batch_size": 32} if name == "appo" else {"name": name},
+                "model": {"hidden_sizes": [16]},
+                "run": {"seed": 10 + rank},  # different initial weights: the group's start must make them one
+            }
+        )
+        algorithm = make_algorithm(cfg, OBS, ACTIONS, "cpu")
+        group.copy_from_first(algorithm)
+        if hooks:
+            group.install()
+        rng = np.random.default_rng(100 + rank)
+        sums = []
+        for update in range(1, UPDATES + 1):
+            algorithm.update(appo_payload(cfg, rng) if name == "appo" else dqn_payload(rng))
+            group.after_update(algorithm, update)
+            sums.append(group.checksum(algorithm))
+        weights = {k: v.tobytes() for k, v in algorithm.weights().items()}
+        out.put((rank, weights, sums, dict(group.counts)))
+        group.close()
+    except BaseException as exc:  # the test reads it instead of waiting for a result that never comes
+        out.put((rank, f"{type(exc).__name__}: {exc}", [], {}))
+
+
+def run_pair(name: str, hooks: bool) -> dict[int, tuple]:
+    import torch.distributed as dist
+
+    master = dist.TCPStore(
+        "127.0.0.1", 0, 2, is_master=True, wait_for_workers=False, timeout=datetime.timedelta(seconds=30)
+    )
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=replica, args=(rank, master.port, name, hooks, out)) for rank in (0, 1)]
+    for p in procs:
+        p.start()
+    try:
+        results = {}
+        for _ in procs:
+            rank, *rest = out.get(timeout=WAIT_S)
+            results[rank] = tuple(rest)
+        return results
+    finally:
+        for p in procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+
+
+@pytest.mark.parametrize("name", ["appo", "double_dqn"])
+def test_replicas_hold_bit_identical_weights_after_every_update(name):
+    results = run_pair(name, hooks=True)
+    for rank in (0, 1):
+        assert isinstance(results[rank][0], dict), results[rank][0]
+    (w0, sums0, counts0), (w1, sums1, _) = results[0], results[1]
+    assert sums0 == sums1  # after every update, not only at the end
+    assert w0 == w1  # byte for byte
+    assert counts0["replica_checks"] == UPDATES and counts0["replica_mismatches"] == 0
+    assert counts0["gradient_allreduce_s"] > 0
+
+
+def test_without_averaged_gradients_the_comparison_finds_the_replicas_apart_and_mends_them():
+    # the same run with the gradient hooks left out: each replica steps on its own data alone
+    results = run_pair("appo", hooks=False)
+    (w0, sums0, counts0), (w1, sums1, counts1) = results[0], results[1]
+    assert counts0["replica_mismatches"] == UPDATES == counts1["replica_mismatches"]  # seen after every update
+    assert sums0 == sums1 and w0 == w1  # ... and replica 0's weights copied to the other each time
+
+
+def lone_replica(port: int, out) -> None:
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", port, 2, is_master=False, timeout=datetime.timedelta(seconds=30))
+    dist.init_process_group(
+        "gloo", store=dist.PrefixStore("test/lone", store), rank=1, world_size=2, timeout=datetime.timedelta(seconds=10)
+    )
+    out.put("joined")
+    time.sleep(30)  # never takes part in a collective: the other must give up on its own
+
+
+def test_a_collective_with_a_silent_replica_times_out_instead_of_waiting_for_ever():
+    import torch.distributed as dist
+
+    master = dist.TCPStore(
+        "127.0.0.1", 0, 2, is_master=True, wait_for_workers=False, timeout=datetime.timedelta(seconds=30)
+    )
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    silent = ctx.Process(target=lone_replica, args=(master.port, out))
+    silent.start()
+    try:
+        dist.init_process_group(
+            "gloo",
+            store=dist.PrefixStore("test/lone", master),
+            rank=0,
+            world_size=2,
+            timeout=datetime.timedelta(seconds=10),
+        )
+        assert out.get(timeout=WAIT_S) == "joined"
+        group = ReplicaGroup(Place(0, 2, 1, "x:1"), 1.0, {})
+        start = time.monotonic()
+        with pytest.raises(ReplicaError, match="agreement to update.*collective_timeout_s"):
+            group.agree(True, False)
+        assert time.monotonic() - start < 8.0
+        group.close()
+        assert not dist.is_initialized()
+    finally:
+        silent.kill()
+        silent.join(5)
+
+
+# ------------------------------------------------------------------------------------------------ supervisor side
+
+
+def test_the_supervisor_plans_every_replica_with_a_fixed_transitions_port_of_its_own():
+    specs = [s for s in plan_children(config("appo", replicas=3, actors=3)) if s.role == "learner"]
+    assert [s.name for s in specs] == ["learner-default", "learner-default@1", "learner-default@2"]
+    assert specs[0].replica_port == 0 and all(s.replica_port > 0 for s in specs[1:])
+    assert len({s.replica_port for s in specs[1:]}) == 2
+
+
+def test_rendezvous_posts_and_withdraws_the_group_address_and_actors_stay_with_one_replica():
+    sets = ReplicaSets(config("appo", replicas=2))
+    ask = {"policy": "default", "rank": 1, "world_size": 2}
+    assert sets.rendezvous(ask) == (True, "", {"master": "", "generation": 0})  # replica 0 has posted nothing yet
+    ok, _, data = sets.rendezvous({**ask, "rank": 0, "master": "127.0.0.1:5000"})
+    assert ok and data == {"master": "127.0.0.1:5000", "generation": 1}
+    assert sets.rendezvous(ask)[2] == {"master": "127.0.0.1:5000", "generation": 1}
+    sets.lost("learner-default@1")  # any replica ending withdraws the address: the group re-forms whole
+    assert sets.rendezvous(ask)[2]["master"] == ""
+    assert sets.siblings("learner-default@1") == ["learner-default"] and sets.siblings("actor-0") == []
+    for rank in (0, 1):
+        name = "learner-default" + (f"@{rank}" if rank else "")
+        assert sets.register(name, {"name": name, "endpoints": {"transitions": f"t{rank}"}})
+    assert [sets.feeding("default", actor)["name"] for actor in range(4)] == [
+        "learner-default",
+        "learner-default@1",
+        "learner-default",
+        "learner-default@1",
+    ]
+    assert rank_of("learner-default@1") == 1 and rank_of("learner-default") == 0
+
+
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        ({"policy": "other", "rank": 0, "world_size": 2}, "has no replicas here"),
+        ({"policy": "default", "rank": 2, "world_size": 2}, "ranks 0..1"),
+        ({"policy": "default", "rank": 1, "world_size": 3}, "has 2 replicas"),
+        ({"policy": "default", "rank": 0, "world_size": 2}, "posts master"),
+    ],
+)
+def test_a_rendezvous_that_does_not_fit_the_group_is_refused_with_the_reason(args, words):
+    ok, error, _ = ReplicaSets(config("appo")).rendezvous(args)
+    assert not ok and words in error
+
+
+def test_replica_settings_that_cannot_work_are_named():
+    with pytest.raises(ConfigError, match="every replica needs at least one actor"):
+        config("appo", replicas=3, actors=2)
+    with pytest.raises(ConfigError, match="collective_timeout_s"):
+        config("appo", collective_timeout_s=20.0)
+    with pytest.raises(ConfigError, match="remote"):
+        config("appo", remote=True)
