@@ -74,12 +74,23 @@ def actor_cmd(config_file, index, control, insecure, die_with_parent, overrides)
     help="Bind the transitions, weights and snapshot sockets on PORT, PORT+1, PORT+2 of ADDR (ADDR:* for free ports).",
 )
 @click.option("--insecure", is_flag=True, help="Allow a bind beyond loopback without authentication (status says so).")
+@click.option(
+    "--rank",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="With learner.replicas = N: this learner is replica RANK (0..N-1; 0 publishes and checkpoints). A rank "
+    "above 0 needs --bind: its actors find its transitions socket there again after a restart.",
+)
 @parent_option
 @set_option
-def learner_cmd(config_file, policy, device, control, join, bind, insecure, die_with_parent, overrides):
+def learner_cmd(config_file, policy, device, control, join, bind, insecure, rank, die_with_parent, overrides):
     """Run the learner of POLICY: replay, training, weight publishing, checkpoints."""
+    if rank > 0 and bind is None:
+        raise click.UsageError("--rank above 0 needs --bind tcp://ADDR:PORT: the replica's own fixed ports")
     run_daemon(
         role="learner",
+        rank=rank,
         config_file=config_file,
         overrides=overrides,
         control=join or control,

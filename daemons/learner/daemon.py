@@ -73,7 +73,9 @@ class Learner:
         self.progress = Progress()
         self.disk = LearnerDisk(run_dir(config) / self.runtime.name, self.progress.counts)
         # where checkpoints are: replica 0's folder, whichever replica this is
-        self.checkpoint_disk = LearnerDisk(run_dir(config) / learner_name(policy_id), self.progress.counts)
+        self.checkpoint_disk = (
+            self.disk if rank == 0 else LearnerDisk(run_dir(config) / learner_name(policy_id), self.progress.counts)
+        )
         self.pace = PaceMeter(learner.pace_headroom, expected_streams=self.config.actors.count)
         self.binding = Binding(self.runtime, self.config, policy_id, bind, insecure, replica_port)
         pool_every = learner.pool_every if rank == 0 else 0

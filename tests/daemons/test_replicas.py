@@ -258,3 +258,41 @@ def test_replica_settings_that_cannot_work_are_named():
         config("appo", collective_timeout_s=20.0)
     with pytest.raises(ConfigError, match="remote"):
         config("appo", remote=True)
+
+
+def test_the_supervisor_sends_each_actor_to_its_replica_and_the_evaluator_to_replica_0(tmp_path):
+    from tandem.daemons.supervisor.supervisor import Supervisor
+    from tandem.protocol import ControlRequest
+
+    cfg = config("appo", replicas=2)
+    sup = Supervisor(cfg, tmp_path / "config.toml", "tcp://127.0.0.1:1", tmp_path / "logs", plan_children(cfg))
+    early = sup.handle(ControlRequest(1, "lookup", {"policy": "default", "actor": 1}), 0.0)
+    assert not early.ok and early.code == "not_registered"
+    for rank, name in enumerate(("learner-default", "learner-default@1")):
+        endpoints = {
+            key: f"tcp://127.0.0.1:{1000 * (rank + 1) + i}"
+            for i, key in enumerate(("transitions", "weights", "snapshot"))
+        }
+        args = {"name": name, "role": "learner", "policy": "default", "endpoints": endpoints}
+        assert sup.handle(ControlRequest(2, "register", args), 0.0).ok
+    answers = [sup.handle(ControlRequest(3, "lookup", {"policy": "default", "actor": a}), 0.0) for a in (0, 1, 2)]
+    assert [r.data["endpoints"]["transitions"] for r in answers] == [
+        "tcp://127.0.0.1:1000",
+        "tcp://127.0.0.1:2000",
+        "tcp://127.0.0.1:1000",
+    ]
+    assert {r.data["endpoints"]["weights"] for r in answers} == {"tcp://127.0.0.1:1001"}  # replica 0 publishes
+    assert answers[1].data["learner"] == "learner-default@1"
+    evaluator = sup.handle(ControlRequest(4, "lookup", {"policy": "default"}), 0.0)
+    assert evaluator.data["learner"] == "learner-default"
+    refused = sup.handle(ControlRequest(5, "rendezvous", {"policy": "default", "rank": 5, "world_size": 2}), 0.0)
+    assert not refused.ok and refused.code == "bad_args" and "ranks 0..1" in refused.message
+
+
+def test_a_hand_started_replica_above_rank_0_must_say_where_it_binds():
+    from click.testing import CliRunner
+
+    from tandem.client.cli import cli
+
+    result = CliRunner().invoke(cli, ["learner", "examples/cartpole_appo.toml", "--rank", "1"])
+    assert result.exit_code == 2 and "--rank above 0 needs --bind" in result.output
