@@ -113,12 +113,6 @@ def check_replicas(config: RunConfig, where: str) -> None:
     learner = config.learner
     if learner.replicas == 1:
         return
-    if learner.remote:
-        raise ConfigError(
-            f"{where}learner.replicas",
-            "replicas of a learner that runs elsewhere (learner.remote) are not supported yet: the supervisor starts "
-            "every replica on this machine",
-        )
     if learner.replicas > config.actors.count:
         raise ConfigError(
             f"{where}learner.replicas",

@@ -321,6 +321,12 @@ class LearnerSection:
     rendezvous_timeout_s: float = option(
         120.0, "(replicas > 1) Longest a replica waits for the others to form the group at its start.", above=0.0
     )
+    replicas_trusted_network: bool = option(
+        False,
+        "(replicas > 1) Let replicas meet beyond loopback (replicas on several hosts, started with `tandem learner "
+        "--rank`): their store and Gloo's gradient links are neither encrypted nor authenticated, so only on a "
+        "network you trust.",
+    )
     replica_check_every: int = option(
         100,
         "(replicas > 1) Updates between two comparisons of the replicas' weights (a checksum each); a mismatch "

@@ -83,6 +83,10 @@ class Binding:
             return LearnerEndpoints(f"tcp://{host}:{self.replica_port}", f"tcp://{host}:*", f"tcp://{host}:*")
         return bind_endpoints(self.bind_base) if self.bind_base else learner_endpoints(self.config)
 
+    def host(self) -> str:
+        """The address this learner binds on (the replica group meets there too)."""
+        return self.planned().transitions.removeprefix("tcp://").rpartition(":")[0].strip("[]")
+
     def register(self) -> None:
         """Tell the supervisor where this learner is, so actors can find it (repeated: supervisors restart too)."""
         self.next_register = time.monotonic() + REGISTER_EVERY_S

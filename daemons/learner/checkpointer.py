@@ -30,7 +30,7 @@ class Checkpointer:
         self, training: Training, progress: Progress, disk: LearnerDisk, interval_s: float, writes: bool = True
     ):
         self.training, self.progress, self.disk, self.interval_s = training, progress, disk, interval_s
-        self.writes = writes  # false: restores only (data-parallel replicas 1..N-1 read replica 0's checkpoints)
+        self.writes = writes  # false: never saves (data-parallel replicas 1..N-1; replica 0 saves for the group)
         self.last_saved: float | None = None
         self.next_due = math.inf
 

@@ -72,10 +72,6 @@ class Learner:
         self.runtime = DaemonRuntime("learner", learner_name(policy_id, rank), config, control_endpoint, stop)
         self.progress = Progress()
         self.disk = LearnerDisk(run_dir(config) / self.runtime.name, self.progress.counts)
-        # where checkpoints are: replica 0's folder, whichever replica this is
-        self.checkpoint_disk = (
-            self.disk if rank == 0 else LearnerDisk(run_dir(config) / learner_name(policy_id), self.progress.counts)
-        )
         self.pace = PaceMeter(learner.pace_headroom, expected_streams=self.config.actors.count)
         self.binding = Binding(self.runtime, self.config, policy_id, bind, insecure, replica_port)
         pool_every = learner.pool_every if rank == 0 else 0
@@ -124,9 +120,10 @@ class Learner:
             self.pace.credit_per_version = int(feed.consumed_per_update) if cfg.learner.pace_headroom > 0 else 0
         reporter.set_stage("load_checkpoint")
         self.checkpointer = Checkpointer(
-            self.training, progress, self.checkpoint_disk, cfg.learner.checkpoint_interval_s, writes=self.rank == 0
+            self.training, progress, self.disk, cfg.learner.checkpoint_interval_s, writes=self.rank == 0
         )
-        self.restored = self.checkpointer.restore()
+        # replicas above 0 take replica 0's state when the group forms (join_group); they keep no checkpoints
+        self.restored = self.checkpointer.restore() if self.rank == 0 else -1
         self.publisher.start_above(self.restored)
         self.publisher.pool.load()  # the opponents an earlier run of this learner kept
         self.metrics = LearnerMetrics(
@@ -135,27 +132,20 @@ class Learner:
         self.runtime.on_close(self.metrics.close)
 
     def join_group(self) -> None:
-        """Meet the other replicas, then start from replica 0's state: the checkpoint it restored (read again
-        here if this replica read an older one), its weights and statistics bit for bit, its version and counts."""
+        """Meet the other replicas, then start from replica 0's state: its whole training state as it restored it
+        (weights, optimizer, statistics: sent, not read from its files), bit for bit, its version and counts."""
         counts = self.progress.counts
         self.group = join_group(
             self.runtime,
             self.policy_id,
             self.rank,
             self.replicas,
-            self.config.transport.host,
+            self.binding.host(),  # where this replica's sockets bind: its store (replica 0) and Gloo links too
             self.config.learner,
             counts,
         )
         group, algorithm = self.group, self.training.algorithm
-        first_restored = group.from_first([self.restored], "the checkpoint version replica 0 restored")[0]
-        if first_restored != self.restored:
-            self.restored = self.checkpointer.restore()
-            if first_restored != self.restored:
-                raise ReplicaError(
-                    f"replica {self.rank} restored checkpoint version {self.restored}, "
-                    f"replica 0 version {first_restored}"
-                )
+        group.share_state(algorithm)
         group.copy_from_first(algorithm)
         version, updates, env_steps = group.from_first(
             [self.progress.version, int(counts["updates"]), int(self.progress.env_steps_before)],

@@ -28,6 +28,7 @@ from torch import nn
 
 from tandem.daemons.algorithms import adam
 from tandem.daemons.learner.replica_error import ReplicaError
+from tandem.daemons.learner.state_transfer import pack, unpack
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +183,20 @@ class ReplicaGroup:
         self._reduce(flat, dist.ReduceOp.SUM, "the running-statistics all-reduce")
         flat /= self.place.world_size
         self._unflatten(flat, buffers)
+
+    def share_state(self, algorithm: Any) -> None:
+        """Replica 0's whole training state (weights, optimizer moments, statistics) loaded by every replica,
+        sent as safetensors and JSON (no pickle), so a replica needs none of replica 0's files."""
+        data = pack(algorithm.state_dict()) if self.rank == 0 else b""
+        size = self.from_first([len(data)], "the size of replica 0's state")[0]
+        buffer = (
+            torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            if self.rank == 0
+            else torch.empty(size, dtype=torch.uint8)
+        )
+        self._broadcast(buffer, "the copy of replica 0's state")
+        if self.rank > 0:
+            algorithm.load_state_dict(unpack(buffer.numpy().tobytes()))
 
     def copy_from_first(self, algorithm: Any) -> None:
         """Every parameter and buffer of the algorithm's modules made replica 0's (at the group's start, after a

@@ -16,6 +16,7 @@ from tandem.daemons.learner.replica_error import ReplicaError
 from tandem.daemons.learner.replica_group import Place, ReplicaGroup
 from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
 from tandem.daemons.runtime.endpoints import is_loopback
+from tandem.daemons.runtime.setup_errors import SetupError
 
 ASK_EVERY_S = 0.2  # between two questions of a replica waiting for replica 0's address
 REPORT_EVERY_S = 0.1  # between two looks at the rendezvous thread (and heartbeats)
@@ -37,8 +38,9 @@ def join_group(
         )
     runtime.reporter.set_stage("rendezvous")
     deadline = time.monotonic() + learner.rendezvous_timeout_s
-    if is_loopback(f"tcp://{host}:0"):
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # Gloo's own links stay on loopback too
+    check_network(host, learner.replicas_trusted_network)
+    # Gloo's own links go out of the interface that holds this address (by default it picks one by hostname)
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", interface_of(host))
     import torch.distributed as dist
 
     store_timeout = datetime.timedelta(seconds=learner.rendezvous_timeout_s)
@@ -84,6 +86,40 @@ def join_group(
         exc = outcome["error"]
         raise ReplicaError(f"replica {rank} of policy {policy!r} could not join its group: {type(exc).__name__}: {exc}")
     return ReplicaGroup(place, learner.collective_timeout_s, counts, learner.replica_check_every)
+
+
+def check_network(host: str, trusted: bool) -> None:
+    """The replicas' own traffic is unencrypted: beyond loopback only where the config says the network is trusted."""
+    if host in ("*", "0.0.0.0", "::", ""):
+        raise SetupError(
+            f"a replica binding {host or 'no address'!r} cannot tell the others where to meet it: bind one address "
+            "(--bind tcp://ADDRESS:PORT)"
+        )
+    if not is_loopback(f"tcp://{host}:0") and not trusted:
+        raise SetupError(
+            f"replicas meeting on {host} (beyond loopback) would send gradients and their store's keys unencrypted "
+            "and unauthenticated (torch.distributed's Gloo): set learner.replicas_trusted_network = true only on a "
+            "network you trust"
+        )
+
+
+def interface_of(host: str) -> str:
+    """The name of the network interface that holds `host` ('lo' for loopback)."""
+    import ipaddress
+    import socket
+
+    import psutil
+
+    try:
+        wanted = ipaddress.ip_address(socket.gethostbyname(host))
+    except (OSError, ValueError) as exc:
+        raise SetupError(f"replica address {host!r} does not resolve: {exc}") from exc
+    if wanted.is_loopback:
+        return "lo"
+    for name, addresses in psutil.net_if_addrs().items():
+        if any(a.address.split("%")[0] == str(wanted) for a in addresses if a.family == socket.AF_INET):
+            return name
+    raise SetupError(f"no network interface of this host holds {host} ({wanted}): bind an address of this host")
 
 
 def ask(runtime: DaemonRuntime, policy: str, rank: int, world_size: int, master: str | None = None) -> dict:

@@ -24,6 +24,7 @@ class Group:
     generation: int = 0
     master: str = ""  # "host:port" of replica 0's store; empty while none is posted
     registered: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> what it registered
+    joined: set[int] = field(default_factory=set)  # ranks that were given this generation's address
 
 
 class ReplicaSets:
@@ -65,14 +66,20 @@ class ReplicaSets:
             if not isinstance(master, str) or ":" not in master:
                 return False, "replica 0 posts master: 'host:port' of its store", {}
             group.generation += 1
-            group.master = master
+            group.master, group.joined = master, {0}
+        elif group.master and rank in group.joined:
+            # asked twice in one generation: this replica restarted (by itself, or where it runs), so the group
+            # it was in is gone; the others leave it by timeout, and replica 0 posts a new address when it restarts
+            group.master, group.joined = "", set()
+        elif group.master:
+            group.joined.add(rank)
         return True, "", {"master": group.master, "generation": group.generation}
 
     def lost(self, name: str) -> None:
         """A replica ended: the group it was in is gone; the next replica 0 posts a new address."""
         group = self.group_of(name)
         if group is not None:
-            group.master = ""
+            group.master, group.joined = "", set()
             group.registered.pop(rank_of(name), None)
 
     def register(self, name: str, entry: dict[str, Any]) -> bool:

@@ -256,8 +256,19 @@ def test_replica_settings_that_cannot_work_are_named():
         config("appo", replicas=3, actors=2)
     with pytest.raises(ConfigError, match="collective_timeout_s"):
         config("appo", collective_timeout_s=20.0)
-    with pytest.raises(ConfigError, match="remote"):
-        config("appo", remote=True)
+    assert config("appo", remote=True).learner.replicas == 2  # replicas started by hand, elsewhere
+
+
+def test_a_replica_asking_again_in_its_generation_has_restarted_and_ends_that_generation():
+    sets = ReplicaSets(config("appo", replicas=2))
+    ask = {"policy": "default", "rank": 1, "world_size": 2}
+    sets.rendezvous({**ask, "rank": 0, "master": "10.0.0.1:5000"})
+    assert sets.rendezvous(ask)[2]["master"] == "10.0.0.1:5000"
+    # the same rank again (restarted where it runs; this supervisor did not see it end): no stale group to join
+    assert sets.rendezvous(ask)[2]["master"] == ""
+    ok, _, data = sets.rendezvous({**ask, "rank": 0, "master": "10.0.0.1:5001"})
+    assert data == {"master": "10.0.0.1:5001", "generation": 2}
+    assert sets.rendezvous(ask)[2]["master"] == "10.0.0.1:5001"
 
 
 def test_the_supervisor_sends_each_actor_to_its_replica_and_the_evaluator_to_replica_0(tmp_path):
@@ -296,3 +307,57 @@ def test_a_hand_started_replica_above_rank_0_must_say_where_it_binds():
 
     result = CliRunner().invoke(cli, ["learner", "examples/cartpole_appo.toml", "--rank", "1"])
     assert result.exit_code == 2 and "--rank above 0 needs --bind" in result.output
+
+
+def test_replicas_meet_beyond_loopback_only_on_a_network_said_to_be_trusted():
+    from tandem.daemons.learner.replica_join import check_network, interface_of
+    from tandem.daemons.runtime.setup_errors import SetupError
+
+    check_network("127.0.0.1", trusted=False)  # loopback: nothing leaves the machine
+    with pytest.raises(SetupError, match="replicas_trusted_network"):
+        check_network("10.213.0.1", trusted=False)
+    check_network("10.213.0.1", trusted=True)
+    with pytest.raises(SetupError, match="bind one address"):
+        check_network("*", trusted=True)
+    assert interface_of("127.0.0.1") == "lo"
+    with pytest.raises(SetupError, match="no network interface of this host holds"):
+        interface_of("192.0.2.77")  # TEST-NET-1: an address no interface here holds
+
+
+@pytest.mark.parametrize("name", ["appo", "double_dqn"])
+def test_a_whole_training_state_crosses_as_safetensors_and_json_and_loads_bit_for_bit(name):
+    from tandem.daemons.learner.replica_group import ReplicaGroup
+    from tandem.daemons.learner.state_transfer import pack, unpack
+
+    def build(seed: int):
+        cfg = config_from_dict(
+            {
+                "algorithm": {"name": name, "batch_size": 32} if name == "appo" else {"name": name},
+                "model": {"hidden_sizes": [16]},
+                "run": {"seed": seed},
+            }
+        )
+        return cfg, make_algorithm(cfg, OBS, ACTIONS, "cpu")
+
+    cfg, trained = build(1)
+    rng = np.random.default_rng(0)
+    for _ in range(3):  # optimizer moments and statistics of its own, beyond the initial weights
+        trained.update(appo_payload(cfg, rng) if name == "appo" else dqn_payload(rng))
+    data = pack(trained.state_dict())
+    assert b"pickle" not in data[:64] and data[:1] != b"\x80"  # safetensors' header, not a pickle stream
+    _, fresh = build(2)
+    fresh.load_state_dict(unpack(data))
+    place = Place(0, 1, 1, "x:1")
+    assert ReplicaGroup(place, 1.0, {}).checksum(fresh) == ReplicaGroup(place, 1.0, {}).checksum(trained)
+    # and they go on identically: the optimizer's moments came along too. (APPO's minibatch shuffle is no state:
+    # replicas seed it alike and draw alike, so here it is set alike, as a group's fresh processes have it.)
+    if name == "appo":
+        fresh.rng.set_state(trained.rng.get_state())
+    payload = appo_payload(cfg, np.random.default_rng(9)) if name == "appo" else dqn_payload(np.random.default_rng(9))
+    trained.update(payload)
+    fresh.update(payload)
+    assert {k: v.tobytes() for k, v in fresh.weights().items()} == {
+        k: v.tobytes() for k, v in trained.weights().items()
+    }
+    with pytest.raises(ValueError, match="not a packed algorithm state"):
+        unpack(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all}")

@@ -51,16 +51,15 @@ def two_hosts():
         ip("netns", "del", ns)
 
 
-def start_learner_in(ns: str, address: str, tmp_path, control: str, insecure: bool = True) -> subprocess.Popen:
-    """A learner inside namespace `ns`, bound to `address`, which only that namespace has: nothing can reach
-    it over loopback by accident."""
-    with (tmp_path / "learner.log").open("ab") as log:
+def start_learner_in(
+    ns: str | None, address: str, tmp_path, control: str, insecure: bool = True, rank: int = 0
+) -> subprocess.Popen:
+    """A learner inside namespace `ns` (None: the test's own, the head's), bound to `address`, which only that
+    namespace has: nothing can reach it over loopback by accident. `rank`: a data-parallel replica."""
+    with (tmp_path / f"learner-{rank}.log").open("ab") as log:
         return subprocess.Popen(
             [
-                "ip",
-                "netns",
-                "exec",
-                ns,
+                *(["ip", "netns", "exec", ns] if ns else []),
                 sys.executable,
                 "-m",
                 "tandem",
@@ -71,6 +70,7 @@ def start_learner_in(ns: str, address: str, tmp_path, control: str, insecure: bo
                 "--bind",
                 f"tcp://{address}:*",
                 *(["--insecure"] if insecure else []),
+                *(["--rank", str(rank)] if rank else []),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -202,4 +202,55 @@ def test_a_remote_learner_trains_over_curve_with_no_insecure_flag(tmp_path, two_
         assert policy["link"] == "curve" and policy["insecure"] is False and data["control_link"] == "curve", data
     finally:
         stop_learner(learner)
+        run.close()
+
+
+def test_two_replicas_on_two_hosts_train_one_policy_together(tmp_path, two_hosts):
+    """learner.replicas = 2 started by hand: replica 0 on the GPU host, replica 1 on the head; they meet through
+    the supervisor, average gradients across the hosts' link, and each trains on its own actor's data."""
+    head, ns, gpu, _ = two_hosts
+    run = Run(
+        tmp_path,
+        [
+            "actors.count=2",
+            "learner.remote=true",
+            "learner.replicas=2",
+            "learner.replicas_trusted_network=true",
+            "learner.replica_check_every=10",
+            "learner.collective_timeout_s=5",
+            f"transport.host='{head}'",
+        ],
+        flags=("--insecure",),
+    )
+    learners = []
+    try:
+        learners.append(start_learner_in(ns, gpu, tmp_path, run.endpoint))
+        learners.append(start_learner_in(None, head, tmp_path, run.endpoint, rank=1))
+
+        def counters(d, name) -> dict:
+            return rows(d).get(name, {}).get("counters", {})
+
+        def both_trained(d) -> bool:
+            return all(
+                (counters(d, name).get("updates") or 0) > 30 and counters(d, name).get("replica_checks", 0) >= 2
+                for name in ("learner-default", "learner-default@1")
+            )
+
+        data = run.wait(both_trained, 150, "both replicas training together across the two hosts")
+        first, second = counters(data, "learner-default"), counters(data, "learner-default@1")
+        assert first["replica_mismatches"] == 0 and second["replica_mismatches"] == 0
+        assert second["replica_rank"] == 1 and first["replica_generation"] == second["replica_generation"]
+        assert first["gradient_allreduce_s"] > 0 and second["gradient_allreduce_s"] > 0
+        # each actor feeds the replica on its own side of the link; both take replica 0's weights
+        found = [
+            run.channel.request("lookup", {"policy": "default", "actor": a}, timeout_s=5).data["endpoints"]
+            for a in (0, 1)
+        ]
+        assert found[0]["transitions"].startswith(f"tcp://{gpu}:") and found[1]["transitions"].startswith(
+            f"tcp://{head}:"
+        )
+        assert found[0]["weights"] == found[1]["weights"] and found[0]["weights"].startswith(f"tcp://{gpu}:")
+    finally:
+        for learner in learners:
+            stop_learner(learner)
         run.close()
