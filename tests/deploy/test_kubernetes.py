@@ -131,3 +131,17 @@ def test_every_pod_mounts_the_keys_where_the_config_looks_and_nothing_runs_insec
             mounts = {m["mountPath"] for m in container["volumeMounts"]}
             assert key_dir in mounts, container["name"]
             assert "--insecure" not in tandem_args(container), container["name"]
+
+
+def test_the_replicas_variant_of_the_learner_is_valid_and_each_pod_is_the_replica_of_its_ordinal():
+    (doc,) = [d for d in yaml.safe_load_all((MANIFESTS / "replicas" / "learner.yaml").read_text()) if d]
+    kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+    (container,) = doc["spec"]["template"]["spec"]["containers"]
+    args = tandem_args(container)  # ${HOSTNAME##*-} read as the shell would for pod ...-3
+    with click.Context(tandem_cli) as ctx:
+        command = tandem_cli.get_command(ctx, args[0])
+        parsed = command.make_context(args[0], list(args[1:]), parent=ctx).params
+    assert parsed["rank"] == 3 and parsed["bind"] == "tcp://10.1.2.3:7100"
+    settings = dict(s.split("=", 1) for s in parsed["overrides"])
+    assert settings["learner.replicas"] == str(doc["spec"]["replicas"]) and settings["learner.remote"] == "true"
+    assert settings["learner.replicas_trusted_network"] == "true" and "--insecure" not in args

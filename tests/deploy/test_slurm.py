@@ -290,3 +290,9 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_the_slurm_replicas_job_is_valid_bash():
+    script = ROOT / "deploy" / "slurm" / "learner-replicas.sbatch"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True, timeout=10).returncode == 0
+    assert '--rank "$SLURM_PROCID"' in script.read_text()
