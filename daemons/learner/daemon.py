@@ -25,12 +25,24 @@ from tandem.daemons.learner.training import Training
 from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
 from tandem.daemons.runtime.names import learner_name
 from tandem.daemons.runtime.paths import run_dir
+from tandem.daemons.runtime.setup_errors import SetupError
 from tandem.daemons.runtime.signals import StopFlag
 from tandem.daemons.runtime.torch_threads import set_torch_threads
 from tandem.protocol import WeightBlob, sockets
 
 log = logging.getLogger(__name__)
 IDLE_POLL_MS = 5
+
+
+def replica_device(device: str, rank: int) -> str:
+    """Plain "cuda" on a machine with several GPUs: replica R trains on GPU R (mod their count), so replicas
+    started on one machine do not share one GPU. A device with an index is taken as given."""
+    if device != "cuda" or rank == 0:
+        return device
+    import torch
+
+    count = torch.cuda.device_count()
+    return f"cuda:{rank % count}" if count > 1 else device
 
 
 class Learner:
@@ -61,12 +73,12 @@ class Learner:
     ):
         # This policy's view of the run: its own algorithm, model and learner overrides, and its own ports.
         self.config, self.policy_id, self.stop = policy_config(config, policy_id), policy_id, stop
-        self.device = device or config.learner.device
         learner = self.config.learner
         # learner.replicas > 1: this is replica `rank`; replica 0 publishes, checkpoints and keeps the pool
         self.rank, self.replicas = rank, learner.replicas
+        self.device = replica_device(device or config.learner.device, rank)
         if not 0 <= rank < self.replicas:
-            raise ValueError(
+            raise SetupError(
                 f"replica rank {rank} is outside 0..{self.replicas - 1} (learner.replicas = {self.replicas})"
             )
         self.runtime = DaemonRuntime("learner", learner_name(policy_id, rank), config, control_endpoint, stop)

@@ -33,7 +33,7 @@ def join_group(
 ) -> ReplicaGroup:
     """This replica's place in `policy`'s group, formed with every other replica; ReplicaError if it cannot be."""
     if runtime.channel is None:
-        raise ReplicaError(
+        raise SetupError(
             "learner.replicas > 1 needs a supervisor to meet through (`tandem up`, or --control of a supervisor)"
         )
     runtime.reporter.set_stage("rendezvous")

@@ -361,3 +361,13 @@ def test_a_whole_training_state_crosses_as_safetensors_and_json_and_loads_bit_fo
     }
     with pytest.raises(ValueError, match="not a packed algorithm state"):
         unpack(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all}")
+
+
+def test_replicas_on_a_machine_with_several_gpus_take_one_each_when_the_device_is_plain_cuda(monkeypatch):
+    from tandem.daemons.learner.daemon import replica_device
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    assert [replica_device("cuda", rank) for rank in range(5)] == ["cuda", "cuda:1", "cuda:2", "cuda:3", "cuda:0"]
+    assert replica_device("cuda:2", 1) == "cuda:2" and replica_device("cpu", 3) == "cpu"
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert replica_device("cuda", 1) == "cuda"  # one GPU: shared
