@@ -147,7 +147,7 @@ def test_killed_actors_and_a_cut_link_never_abort_a_remote_learner(tmp_path, two
                 60,
                 f"{name} back after SIGKILL {round_ + 1}",
             )
-        assert learner.poll() is None, (tmp_path / "learner.log").read_text()[-2000:]
+        assert learner.poll() is None, (tmp_path / "learner-0.log").read_text()[-2000:]
 
         def received(d) -> int:
             return rows(d).get("learner-default", {}).get("counters", {}).get("batches_received") or 0
@@ -164,8 +164,8 @@ def test_killed_actors_and_a_cut_link_never_abort_a_remote_learner(tmp_path, two
             60,
             "batches and training again after the link came back",
         )
-        assert learner.poll() is None, (tmp_path / "learner.log").read_text()[-2000:]
-        assert "Assertion failed" not in (tmp_path / "learner.log").read_text()
+        assert learner.poll() is None, (tmp_path / "learner-0.log").read_text()[-2000:]
+        assert "Assertion failed" not in (tmp_path / "learner-0.log").read_text()
     finally:
         stop_learner(learner)
         run.close()
