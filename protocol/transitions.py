@@ -22,6 +22,7 @@ CORE_STATE = "core_state"  # the recurrent state each env's first step acted fro
 MAX_CORE_STATE = 65536  # floats of recurrent state per env a receiver accepts
 GAMES = "games"  # self-play results the sender saw since its last batch (PROTOCOL.md 2.1.6)
 MAX_GAMES = 4096
+MAX_POLICY_NAME = 64  # characters of the opponent policy named in a league game (2.1.6)
 SCORES = (0.0, 0.5, 1.0)
 HEADER_FIELDS = {
     "policy_id": framing.string,
@@ -68,8 +69,9 @@ class TransitionBatch:
     # from at step 0 (zeros where obs[0, k] starts an episode); None for a feed-forward policy's.
     core_state: np.ndarray | None = None
     # Self-play (PROTOCOL.md 2.1.6): (opponent version, the learning side's score) of games finished since the
-    # sender's last batch of this policy; -1 is the live policy itself. Empty for every other batch.
-    games: tuple[tuple[int, float], ...] = ()
+    # sender's last batch of this policy; -1 is the live policy itself. A league's game against a version of
+    # another policy adds that policy's name: (version, score, policy). Empty for every other batch.
+    games: tuple[tuple, ...] = ()
 
     KIND = "transition_batch"
 
@@ -179,7 +181,7 @@ def wire_message(batch: TransitionBatch) -> tuple[dict[str, Any], list[tuple[str
     if batch.core_state is not None:  # a feed-forward policy's batches stay exactly as before
         arrays.append((CORE_STATE, batch.core_state))
     if batch.games:  # only a self-play learning policy's batches carry games
-        fields[GAMES] = [[version, score] for version, score in batch.games]
+        fields[GAMES] = [list(game) for game in batch.games]
     arrays += [(f"extra.{name}", arr) for name, arr in batch.extras.items()]
     return fields, arrays
 
@@ -301,20 +303,31 @@ def check_key_stacks(obs, history, key_stacks) -> None:
         raise ProtocolError(f"is only sent for a key named in {KEY_STACKS}", f"{STACK_HISTORY}.{extra[0]}")
 
 
-def games_field(value: Any) -> tuple[tuple[int, float], ...]:
-    """`games`: at most MAX_GAMES pairs [opponent version >= -1, score 0, 0.5 or 1] (PROTOCOL.md 2.1.6)."""
+def games_field(value: Any) -> tuple[tuple, ...]:
+    """`games`: at most MAX_GAMES entries [opponent version >= -1, score 0, 0.5 or 1] or, against another policy's
+    version, [version >= 0, score, policy name] (PROTOCOL.md 2.1.6)."""
     if not isinstance(value, list) or len(value) > MAX_GAMES:
         raise ProtocolError(f"must be a list of at most {MAX_GAMES} [version, score] pairs", GAMES)
-    games = []
+    games: list[tuple] = []
     for i, game in enumerate(value):
-        if not isinstance(game, list) or len(game) != 2:
-            raise ProtocolError(f"entry {i} must be a [version, score] pair", GAMES)
-        version, score = game
+        if not isinstance(game, list) or len(game) not in (2, 3):
+            raise ProtocolError(f"entry {i} must be a [version, score] pair or [version, score, policy]", GAMES)
+        version, score = game[0], game[1]
         if type(version) is not int or version < -1:
             raise ProtocolError(f"entry {i}: version must be an integer >= -1, got {version!r}", GAMES)
         if type(score) not in (int, float) or score not in SCORES:
             raise ProtocolError(f"entry {i}: score must be 0, 0.5 or 1, got {score!r}", GAMES)
-        games.append((version, float(score)))
+        if len(game) == 2:
+            games.append((version, float(score)))
+            continue
+        policy = game[2]
+        if not isinstance(policy, str) or not 0 < len(policy) <= MAX_POLICY_NAME:
+            raise ProtocolError(
+                f"entry {i}: policy must be a name of 1 to {MAX_POLICY_NAME} characters, got {policy!r}", GAMES
+            )
+        if version < 0:
+            raise ProtocolError(f"entry {i}: another policy's version must be >= 0, got {version}", GAMES)
+        games.append((version, float(score), policy))
     return tuple(games)
 
 

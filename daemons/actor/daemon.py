@@ -14,7 +14,7 @@ from tandem.daemons.actor.selfplay import SelfPlay
 from tandem.daemons.actor.stepping import actor_envs, actor_seed, make_stepping
 from tandem.daemons.algorithms.base import explore_with
 from tandem.daemons.config.schema import RunConfig
-from tandem.daemons.config.selfplay import learning_policy
+from tandem.daemons.config.selfplay import actor_member
 from tandem.daemons.envs.gym_envs import close_all
 from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
 from tandem.daemons.runtime.setup_errors import SetupError
@@ -57,24 +57,34 @@ class Actor:
         self.runtime.wait_start_token()
         envs = build(self.runtime.enter_stage)
         try:
+            # a self-play league's member takes every seat its agents patterns match in its own actors
+            first = actor_member(cfg, self.index) if cfg.selfplay.enabled else None
             return make_stepping(
-                envs, api, cfg, self.runtime.name, seed=seed, incarnation=self.runtime.reporter.incarnation
+                envs, api, cfg, self.runtime.name, seed=seed, incarnation=self.runtime.reporter.incarnation, first=first
             )
         except BaseException:
             close_all(envs)
             raise
 
     def seat_selfplay(self) -> None:
-        """[selfplay]: the learning policy takes one seat of each world, pooled versions of it the others."""
+        """[selfplay]: the learning policy (this actor's league member) takes one seat of each world, pooled
+        versions of it (or of the policies its league entry names) the others."""
         if not getattr(self.stepping, "multi_agent", False):
             raise SetupError(
                 "selfplay.enabled needs a multi-agent env (PettingZoo AEC or parallel) with seats to play; "
                 f"env.id {self.config.env.id!r} is a single-agent env"
             )
-        policy = learning_policy(self.config)
+        policy = actor_member(self.config, self.index)
         seed = actor_seed(self.config, self.index)
+        link = self.links[policy]
         self.selfplay = SelfPlay(
-            self.config, self.runtime.ctx, self.links[policy], self.runtime.name, len(self.stepping), seed
+            self.config,
+            self.runtime.ctx,
+            link,
+            self.runtime.name,
+            len(self.stepping),
+            seed,
+            watch=lambda other: self.links.watch(other, link.spaces),
         )
         self.runtime.on_close(self.selfplay.close)
         self.stepping.rollout.seat(self.selfplay.seats, self.selfplay.choose)

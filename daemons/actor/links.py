@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from tandem.daemons.actor.follow import LearnerFollower
-from tandem.daemons.actor.link import PolicyLink
+from tandem.daemons.actor.link import FollowedPolicy, PolicyLink
 from tandem.daemons.config.policies import policy_config
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.spaces import PolicySpaces
@@ -33,6 +33,9 @@ class LearnerLinks(Mapping[str, PolicyLink]):
     def __init__(self, runtime: DaemonRuntime, config: RunConfig, index: int):
         self.runtime, self.config, self.index = runtime, config, index
         self.links: dict[str, PolicyLink] = {}
+        # policies whose weights (and pool) this actor follows without sending them anything: a self-play league's
+        # other members, whose pooled versions it plays against
+        self.watched: dict[str, FollowedPolicy] = {}
         self.follower = LearnerFollower(runtime.channel, config.actors.relookup_after_s, index)
 
     def __getitem__(self, policy: str) -> PolicyLink:
@@ -59,6 +62,18 @@ class LearnerLinks(Mapping[str, PolicyLink]):
                 policy, PolicyLink(self.runtime.ctx, pconf, policy, policy_spaces, endpoints, self.runtime.name, seed)
             )
 
+    def watch(self, policy: str, spaces: PolicySpaces) -> FollowedPolicy:
+        """`policy`'s weights followed (polled by the caller), moved with its learner; nothing is sent to it."""
+        if policy in self.links:
+            return self.links[policy].followed
+        if policy not in self.watched:
+            pconf = policy_config(self.config, policy)
+            endpoints = self.runtime.find_learner(pconf, policy, self.index)
+            self.watched[policy] = FollowedPolicy(
+                self.runtime.ctx, pconf, policy, spaces, endpoints, self.runtime.name, seed=None
+            )
+        return self.watched[policy]
+
     def wait_weights(self, report: Callable[[], None]) -> None:
         """Until every policy has its first version (or a stop), following learners and reporting meanwhile."""
         self.runtime.reporter.set_stage("wait_weights")
@@ -73,9 +88,13 @@ class LearnerLinks(Mapping[str, PolicyLink]):
         """A learner silent for a while may have moved (restarted elsewhere): ask, and follow it."""
 
         def move(policy: str, endpoints: Any) -> None:
-            self.links[policy].reconnect(self.runtime.ctx, policy_config(self.config, policy), endpoints)
+            if policy in self.links:
+                self.links[policy].reconnect(self.runtime.ctx, policy_config(self.config, policy), endpoints)
+            else:
+                self.watched[policy].reconnect(endpoints)
 
-        self.follower.check({p: link.followed for p, link in self.links.items()}, time.monotonic(), move)
+        followed = {**self.watched, **{p: link.followed for p, link in self.links.items()}}
+        self.follower.check(followed, time.monotonic(), move)
 
     def versions(self) -> dict[str, int]:
         """The version each policy acts with now (what each new batch carries)."""
@@ -126,3 +145,5 @@ class LearnerLinks(Mapping[str, PolicyLink]):
     def close(self) -> None:
         for link in self.links.values():
             link.close()
+        for followed in self.watched.values():
+            followed.close()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,30 +41,43 @@ class OpponentDraw:
         if rule not in RULES:
             raise ValueError(f"opponent rule {rule!r}; the rules: {', '.join(RULES)}")
         self.rule, self.rng, self.window = rule, np.random.default_rng(seed), window
-        self.results: dict[int, list[float]] = {}  # version -> recent scores of the learning side (1, 0.5, 0)
+        self.results: dict[Hashable, list[float]] = {}  # opponent -> recent scores of the learning side (1, 0.5, 0)
 
-    def draw(self, pool: Sequence[int]) -> int | None:
+    def draw(self, pool: Sequence[Hashable]) -> Any:
+        """One of `pool`: versions of one policy in rising order, or (policy, version) pairs of several pools."""
         if not pool:
             return None
-        if len(self.results) > 2 * len(pool):  # versions the learner no longer keeps: their scores go too
+        if len(self.results) > 2 * len(pool):  # versions the learners no longer keep: their scores go too
             kept = set(pool)
             self.results = {v: scores for v, scores in self.results.items() if v in kept}
-        if self.rule == "latest":
-            return int(pool[-1])
+        if self.rule == "latest":  # the newest version; of several pools, the newest of one drawn at random
+            newest = latest_of_each(pool)
+            return newest[self.rng.integers(len(newest))]
         if self.rule == "uniform":
-            return int(pool[self.rng.integers(len(pool))])
+            return pool[self.rng.integers(len(pool))]
         weights = np.array([(1.0 - self.win_rate(v)) ** 2 + 0.05 for v in pool])
-        return int(pool[self.rng.choice(len(pool), p=weights / weights.sum())])
+        return pool[self.rng.choice(len(pool), p=weights / weights.sum())]
 
-    def win_rate(self, version: int) -> float:
-        scores = self.results.get(version)
+    def win_rate(self, opponent: Hashable) -> float:
+        scores = self.results.get(opponent)
         return float(np.mean(scores)) if scores else 0.5
 
-    def record(self, version: int, score: float) -> None:
-        """The learning side's score in a game against `version`: 1 a win, 0.5 a draw, 0 a loss."""
-        scores = self.results.setdefault(version, [])
+    def record(self, opponent: Hashable, score: float) -> None:
+        """The learning side's score in a game against `opponent`: 1 a win, 0.5 a draw, 0 a loss."""
+        scores = self.results.setdefault(opponent, [])
         scores.append(score)
         del scores[: -self.window]
+
+
+def latest_of_each(pool: Sequence[Hashable]) -> list:
+    """The newest of a pool: its last version, or for (policy, version) pairs the newest version of each policy."""
+    if not isinstance(pool[0], tuple):
+        return [pool[-1]]
+    newest: dict[Any, Any] = {}
+    for policy, version in pool:
+        if policy not in newest or version > newest[policy][1]:
+            newest[policy] = (policy, version)
+    return list(newest.values())
 
 
 class OpponentNets:
@@ -84,6 +97,7 @@ class OpponentNets:
     ):
         self.policy_id, self.requester, self.make_net, self.size = policy_id, requester, make_net, size
         self.timeout_s = timeout_s
+        self.snapshot_endpoint = snapshot_endpoint
         self.dealer = sockets.snapshot_dealer(ctx, snapshot_endpoint, opts)
         self.nets: OrderedDict[int, Any] = OrderedDict()
         # loads go into this network, never into a held one, so weights that fail to load change nothing held; the

@@ -1,18 +1,21 @@
-"""An actor's self-play: each episode's opponent drawn from the learning policy's pool, played, and scored."""
+"""An actor's self-play: each episode's opponent drawn from the pools of the policies it plays against, and scored."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from tandem.daemons.actor.link import PolicyLink
+from tandem.daemons.actor.link import FollowedPolicy, PolicyLink
 from tandem.daemons.actor.opponents import OpponentDraw, OpponentNets
 from tandem.daemons.algorithms import make_policy
 from tandem.daemons.algorithms.base import explore_with
+from tandem.daemons.config.policies import policy_config
 from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.config.selfplay import draw_rule, opponent_pools
 from tandem.daemons.envs.seats import SelfPlaySeats
 from tandem.daemons.runtime.endpoints import learner_socket_options
 from tandem.protocol import TransitionBatch
@@ -20,84 +23,136 @@ from tandem.protocol.transitions import MAX_GAMES
 
 RECENT_GAMES = 200  # games the reported win rate is over
 
+# An opponent: (policy, pooled version) of one of the pools drawn from; None: the learning policy's live weights
+# (before any pool holds a version)
+Opponent = tuple[str, int]
+
+
+def wire_game(learning: str, opponent: Opponent | None, score: float) -> tuple:
+    """A game as PROTOCOL.md 2.1.6 carries it: [version, score], with the opponent's policy when it is not the
+    learning policy's own; -1 for the live weights."""
+    if opponent is None:
+        return (-1, score)
+    policy, version = opponent
+    return (version, score) if policy == learning else (version, score, policy)
+
+
+@dataclasses.dataclass
+class PoolSource:
+    """One policy whose pool opponents are drawn from: its followed weights (they list the pool) and the pooled
+    versions loaded from its learner's snapshot socket."""
+
+    policy: str
+    followed: FollowedPolicy
+    nets: OpponentNets
+    own: bool  # the learning policy's own pool (its weights are polled by the actor's loop, not here)
+
 
 class SelfPlay:
-    """Seats the learning policy in K worlds against opponents from its learner's pool (`poll` between ticks).
+    """Seats the learning policy in K worlds against opponents from pools (`poll` between ticks).
 
-    Opponents are drawn by `selfplay.opponents` among the pooled versions, one every `games_per_draw` games,
-    and each new episode plays one of the `active_opponents` drawn last (each distinct opponent in play costs
-    one more batched inference per step: drawing per episode among 50 cut an actor's steps/s to a quarter). A
-    drawn version this actor does not hold is fetched while the active ones play (the live weights until any is
-    held)."""
+    The pools are the learning policy's own (plain self-play) or, in a league (`[selfplay.league]`), those of the
+    policies its entry names. Opponents are drawn by the policy's rule among every version those pools list, one
+    every `games_per_draw` games, and each new episode plays one of the `active_opponents` drawn last (each
+    distinct opponent in play costs one more batched inference per step: drawing per episode among 50 cut an
+    actor's steps/s to a quarter). A drawn version this actor does not hold is fetched while the active ones play
+    (the live weights until any is held)."""
 
-    def __init__(self, config: RunConfig, ctx: Any, link: PolicyLink, requester: str, worlds: int, seed: int):
-        sp = config.selfplay
-        self.link, self.ctx, self.config, self.requester = link, ctx, config, requester
-        self.draw_rule = OpponentDraw(sp.opponents, seed)
-        self.endpoints = link.followed.endpoints
-        self.make_net = lambda: make_policy(
-            config, link.spaces.observation_space, link.spaces.action_space, seed=seed, mask_size=link.spaces.mask_size
-        )
-        self.nets = self.opponent_nets()
-        self.last_good: int | None = None
-        self.active: list[int] = []  # the versions new episodes are spread over, newest first
-        self.incoming: int | None = None  # drawn, being fetched; joins `active` once held
+    def __init__(
+        self,
+        config: RunConfig,
+        ctx: Any,
+        link: PolicyLink,
+        requester: str,
+        worlds: int,
+        seed: int,
+        watch: Callable[[str], FollowedPolicy] | None = None,
+    ):
+        sp, policy = config.selfplay, link.policy_id
+        self.link, self.ctx, self.config, self.requester, self.seed = link, ctx, config, requester, seed
+        self.draw_rule = OpponentDraw(draw_rule(config, policy), seed)
+        self.sources: dict[str, PoolSource] = {}
+        for source in opponent_pools(config, policy):
+            own = source == policy
+            if not own and watch is None:
+                raise ValueError(f"policy {policy!r} draws from the pool of {source!r}: its weights must be watched")
+            followed = link.followed if own else watch(source)
+            self.sources[source] = PoolSource(source, followed, self.opponent_nets(source, followed), own)
+        self.last_good: Opponent | None = None
+        self.active: list[Opponent] = []  # the opponents new episodes are spread over, newest first
+        self.incoming: Opponent | None = None  # drawn, being fetched; joins `active` once held
         self.games_since_draw = sp.games_per_draw  # draw at the first episode
         self.rng = np.random.default_rng(seed)
-        self.seats = SelfPlaySeats(link.policy_id, worlds, seed, self.draw, self.scored)
+        self.seats = SelfPlaySeats(policy, worlds, seed, self.draw, self.scored)
         self.recent: deque[float] = deque(maxlen=RECENT_GAMES)
         # results for the learner's ratings, sent with the next batch (PROTOCOL.md 2.1.6); the oldest go first
         # if no batch leaves for a long while
-        self.unsent: deque[tuple[int, float]] = deque(maxlen=MAX_GAMES)
+        self.unsent: deque[tuple] = deque(maxlen=MAX_GAMES)
         self.counts = {"selfplay_games": 0, "selfplay_wins": 0, "selfplay_draws": 0, "selfplay_losses": 0}
 
-    def opponent_nets(self) -> OpponentNets:
-        config, endpoints = self.config, self.endpoints
+    def opponent_nets(self, policy: str, followed: FollowedPolicy) -> OpponentNets:
+        pconf, spaces = policy_config(self.config, policy), self.link.spaces
+
+        def make_net() -> Any:  # a network of the pool's policy (its own [model]), for the learning seat's spaces
+            obs, act = spaces.observation_space, spaces.action_space
+            return make_policy(pconf, obs, act, seed=self.seed, mask_size=spaces.mask_size)
+
         return OpponentNets(
             self.ctx,
-            self.link.policy_id,
-            endpoints.snapshot,
+            policy,
+            followed.endpoints.snapshot,
             self.requester,
-            self.make_net,
-            size=config.selfplay.opponent_nets,
-            opts=learner_socket_options(config, endpoints),
+            make_net,
+            size=self.config.selfplay.opponent_nets,
+            opts=learner_socket_options(pconf, followed.endpoints),
         )
 
-    def draw(self) -> int | None:
-        """The next episode's opponent: one of the active versions held (None: the live weights)."""
+    def held(self, opponent: Opponent) -> Any | None:
+        policy, version = opponent
+        source = self.sources.get(policy)
+        return source.nets.get(version) if source is not None else None
+
+    def candidates(self) -> list[Opponent]:
+        """Every pooled version of every source, as their newest weights list them."""
+        return [(policy, int(v)) for policy, source in self.sources.items() for v in source.followed.pool]
+
+    def draw(self) -> Opponent | None:
+        """The next episode's opponent: one of the active ones held (None: the live weights)."""
         if self.games_since_draw >= self.config.selfplay.games_per_draw:
             self.games_since_draw = 0
-            version = self.draw_rule.draw(self.link.followed.pool)
-            if version is not None:
-                self.incoming = version
+            opponent = self.draw_rule.draw(self.candidates())
+            if opponent is not None:
+                self.incoming = opponent
         if self.incoming is not None:
-            if self.nets.get(self.incoming) is not None:
+            if self.held(self.incoming) is not None:
                 self.activate(self.incoming)
             else:
-                self.nets.want(self.incoming)  # asked again on later draws until it comes (or is dropped)
-        held = [v for v in self.active if self.nets.get(v) is not None]
+                policy, version = self.incoming
+                self.sources[policy].nets.want(version)  # asked again on later draws until it comes (or is dropped)
+        held = [o for o in self.active if self.held(o) is not None]
         if not held:
             return self.last_good
-        return int(held[self.rng.integers(len(held))])
+        return held[self.rng.integers(len(held))]
 
-    def activate(self, version: int) -> None:
-        self.active = [version, *[v for v in self.active if v != version]][: self.config.selfplay.active_opponents]
-        self.last_good, self.incoming = version, None
+    def activate(self, opponent: Opponent) -> None:
+        kept = [o for o in self.active if o != opponent]
+        self.active = [opponent, *kept][: self.config.selfplay.active_opponents]
+        self.last_good, self.incoming = opponent, None
 
-    def choose(self, version: int | None, obs: np.ndarray) -> np.ndarray:
-        """Actions of `version`'s network (sampled as the actor samples; the live one where it is not held)."""
-        net = self.nets.get(version) if version is not None else None
+    def choose(self, opponent: Opponent | None, obs: np.ndarray) -> np.ndarray:
+        """Actions of `opponent`'s network (sampled as the actor samples; the live one where it is not held)."""
+        net = self.held(opponent) if opponent is not None else None
         if net is None and self.last_good is not None:
-            net = self.nets.get(self.last_good)
+            net = self.held(self.last_good)
         actions, _ = explore_with(net or self.link.net, obs, np.zeros(len(obs)), None)
         return actions
 
-    def scored(self, version: int | None, score: float) -> None:
+    def scored(self, opponent: Opponent | None, score: float) -> None:
         self.games_since_draw += 1
-        if version is not None:
-            self.draw_rule.record(version, score)
+        if opponent is not None:
+            self.draw_rule.record(opponent, score)
         self.recent.append(score)
-        self.unsent.append((-1 if version is None else version, score))
+        self.unsent.append(wire_game(self.link.policy_id, opponent, score))
         self.counts["selfplay_games"] += 1
         self.counts[{1.0: "selfplay_wins", 0.5: "selfplay_draws", 0.0: "selfplay_losses"}[score]] += 1
 
@@ -112,24 +167,34 @@ class SelfPlay:
                 return
 
     def poll(self) -> None:
-        """Take fetched opponents (never blocks); follow the learner if it moved."""
-        if self.link.followed.endpoints != self.endpoints:
-            self.endpoints = self.link.followed.endpoints
-            old, self.nets = self.nets, self.opponent_nets()
-            self.nets.nets, self.nets.counts = old.nets, old.counts
-            old.close()
-        loaded = self.nets.poll()
-        if self.incoming in loaded:
-            self.activate(self.incoming)
-        elif loaded and self.last_good is None:
-            self.last_good = loaded[-1]
+        """Take fetched opponents and the other pools' newest lists (never blocks); follow learners that moved."""
+        for source in self.sources.values():
+            if not source.own:
+                source.followed.poll()
+            if source.nets.snapshot_endpoint != source.followed.endpoints.snapshot:
+                old, source.nets = source.nets, self.opponent_nets(source.policy, source.followed)
+                source.nets.nets, source.nets.counts = old.nets, old.counts
+                old.close()
+            for version in source.nets.poll():
+                opponent = (source.policy, version)
+                if opponent == self.incoming:
+                    self.activate(opponent)
+                elif self.last_good is None:
+                    self.last_good = opponent
 
     def counters(self) -> dict[str, float]:
         """Games and the learning side's recent score (a draw counts a half) for the heartbeat."""
-        out: dict[str, float] = {**self.counts, **self.nets.counts, "opponents_held": len(self.nets.nets)}
+        out: dict[str, float] = dict(self.counts)
+        held = 0
+        for source in self.sources.values():
+            for key, value in source.nets.counts.items():
+                out[key] = out.get(key, 0) + value
+            held += len(source.nets.nets)
+        out["opponents_held"] = held
         if self.recent:
             out["selfplay_win_rate"] = float(np.mean(self.recent))
         return out
 
     def close(self) -> None:
-        self.nets.close()
+        for source in self.sources.values():
+            source.nets.close()

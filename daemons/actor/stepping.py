@@ -145,9 +145,10 @@ class WorldStepping:
         seed: int,
         incarnation: int,
         record: bool = True,
+        first: str | None = None,
     ):
         self.worlds = worlds
-        self.spaces = policy_spaces(config, worlds[0])
+        self.spaces = policy_spaces(config, worlds[0], first)  # first: the league member this actor plays
         unroll = config.actors.unroll_length if record else 1
         sizes = {policy: policy_config(config, policy).model.core_state_size() for policy in self.spaces}
         self.rollout = MultiAgentRollout(
@@ -233,11 +234,19 @@ def actor_envs(config: RunConfig, seed: int) -> tuple[str, Callable[[Callable[[s
 
 
 def make_stepping(
-    envs: list[Any], api: str, config: RunConfig, stream_id: str, seed: int, incarnation: int, record: bool = True
+    envs: list[Any],
+    api: str,
+    config: RunConfig,
+    stream_id: str,
+    seed: int,
+    incarnation: int,
+    record: bool = True,
+    first: str | None = None,
 ) -> GymStepping | WorldStepping:
-    """The stepping for `envs` already built by `env_builder`'s or `actor_envs`'s function."""
+    """The stepping for `envs` already built by `env_builder`'s or `actor_envs`'s function (`first`: a policy
+    whose agent patterns are tried before the others', as a self-play league's member in its own actors)."""
     if api in MULTI_AGENT_APIS:
-        return WorldStepping(envs, api, config, stream_id, seed, incarnation, record=record)
+        return WorldStepping(envs, api, config, stream_id, seed, incarnation, record=record, first=first)
     games = config.env.games
     group = VectorGroup(envs[0], seed, games=games) if api == VECTOR_API else EnvGroup(envs, seed=seed, games=games)
     return GymStepping(group, config, stream_id, incarnation)

@@ -56,19 +56,21 @@ def policy_config(config: RunConfig, name: str) -> RunConfig:
     return replace(config, **merged) if merged else config
 
 
-def policy_of(config: RunConfig, agent: str) -> str | None:
-    """The first policy whose agent patterns match `agent`, or None."""
-    for name in policy_names(config):
+def policy_of(config: RunConfig, agent: str, first: str | None = None) -> str | None:
+    """The first policy whose agent patterns match `agent` (policy `first` tried before the others), or None."""
+    names = policy_names(config)
+    for name in [first, *names] if first in names else names:
         if any(fnmatch.fnmatchcase(agent, pattern) for pattern in policy_section(config, name).agents):
             return name
     return None
 
 
-def assign_agents(config: RunConfig, agents: list[str]) -> dict[str, str]:
-    """agent -> policy for every agent of an env; ConfigError naming an agent no policy plays."""
+def assign_agents(config: RunConfig, agents: list[str], first: str | None = None) -> dict[str, str]:
+    """agent -> policy for every agent of an env; ConfigError naming an agent no policy plays. `first`: a policy
+    whose patterns are tried before the others' (a league member takes every seat it matches in its actors)."""
     table = {}
     for agent in agents:
-        policy = policy_of(config, agent)
+        policy = policy_of(config, agent, first)
         if policy is None:
             patterns = "; ".join(f"{n}: {policy_section(config, n).agents}" for n in policy_names(config))
             raise ConfigError("policies", f"no policy plays agent {agent!r} (patterns: {patterns})")

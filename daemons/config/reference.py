@@ -77,6 +77,9 @@ def _table(
         if dataclasses.is_dataclass(hints[f.name]):
             nested.append((f"{header}.{f.name}", hints[f.name]))
             continue
+        item = typing.get_args(hints[f.name])[-1] if typing.get_origin(hints[f.name]) is dict else None
+        if dataclasses.is_dataclass(item):  # a table of tables, such as [selfplay.league.NAME]: its own section
+            nested.append((f"{header}.{f.name}.NAME", item))
         default = _default(f) if defaults is None else _shown(getattr(defaults, f.name))
         lines.append(
             f"| `{f.name}` | {_type_name(hints[f.name])} | {default} | {_allowed(f.metadata)} | "
@@ -97,7 +100,8 @@ def _first_line(doc: str | None, header: str) -> str:
 
 def _type_name(hint: Any) -> str:
     text = getattr(hint, "__name__", None) if typing.get_origin(hint) is None else None
-    return f"`{text or str(hint).replace('typing.', '')}`".replace("|", "\\|")
+    shown = text or str(hint).replace("typing.", "").replace("tandem.daemons.config.schema.", "")
+    return f"`{shown}`".replace("|", "\\|")
 
 
 def _default(f: dataclasses.Field) -> str:

@@ -46,6 +46,10 @@ def render_table(lines: list[str], header: str, table: Any, with_docs: bool) -> 
         if dataclasses.is_dataclass(value):  # a sub-table such as [env.atari], written after this table's keys
             nested.append((f"{header}.{f.name}", value))
             continue
+        if isinstance(value, dict) and value and all(dataclasses.is_dataclass(v) for v in value.values()):
+            # a table of sub-tables such as [selfplay.league.NAME]; an empty one is written as `{}` below
+            nested += [(f"{header}.{f.name}.{name}", sub) for name, sub in value.items()]
+            continue
         if with_docs and f.metadata.get("doc"):
             lines.append(f"# {f.metadata['doc']}")
         if value is None:

@@ -509,6 +509,22 @@ class TrackingSection:
 
 
 @dataclass
+class LeagueMemberSection:
+    """[selfplay.league.NAME]: a policy that learns by playing in the league, and whose pools its opponents come from."""
+
+    opponents_from: list[str] = option(
+        [],
+        "Policies whose pools this policy's opponents are drawn from (each needs learner.pool_every > 0); empty: its own pool only.",
+    )
+    opponents: str = option(
+        "",
+        "How this policy's opponents are drawn: 'latest', 'uniform' or 'prioritized'; empty: selfplay.opponents.",
+        choices=("", "latest", "uniform", "prioritized"),
+    )
+    actors: int = option(1, "How many of the run's actors play this policy's learning seat.", min=1)
+
+
+@dataclass
 class SelfPlaySection:
     """[selfplay]: a policy plays against pooled earlier versions of itself in multi-agent games."""
 
@@ -516,7 +532,10 @@ class SelfPlaySection:
         False,
         "In each game one seat (drawn anew per episode) plays the learning policy and is trained on; every other seat it plays is an opponent drawn from its learner's pool (learner.pool_every > 0).",
     )
-    policy: str = option("", "The learning policy (a name under [policies]); empty: the run's first policy.")
+    policy: str = option(
+        "",
+        "The learning policy (a name under [policies]); empty: the run's first policy. With a league: the member the evaluator measures (empty: the first).",
+    )
     opponents: str = option(
         "prioritized",
         "How an episode's opponent is drawn from the pool: 'latest', 'uniform', or 'prioritized' (those the learning side loses to most, often).",
@@ -535,6 +554,10 @@ class SelfPlaySection:
         256,
         "Games an actor plays before it draws the next opponent (by `opponents`) to replace its oldest active one.",
         min=1,
+    )
+    league: dict[str, LeagueMemberSection] = option(
+        {},
+        "Several learning policies sharing pools (an AlphaStar-style league): one table per learning policy, which plays every seat its agents patterns match; actors are split among them in this order. Empty: selfplay.policy alone.",
     )
     eval_opponent: str = option(
         "random",

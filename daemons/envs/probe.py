@@ -15,7 +15,7 @@ def probe_policy_spaces(config: RunConfig, policy: str = DEFAULT_POLICY) -> Poli
     if api in MULTI_AGENT_APIS:
         world = make_world(config.env, api)
         try:
-            return policy_spaces(config, world)[policy]
+            return policy_spaces(config, world, first=policy)[policy]
         finally:
             world.close()
     env = make_env(config.env)

@@ -64,11 +64,18 @@ class PolicySpaces:
     mask_size: int  # > 0: the observation ends with this many action-mask entries
 
 
-def policy_spaces(config: RunConfig, world: Any) -> dict[str, PolicySpaces]:
-    """policy -> its spaces, from one PettingZoo env; ValueError when agents of one policy differ."""
+def policy_spaces(config: RunConfig, world: Any, first: str | None = None) -> dict[str, PolicySpaces]:
+    """policy -> its spaces, from one PettingZoo env; ValueError when agents of one policy differ. `first`: the
+    policy whose agent patterns are tried first (a self-play league's member, which plays every seat it matches;
+    the league's other members then play none here, which is theirs to do in their own actors)."""
     agents = list(world.possible_agents)
-    table = assign_agents(config, agents)
-    idle = [p for p in policy_names(config) if p not in table.values()]
+    table = assign_agents(config, agents, first)
+    members = set(config.selfplay.league) if config.selfplay.enabled else set()
+    if first in members and first not in table.values():
+        raise ValueError(
+            f"league member {first!r} plays none of the env's agents ({', '.join(agents)}); fix its agents patterns"
+        )
+    idle = [p for p in policy_names(config) if p not in table.values() and p not in members]
     if idle:
         raise ValueError(
             f"policy {idle[0]!r} plays none of the env's agents ({', '.join(agents)}); "

@@ -87,7 +87,8 @@ class WorldRounds:
 
     def __init__(self, worlds: list[Any], api: str, config: RunConfig, seed: int, opponent: Opponent | None = None):
         self.window_episodes = config.eval.window_episodes
-        self.stepping = WorldStepping(worlds, api, config, "evaluator", seed, incarnation=0, record=False)
+        first = learning_policy(config) if config.selfplay.enabled else None
+        self.stepping = WorldStepping(worlds, api, config, "evaluator", seed, incarnation=0, record=False, first=first)
         self.spaces = self.stepping.spaces
         self.scores: list[float] | None = None  # self-play: the learning side's score in each game of the round
         if config.selfplay.enabled or opponent is not None:

@@ -99,6 +99,10 @@ def vectors() -> list[dict]:
             frames_of(dataclasses.replace(tiny_batch(), games=((10, 1.0), (-1, 0.5), (20, 0.0)))),
         ),
         (
+            "transition_batch with a league game against another policy's version",
+            frames_of(dataclasses.replace(tiny_batch(), games=((10, 1.0), (30, 0.0, "exploiter")))),
+        ),
+        (
             "weight_blob listing its learner's opponent pool",
             frames_of(WeightBlob.build("default", 45, 90, {"w": np.array([[0.5]], np.float32)}, pool=[10, 20, 40])),
         ),
@@ -156,6 +160,16 @@ def vectors() -> list[dict]:
         (
             "transition_batch self-play score of 0.7",
             unchecked_frames(dataclasses.replace(tiny_batch(), games=((10, 0.7),))),
+            "games",
+        ),
+        (
+            "transition_batch league game naming an empty policy",
+            unchecked_frames(dataclasses.replace(tiny_batch(), games=((10, 1.0, ""),))),
+            "games",
+        ),
+        (
+            "transition_batch league game against another policy's live weights (-1)",
+            unchecked_frames(dataclasses.replace(tiny_batch(), games=((-1, 1.0, "exploiter"),))),
             "games",
         ),
         (

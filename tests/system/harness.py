@@ -34,6 +34,11 @@ class Collector(HeartbeatCollector):
     def counter(self, name: str, key: str, default=-1):
         return super().counter(name, key, default)
 
+    def counters(self, name: str) -> dict:
+        """Every counter of `name`'s last heartbeat (empty before its first)."""
+        beat = self.last(name)
+        return dict(beat.counters) if beat else {}
+
     def wait_for(self, predicate: Callable[[], bool], timeout_s: float, what: str, procs: Procs | None = None) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

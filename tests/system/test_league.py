@@ -1,0 +1,52 @@
+"""A self-play league as real processes: Connect Four with a main policy and an exploiter, each with its own
+learner and actor; each member's actor plays the pooled versions its league entry names, and each learner rates
+its policy against the other's versions."""
+
+from __future__ import annotations
+
+from tests.system.harness import write_config
+
+LEAGUE = [
+    "model.kind='mlp'",  # the league is under test, not the example's network (which imports from beside its config)
+    "env.num_envs=8",
+    "actors.unroll_length=8",
+    "algorithm.batch_size=256",
+    "algorithm.minibatches=2",
+    "learner.pool_every=2",
+    "learner.pool_size=3",
+    "selfplay.games_per_draw=8",  # a new opponent every 8 games: both pools come up within the test's games
+    "eval.enabled=false",
+    "supervisor.heartbeat_interval_s=0.2",
+    "actors.weights_refresh_s=0.5",
+]
+MEMBERS = {"main": "actor-0", "exploiter": "actor-1"}  # the league's split: one actor each, in config order
+
+
+def test_each_member_plays_the_pools_its_entry_names_and_is_rated_against_the_other(tmp_path, procs, collector):
+    config, path = write_config(tmp_path, LEAGUE, base="examples/connect_four_league.toml")
+    for policy in MEMBERS:
+        procs.start(f"learner-{policy}", "learner", str(path), "--policy", policy, "--control", collector.endpoint)
+    for index, actor in enumerate(MEMBERS.values()):
+        procs.start(actor, "actor", str(path), "--index", str(index), "--control", collector.endpoint)
+
+    def rated_against_each_other() -> bool:
+        return (
+            "train_win_rate_vs_exploiter" in collector.counters("learner-main")
+            and "train_win_rate_vs_main" in collector.counters("learner-exploiter")
+            and all(collector.counter(actor, "selfplay_games", 0) >= 30 for actor in MEMBERS.values())
+        )
+
+    collector.wait_for(rated_against_each_other, 150, "each learner rating games against the other's versions", procs)
+    for policy, actor in MEMBERS.items():
+        learner = f"learner-{policy}"
+        # each actor sends only its own member's learning seat: nothing reaches the other learner
+        assert collector.counter(learner, "batches_received", 0) > 0
+        assert collector.counter(learner, "batches_foreign", 0) == 0
+        assert collector.counter(learner, "batches_malformed", 0) == 0
+        # (a load may fail by design: a version trimmed from its small pool after it was listed is refused)
+        assert collector.counter(actor, "opponent_loads", 0) >= 1
+        assert 0.0 <= collector.counter(learner, "train_pool_win_rate") <= 1.0
+    # an actor follows the weights of its own member only (the other's pool through a watch, never pushed to)
+    assert collector.counter("actor-0", "version.main", -1) >= 0 and "version.exploiter" not in collector.counters(
+        "actor-0"
+    )
