@@ -95,3 +95,34 @@ def status_while_served(tmp_path, deadline_s: float) -> dict:
                 return last
         time.sleep(1.0)
     raise AssertionError(f"status never showed two served games: {last}")
+
+
+@pytest.mark.timeout(180)
+def test_a_two_player_game_plays_both_seats_through_the_server_and_the_policy_beats_random_play(tmp_path):
+    """examples/tictactoe_game.py: each game process asks for both seats' moves over two streams; one policy learns
+    both by playing itself, and the evaluator (the same game against a random legal player) sees it win. An
+    untrained policy scores about -0.9 there (its moves onto taken squares lose), random legal play about 0."""
+    proc = up(tmp_path, "stop.eval_return=0.3", "stop.seconds=120", example="game_tictactoe.toml")
+    games = subprocess.Popen(
+        [sys.executable, str(ROOT / "examples" / "tictactoe_game.py"), "--run-dir", str(tmp_path / "run")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    try:
+        out, err = finish(proc, 150)
+        game_out, game_err = games.communicate(timeout=60)  # they stop when the run does
+    finally:
+        if games.poll() is None:
+            games.kill()
+            games.wait(timeout=10)
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert proc.returncode == ExitCode.OK and "evaluation return" in summary["reason"], (summary, err[-3000:])
+    assert games.returncode == 0 and game_err.count("the run is over") == 2, game_err[-3000:]
+    played = [line for line in game_out.splitlines() if line.startswith("game ")]
+    assert len(played) == 2 and all(" 0 boards" not in line for line in played), game_out
+    rows = [
+        json.loads(line) for line in (tmp_path / "run" / "learner-default" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert rows[-1]["batches_malformed"] == 0, rows[-1]
