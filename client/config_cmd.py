@@ -64,7 +64,8 @@ def check(file: str, overrides: tuple[str, ...], no_probe: bool) -> None:
     from tandem.client.preflight import ProbeFailed, probe
 
     config = load_or_exit(file, overrides)
-    summary = f"run {config.run.name!r}, env {config.env.id!r}, {config.actors.count} actors"
+    actors = f"{config.actors.count} actor{'' if config.actors.count == 1 else 's'}"
+    summary = f"run {config.run.name!r}, env {config.env.id!r}, {actors}"
     if no_probe:
         click.echo(f"{file}: ok ({summary}; not probed)")
         return

@@ -143,7 +143,7 @@ def play_world(
                 source if source.is_dir() else source.parent.parent, name, checkpoint=checkpoint
             )
     config = dataclasses.replace(config, eval=dataclasses.replace(config.eval, window_episodes=episodes))
-    if against is not None:
+    if against is not None or config.selfplay.enabled:  # the policy asked for plays (a league's any member)
         config = dataclasses.replace(config, selfplay=dataclasses.replace(config.selfplay, policy=policy.name))
     api, build_one = env_builder(config, training=False)
     opponent = opponent_of(against, policy, sample, seed)

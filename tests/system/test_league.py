@@ -50,3 +50,13 @@ def test_each_member_plays_the_pools_its_entry_names_and_is_rated_against_the_ot
     assert collector.counter("actor-0", "version.main", -1) >= 0 and "version.exploiter" not in collector.counters(
         "actor-0"
     )
+
+    # each member's checkpoint plays the evaluator's fixed opponent from its own seat (`tandem eval --policy`)
+    procs.stop_all()  # the learners write their checkpoints on SIGTERM
+    (tmp_path / "run" / "config.toml").write_text(path.read_text())  # as `tandem up` leaves it in its run directory
+    from tandem.client.api.evaluate import evaluate
+
+    for policy in MEMBERS:
+        result = evaluate(tmp_path / "run", policy=policy, episodes=6)
+        assert result["policy"] == policy and result["against"] == "random", result
+        assert sum(result["games"].values()) == 6 and set(result["returns"]) <= {0.0, 0.5, 1.0}, result
