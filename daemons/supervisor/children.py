@@ -37,6 +37,16 @@ def forkserver_context() -> Any:
     return _forkserver
 
 
+def start_forkserver() -> None:
+    """Start the fork server now, without waiting for it: its seconds of `import torch` then overlap the
+    supervisor's own set-up (sockets, run directory, curves) instead of following it. The first child's start
+    waits for the imports to finish, as it would anyway."""
+    import multiprocessing.forkserver
+
+    forkserver_context()
+    multiprocessing.forkserver.ensure_running()
+
+
 def run_child(spec: DaemonSpec, log_path: str) -> None:
     """Entry point of a forked child: log to a file, then run the daemon in this process and exit with its code."""
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

@@ -26,6 +26,7 @@ from tandem.daemons.runtime.sd_notify import shared
 from tandem.daemons.runtime.signals import StopFlag
 from tandem.daemons.security.curve import check_keys, curve_keys, gatekeeper_for
 from tandem.daemons.security.keystore import KeySetupError
+from tandem.daemons.supervisor.children import start_forkserver
 from tandem.daemons.supervisor.observer import Observer, ObserverError
 from tandem.daemons.supervisor.ports import fix_ports, free_port, plan_children
 from tandem.daemons.supervisor.resume import move_previous, resume_message
@@ -152,6 +153,8 @@ def supervise(
     for key in NOTIFY_ENV:  # as sd_notify(unset_environment=1): children must not speak for this unit
         os.environ.pop(key, None)
     config = prepare(config, insecure, no_children)
+    if not no_children:
+        start_forkserver()  # its imports overlap the set-up below (after the environment above is clean)
     directory = run_dir(config)
     try:
         directory.mkdir(parents=True, exist_ok=True)
