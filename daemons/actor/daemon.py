@@ -12,7 +12,9 @@ from tandem.daemons.actor.pacing import Pacing
 from tandem.daemons.actor.report import ActorReport
 from tandem.daemons.actor.selfplay import SelfPlay
 from tandem.daemons.actor.stepping import actor_envs, actor_seed, make_stepping
+from tandem.daemons.actor.warmup import UniformActions, uniform_warmup
 from tandem.daemons.algorithms.base import explore_with
+from tandem.daemons.config.policies import policy_config
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.config.selfplay import actor_member
 from tandem.daemons.envs.gym_envs import close_all
@@ -96,10 +98,18 @@ class Actor:
             cfg.actors.epsilon, cfg.actors.epsilon_alpha, self.index, cfg.actors.count, len(stepping)
         )
         epsilons = base_eps
+        seed = actor_seed(cfg, self.index)
+        warmup = {  # policies whose algorithm acts uniformly at random until its learner has trained (SAC)
+            policy: UniformActions(link.spaces.action_space, seed + n)
+            for n, (policy, link) in enumerate(links.items())
+            if uniform_warmup(policy_config(cfg, policy))
+        }
 
         def choose(
             policy: str, obs: np.ndarray, env_index: np.ndarray, state: np.ndarray | None = None
         ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+            if policy in warmup and links[policy].version == 0:  # version 0: the learner's untrained weights
+                return warmup[policy](len(obs)), {}
             return explore_with(links[policy].net, obs, epsilons[env_index], state)
 
         for policy, link in links.items():  # the budget of the version wait_weights took (a credit holds from it)

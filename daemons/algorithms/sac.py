@@ -36,6 +36,11 @@ class SACSection(AlgorithmSection):
     prioritized: bool = option(False, "Prioritized replay (SAC reports no priorities: leave it off).")
     priority_alpha: float = option(0.6, "How strongly priorities shape sampling (0 is uniform).", min=0.0, max=1.0)
     priority_beta: float = option(0.4, "Importance-sampling correction exponent.", min=0.0, max=1.0)
+    uniform_warmup: bool = option(
+        True,
+        "Actors act uniformly at random in the action space while they hold the untrained weights (version 0, "
+        "until the learner's first update is published), as SAC implementations do before learning starts.",
+    )
 
     def check(self, config: RunConfig, where: str) -> None:
         if self.prioritized:

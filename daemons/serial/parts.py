@@ -10,6 +10,7 @@ import numpy as np
 
 from tandem.daemons.actor.exploration import actor_epsilons, decayed
 from tandem.daemons.actor.stepping import actor_envs, actor_seed, env_builder, make_stepping
+from tandem.daemons.actor.warmup import UniformActions, uniform_warmup
 from tandem.daemons.algorithms import make_algorithm, make_feed, make_policy
 from tandem.daemons.algorithms.base import Policy, act_with, explore_with
 from tandem.daemons.config.policies import DEFAULT_POLICY
@@ -42,6 +43,8 @@ class SerialActor:
         self.policy: Policy = make_policy(config, s.observation_space, s.action_space, seed, s.mask_size)
         a = config.actors
         self.base_epsilons = actor_epsilons(a.epsilon, a.epsilon_alpha, 0, 1, len(self.stepping))
+        # uniform actions while the weights are the untrained version 0, as the actor daemon does (SAC)
+        self.warmup = UniformActions(s.action_space, seed) if uniform_warmup(config) else None
         self.version = -1
 
     @property
@@ -60,6 +63,8 @@ class SerialActor:
         def choose(
             policy: str, obs: np.ndarray, env_index: np.ndarray, state: np.ndarray | None = None
         ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+            if self.warmup is not None and self.version == 0:
+                return self.warmup(len(obs)), {}
             return explore_with(self.policy, obs, epsilons[env_index], state)
 
         while True:

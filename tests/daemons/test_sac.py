@@ -182,3 +182,51 @@ def test_the_halfcheetah_example_trains_serially_on_a_real_mujoco_env(tmp_path):
     outputs = [t for name, t in result.weights.items() if name.endswith("weight")][-1]
     assert outputs.shape[0] == 2 * 6  # a mean and a log-std per action dimension
     assert all(np.isfinite(t).all() for t in result.weights.values())
+
+
+def test_uniform_warmup_actions_cover_the_box_within_its_bounds_and_repeat_for_a_seed():
+    from tandem.daemons.actor.warmup import UniformActions
+
+    space = gym.spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32))
+    actions = UniformActions(space, seed=3)(5000)
+    assert actions.shape == (5000, 2) and actions.dtype == np.float32
+    assert (actions >= space.low).all() and (actions <= space.high).all()
+    # uniform: each quarter of each dimension's range holds about a quarter of the draws
+    for d in range(2):
+        quarters = np.histogram(actions[:, d], bins=4, range=(space.low[d], space.high[d]))[0] / 5000
+        assert np.allclose(quarters, 0.25, atol=0.03), quarters
+    assert np.array_equal(UniformActions(space, seed=3)(10), UniformActions(space, seed=3)(10))
+    with pytest.raises(ValueError, match="bounded Box"):
+        UniformActions(gym.spaces.Box(-np.inf, np.inf, (1,), np.float32), seed=0)
+
+
+@pytest.mark.parametrize("warmup", [True, False])
+def test_actors_act_uniformly_while_they_hold_the_untrained_version_and_by_the_policy_after(warmup):
+    """Version 0 is a learner's untrained weights: with uniform_warmup the actor's actions are then the uniform
+    draws of its own seeded generator, whatever it observes; once a trained version is loaded (or without the
+    warm-up) the policy acts."""
+    from tandem.daemons.actor.stepping import actor_seed
+    from tandem.daemons.actor.warmup import UniformActions
+    from tandem.daemons.serial.parts import SerialActor
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "pendulum_sac.toml"
+    config = load_config(example, [f"algorithm.uniform_warmup={str(warmup).lower()}", "run.seed=5"])
+    actor = SerialActor(config)
+    try:
+        weights = SACPolicy(SACSettings(), actor.spaces.observation_space, ACT, seed=1).nets.current.state_dict()
+        weights = {name: t.numpy() for name, t in weights.items()}
+        uniform = UniformActions(actor.spaces.action_space, actor_seed(config, 0))
+
+        def acted(version: int) -> tuple[np.ndarray, np.ndarray]:
+            """The next unroll's actions [T, K, 1] acted with `version`, and the uniform draws of as many ticks."""
+            actor.load(version, weights)
+            (batch,) = actor.unrolls()
+            actions = np.asarray(batch.actions)
+            return actions, np.stack([uniform(actions.shape[1]) for _ in range(actions.shape[0])])
+
+        untrained, draws = acted(0)
+        assert np.array_equal(untrained, draws) == warmup
+        trained, draws = acted(1)
+        assert not np.array_equal(trained, draws) and (np.abs(trained) <= 2.0).all()
+    finally:
+        actor.close()

@@ -17,6 +17,7 @@ from tandem.daemons.actor.serve.address import endpoint_file, serve_endpoint
 from tandem.daemons.actor.serve.stats import ServeStats, server_counters
 from tandem.daemons.actor.serve.stream_ids import reserve_stream_ids, stream_ids_file
 from tandem.daemons.actor.serve.streams import GameStreams, StepRefused
+from tandem.daemons.actor.warmup import UniformActions, uniform_warmup
 from tandem.daemons.algorithms.base import explore_with
 from tandem.daemons.config.policies import DEFAULT_POLICY
 from tandem.daemons.config.schema import RunConfig
@@ -92,6 +93,7 @@ class GameServer:
         self.epsilons = self.base_eps
         self.next_expire = 0.0
         self.next_weights_poll = 0.0
+        self.warmup: UniformActions | None = None
         self.clock = time.monotonic  # tests drive a server's time (silence, expiry) without sleeping
         self.runtime.on_close(self.links.close)
 
@@ -148,6 +150,9 @@ class GameServer:
         )
 
     def act(self) -> None:
+        space = self.games.spaces[DEFAULT_POLICY].action_space
+        # uniform actions while the weights are the untrained version 0, as an env-stepping actor does (SAC)
+        self.warmup = UniformActions(space, self.config.run.seed + self.index) if uniform_warmup(self.config) else None
         self.bind()
         try:
             while not self.stop:
@@ -274,7 +279,10 @@ class GameServer:
         obs = np.stack([r.obs for r in batch])
         eps = self.epsilons[[r.stream % EPSILON_SLOTS for r in batch]]
         states = games.states(batch)  # a recurrent policy's, advanced by the choice
-        chosen, extras = explore_with(link.net, obs, eps, states)
+        if self.warmup is not None and link.version == 0:
+            chosen, extras = self.warmup(len(batch)), {}
+        else:
+            chosen, extras = explore_with(link.net, obs, eps, states)
         chosen = np.asarray(chosen)
         sent = env_actions(games.spaces[DEFAULT_POLICY].action_space, chosen).astype(games.action_dtype, copy=False)
         version = link.version

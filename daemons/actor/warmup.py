@@ -1,0 +1,35 @@
+"""Uniform random actions while a policy's weights are still the untrained ones: an off-policy algorithm's warm-up.
+
+SAC implementations fill their replay with uniformly random actions before learning starts (SB3's
+`learning_starts`, Spinning Up's `start_steps`), which spreads the first data over the whole action range; an
+untrained squashed Gaussian keeps it near the middle. Version 0 of a policy is always its learner's initial,
+untrained weights (versions only rise, across restarts too), so "acting with version 0" is that phase in an async
+run and in a serial one alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tandem.daemons.config.schema import RunConfig
+
+
+def uniform_warmup(config: RunConfig) -> bool:
+    """The policy's algorithm asks for uniform actions while its weights are untrained (`uniform_warmup`)."""
+    return bool(getattr(config.algorithm, "uniform_warmup", False))
+
+
+class UniformActions:
+    """Actions drawn uniformly from a bounded Box (float32 [K, *shape]), from a seeded generator of their own."""
+
+    def __init__(self, action_space: Any, seed: int | None):
+        low, high = np.asarray(action_space.low, np.float64), np.asarray(action_space.high, np.float64)
+        if not (np.isfinite(low).all() and np.isfinite(high).all()):
+            raise ValueError(f"uniform warm-up actions need a bounded Box action space, got {action_space}")
+        self.low, self.high, self.dtype = low, high, np.dtype(action_space.dtype or np.float32)
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, count: int) -> np.ndarray:
+        return self.rng.uniform(self.low, self.high, size=(count, *self.low.shape)).astype(self.dtype)
