@@ -76,9 +76,12 @@ def phase(endpoint: str, run_dir: Path, games: int, seconds: float, echoed: bool
     }
 
 
-def served_run(training: bool, counts: list[int], seconds: float, ipc: bool) -> tuple[list[dict], list[dict]]:
+def served_run(
+    training: bool, counts: list[int], seconds: float, ipc: bool, extra: tuple[str, ...] = ()
+) -> tuple[list[dict], list[dict]]:
     """One `tandem up` of the pinned served run (learner idle or training flat out): a phase per game count,
-    and while it trains, each followed by the same games against a raw echo (served phases, echo phases)."""
+    and while it trains, each followed by the same games against a raw echo (served phases, echo phases).
+    `extra`: config overrides of the user's (`--set`), applied last."""
     from tandem.client.game import find_endpoint
     from tandem.daemons.config import apply_overrides, config_from_dict, render_toml
 
@@ -91,6 +94,7 @@ def served_run(training: bool, counts: list[int], seconds: float, ipc: bool) -> 
             f"supervisor.heartbeat_interval_s={HEARTBEAT_S}",
             f"actors.serve_bind='{'ipc://' if ipc else 'tcp://127.0.0.1:0'}'",
             f"stop.seconds={2 * len(counts) * (seconds + 10) + 180}",
+            *extra,
         ]
         config.write_text(render_toml(config_from_dict(apply_overrides({}, overrides))))
         up = subprocess.Popen(
@@ -167,7 +171,16 @@ def paired_median(numerators: list[list[dict]], denominators: list[list[dict]], 
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 @click.option("--quick", is_flag=True, help="1 and 8 games, 3 s each, one repeat (a smoke run, not a figure to quote).")
-def game_cmd(counts: str, seconds: float, repeats: int, ipc: bool, as_json: bool, quick: bool) -> None:
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="SECTION.KEY=VALUE",
+    help="Config overrides of the served run (e.g. actors.serve_batch_wait_ms=0.5), applied after the bench's own.",
+)
+def game_cmd(
+    counts: str, seconds: float, repeats: int, ipc: bool, as_json: bool, quick: bool, overrides: tuple[str, ...]
+) -> None:
     """Served games' frames/s and latency with the learner idle and training flat out, beside a raw ZeroMQ
     ROUTER echo driven by the same games in the same training runs; medians over repeats."""
     try:
@@ -181,8 +194,8 @@ def game_cmd(counts: str, seconds: float, repeats: int, ipc: bool, as_json: bool
     base = alone(min(seconds, 5.0))
     idle_runs, training_runs, echo_runs = [], [], []
     for r in range(repeats):  # alternated, so that a change in the machine's load falls on both alike
-        idle_runs.append(served_run(False, game_counts, seconds, ipc)[0])
-        served, echoed = served_run(True, game_counts, seconds, ipc)
+        idle_runs.append(served_run(False, game_counts, seconds, ipc, overrides)[0])
+        served, echoed = served_run(True, game_counts, seconds, ipc, overrides)
         training_runs.append(served)
         echo_runs.append(echoed)
         if not as_json:
@@ -211,6 +224,7 @@ def game_cmd(counts: str, seconds: float, repeats: int, ipc: bool, as_json: bool
         "seconds": seconds,
         "repeats": repeats,
         "transport": "ipc" if ipc else "tcp",
+        "overrides": list(overrides),
         "alone_frames_per_s": round(base, 1),
         "idle": idle,
         "training": training,
