@@ -34,6 +34,8 @@ def test_each_member_plays_the_pools_its_entry_names_and_is_rated_against_the_ot
             "train_win_rate_vs_exploiter" in collector.counters("learner-main")
             and "train_win_rate_vs_main" in collector.counters("learner-exploiter")
             and all(collector.counter(actor, "selfplay_games", 0) >= 30 for actor in MEMBERS.values())
+            # an actor's heartbeat may trail the games its learner has already rated: wait for the load it made
+            and all(collector.counter(actor, "opponent_loads", 0) >= 1 for actor in MEMBERS.values())
         )
 
     collector.wait_for(rated_against_each_other, 150, "each learner rating games against the other's versions", procs)
@@ -43,8 +45,6 @@ def test_each_member_plays_the_pools_its_entry_names_and_is_rated_against_the_ot
         assert collector.counter(learner, "batches_received", 0) > 0
         assert collector.counter(learner, "batches_foreign", 0) == 0
         assert collector.counter(learner, "batches_malformed", 0) == 0
-        # (a load may fail by design: a version trimmed from its small pool after it was listed is refused)
-        assert collector.counter(actor, "opponent_loads", 0) >= 1
         assert 0.0 <= collector.counter(learner, "train_pool_win_rate") <= 1.0
     # an actor follows the weights of its own member only (the other's pool through a watch, never pushed to)
     assert collector.counter("actor-0", "version.main", -1) >= 0 and "version.exploiter" not in collector.counters(
