@@ -39,7 +39,7 @@ def test_each_member_plays_the_pools_its_entry_names_and_is_rated_against_the_ot
         )
 
     collector.wait_for(rated_against_each_other, 150, "each learner rating games against the other's versions", procs)
-    for policy, actor in MEMBERS.items():
+    for policy in MEMBERS:
         learner = f"learner-{policy}"
         # each actor sends only its own member's learning seat: nothing reaches the other learner
         assert collector.counter(learner, "batches_received", 0) > 0
