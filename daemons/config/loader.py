@@ -87,6 +87,7 @@ def check_relations(config: RunConfig) -> None:
     if not config.env.id.strip():
         raise ConfigError("env.id", "must name a gymnasium id or 'module:callable'")
     check_pixels(config)
+    check_fire_reset(config)
     if not config.run.name or any(c in config.run.name for c in "/\\ "):
         raise ConfigError("run.name", f"{config.run.name!r} must be non-empty, without '/', '\\' or spaces")
     ports = port_table(config)
@@ -130,6 +131,17 @@ def check_replicas(config: RunConfig, where: str) -> None:
 
 def recurrent_algorithms() -> list[str]:
     return [name for name, spec in built_in().items() if spec.section.recurrent_core]
+
+
+def check_fire_reset(config: RunConfig) -> None:
+    """ale-py's vector env presses FIRE only when a game starts, not after a lost life as the others do."""
+    env = config.env
+    if env.atari.enabled and env.atari.fire_reset and env.vector == "ale":
+        raise ConfigError(
+            "env.atari.fire_reset",
+            "is not available with env.vector = 'ale' (ale-py serves only at a game's start, not after a lost "
+            "life): use env.vector = '', 'sync', 'async' or 'envpool', or set fire_reset = false",
+        )
 
 
 def check_pixels(config: RunConfig) -> None:

@@ -46,6 +46,11 @@ class AtariSection:
     frame_stack: int = option(4, "Observations are the last this many frames, [stack, H, W] uint8.", min=1)
     episodic_life: bool = option(True, "Training only: a lost life ends the learner's episode (the game goes on).")
     clip_rewards: bool = option(True, "Training only: rewards become their sign; reported returns stay the game's own.")
+    fire_reset: bool = option(
+        False,
+        "Press FIRE (then UP) after each reset and, in training, after each lost life, in games that have a FIRE "
+        "action, as Sample Factory's, cleanRL's and SB3's Atari wrappers do; the agent need not learn to serve.",
+    )
 
     def frames_per_obs(self, obs_shape: tuple) -> int:
         """S when observations are this section's stacks of S > 1 frames ([S, ...]), else 1 (sent whole)."""

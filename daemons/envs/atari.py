@@ -2,7 +2,7 @@
 
 Order, innermost first: the ALE env (frameskip=1), gymnasium's AtariPreprocessing (no-op starts, frame
 skip with max-pooling of the last two frames, resize, grayscale), GameReturn (the game's own return, for
-reports), then for training EpisodicLife and SignReward, and last the frame stack ([stack, H, W] uint8,
+reports), then for training EpisodicLife and SignReward, FireReset when asked, and last the frame stack ([stack, H, W] uint8,
 which the Nature CNN takes as channels-first).
 """
 
@@ -77,6 +77,26 @@ class EpisodicLife(gym.Wrapper):
         return obs, info
 
 
+class FireReset(gym.Wrapper):
+    """Every reset() presses FIRE then UP (actions 1 and 2), as the Baselines-derived wrappers of Sample
+    Factory, cleanRL and SB3 do: games such as Breakout wait for FIRE to serve. Outside EpisodicLife, so a
+    lost life is followed by a serve too. The two steps' rewards are not the agent's (FIRE scores nothing)."""
+
+    def reset(self, **kwargs: Any):
+        obs, info = self.env.reset(**kwargs)
+        for action in (1, 2):
+            obs, _, terminated, truncated, info = self.env.step(action)
+            if terminated or truncated:  # the game ended on the serve: start again, unserved
+                return self.env.reset(**kwargs)
+        return obs, info
+
+
+def has_fire(env: gym.Env) -> bool:
+    """True when the ALE game's action 1 is FIRE and it has the UP action 2 a serve presses after it."""
+    meanings = env.unwrapped.get_action_meanings()
+    return len(meanings) >= 3 and meanings[1] == "FIRE"
+
+
 class SignReward(gym.RewardWrapper):
     """Rewards clipped to their sign, -1, 0 or +1 (the game's own return is kept by GameReturn)."""
 
@@ -103,6 +123,8 @@ def wrap_atari(env: gym.Env, cfg: AtariSection, training: bool, max_episode_step
         env = EpisodicLife(env)
     if training and cfg.clip_rewards:
         env = SignReward(env)
+    if cfg.fire_reset and has_fire(env):
+        env = FireReset(env)
     if cfg.frame_stack > 1:
         env = gym.wrappers.FrameStackObservation(env, cfg.frame_stack)
     return env

@@ -76,7 +76,8 @@ def envpool_task(cfg: EnvSection, training: bool) -> tuple[str, dict[str, Any]]:
         return cfg.id, kwargs
     a = cfg.atari
     kwargs.pop("frameskip", None)  # env.atari.frame_skip is the skip, as for the built-in preprocessing
-    # ale-py's v5 default of sticky actions, and no FIRE on reset: the same game as make_env's
+    # ale-py's v5 default of sticky actions, and FIRE on reset only when asked: the same game as make_env's
+    # (EnvPool's fire reset follows Baselines' order, after a lost life too, as FireReset does)
     kwargs.setdefault("repeat_action_probability", 0.25)
     kwargs.update(
         stack_num=a.frame_stack,
@@ -85,7 +86,7 @@ def envpool_task(cfg: EnvSection, training: bool) -> tuple[str, dict[str, Any]]:
         noop_max=a.noop_max,
         img_height=a.screen_size,
         img_width=a.screen_size,
-        use_fire_reset=False,
+        use_fire_reset=a.fire_reset,
         episodic_life=training and a.episodic_life,
         reward_clip=training and a.clip_rewards,
     )

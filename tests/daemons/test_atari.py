@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tandem.daemons.config.fields import ConfigError
 from tandem.daemons.config.loader import config_from_dict
 from tandem.daemons.envs.atari import GAME_RETURN
 from tandem.daemons.envs.gym_envs import EnvBuildError, EnvGroup, make_env
@@ -98,3 +99,48 @@ def test_atari_preprocessing_on_an_env_that_is_not_atari_is_refused():
     config = config_from_dict({"env": {"id": "ALE/Pong-v5", "kwargs": {"frameskip": 4}, "atari": {"enabled": True}}})
     with pytest.raises(EnvBuildError, match="env.kwargs.frameskip is 4"):
         make_env(config.env)
+
+
+def lives_lost_by_a_player_that_never_fires(env, steps=600):
+    """Lives Breakout took from an always-NOOP player in `steps` steps, resetting at each episode end."""
+    env.reset(seed=2)
+    start = env.unwrapped.ale.lives()
+    lost, lives = 0, start
+    for _ in range(steps):
+        _, _, terminated, truncated, info = env.step(0)
+        now = env.unwrapped.ale.lives()
+        lost += max(0, lives - now)
+        lives = now
+        if GAME_RETURN in info:
+            return lost + lives  # the game is over: every life is gone
+        if terminated or truncated:
+            env.reset()
+            lives = env.unwrapped.ale.lives()
+    return lost
+
+
+def test_fire_reset_serves_after_every_reset_and_lost_life_in_training():
+    env = atari_env("Breakout", training=True, fire_reset=True)
+    try:
+        assert lives_lost_by_a_player_that_never_fires(env) == 5, "each life should be served and lost"
+    finally:
+        env.close()
+    env = atari_env("Breakout", training=True)  # the default: the player must press FIRE itself
+    try:
+        assert lives_lost_by_a_player_that_never_fires(env) == 0, "without FIRE Breakout never serves"
+    finally:
+        env.close()
+
+
+def test_fire_reset_in_the_evaluator_serves_only_a_games_first_ball():
+    env = atari_env("Breakout", training=False, fire_reset=True)
+    try:
+        assert lives_lost_by_a_player_that_never_fires(env) == 1, "a whole game: no reset after a lost life"
+    finally:
+        env.close()
+
+
+def test_fire_reset_is_refused_with_ale_pys_vector_env():
+    table = {"env": {"id": "ALE/Breakout-v5", "vector": "ale", "atari": {"enabled": True, "fire_reset": True}}}
+    with pytest.raises(ConfigError, match="env.atari.fire_reset"):
+        config_from_dict(table)
