@@ -2,8 +2,8 @@
 
 Order, innermost first: the ALE env (frameskip=1), gymnasium's AtariPreprocessing (no-op starts, frame
 skip with max-pooling of the last two frames, resize, grayscale), GameReturn (the game's own return, for
-reports), then for training EpisodicLife and SignReward, FireReset when asked, and last the frame stack ([stack, H, W] uint8,
-which the Nature CNN takes as channels-first).
+reports), then for training EpisodicLife and SignReward, FireReset when asked, and last the frame stack
+([stack, H, W] uint8, which the Nature CNN takes as channels-first).
 """
 
 from __future__ import annotations
