@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import click
 
 from tandem.daemons.config import ConfigError, RunConfig, config_to_dict, load_config, render_toml
 from tandem.daemons.runtime.exit_codes import ExitCode
 
-set_option = click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="SECTION.KEY=VALUE",
-    help="Override one config field (repeatable); VALUE is read as TOML, else as a string.",
-)
+
+def override_option(scope: str = "") -> Callable:
+    """The `--set SECTION.KEY=VALUE` option every command that loads a config takes; `scope` ends its help."""
+    return click.option(
+        "--set",
+        "overrides",
+        multiple=True,
+        metavar="SECTION.KEY=VALUE",
+        help=f"Override one config field{scope} (repeatable); VALUE is read as TOML, else as a string.",
+    )
+
+
+set_option = override_option()
+bench_set_option = override_option(" in every run, after the bench's own settings")
 
 
 def load_or_exit(path: str, overrides: tuple[str, ...]) -> RunConfig:

@@ -10,6 +10,7 @@ import click
 
 from tandem.client.bench.examples import example_config
 from tandem.client.bench.runs import RunFigures, timed_run
+from tandem.client.config_cmd import bench_set_option
 from tandem.daemons.config import ConfigError, load_config
 
 DEFAULT_CONFIG = example_config("pong_appo.toml")
@@ -60,7 +61,7 @@ def throughput(figures: RunFigures, actors: int, frame_skip: int, batch_size: in
     show_default=True,
     help="Then one learning run this long with the evaluator, reporting its return over time (0: none).",
 )
-@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides for every run.")
+@bench_set_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 @click.option("--quick", is_flag=True, help="One actor for 15 s, no learning run (a smoke run, not a figure to quote).")
 def atari_cmd(

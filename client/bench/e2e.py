@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from tandem.client.bench.examples import example_config
+from tandem.client.config_cmd import bench_set_option
 
 DEFAULT_CONFIG = example_config("cartpole.toml")
 
@@ -83,7 +84,7 @@ def median_solve_s(runs: list[dict], limit_s: float) -> float:
     "--limit-s", default=120.0, show_default=True, help="Give up on a seed after this long (counted as unsolved)."
 )
 @click.option("--target-s", default=10.0, show_default=True, help="Target for the median time to solve.")
-@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides for every run.")
+@bench_set_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 @click.option("--quick", is_flag=True, help="One seed, at most 30 s (a smoke run, not a figure to quote).")
 def e2e_cmd(

@@ -17,6 +17,7 @@ import numpy as np
 
 from tandem.client.bench.game_drive import alone, echo, play
 from tandem.client.bench.isolation import IDLE, TRAINING
+from tandem.client.config_cmd import bench_set_option
 
 # The served run, pinned here (an installed package has no examples/): CartPole-v1 games served by one
 # action server, a DQN learner. DQN, because its replay lets the same config either never train (IDLE: the
@@ -171,13 +172,7 @@ def paired_median(numerators: list[list[dict]], denominators: list[list[dict]], 
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 @click.option("--quick", is_flag=True, help="1 and 8 games, 3 s each, one repeat (a smoke run, not a figure to quote).")
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="SECTION.KEY=VALUE",
-    help="Config overrides of the served run (e.g. actors.serve_batch_wait_ms=0.5), applied after the bench's own.",
-)
+@bench_set_option
 def game_cmd(
     counts: str, seconds: float, repeats: int, ipc: bool, as_json: bool, quick: bool, overrides: tuple[str, ...]
 ) -> None:

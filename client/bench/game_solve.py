@@ -17,6 +17,7 @@ import click
 from tandem.client.bench.e2e import median_solve_s, run_seed, solve_record
 from tandem.client.bench.examples import example_config
 from tandem.client.bench.game_drive import drive
+from tandem.client.config_cmd import bench_set_option
 
 DEFAULT_CONFIG = example_config("game_cartpole.toml")
 
@@ -124,7 +125,7 @@ def served_seed(config: Path, seed: int, games: int, limit_s: float, extra: tupl
 @click.option(
     "--limit-s", default=180.0, show_default=True, help="Give up on a run after this long (counted as unsolved)."
 )
-@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides for every run.")
+@bench_set_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 @click.option("--quick", is_flag=True, help="One seed, 2 games, at most 30 s (a smoke run, not a figure to quote).")
 def game_solve_cmd(

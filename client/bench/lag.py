@@ -10,6 +10,7 @@ import click
 
 from tandem.client.bench.examples import example_config
 from tandem.client.bench.runs import timed_run
+from tandem.client.config_cmd import bench_set_option
 
 DEFAULT_CONFIG = example_config("cartpole_appo.toml")
 
@@ -75,7 +76,7 @@ def run_actors(config: Path, actors: int, seconds: float, overrides: tuple[str, 
     help="Actors follow the learner's insert budget (actors.follow_pace), or not, or one run of each.",
 )
 @click.option("--repeat", default=1, show_default=True, help="Runs per cell; figures are their medians.")
-@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides for every run.")
+@bench_set_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 @click.option("--quick", is_flag=True, help="1 actor, 8 s, pacing on and off (a smoke run, not a figure to quote).")
 def lag_cmd(

@@ -11,6 +11,7 @@ import click
 
 from tandem.client.bench.references import load_reference
 from tandem.client.bench.runs import RunFigures, timed_run
+from tandem.client.config_cmd import bench_set_option
 
 POINTS = (0.25, 0.5, 0.75, 1.0)  # where on the frame axis each seed's returns are read, as shares of --frames
 
@@ -228,7 +229,7 @@ def print_table(record: dict) -> None:
     help="Keep each seed's run directory as KEEP/seed-N (curves for `tandem plot`, checkpoints); by default they "
     "are temporary. Each must not exist yet.",
 )
-@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides for every run.")
+@bench_set_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 def learn_cmd(
     config: Path,

@@ -10,6 +10,7 @@ import click
 
 from tandem.client.bench.examples import example_config
 from tandem.client.bench.runs import json_rows, timed_run
+from tandem.client.config_cmd import bench_set_option
 from tandem.daemons.config import load_config
 
 DEFAULT_CONFIG = example_config("cartpole_appo.toml")
@@ -67,7 +68,7 @@ def replica_figures(config: Path, replicas: int, actors: int, seconds: float, ov
 @click.option("--replicas", "counts", default="1,2", show_default=True, help="Replica counts to run, comma-separated.")
 @click.option("--actors", default=2, show_default=True, help="Actors in every run (at least the most replicas).")
 @click.option("--seconds", default=30.0, show_default=True, help="Length of each run.")
-@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides for every run.")
+@bench_set_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 @click.option("--quick", is_flag=True, help="1 and 2 replicas for 12 s each (a smoke run, not a figure to quote).")
 def replicas_cmd(

@@ -10,6 +10,8 @@ from pathlib import Path
 import click
 import numpy as np
 
+from tandem.client.config_cmd import bench_set_option
+
 EVAL_EPISODES = 20  # episodes of one greedy evaluation, as the references were judged
 
 
@@ -183,7 +185,7 @@ def run_seed(
     show_default=True,
     help="Act with the weights this many versions behind the learner's (an async run's actor is about 1).",
 )
-@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides.")
+@bench_set_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 def serial_cmd(
     config_path: Path,

@@ -12,6 +12,7 @@ import click
 import numpy as np
 
 from tandem.client.bench.examples import example_config
+from tandem.client.config_cmd import bench_set_option
 from tandem.daemons.actor.exploration import actor_epsilons
 from tandem.daemons.actor.stepping import actor_envs, make_stepping
 from tandem.daemons.algorithms import make_policy
@@ -67,9 +68,7 @@ def steps_per_s(config_path: Path, mode: str, overrides: list[str], seconds: flo
 @click.option(
     "--repeats", default=3, show_default=True, help="Rounds over every mode; medians are reported (--quick: 1)."
 )
-@click.option(
-    "--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Config overrides (env.num_envs=...)."
-)
+@bench_set_option
 @click.option("--random-actions", is_flag=True, help="Act at random without the network: the envs' share alone.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 @click.option("--quick", is_flag=True, help="One 1 s window per mode (a smoke run, not a figure to quote).")
