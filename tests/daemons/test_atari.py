@@ -144,3 +144,12 @@ def test_fire_reset_is_refused_with_ale_pys_vector_env():
     table = {"env": {"id": "ALE/Breakout-v5", "vector": "ale", "atari": {"enabled": True, "fire_reset": True}}}
     with pytest.raises(ConfigError, match="env.atari.fire_reset"):
         config_from_dict(table)
+
+
+def test_envpool_is_asked_for_the_same_serve():
+    from tandem.daemons.envs.native_vectors import envpool_task
+
+    for fire in (False, True):
+        table = {"env": {"id": "ALE/Breakout-v5", "vector": "envpool", "atari": {"enabled": True, "fire_reset": fire}}}
+        _, kwargs = envpool_task(config_from_dict(table).env, training=True)
+        assert kwargs["use_fire_reset"] is fire
