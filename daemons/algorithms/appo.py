@@ -74,6 +74,12 @@ class VtraceSection(AlgorithmSection):
         "-20.1 after 0.6M frames). A network of your own (model.kind = 'module:callable') gets raw pixels.",
     )
     adam_eps: float = option(1e-5, "Adam's epsilon.", above=0.0)
+    learning_rate_decay_steps: int = option(
+        0,
+        "Decay the learning rate linearly to 0 over this many trained agent steps (each update counts "
+        "batch_size), as Sample Factory's linear_decay and cleanRL's annealing do; 0 keeps it constant.",
+        min=0,
+    )
     reward_scale: float = option(
         1.0, "Rewards are multiplied by this before training (returns reported unscaled).", above=0.0
     )

@@ -87,6 +87,18 @@ class APPO:
             self._optimizer = make_adam(list(self.net.parameters()), self.cfg.learning_rate, eps=self.cfg.adam_eps)
         return self._optimizer
 
+    def learning_rate(self) -> float:
+        """The configured rate, decayed linearly by the steps already trained when learning_rate_decay_steps > 0."""
+        cfg = self.cfg
+        if not cfg.learning_rate_decay_steps:
+            return cfg.learning_rate
+        trained = self.updates * cfg.batch_size  # an update's batch is batch_size steps, so resumes agree
+        return cfg.learning_rate * max(0.0, 1.0 - trained / cfg.learning_rate_decay_steps)
+
+    def set_learning_rate(self) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.learning_rate()
+
     def check_batch(self, batch: TransitionBatch) -> None:
         """ValueError naming what is wrong with a received unroll's actions or behaviour log-probs."""
         self.net.head.check_wire(batch.actions)
@@ -111,6 +123,8 @@ class APPO:
         minibatches of whole columns. 'per_update': it runs once, with the weights the update starts from,
         and minibatches are drawn from the flat steps (whole columns, or single steps with minibatch_by)."""
         cfg = self.cfg
+        if cfg.learning_rate_decay_steps:
+            self.set_learning_rate()
         groups: dict[int, list[TransitionBatch]] = {}
         for u in unrolls:
             groups.setdefault(u.num_steps, []).append(u)
@@ -151,6 +165,8 @@ class APPO:
                         add(metrics)
         self.updates += 1
         result = {key: value / max(steps, 1) for key, value in totals.items()}
+        if cfg.learning_rate_decay_steps:
+            result["learning_rate"] = self.optimizer.param_groups[0]["lr"]
         if self.value_norm is not None:
             result["return_std"] = float(self.value_norm.var.sqrt())
         finite = [v for v in explained if math.isfinite(v)]
@@ -382,7 +398,7 @@ class APPO:
         return f" (it was trained with {', '.join(differ)})" if differ else ""
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Resume from `state_dict()` output; the config's learning rate wins over the saved one."""
+        """Resume from `state_dict()` output; the config's learning rate (and decay) wins over the saved one."""
         if state.get("algorithm") != self.name:
             raise ValueError(f"state is for algorithm {state.get('algorithm')!r}, not {self.name!r}")
         try:
@@ -390,10 +406,9 @@ class APPO:
         except (KeyError, ValueError) as exc:
             raise ValueError(f"saved network does not fit this model{self.form_hint(state['net'])}: {exc}") from exc
         self.optimizer.load_state_dict(state["optimizer"])
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.cfg.learning_rate
         self.net.load_state_dict(state["net"])
         self.updates = int(state["updates"])
+        self.set_learning_rate()  # the config's, decayed by the updates already made
         saved_norm = state.get("value_norm")
         if self.value_norm is not None and isinstance(saved_norm, Mapping):
             check_tensors(self.value_norm.state_dict(), saved_norm, numpy=False)

@@ -534,3 +534,18 @@ def test_the_greedy_shortcut_never_picks_a_masked_action():
     obs[:, 3:] = 0.0
     obs[:, 3 + 2] = 1.0  # only action 2 is legal
     assert (policy.act(obs, np.zeros(50)) == 2).all()
+
+
+def test_the_learning_rate_decays_linearly_by_the_steps_trained_and_resumes_where_it_was():
+    # batch_size 32 (the unrolls below are 8 x 4): 4 updates take the rate from 1e-3 to 0
+    config, space = appo_config(learning_rate=1e-3, batch_size=32, learning_rate_decay_steps=128), SPACES["discrete"]
+    learner, policy = make_algorithm(config, VECTOR, space, "cpu"), make_policy(config, VECTOR, space, seed=0)
+    rates = [learner.update([unroll_from_policy(policy, seed=i)]).metrics["learning_rate"] for i in range(5)]
+    assert rates == pytest.approx([1e-3, 7.5e-4, 5e-4, 2.5e-4, 0.0])
+    resumed = make_algorithm(config, VECTOR, space, "cpu")
+    learner.updates = 2  # as if saved after two updates
+    resumed.load_state_dict(learner.state_dict())
+    assert resumed.optimizer.param_groups[0]["lr"] == pytest.approx(5e-4)
+    constant = make_algorithm(appo_config(learning_rate=1e-3), VECTOR, space, "cpu")
+    assert "learning_rate" not in constant.update([unroll_from_policy(policy)]).metrics
+    assert constant.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)
