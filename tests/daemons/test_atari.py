@@ -101,43 +101,36 @@ def test_atari_preprocessing_on_an_env_that_is_not_atari_is_refused():
         make_env(config.env)
 
 
-def lives_lost_by_a_player_that_never_fires(env, steps=600):
+def lives_lost_by_a_player_that_never_fires(training: bool, steps=600, **atari) -> int:
     """Lives Breakout took from an always-NOOP player in `steps` steps, resetting at each episode end."""
-    env.reset(seed=2)
-    start = env.unwrapped.ale.lives()
-    lost, lives = 0, start
-    for _ in range(steps):
-        _, _, terminated, truncated, info = env.step(0)
-        now = env.unwrapped.ale.lives()
-        lost += max(0, lives - now)
-        lives = now
-        if GAME_RETURN in info:
-            return lost + lives  # the game is over: every life is gone
-        if terminated or truncated:
-            env.reset()
-            lives = env.unwrapped.ale.lives()
-    return lost
+    env = atari_env("Breakout", training=training, **atari)
+    try:
+        env.reset(seed=2)
+        lost, lives = 0, env.unwrapped.ale.lives()
+        for _ in range(steps):
+            _, _, terminated, truncated, info = env.step(0)
+            now = env.unwrapped.ale.lives()
+            lost += max(0, lives - now)
+            lives = now
+            if GAME_RETURN in info:
+                return lost + lives  # the game is over: every life is gone
+            if terminated or truncated:
+                env.reset()
+                lives = env.unwrapped.ale.lives()
+        return lost
+    finally:
+        env.close()
 
 
 def test_fire_reset_serves_after_every_reset_and_lost_life_in_training():
-    env = atari_env("Breakout", training=True, fire_reset=True)
-    try:
-        assert lives_lost_by_a_player_that_never_fires(env) == 5, "each life should be served and lost"
-    finally:
-        env.close()
-    env = atari_env("Breakout", training=True)  # the default: the player must press FIRE itself
-    try:
-        assert lives_lost_by_a_player_that_never_fires(env) == 0, "without FIRE Breakout never serves"
-    finally:
-        env.close()
+    assert lives_lost_by_a_player_that_never_fires(True, fire_reset=True) == 5, "each life should be served and lost"
+    # the default: the player must press FIRE itself
+    assert lives_lost_by_a_player_that_never_fires(True) == 0, "without FIRE Breakout never serves"
 
 
 def test_fire_reset_in_the_evaluator_serves_only_a_games_first_ball():
-    env = atari_env("Breakout", training=False, fire_reset=True)
-    try:
-        assert lives_lost_by_a_player_that_never_fires(env) == 1, "a whole game: no reset after a lost life"
-    finally:
-        env.close()
+    served = lives_lost_by_a_player_that_never_fires(False, fire_reset=True)
+    assert served == 1, "a whole game: no reset after a lost life"
 
 
 def test_fire_reset_is_refused_with_ale_pys_vector_env():
