@@ -8,9 +8,9 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from tandem.daemons.algorithms.distributions import POLICY_OUTPUT_GAIN, ActionHead
+from tandem.daemons.algorithms.distributions import ActionHead
 from tandem.daemons.algorithms.input_norm import NormalizedInputs
-from tandem.daemons.algorithms.models import build_q_network
+from tandem.daemons.algorithms.models import build_q_network, policy_output_gain
 from tandem.daemons.algorithms.recurrent import RecurrentActorCritic
 from tandem.daemons.config.schema import ModelSection, RunConfig
 from tandem.protocol import keyed
@@ -47,7 +47,7 @@ class ActorCritic(NormalizedInputs):
         last = last_linear(self.policy)
         if last is not None:  # only for built-in networks: a user's module keeps its own initialisation
             with torch.no_grad():  # the policy's outputs only (a shared network's value output is the last)
-                last.weight[:outputs].mul_(POLICY_OUTPUT_GAIN)
+                last.weight[:outputs].mul_(policy_output_gain(model_cfg))
                 last.bias[:outputs].zero_()
 
     def distribution(self, obs: torch.Tensor):

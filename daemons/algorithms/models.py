@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from tandem.daemons.algorithms.distributions import POLICY_OUTPUT_GAIN
 from tandem.daemons.algorithms.multi_input import MultiInputNetwork
 from tandem.daemons.algorithms.net_parts import (
     ACTIVATIONS,
@@ -87,6 +88,16 @@ class NatureCNN(nn.Module):
         # them checkpoints and the wire, keep their usual layout
         x = x.contiguous(memory_format=torch.channels_last)
         return self.head(self.convs(x))
+
+
+# model.init's orthogonal choices: the gain of every layer but the last (which gets 1)
+HIDDEN_GAINS = {"orthogonal": float(np.sqrt(2.0)), "orthogonal_unit": 1.0}
+
+
+def policy_output_gain(model_cfg: ModelSection) -> float:
+    """What a built-in network's policy outputs are scaled by after init: near-uniform first policies, except
+    with 'orthogonal_unit', which leaves them as initialised (Sample Factory's first policies are not uniform)."""
+    return 1.0 if model_cfg.init == "orthogonal_unit" else POLICY_OUTPUT_GAIN
 
 
 def init_orthogonal(net: nn.Module, hidden_gain: float = float(np.sqrt(2.0)), output_gain: float = 1.0) -> None:
@@ -203,7 +214,7 @@ def build_q_network(model_cfg: ModelSection, obs_space: gym.Space, num_actions: 
         net = build_from_callable(model_cfg, obs_space, num_actions)
     else:
         raise SetupError(f"model.kind {kind!r} is not one of {', '.join(BUILTIN_KINDS)} or 'module:callable'")
-    if model_cfg.init == "orthogonal" and kind in BUILTIN_KINDS:  # a user's module keeps its own initialisation
-        init_orthogonal(net)
+    if model_cfg.init in HIDDEN_GAINS and kind in BUILTIN_KINDS:  # a user's module keeps its own initialisation
+        init_orthogonal(net, hidden_gain=HIDDEN_GAINS[model_cfg.init])
     check_output(model_cfg, net, obs_space, num_actions)
     return net

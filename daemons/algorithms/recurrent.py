@@ -14,9 +14,9 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from tandem.daemons.algorithms.distributions import POLICY_OUTPUT_GAIN, ActionHead
+from tandem.daemons.algorithms.distributions import ActionHead
 from tandem.daemons.algorithms.input_norm import NormalizedInputs
-from tandem.daemons.algorithms.models import build_q_network
+from tandem.daemons.algorithms.models import build_q_network, policy_output_gain
 from tandem.daemons.algorithms.net_parts import ACTIVATIONS
 from tandem.daemons.config.schema import ModelSection
 from tandem.protocol import keyed
@@ -59,7 +59,7 @@ class RecurrentActorCritic(NormalizedInputs):
         with torch.no_grad():  # cleanRL's recurrent PPO: orthogonal core, zero biases; a near-uniform first policy
             for name, param in self.core.named_parameters():
                 nn.init.orthogonal_(param) if name.startswith("weight") else nn.init.zeros_(param)
-            nn.init.orthogonal_(self.policy_head.weight, gain=POLICY_OUTPUT_GAIN)
+            nn.init.orthogonal_(self.policy_head.weight, gain=policy_output_gain(model_cfg))
             nn.init.orthogonal_(self.value_head.weight, gain=1.0)
             nn.init.zeros_(self.policy_head.bias)
             nn.init.zeros_(self.value_head.bias)

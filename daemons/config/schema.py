@@ -130,9 +130,10 @@ class ModelSection:
     activation: str = option("relu", "Activation of the MLP.", choices=("relu", "tanh", "elu"))
     init: str = option(
         "torch",
-        "Initial weights of a built-in network: 'torch' (PyTorch's defaults) or 'orthogonal' "
-        "(gain sqrt(2) for hidden layers, as PPO implementations start their Atari CNNs).",
-        choices=("torch", "orthogonal"),
+        "Initial weights of a built-in network: 'torch' (PyTorch's defaults), 'orthogonal' (gain sqrt(2) for "
+        "hidden layers, as PPO implementations start their Atari CNNs; a policy's outputs x0.01) or "
+        "'orthogonal_unit' (gain 1 for every layer, a policy's outputs too: Sample Factory's default).",
+        choices=("torch", "orthogonal", "orthogonal_unit"),
     )
     core: str = option(
         "none",

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import math
+
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
+from tandem.daemons.algorithms.actor_critic import seeded_actor_critic
 from tandem.daemons.algorithms.models import MLPQNetwork, NatureCNN, build_q_network
+from tandem.daemons.config.loader import config_from_dict
 from tandem.daemons.config.schema import ModelSection
 from tandem.daemons.runtime.torch_threads import set_torch_threads
 
@@ -165,3 +169,38 @@ def test_orthogonal_init_keeps_the_nature_cnns_output_scale_and_spares_a_users_m
     user = build(VECTOR, kind="tests.daemons.test_models:tiny_linear", init="orthogonal")
     torch.manual_seed(0)
     assert torch.equal(user[1].weight, tiny_linear(VECTOR, 3, None)[1].weight)
+
+
+@pytest.mark.parametrize("core", ["none", "lstm"])
+def test_orthogonal_unit_init_gives_every_layer_gain_1_and_leaves_the_first_policy_uneven(core):
+    """'orthogonal_unit' (Sample Factory's init): every layer orthonormal at gain 1 and the policy's outputs not
+    shrunk, so a fresh policy's entropy is well below uniform's; 'orthogonal' starts near-uniform."""
+    obs = torch.randn(256, 4, generator=torch.Generator().manual_seed(0)) * 3.0
+
+    def entropy(init):
+        config = config_from_dict(
+            {
+                "algorithm": {"name": "appo", "minibatch_by": "unrolls"},
+                "model": {"hidden_sizes": [64, 64], "init": init, "core": core},
+            }
+        )
+        torch.manual_seed(0)
+        net = seeded_actor_critic(config, VECTOR, gym.spaces.Discrete(6), 0, None)
+        with torch.no_grad():
+            if core == "none":
+                dist = net.distribution(obs)
+            else:
+                dist = net.head.distribution(net.policy_head(net.features(obs)), obs)
+        return net, float(dist.entropy().mean())
+
+    uniform = math.log(6)
+    unit, unit_entropy = entropy("orthogonal_unit")
+    _, scaled_entropy = entropy("orthogonal")
+    assert scaled_entropy > uniform - 1e-3
+    assert unit_entropy < uniform - 0.02
+    layers = [m for m in unit.modules() if isinstance(m, nn.Linear)]
+    for layer in layers:
+        w = layer.weight.detach()
+        rows, cols = w.shape
+        gram = w @ w.T if rows <= cols else w.T @ w
+        assert torch.allclose(gram, torch.eye(min(rows, cols)), atol=1e-4)
