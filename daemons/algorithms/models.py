@@ -100,7 +100,7 @@ def policy_output_gain(model_cfg: ModelSection) -> float:
     return 1.0 if model_cfg.init == "orthogonal_unit" else POLICY_OUTPUT_GAIN
 
 
-def init_orthogonal(net: nn.Module, hidden_gain: float = float(np.sqrt(2.0)), output_gain: float = 1.0) -> None:
+def init_orthogonal(net: nn.Module, hidden_gain: float, output_gain: float = 1.0) -> None:
     """Orthogonal weights and zero biases for every Linear and Conv2d layer; the last layer gets `output_gain`.
 
     Why: PyTorch's default scales each ReLU layer's output down by roughly 2.4x, so after the Nature CNN's

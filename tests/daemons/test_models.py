@@ -151,6 +151,12 @@ def test_set_torch_threads_can_be_called_twice():
         torch.set_num_threads(before)
 
 
+def gram(layer: nn.Module) -> torch.Tensor:
+    """W W^T over the weight's shorter side: gain^2 times the identity for an orthogonal init of that gain."""
+    w = layer.weight.detach().reshape(layer.weight.shape[0], -1)
+    return w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
+
+
 def test_orthogonal_init_keeps_the_nature_cnns_output_scale_and_spares_a_users_module():
     """With model.init = 'orthogonal' every layer's weight rows are orthonormal times sqrt(2) (the last x1) and
     biases are 0; the logits of random pixels then vary far more than under PyTorch's default init."""
@@ -158,11 +164,8 @@ def test_orthogonal_init_keeps_the_nature_cnns_output_scale_and_spares_a_users_m
     default, ortho = build(IMAGE_HWC), build(IMAGE_HWC, init="orthogonal")
     layers = [m for m in ortho.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
     for i, layer in enumerate(layers):
-        w = layer.weight.detach().reshape(layer.weight.shape[0], -1)
         gain = 1.0 if i == len(layers) - 1 else 2.0
-        rows, cols = w.shape
-        gram = w @ w.T if rows <= cols else w.T @ w
-        assert torch.allclose(gram, gain * torch.eye(min(rows, cols)), atol=1e-4)
+        assert torch.allclose(gram(layer), gain * torch.eye(len(gram(layer))), atol=1e-4)
         assert not layer.bias.any()
     with torch.no_grad():
         assert ortho(pixels).std(0).mean() > 10 * default(pixels).std(0).mean()
@@ -174,7 +177,7 @@ def test_orthogonal_init_keeps_the_nature_cnns_output_scale_and_spares_a_users_m
 @pytest.mark.parametrize("core", ["none", "lstm"])
 def test_orthogonal_unit_init_gives_every_layer_gain_1_and_leaves_the_first_policy_uneven(core):
     """'orthogonal_unit' (Sample Factory's init): every layer orthonormal at gain 1 and the policy's outputs not
-    shrunk, so a fresh policy's entropy is well below uniform's; 'orthogonal' starts near-uniform."""
+    shrunk, so a fresh policy's entropy is below uniform's; 'orthogonal' starts near-uniform."""
     obs = torch.randn(256, 4, generator=torch.Generator().manual_seed(0)) * 3.0
 
     def entropy(init):
@@ -200,7 +203,4 @@ def test_orthogonal_unit_init_gives_every_layer_gain_1_and_leaves_the_first_poli
     assert unit_entropy < uniform - 0.02
     layers = [m for m in unit.modules() if isinstance(m, nn.Linear)]
     for layer in layers:
-        w = layer.weight.detach()
-        rows, cols = w.shape
-        gram = w @ w.T if rows <= cols else w.T @ w
-        assert torch.allclose(gram, torch.eye(min(rows, cols)), atol=1e-4)
+        assert torch.allclose(gram(layer), torch.eye(len(gram(layer))), atol=1e-4)
