@@ -7,26 +7,41 @@ the board it is, which a plain MLP over the flattened board must learn cell by c
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 ROWS, COLS = 6, 7
+PLANES = 3  # this player's pieces, the opponent's, and the cells a move would land in
+
+
+def playable(mine: torch.Tensor, theirs: torch.Tensor) -> torch.Tensor:
+    """[B, 6, 7]: 1 where a piece dropped in that column would land (empty, with a piece or the floor below).
+
+    Row 0 is the top. Given as an input because a threat matters only once its cell can be played, and the
+    network would otherwise have to work out each column's height from the pieces.
+    """
+    occupied = mine + theirs
+    floor = torch.ones_like(occupied[:, :1])
+    below = torch.cat([occupied[:, 1:], floor], dim=1)
+    return (1 - occupied) * below
 
 
 class BoardNet(nn.Module):
-    def __init__(self, num_outputs: int, channels: int, hidden: int):
+    """`depth` 3x3 convolutions, then one hidden layer: three reach 3 cells each way, a whole line of four."""
+
+    def __init__(self, num_outputs: int, channels: int, hidden: int, depth: int = 3):
         super().__init__()
-        self.convs = nn.Sequential(
-            nn.Conv2d(2, channels, 3, padding=1),
-            nn.ReLU(),
-            nn.Conv2d(channels, channels, 3, padding=1),
-            nn.ReLU(),
-            nn.Flatten(),
-        )
+        layers: list[nn.Module] = []
+        for i in range(depth):
+            layers += [nn.Conv2d(PLANES if i == 0 else channels, channels, 3, padding=1), nn.ReLU()]
+        self.convs = nn.Sequential(*layers, nn.Flatten())
         self.head = nn.Sequential(nn.Linear(channels * ROWS * COLS, hidden), nn.ReLU(), nn.Linear(hidden, num_outputs))
 
     def forward(self, x):
-        board = x[:, : ROWS * COLS * 2].reshape(-1, ROWS, COLS, 2).permute(0, 3, 1, 2).float()
-        return self.head(self.convs(board))
+        board = x[:, : ROWS * COLS * 2].reshape(-1, ROWS, COLS, 2).float()
+        mine, theirs = board[..., 0], board[..., 1]
+        planes = torch.stack([mine, theirs, playable(mine, theirs)], dim=1)
+        return self.head(self.convs(planes))
 
 
 def make_net(obs_space, num_outputs: int, model) -> nn.Module:

@@ -385,6 +385,28 @@ def test_the_evaluator_plays_the_fixed_opponent_and_reports_a_win_rate(examples_
         make_rounds([make_world(config.env, "aec")], "aec", config_of("selfplay.eval_opponent='nowhere:x'"))
 
 
+def test_the_example_network_marks_where_each_legal_move_would_land(examples_on_path):
+    import torch
+    from connect_four_net import ROWS, playable
+    from connect_four_opponents import drop
+    from pettingzoo.classic import connect_four_v3
+
+    env = connect_four_v3.env()
+    env.reset(seed=0)
+    for column in (3, 3, 3, 2, 4, 0, 6, 6, 6, 6, 6, 6):  # column 6 ends full
+        env.step(column)
+    obs = env.observe(env.agent_selection)
+    board = torch.as_tensor(obs["observation"], dtype=torch.float32)[None]
+    marked = playable(board[..., 0], board[..., 1])[0].numpy() > 0
+    occupied = obs["observation"].any(axis=-1)
+    expected = np.zeros_like(marked)
+    for column in np.flatnonzero(obs["action_mask"]):
+        expected |= drop(np.zeros_like(occupied), occupied, column)  # the one cell a move there fills
+    assert (marked == expected).all() and marked.sum() == 6 and not marked[:, 6].any()
+    assert marked[ROWS - 1, 1] and marked[ROWS - 4, 3]  # the floor of an empty column; on top of three pieces
+    env.close()
+
+
 def test_tandem_eval_plays_a_checkpoint_against_random_a_scripted_player_or_another_checkpoint(
     tmp_path, examples_on_path
 ):
