@@ -11,7 +11,6 @@ import torch
 from torch import nn
 
 ROWS, COLS = 6, 7
-PLANES = 3  # this player's pieces, the opponent's, and the cells a move would land in
 
 
 def playable(mine: torch.Tensor, theirs: torch.Tensor) -> torch.Tensor:
@@ -27,23 +26,34 @@ def playable(mine: torch.Tensor, theirs: torch.Tensor) -> torch.Tensor:
 
 
 class BoardNet(nn.Module):
-    """`depth` 3x3 convolutions, then one hidden layer: three reach 3 cells each way, a whole line of four."""
+    """`depth` 3x3 convolutions, then one hidden layer; with `landing`, a third input plane from `playable`."""
 
-    def __init__(self, num_outputs: int, channels: int, hidden: int, depth: int = 3):
+    def __init__(self, num_outputs: int, channels: int, hidden: int, depth: int, landing: bool):
         super().__init__()
+        self.landing = landing
         layers: list[nn.Module] = []
         for i in range(depth):
-            layers += [nn.Conv2d(PLANES if i == 0 else channels, channels, 3, padding=1), nn.ReLU()]
+            layers += [nn.Conv2d(channels if i else 2 + landing, channels, 3, padding=1), nn.ReLU()]
         self.convs = nn.Sequential(*layers, nn.Flatten())
         self.head = nn.Sequential(nn.Linear(channels * ROWS * COLS, hidden), nn.ReLU(), nn.Linear(hidden, num_outputs))
 
     def forward(self, x):
         board = x[:, : ROWS * COLS * 2].reshape(-1, ROWS, COLS, 2).float()
         mine, theirs = board[..., 0], board[..., 1]
-        planes = torch.stack([mine, theirs, playable(mine, theirs)], dim=1)
-        return self.head(self.convs(planes))
+        planes = [mine, theirs, playable(mine, theirs)] if self.landing else [mine, theirs]
+        return self.head(self.convs(torch.stack(planes, dim=1)))
+
+
+def hidden_size(model) -> int:
+    return int(model.hidden_sizes[-1]) if model.hidden_sizes else 256
 
 
 def make_net(obs_space, num_outputs: int, model) -> nn.Module:
-    hidden = int(model.hidden_sizes[-1]) if model.hidden_sizes else 256
-    return BoardNet(num_outputs, channels=32, hidden=hidden)
+    """The example's network: two convolutions over the two piece planes."""
+    return BoardNet(num_outputs, channels=32, hidden=hidden_size(model), depth=2, landing=False)
+
+
+def make_deep_net(obs_space, num_outputs: int, model) -> nn.Module:
+    """Three convolutions (each cell sees a whole line of four through it) and the landing-cell plane: tried on
+    2026-11-27 with one shared torso, not better at 30 minutes (docs/learning.md#self-play-connect-four)."""
+    return BoardNet(num_outputs, channels=32, hidden=hidden_size(model), depth=3, landing=True)
