@@ -407,6 +407,30 @@ def test_the_example_network_marks_where_each_legal_move_would_land(examples_on_
     env.close()
 
 
+def test_the_mistake_count_names_a_win_not_taken_a_threat_not_blocked_and_a_win_handed_over(examples_on_path):
+    from connect_four_mistakes import mistake
+
+    def board(*cells):  # (row, column) pairs, row 0 the top
+        b = np.zeros((6, 7), bool)
+        for r, c in cells:
+            b[r, c] = True
+        return b
+
+    legal = np.ones(7, bool)
+    three = board((5, 0), (5, 1), (5, 2))
+    assert mistake(three, board((4, 0), (4, 1)), legal, 3) is None  # makes four
+    assert mistake(three, board((4, 0), (4, 1)), legal, 6) == "missed_win"
+    assert mistake(board((4, 0), (4, 1)), three, legal, 3) is None  # blocks
+    assert mistake(board((4, 0), (4, 1)), three, legal, 5) == "missed_block"
+    # The opponent has three across row 4 (columns 1-3); (4, 0) and (4, 4) wait on the empty cells below them.
+    theirs = board((4, 1), (4, 2), (4, 3), (5, 2))
+    mine = board((5, 1), (5, 3))
+    assert mistake(mine, theirs, legal, 4) == "gave_win"  # lands at (5, 4), and (4, 4) can be played
+    assert mistake(mine, theirs, legal, 0) == "gave_win"
+    assert mistake(mine, theirs, legal, 6) is None
+    assert mistake(mine, theirs, np.eye(7, dtype=bool)[4], 4) is None  # the only legal move is no mistake
+
+
 def test_tandem_eval_plays_a_checkpoint_against_random_a_scripted_player_or_another_checkpoint(
     tmp_path, examples_on_path
 ):
