@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from connect_four_opponents import COLS, drop, one_step_lookahead, wins  # noqa: E402
+from connect_four_opponents import COLS, boards, drop, one_step_lookahead, winning_moves  # noqa: E402
 
 MISTAKES = ("missed_win", "missed_block", "gave_win")
 
@@ -28,7 +28,7 @@ def opponent_can_win(mine: np.ndarray, theirs: np.ndarray, column: int) -> bool:
     occupied = mine | theirs
     after = drop(mine, occupied, column)
     occupied = after | theirs
-    return any(wins(drop(theirs, occupied, c)) for c in range(COLS) if not occupied[0, c])
+    return bool(winning_moves(theirs, occupied, [c for c in range(COLS) if not occupied[0, c]]))
 
 
 def mistake(mine: np.ndarray, theirs: np.ndarray, legal: np.ndarray, column: int) -> str | None:
@@ -40,20 +40,14 @@ def mistake(mine: np.ndarray, theirs: np.ndarray, legal: np.ndarray, column: int
     """
     occupied = mine | theirs
     columns = np.flatnonzero(legal)
-    winning = [c for c in columns if wins(drop(mine, occupied, c))]
+    winning = winning_moves(mine, occupied, columns)
     if winning:
         return None if column in winning else "missed_win"
-    blocking = [c for c in columns if wins(drop(theirs, occupied, c))]
+    blocking = winning_moves(theirs, occupied, columns)
     if blocking:
         return None if column in blocking else "missed_block"
     safe = [c for c in columns if not opponent_can_win(mine, theirs, c)]
     return "gave_win" if safe and column not in safe else None
-
-
-def flat(obs: dict) -> np.ndarray:
-    """PettingZoo's {observation, action_mask} as the policy reads it: the board flattened, then the mask."""
-    board = np.asarray(obs["observation"], np.float32).ravel()
-    return np.concatenate([board, np.asarray(obs["action_mask"], np.float32)])
 
 
 def play(policy, games: int) -> dict:
@@ -72,13 +66,13 @@ def play(policy, games: int) -> dict:
                     results.append(reward)
                 env.step(None)
                 continue
-            x = flat(obs)[None]
+            x = policy.flatten_masked(obs)[None]  # the form both players read
             if agent != seat:
                 env.step(int(one_step_lookahead(x)[0]))
                 continue
             column = int(np.asarray(policy.act(x)).reshape(-1)[0])
-            planes = np.asarray(obs["observation"]) > 0
-            kind = mistake(planes[..., 0], planes[..., 1], np.asarray(obs["action_mask"]) > 0, column)
+            planes, legal = boards(x)
+            kind = mistake(planes[0, ..., 0], planes[0, ..., 1], legal[0], column)
             moves += 1
             if kind:
                 counts[kind] += 1

@@ -36,6 +36,11 @@ def wins(pieces: np.ndarray) -> bool:
     )
 
 
+def winning_moves(pieces: np.ndarray, occupied: np.ndarray, columns) -> list[int]:
+    """The columns among `columns` where one more of `pieces` makes four."""
+    return [c for c in columns if wins(drop(pieces, occupied, c))]
+
+
 def one_step_lookahead(obs: np.ndarray) -> np.ndarray:
     """Win now if a move does; else block a column where the opponent would win next; else a random legal move."""
     planes, legal = boards(obs)
@@ -44,8 +49,6 @@ def one_step_lookahead(obs: np.ndarray) -> np.ndarray:
         mine, theirs = planes[i, :, :, 0], planes[i, :, :, 1]
         occupied = mine | theirs
         columns = np.flatnonzero(legal[i])
-        winning = [c for c in columns if wins(drop(mine, occupied, c))]
-        blocking = [c for c in columns if wins(drop(theirs, occupied, c))]
-        choice = winning or blocking or list(columns)
+        choice = winning_moves(mine, occupied, columns) or winning_moves(theirs, occupied, columns) or list(columns)
         out[i] = _rng.choice(choice) if choice else 0
     return out
