@@ -1,7 +1,9 @@
 """A learner replica joining its group through the supervisor: replica 0 opens a store and posts where; the others ask.
 
 The wait is bounded (`learner.rendezvous_timeout_s`) and heartbeats go on through it, in stage `rendezvous`:
-torch's own rendezvous blocks, so it runs on a thread while this one reports and watches the stop flag.
+torch's own rendezvous blocks, so it runs on a thread while this one reports and watches the stop flag. The
+replicas first meet at a counter in the generation's store, with that whole bound, so that Gloo's shorter
+connection wait (the collective timeout) starts only once every replica is there.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from tandem.daemons.runtime.setup_errors import SetupError
 
 ASK_EVERY_S = 0.2  # between two questions of a replica waiting for replica 0's address
 REPORT_EVERY_S = 0.1  # between two looks at the rendezvous thread (and heartbeats)
+ARRIVAL_POLL_S = 0.05  # between two looks at how many replicas reached the generation's store
+ARRIVED_KEY = "tandem-arrived"  # a counter in each generation's store, beside torch's own keys
 
 
 def join_group(
@@ -59,9 +63,11 @@ def join_group(
             if store is None:
                 address, _, port = place.master.rpartition(":")
                 store = dist.TCPStore(address, int(port), world_size, is_master=False, timeout=store_timeout)
+            generation_store = dist.PrefixStore(f"tandem/{policy}/{place.generation}", store)
+            wait_for_everyone(generation_store, world_size, deadline)
             dist.init_process_group(
                 "gloo",
-                store=dist.PrefixStore(f"tandem/{policy}/{place.generation}", store),
+                store=generation_store,
                 rank=rank,
                 world_size=world_size,
                 timeout=datetime.timedelta(seconds=learner.collective_timeout_s),
@@ -86,6 +92,19 @@ def join_group(
         exc = outcome["error"]
         raise ReplicaError(f"replica {rank} of policy {policy!r} could not join its group: {type(exc).__name__}: {exc}")
     return ReplicaGroup(place, learner.collective_timeout_s, counts, learner.replica_check_every)
+
+
+def wait_for_everyone(store: Any, world_size: int, deadline: float) -> None:
+    """Count this replica in at its generation's store, then wait (until `deadline`) for all to be counted.
+
+    Gloo's own connection wait is the collective timeout, which is short on purpose; a replica restarted with
+    its group can take longer than that to start (the hung one it replaces is still being killed), and each
+    miss would end replica 0 as a failure, towards a crash loop. Once all are counted, Gloo connects at once."""
+    store.add(ARRIVED_KEY, 1)
+    while store.add(ARRIVED_KEY, 0) < world_size:
+        if time.monotonic() > deadline:
+            return  # join_group's own look at the deadline names the failure
+        time.sleep(ARRIVAL_POLL_S)
 
 
 def check_network(host: str, trusted: bool) -> None:

@@ -2,8 +2,9 @@
 
 A policy with `learner.replicas = N` has N learner processes (`learner-P`, `learner-P@1` ...). Replica 0 opens
 the group's store and posts its address (`rendezvous` with `master`); the others ask for it until a fresh one
-is posted. When any replica ends, the posted address is withdrawn and the others are restarted with it: a
-group re-forms whole, from replica 0's last checkpoint, never half of it from an older state.
+is posted. When a replica of the posted generation ends, the address is withdrawn and the others of that
+generation are restarted with it: a group re-forms whole, from replica 0's last checkpoint, never half of it from
+an older state.
 """
 
 from __future__ import annotations
@@ -40,14 +41,6 @@ class ReplicaSets:
     def group_of(self, name: str) -> Group | None:
         return self.groups.get(learner_policy(name)) if name.startswith("learner-") else None
 
-    def siblings(self, name: str) -> list[str]:
-        """The other replicas of the learner `name` (none if its policy has one learner)."""
-        policy = learner_policy(name)
-        group = self.groups.get(policy)
-        if group is None:
-            return []
-        return [n for rank in range(group.size) if (n := learner_name(policy, rank)) != name]
-
     def rendezvous(self, args: dict[str, Any]) -> tuple[bool, str, dict[str, Any]]:
         """A replica posting (rank 0, with `master`) or asking for the group's address: (ok, error, data)."""
         policy, rank, size = args.get("policy"), args.get("rank"), args.get("world_size")
@@ -75,12 +68,24 @@ class ReplicaSets:
             group.joined.add(rank)
         return True, "", {"master": group.master, "generation": group.generation}
 
-    def lost(self, name: str) -> None:
-        """A replica ended: the group it was in is gone; the next replica 0 posts a new address."""
+    def lost(self, name: str) -> list[str]:
+        """A replica ended: the other replicas of the generation it had joined (they restart with it), none if it
+        had joined none.
+
+        A replica that ended before it joined the posted generation (one lost with an older group, or killed
+        while it started) leaves that generation standing: its restart asks again and joins it. Withdrawing it
+        too, and restarting its members, is how two replicas once took turns ending each other's fresh group."""
         group = self.group_of(name)
-        if group is not None:
-            group.master, group.joined = "", set()
-            group.registered.pop(rank_of(name), None)
+        if group is None:
+            return []
+        rank = rank_of(name)
+        group.registered.pop(rank, None)
+        if rank not in group.joined:
+            return []
+        members = sorted(group.joined - {rank})
+        group.master, group.joined = "", set()
+        policy = learner_policy(name)
+        return [learner_name(policy, member) for member in members]
 
     def register(self, name: str, entry: dict[str, Any]) -> bool:
         """Keep a replica's registration; False if `name` is no replica (registered as a lone learner is)."""

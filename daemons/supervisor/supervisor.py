@@ -182,12 +182,11 @@ class Supervisor:
                 states.killed(rec, now)
 
     def _replica_ended(self, name: str, now: float) -> None:
-        """A learner replica ended: its group is gone, so the others are restarted with it (a planned restart,
-        no failure of theirs) and all meet again from replica 0's last checkpoint."""
+        """A learner replica ended: the group it had joined is gone, so that group's others are restarted with it
+        (a planned restart, no failure of theirs) and all meet again from replica 0's last checkpoint."""
         if self.replicas.group_of(name) is None:
             return
-        self.replicas.lost(name)
-        for sibling in self.replicas.siblings(name):
+        for sibling in self.replicas.lost(name):
             rec = self.records.get(sibling)
             if rec is not None and states.is_alive(rec) and not self.stopping:
                 states.recycle(rec, f"{name} ended: its replica group restarts together", now)

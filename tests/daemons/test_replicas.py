@@ -205,6 +205,33 @@ def test_a_collective_with_a_silent_replica_times_out_instead_of_waiting_for_eve
         silent.join(5)
 
 
+def test_replicas_meet_at_their_generation_store_for_longer_than_the_collective_timeout():
+    """A replica restarted with its group may arrive later than Gloo's short connection wait: the store's counter
+    waits for it (to the rendezvous deadline), and gives up at that deadline when it never comes."""
+    import threading
+
+    import torch.distributed as dist
+
+    from tandem.daemons.learner.replica_join import wait_for_everyone
+
+    master = dist.TCPStore(
+        "127.0.0.1", 0, 2, is_master=True, wait_for_workers=False, timeout=datetime.timedelta(seconds=30)
+    )
+    late = dist.TCPStore("127.0.0.1", master.port, 2, is_master=False, timeout=datetime.timedelta(seconds=30))
+    arrival = threading.Timer(1.5, wait_for_everyone, (dist.PrefixStore("g/2", late), 2, time.monotonic() + 30))
+    start = time.monotonic()
+    arrival.start()
+    try:
+        wait_for_everyone(dist.PrefixStore("g/2", master), 2, time.monotonic() + 30)
+        assert 1.4 < time.monotonic() - start < 20  # until the late one counted itself in, no longer
+    finally:
+        arrival.join(WAIT_S)
+    # another generation counts from zero; alone, the wait ends at its deadline
+    start = time.monotonic()
+    wait_for_everyone(dist.PrefixStore("g/3", master), 2, time.monotonic() + 0.5)
+    assert 0.5 <= time.monotonic() - start < 10
+
+
 # ------------------------------------------------------------------------------------------------ supervisor side
 
 
@@ -222,9 +249,10 @@ def test_rendezvous_posts_and_withdraws_the_group_address_and_actors_stay_with_o
     ok, _, data = sets.rendezvous({**ask, "rank": 0, "master": "127.0.0.1:5000"})
     assert ok and data == {"master": "127.0.0.1:5000", "generation": 1}
     assert sets.rendezvous(ask)[2] == {"master": "127.0.0.1:5000", "generation": 1}
-    sets.lost("learner-default@1")  # any replica ending withdraws the address: the group re-forms whole
+    # a member of the posted generation ending withdraws the address, and names the others to restart with it
+    assert sets.lost("learner-default@1") == ["learner-default"]
     assert sets.rendezvous(ask)[2]["master"] == ""
-    assert sets.siblings("learner-default@1") == ["learner-default"] and sets.siblings("actor-0") == []
+    assert sets.lost("actor-0") == []
     for rank in (0, 1):
         name = "learner-default" + (f"@{rank}" if rank else "")
         assert sets.register(name, {"name": name, "endpoints": {"transitions": f"t{rank}"}})
@@ -269,6 +297,23 @@ def test_a_replica_asking_again_in_its_generation_has_restarted_and_ends_that_ge
     ok, _, data = sets.rendezvous({**ask, "rank": 0, "master": "10.0.0.1:5001"})
     assert data == {"master": "10.0.0.1:5001", "generation": 2}
     assert sets.rendezvous(ask)[2]["master"] == "10.0.0.1:5001"
+
+
+def test_a_replica_that_ends_outside_the_posted_generation_leaves_that_generation_standing():
+    sets = ReplicaSets(config("appo", replicas=2))
+    ask = {"policy": "default", "rank": 1, "world_size": 2}
+    sets.rendezvous({**ask, "rank": 0, "master": "10.0.0.1:5000"})
+    sets.rendezvous(ask)
+    # replica 1 hangs (SIGSTOP): replica 0 leaves by timeout, and its end restarts replica 1 with it
+    assert sets.lost("learner-default") == ["learner-default@1"]
+    ok, _, data = sets.rendezvous({**ask, "rank": 0, "master": "10.0.0.1:5001"})
+    assert data == {"master": "10.0.0.1:5001", "generation": 2}
+    # the hung replica 1 ends only now, killed after its grace: it was never in generation 2, which stands
+    assert sets.lost("learner-default@1") == []
+    assert sets.rendezvous(ask)[2] == {"master": "10.0.0.1:5001", "generation": 2}
+    # once it has joined, its end is that generation's end again
+    assert sets.lost("learner-default@1") == ["learner-default"]
+    assert sets.rendezvous(ask)[2]["master"] == ""
 
 
 def test_the_supervisor_sends_each_actor_to_its_replica_and_the_evaluator_to_replica_0(tmp_path):
