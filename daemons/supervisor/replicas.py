@@ -73,8 +73,8 @@ class ReplicaSets:
         had joined none.
 
         A replica that ended before it joined the posted generation (one lost with an older group, or killed
-        while it started) leaves that generation standing: its restart asks again and joins it. Withdrawing it
-        too, and restarting its members, is how two replicas once took turns ending each other's fresh group."""
+        while it started) leaves that generation standing: its restart asks again and joins it. Withdrawing that
+        generation too would end a fresh group that was only waiting for it, and restart its members for nothing."""
         group = self.group_of(name)
         if group is None:
             return []
