@@ -184,9 +184,7 @@ class Supervisor:
     def _replica_ended(self, name: str, now: float) -> None:
         """A learner replica ended: the group it had joined is gone, so that group's others are restarted with it
         (a planned restart, no failure of theirs) and all meet again from replica 0's last checkpoint."""
-        if self.replicas.group_of(name) is None:
-            return
-        for sibling in self.replicas.lost(name):
+        for sibling in self.replicas.lost(name):  # none for a learner with no replicas, or any other daemon
             rec = self.records.get(sibling)
             if rec is not None and states.is_alive(rec) and not self.stopping:
                 states.recycle(rec, f"{name} ended: its replica group restarts together", now)
