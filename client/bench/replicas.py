@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -14,10 +15,28 @@ from tandem.client.config_cmd import bench_set_option
 from tandem.daemons.config import load_config
 
 DEFAULT_CONFIG = example_config("cartpole_appo.toml")
+MIN_TRAINED_S = 2.0  # metrics rows come once a second: a rate needs a few of them
+
+
+def replica_names(replicas: int) -> list[str]:
+    return ["learner-default", *(f"learner-default@{rank}" for rank in range(1, replicas))]
+
+
+def all_training(names: list[str]) -> Callable[[Path], bool]:
+    """A test of a run directory: has every one of these learners written a metrics row with an update made?"""
+
+    def test(run_dir: Path) -> bool:
+        return all(
+            any(row.get("updates", 0) > 0 for row in json_rows(run_dir / name / "metrics.jsonl")) for name in names
+        )
+
+    return test
 
 
 def replica_figures(config: Path, replicas: int, actors: int, seconds: float, overrides: tuple[str, ...]) -> dict:
-    """One `tandem up` of `seconds` with `replicas` learner replicas (no evaluator): what each replica trained."""
+    """One `tandem up` with `replicas` learner replicas (no evaluator), `seconds` long from the moment every
+    replica has trained (the group formed, each with data): what each replica trained."""
+    names = replica_names(replicas)
     with tempfile.TemporaryDirectory(prefix="tandem-bench-replicas-") as tmp:
         run_dir = Path(tmp) / "run"
         figures = timed_run(
@@ -25,27 +44,34 @@ def replica_figures(config: Path, replicas: int, actors: int, seconds: float, ov
             seconds,
             [f"learner.replicas={replicas}", f"actors.count={actors}", "eval.enabled=false", *overrides],
             keep_dir=run_dir,
+            ready=all_training(names),
         )
-        names = ["learner-default", *(f"learner-default@{rank}" for rank in range(1, replicas))]
         per_replica = {name: json_rows(run_dir / name / "metrics.jsonl") for name in names}
     batch = load_config(config, list(overrides)).algorithm.batch_size
     out = {
         "replicas": replicas,
         "actors": actors,
-        "env_steps_per_s": round(figures.summary.get("env_steps", 0) / seconds, 1),
+        "env_steps_per_s": round(
+            figures.summary.get("env_steps", 0) / max(figures.summary.get("elapsed_s", seconds), 1e-9), 1
+        ),
     }
     samples_per_s = 0.0
     for name, rows in per_replica.items():
         training = [r for r in rows if r.get("updates", 0) > 0]
-        if len(training) < 2:
-            raise click.ClickException(f"{name} trained for less than 2 s in {seconds:g} s: nothing to measure")
+        trained_s = training[-1]["time"] - training[0]["time"] if training else 0.0
+        if trained_s < MIN_TRAINED_S:
+            raise click.ClickException(
+                f"{name} trained for {trained_s:.1f} s (its metrics rows with an update made), under "
+                f"{MIN_TRAINED_S:g} s: nothing to measure; see its log in the run directory"
+            )
         first, last = training[0], training[-1]
-        span = max(last["time"] - first["time"], 1e-9)
+        span = trained_s
         rate = (last["updates"] - first["updates"]) / span
         samples_per_s += rate * batch
         if name == "learner-default":
             updates = max(last["updates"] - first["updates"], 1)
             out["updates_per_s"] = round(rate, 2)
+            out["trained_s"] = round(span, 1)  # replica 0's rows with an update made, first to last
             out["allreduce_ms_per_update"] = round(
                 1000 * (last.get("gradient_allreduce_s", 0) - first.get("gradient_allreduce_s", 0)) / updates, 2
             )
@@ -67,10 +93,17 @@ def replica_figures(config: Path, replicas: int, actors: int, seconds: float, ov
 )
 @click.option("--replicas", "counts", default="1,2", show_default=True, help="Replica counts to run, comma-separated.")
 @click.option("--actors", default=2, show_default=True, help="Actors in every run (at least the most replicas).")
-@click.option("--seconds", default=30.0, show_default=True, help="Length of each run.")
+@click.option(
+    "--seconds",
+    default=30.0,
+    show_default=True,
+    help="Length of each run, counted from when every replica has made its first update.",
+)
 @bench_set_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
-@click.option("--quick", is_flag=True, help="1 and 2 replicas for 12 s each (a smoke run, not a figure to quote).")
+@click.option(
+    "--quick", is_flag=True, help="1 and 2 replicas for 12 s of training each (a smoke run, not a figure to quote)."
+)
 def replicas_cmd(
     config: Path | None,
     counts: str,

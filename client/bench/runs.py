@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +18,7 @@ import psutil
 from tandem.client.harness import up_command
 
 CPU_SAMPLE_S = 1.0
+READY_ALLOWANCE_S = 180.0  # longest a run measured from `ready` may take to get there (imports, env builds, a group)
 
 
 @dataclass
@@ -79,26 +82,42 @@ def gpu_utilisation() -> float | None:
 
 
 def timed_run(
-    config: Path, seconds: float, overrides: tuple[str, ...] | list[str], keep_dir: Path | None = None
+    config: Path,
+    seconds: float,
+    overrides: tuple[str, ...] | list[str],
+    keep_dir: Path | None = None,
+    ready: Callable[[Path], bool] | None = None,
 ) -> RunFigures:
     """`tandem up config` for `seconds` (its own stop conditions may end it sooner), sampled once a second.
 
     The run directory is temporary unless `keep_dir` is given (it is then the run directory, curves and
     checkpoints kept). Its output goes to a file, not a pipe: a pipe nobody reads during an hour-long run
-    fills and stops the supervisor at its next progress line."""
+    fills and stops the supervisor at its next progress line. With `ready` (a test of the run directory),
+    the `seconds` count from the first sample at which it holds, and the bench then stops the run with
+    `tandem stop`: a start slowed by a loaded machine then eats into no measurement. A run that never gets
+    ready ends at its own stop.seconds, READY_ALLOWANCE_S later than `seconds`."""
     with tempfile.TemporaryDirectory(prefix="tandem-bench-") as tmp:
         run_path = keep_dir if keep_dir is not None else Path(tmp) / "run"
-        args = up_command(config, [f"run.dir='{run_path}'", f"stop.seconds={seconds}", *overrides])
+        ceiling = seconds if ready is None else seconds + READY_ALLOWANCE_S
+        args = up_command(config, [f"run.dir='{run_path}'", f"stop.seconds={ceiling}", *overrides])
         started_unix = time.time()
         with open(Path(tmp) / "out.jsonl", "w+") as out_file, open(Path(tmp) / "err.txt", "w+") as err_file:
             proc = subprocess.Popen(args, stdout=out_file, stderr=err_file, text=True)
             root, known, cpu, gpu = psutil.Process(proc.pid), {}, [], []
-            deadline = time.monotonic() + seconds + 120
+            deadline = time.monotonic() + ceiling + 120
+            ready_at = None  # when `ready` first held
             while proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(CPU_SAMPLE_S)
                 cpu.append(tree_cpu(root, known))
                 if (busy := gpu_utilisation()) is not None:
                     gpu.append(busy)
+                if ready is None:
+                    continue
+                if ready_at is None and ready(run_path):
+                    ready_at = time.monotonic()
+                elif ready_at is not None and time.monotonic() - ready_at >= seconds:
+                    stop_run(run_path)
+                    ready = None  # asked once: the run winds down from here, or ends at its stop.seconds
             try:
                 proc.wait(timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
@@ -126,3 +145,15 @@ def timed_run(
         rows=curves,
         started_unix=started_unix,
     )
+
+
+def stop_run(run_path: Path) -> None:
+    """`tandem stop` the run in `run_path` (`tandem up` then exits 0); if that fails, its stop.seconds ends it."""
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "tandem", "stop", "--run-dir", str(run_path)],
+            capture_output=True,
+            timeout=30,
+        )
+    except subprocess.TimeoutExpired:
+        pass

@@ -73,6 +73,9 @@ def test_replicas_record_is_complete():
     assert one["samples_per_s"] > 0 and two["samples_per_s"] > 0 and one["samples_per_s_ratio"] == 1.0
     assert one["allreduce_ms_per_update"] == 0.0 and two["allreduce_ms_per_update"] > 0.0  # alone: no all-reduce
     assert 0.0 < two["collective_wait_share"] <= 1.0 and two["replica_mismatches"] == 0
+    # the seconds count from every replica's first update, so a slow start (imports, the group forming on a
+    # loaded machine) leaves the measured part whole; rows come once a second, hence the one second of slack
+    assert one["trained_s"] >= data["seconds"] - 1.5 and two["trained_s"] >= data["seconds"] - 1.5
 
 
 @pytest.mark.timeout(180)
