@@ -1,4 +1,5 @@
-"""Scripted Connect Four players to measure a self-play policy against (`selfplay.eval_opponent`).
+"""Scripted Connect Four players to measure a self-play policy against (`selfplay.eval_opponent`) or to mix
+into its training games (`selfplay.scripted_opponent`).
 
 Each takes the observations an actor sees, [B, 6*7*2 + 7]: PettingZoo's board planes (this player's pieces,
 then the opponent's) flattened, then the legal-move mask; and returns B columns.
@@ -50,5 +51,18 @@ def one_step_lookahead(obs: np.ndarray) -> np.ndarray:
         occupied = mine | theirs
         columns = np.flatnonzero(legal[i])
         choice = winning_moves(mine, occupied, columns) or winning_moves(theirs, occupied, columns) or list(columns)
+        out[i] = _rng.choice(choice) if choice else 0
+    return out
+
+
+def take_wins(obs: np.ndarray) -> np.ndarray:
+    """Win now if a move does; else a random legal move. It never blocks, so it punishes only a threat left open:
+    a training opponent that is not the look-ahead player the example is measured against."""
+    planes, legal = boards(obs)
+    out = np.zeros(len(obs), np.int64)
+    for i in range(len(obs)):
+        mine, theirs = planes[i, :, :, 0], planes[i, :, :, 1]
+        columns = np.flatnonzero(legal[i])
+        choice = winning_moves(mine, mine | theirs, columns) or list(columns)
         out[i] = _rng.choice(choice) if choice else 0
     return out

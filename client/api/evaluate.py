@@ -12,7 +12,7 @@ from tandem.client.api.policy import load_policy, locate, read_run_config
 from tandem.client.api.trained import PolicyError, TrainedPolicy
 from tandem.daemons.config.policies import policy_names
 from tandem.daemons.config.schema import RunConfig
-from tandem.daemons.evaluator.fixed_opponents import eval_opponent
+from tandem.daemons.envs.fixed_players import fixed_player
 from tandem.daemons.evaluator.kept import KEPT_FILES
 from tandem.daemons.runtime.exit_codes import ExitCode
 from tandem.daemons.runtime.setup_errors import SetupError
@@ -192,9 +192,9 @@ def opponent_of(against: str | None, policy: TrainedPolicy, sample: bool, seed: 
         spec = policy.spec
         actions = int(getattr(spec.action_space, "n", 0))
         try:
-            return eval_opponent(against, spec.mask_size, actions, seed)
+            return fixed_player(against, spec.mask_size, actions, seed, key="--against")
         except SetupError as exc:
-            raise PolicyError(str(exc).replace("selfplay.eval_opponent", "--against"), ExitCode.USAGE) from exc
+            raise PolicyError(str(exc), ExitCode.USAGE) from exc
     raise PolicyError(
         f"--against {against!r}: no such checkpoint or run directory, and not 'random' or 'module:callable'",
         ExitCode.USAGE,

@@ -16,6 +16,7 @@ from tandem.daemons.algorithms.base import explore_with
 from tandem.daemons.config.policies import policy_config
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.config.selfplay import draw_rule, opponent_pools
+from tandem.daemons.envs.fixed_players import fixed_player
 from tandem.daemons.envs.seats import SelfPlaySeats
 from tandem.daemons.runtime.endpoints import learner_socket_options
 from tandem.protocol import TransitionBatch
@@ -24,8 +25,9 @@ from tandem.protocol.transitions import MAX_GAMES
 RECENT_GAMES = 200  # games the reported win rate is over
 
 # An opponent: (policy, pooled version) of one of the pools drawn from; None: the learning policy's live weights
-# (before any pool holds a version)
+# (before any pool holds a version); SCRIPTED: selfplay.scripted_opponent
 Opponent = tuple[str, int]
+SCRIPTED = "scripted"
 
 
 def wire_game(learning: str, opponent: Opponent | None, score: float) -> tuple:
@@ -56,7 +58,8 @@ class SelfPlay:
     every `games_per_draw` games, and each new episode plays one of the `active_opponents` drawn last (each
     distinct opponent in play costs one more batched inference per step: drawing per episode among 50 cut an
     actor's steps/s to a quarter). A drawn version this actor does not hold is fetched while the active ones play
-    (the live weights until any is held)."""
+    (the live weights until any is held). With `selfplay.scripted_share`, that share of new episodes is played
+    against a fixed player instead: those games are counted apart and not sent for rating (it has no version)."""
 
     def __init__(
         self,
@@ -89,6 +92,14 @@ class SelfPlay:
         # if no batch leaves for a long while
         self.unsent: deque[tuple] = deque(maxlen=MAX_GAMES)
         self.counts = {"selfplay_games": 0, "selfplay_wins": 0, "selfplay_draws": 0, "selfplay_losses": 0}
+        self.scripted = None
+        if sp.scripted_opponent and sp.scripted_share > 0:
+            actions = int(getattr(link.spaces.action_space, "n", 0))
+            self.scripted = fixed_player(
+                sp.scripted_opponent, link.spaces.mask_size, actions, seed, key="selfplay.scripted_opponent"
+            )
+            self.scripted_recent: deque[float] = deque(maxlen=RECENT_GAMES)
+            self.counts.update(selfplay_scripted_games=0, selfplay_scripted_wins=0)
 
     def opponent_nets(self, policy: str, followed: FollowedPolicy) -> OpponentNets:
         pconf, spaces = policy_config(self.config, policy), self.link.spaces
@@ -116,8 +127,11 @@ class SelfPlay:
         """Every pooled version of every source, as their newest weights list them."""
         return [(policy, int(v)) for policy, source in self.sources.items() for v in source.followed.pool]
 
-    def draw(self) -> Opponent | None:
-        """The next episode's opponent: one of the active ones held (None: the live weights)."""
+    def draw(self) -> Opponent | str | None:
+        """The next episode's opponent: SCRIPTED for its share, else one of the active ones held (None: the live
+        weights)."""
+        if self.scripted is not None and self.rng.random() < self.config.selfplay.scripted_share:
+            return SCRIPTED
         if self.games_since_draw >= self.config.selfplay.games_per_draw:
             self.games_since_draw = 0
             opponent = self.draw_rule.draw(self.candidates())
@@ -139,15 +153,23 @@ class SelfPlay:
         self.active = [opponent, *kept][: self.config.selfplay.active_opponents]
         self.last_good, self.incoming = opponent, None
 
-    def choose(self, opponent: Opponent | None, obs: np.ndarray) -> np.ndarray:
-        """Actions of `opponent`'s network (sampled as the actor samples; the live one where it is not held)."""
+    def choose(self, opponent: Opponent | str | None, obs: np.ndarray) -> np.ndarray:
+        """Actions of `opponent`'s network (sampled as the actor samples; the live one where it is not held), or
+        of the scripted player."""
+        if opponent == SCRIPTED:
+            return np.asarray(self.scripted(obs))
         net = self.held(opponent) if opponent is not None else None
         if net is None and self.last_good is not None:
             net = self.held(self.last_good)
         actions, _ = explore_with(net or self.link.net, obs, np.zeros(len(obs)), None)
         return actions
 
-    def scored(self, opponent: Opponent | None, score: float) -> None:
+    def scored(self, opponent: Opponent | str | None, score: float) -> None:
+        if opponent == SCRIPTED:
+            self.scripted_recent.append(score)
+            self.counts["selfplay_scripted_games"] += 1
+            self.counts["selfplay_scripted_wins"] += score == 1.0
+            return
         self.games_since_draw += 1
         if opponent is not None:
             self.draw_rule.record(opponent, score)
@@ -193,6 +215,8 @@ class SelfPlay:
         out["opponents_held"] = held
         if self.recent:
             out["selfplay_win_rate"] = float(np.mean(self.recent))
+        if self.scripted is not None and self.scripted_recent:
+            out["selfplay_scripted_win_rate"] = float(np.mean(self.scripted_recent))
         return out
 
     def close(self) -> None:

@@ -569,6 +569,16 @@ class SelfPlaySection:
         "random",
         "Whom the evaluator's greedy learning policy plays, its return being the win rate (a draw counts half): 'random' (a uniformly random legal action) or 'module:callable' (observations [B, D] -> B actions).",
     )
+    scripted_opponent: str = option(
+        "",
+        "A fixed player mixed into the training games: 'random' or 'module:callable' (as eval_opponent); its games are counted apart and not rated. Empty: none.",
+    )
+    scripted_share: float = option(
+        0.0,
+        "Share of new episodes in which selfplay.scripted_opponent plays the opponents' seats instead of a pooled version.",
+        min=0.0,
+        max=1.0,
+    )
 
 
 @dataclass

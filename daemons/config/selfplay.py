@@ -54,6 +54,12 @@ def check_selfplay(config: RunConfig) -> None:
             raise ConfigError(
                 f"selfplay.league.{member}", f"no policy named {member!r}; the run's policies: {', '.join(names)}"
             )
+    if config.selfplay.scripted_share > 0 and not config.selfplay.scripted_opponent:
+        raise ConfigError(
+            "selfplay.scripted_share",
+            f"{config.selfplay.scripted_share:g} of the games against no one: set selfplay.scripted_opponent "
+            "('random' or 'module:callable')",
+        )
     policy = learning_policy(config)
     if policy not in names:
         raise ConfigError("selfplay.policy", f"no policy named {policy!r}; the run's policies: {', '.join(names)}")

@@ -16,12 +16,12 @@ from tandem.daemons.config.policies import DEFAULT_POLICY
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.config.selfplay import learning_policy
 from tandem.daemons.envs.dict_obs import DictObs, is_dict_space
+from tandem.daemons.envs.fixed_players import Opponent, fixed_player
 from tandem.daemons.envs.gym_envs import close_all
 from tandem.daemons.envs.rollout import Chooser
 from tandem.daemons.envs.seats import SelfPlaySeats
 from tandem.daemons.envs.spaces import PolicySpaces, env_actions
 from tandem.daemons.envs.worlds import MULTI_AGENT_APIS
-from tandem.daemons.evaluator.fixed_opponents import Opponent, eval_opponent
 from tandem.protocol import keyed
 
 Returns = dict[str | None, list[float]]
@@ -101,7 +101,7 @@ class WorldRounds:
         spaces = self.spaces[policy]
         actions = int(getattr(spaces.action_space, "n", 0))
         if opponent is None:
-            opponent = eval_opponent(config.selfplay.eval_opponent, spaces.mask_size, actions, seed)
+            opponent = fixed_player(config.selfplay.eval_opponent, spaces.mask_size, actions, seed)
         self.scores = []
         seats = SelfPlaySeats(
             policy, len(self.stepping), seed, lambda: None, lambda _, score: self.scores.append(score)

@@ -228,6 +228,55 @@ def first_legal(obs: np.ndarray) -> np.ndarray:
     return np.argmax(obs[:, -7:] > 0, axis=1)
 
 
+def last_legal(obs: np.ndarray) -> np.ndarray:
+    """The rightmost legal column: a scripted player the tests name as `tests.daemons.test_selfplay:last_legal`."""
+    legal = obs[:, -7:] > 0
+    return 6 - np.argmax(legal[:, ::-1], axis=1)
+
+
+def test_a_share_of_games_goes_to_the_scripted_player_counted_apart_and_never_rated(zmq_ctx, short_tmp):
+    """`selfplay.scripted_share` of the episodes play the scripted player: its moves, its own counters, and no game
+    sent for rating or scored against a pooled version (it has none)."""
+    from tandem.daemons.actor.link import PolicyLink
+    from tandem.daemons.actor.selfplay import SCRIPTED, SelfPlay
+    from tandem.daemons.runtime.endpoints import LearnerEndpoints
+    from tandem.daemons.runtime.setup_errors import SetupError
+
+    scripted = ["selfplay.scripted_opponent='tests.daemons.test_selfplay:last_legal'", "selfplay.scripted_share=0.25"]
+    config = config_of(*scripted)
+    spaces, world = spaces_and_world(config)
+    world.close()
+    ends = LearnerEndpoints(*(f"ipc://{short_tmp}/{name}" for name in ("t", "w", "s")))
+    link = PolicyLink(zmq_ctx, config, "default", spaces, ends, "actor-0", seed=0)
+    selfplay = SelfPlay(config, zmq_ctx, link, "actor-0", worlds=4, seed=0)
+    try:
+        drawn = [selfplay.draw() for _ in range(2000)]
+        assert 0.22 < drawn.count(SCRIPTED) / len(drawn) < 0.28  # the rest: the live weights (no pool yet)
+        assert set(drawn) == {SCRIPTED, None}
+        obs = np.zeros((3, spaces.observation_space.shape[0]), np.float32)
+        obs[:, -7:] = [[1, 1, 1, 1, 1, 1, 1], [1, 1, 0, 0, 0, 0, 0], [0, 0, 0, 1, 0, 1, 0]]
+        assert selfplay.choose(SCRIPTED, obs).tolist() == [6, 1, 5]
+        selfplay.scored(SCRIPTED, 1.0)
+        selfplay.scored(SCRIPTED, 0.0)
+        selfplay.scored(None, 0.5)  # a game against the live weights: the pool's counters, sent for rating
+        counters = selfplay.counters()
+        assert counters["selfplay_scripted_games"] == 2 and counters["selfplay_scripted_wins"] == 1
+        assert counters["selfplay_scripted_win_rate"] == 0.5
+        assert (
+            counters["selfplay_games"] == 1 and counters["selfplay_draws"] == 1 and counters["selfplay_win_rate"] == 0.5
+        )
+        assert list(selfplay.unsent) == [(-1, 0.5)] and selfplay.draw_rule.results == {}
+        plain = SelfPlay(config_of(), zmq_ctx, link, "actor-0", worlds=4, seed=0)  # no share: no scripted games
+        assert SCRIPTED not in {plain.draw() for _ in range(200)} and "selfplay_scripted_games" not in plain.counters()
+        plain.close()
+        bad = config_of("selfplay.scripted_opponent='nowhere:player'", "selfplay.scripted_share=0.25")
+        with pytest.raises(SetupError, match="selfplay.scripted_opponent 'nowhere:player': cannot import"):
+            SelfPlay(bad, zmq_ctx, link, "actor-0", worlds=4, seed=0)
+    finally:
+        selfplay.close()
+        link.close()
+
+
 def test_only_the_learning_seat_is_recorded_and_each_game_is_scored_from_its_side():
     config = config_of("actors.unroll_length=4")
     worlds = [make_world(config.env, env_api(config.env)) for _ in range(4)]
@@ -285,6 +334,10 @@ def test_seats_score_a_draw_and_a_game_whose_learning_seat_never_ended():
 def test_selfplay_config_errors_name_the_key():
     with pytest.raises(ConfigError, match="learner.pool_every.*> 0"):
         config_of("learner.pool_every=0")
+    with pytest.raises(ConfigError, match="selfplay.scripted_share.*set selfplay.scripted_opponent"):
+        config_of("selfplay.scripted_share=0.2")
+    with pytest.raises(ConfigError, match="selfplay.scripted_share"):
+        config_of("selfplay.scripted_share=1.5", "selfplay.scripted_opponent='random'")
     with pytest.raises(ConfigError, match="selfplay.policy.*no policy named 'nobody'"):
         config_of("selfplay.policy='nobody'")
     with pytest.raises(ConfigError, match="model.core.*feed-forward"):
@@ -361,6 +414,25 @@ def test_the_learner_rates_the_games_its_batches_report(tmp_path, built_learner)
     last = json.loads((tmp_path / "learner-default" / "metrics.jsonl").read_text().splitlines()[-1])
     assert last["rating"] == counters["train_rating"] and last["pool_win_rate"] == pytest.approx(2 / 3)
     rollout.close()
+
+
+def test_the_scripted_players_take_a_win_and_only_the_look_ahead_one_blocks(examples_on_path):
+    from connect_four_opponents import COLS, ROWS, one_step_lookahead, take_wins
+
+    def observation(mine: list[tuple[int, int]], theirs: list[tuple[int, int]]) -> np.ndarray:
+        planes = np.zeros((ROWS, COLS, 2), np.float32)
+        for row, col in mine:
+            planes[row, col, 0] = 1
+        for row, col in theirs:
+            planes[row, col, 1] = 1
+        return np.concatenate([planes.ravel(), np.ones(COLS, np.float32)])
+
+    bottom = ROWS - 1
+    can_win = observation([(bottom, 0), (bottom, 1), (bottom, 2)], [(bottom - 1, 0), (bottom - 1, 1)])
+    must_block = observation([(bottom - 1, 0), (bottom - 1, 1)], [(bottom, 0), (bottom, 1), (bottom, 2)])
+    assert take_wins(np.stack([can_win] * 20)).tolist() == [3] * 20
+    assert one_step_lookahead(np.stack([can_win, must_block] * 10)).tolist() == [3, 3] * 10
+    assert len(set(take_wins(np.stack([must_block] * 50)).tolist())) > 1  # no block: any legal column
 
 
 def test_the_evaluator_plays_the_fixed_opponent_and_reports_a_win_rate(examples_on_path):

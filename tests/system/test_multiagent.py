@@ -304,8 +304,10 @@ SELFPLAY = [
 
 def test_selfplay_plays_pooled_versions_keeps_the_pool_bounded_and_outlives_its_learner(tmp_path, procs, collector):
     """Connect Four by self-play as real processes: the learner keeps every 2nd version (at most 3 on disk), the
-    actor draws its opponents from them, trains only its learning seat, and keeps playing when the learner dies."""
-    config, path = write_config(tmp_path, SELFPLAY, base="examples/connect_four_selfplay.toml")
+    actor draws its opponents from them, trains only its learning seat, and keeps playing when the learner dies.
+    A random player takes a fifth of the games, counted apart from the pool's."""
+    scripted = ["selfplay.scripted_opponent='random'", "selfplay.scripted_share=0.2"]
+    config, path = write_config(tmp_path, SELFPLAY + scripted, base="examples/connect_four_selfplay.toml")
     start_learner(procs, collector, path, "default")
     procs.start("actor-0", "actor", str(path), "--index", "0", "--control", collector.endpoint)
     collector.wait_for(
@@ -313,6 +315,7 @@ def test_selfplay_plays_pooled_versions_keeps_the_pool_bounded_and_outlives_its_
             collector.counter("learner-default", "pool_snapshots_removed", 0) >= 2
             and collector.counter("actor-0", "opponent_loads", 0) >= 2
             and collector.counter("actor-0", "selfplay_games", 0) >= 50
+            and collector.counter("actor-0", "selfplay_scripted_games", 0) >= 5
         ),
         120,
         "pooled opponents played in 50 games",
@@ -323,6 +326,12 @@ def test_selfplay_plays_pooled_versions_keeps_the_pool_bounded_and_outlives_its_
     games = collector.counter("actor-0", "selfplay_games")
     outcomes = sum(collector.counter("actor-0", f"selfplay_{k}") for k in ("wins", "draws", "losses"))
     assert outcomes == games and 0.0 <= collector.counter("actor-0", "selfplay_win_rate") <= 1.0
+    assert (
+        0
+        <= collector.counter("actor-0", "selfplay_scripted_wins")
+        <= collector.counter("actor-0", "selfplay_scripted_games")
+    )
+    assert 0.0 <= collector.counter("actor-0", "selfplay_scripted_win_rate") <= 1.0
     assert collector.counter("learner-default", "batches_malformed", 0) == 0
     # The games rode on the batches: the learner rated them (the rating starts at 25).
     collector.wait_for(lambda: collector.counter("learner-default", "rated_games", 0) > 0, 20, "games rated", procs)

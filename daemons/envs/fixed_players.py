@@ -1,8 +1,8 @@
-"""A self-play run's evaluation opponent: a fixed player its greedy policy is measured against (win rate).
+"""Fixed (scripted) players of a game's seat: what self-play is measured against and may mix into its games.
 
-`selfplay.eval_opponent = "random"` plays a uniformly random legal action (the action mask is the last
-`mask_size` entries of each observation, as an actor adapts a PettingZoo {observation, action_mask} dict), or
-"module:callable", called with the observations [B, D] and returning B actions: a scripted player of the game.
+"random" plays a uniformly random legal action (the action mask is the last `mask_size` entries of each
+observation, as an actor adapts a PettingZoo {observation, action_mask} dict); "module:callable" is called with
+the observations [B, D] and returns B actions: a scripted player of the game.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ def random_legal(mask_size: int, seed: int, actions: int) -> Opponent:
     return play
 
 
-def eval_opponent(spec: str, mask_size: int, actions: int, seed: int) -> Opponent:
-    """The player `selfplay.eval_opponent` names; SetupError naming the key when it cannot be imported."""
+def fixed_player(spec: str, mask_size: int, actions: int, seed: int, key: str = "selfplay.eval_opponent") -> Opponent:
+    """The player `spec` names; SetupError naming `key` (the config key that holds it) when it cannot be imported."""
     if spec == "random":
         return random_legal(mask_size, seed, actions)
-    return import_callable(spec, "selfplay.eval_opponent")
+    return import_callable(spec, key)
