@@ -92,13 +92,13 @@ class SelfPlay:
         # if no batch leaves for a long while
         self.unsent: deque[tuple] = deque(maxlen=MAX_GAMES)
         self.counts = {"selfplay_games": 0, "selfplay_wins": 0, "selfplay_draws": 0, "selfplay_losses": 0}
-        self.scripted = None
+        self.scripted = None  # selfplay.scripted_opponent, where it plays a share of the games
+        self.scripted_recent: deque[float] = deque(maxlen=RECENT_GAMES)
         if sp.scripted_opponent and sp.scripted_share > 0:
             actions = int(getattr(link.spaces.action_space, "n", 0))
             self.scripted = fixed_player(
                 sp.scripted_opponent, link.spaces.mask_size, actions, seed, key="selfplay.scripted_opponent"
             )
-            self.scripted_recent: deque[float] = deque(maxlen=RECENT_GAMES)
             self.counts.update(selfplay_scripted_games=0, selfplay_scripted_wins=0)
 
     def opponent_nets(self, policy: str, followed: FollowedPolicy) -> OpponentNets:
@@ -215,7 +215,7 @@ class SelfPlay:
         out["opponents_held"] = held
         if self.recent:
             out["selfplay_win_rate"] = float(np.mean(self.recent))
-        if self.scripted is not None and self.scripted_recent:
+        if self.scripted_recent:
             out["selfplay_scripted_win_rate"] = float(np.mean(self.scripted_recent))
         return out
 
