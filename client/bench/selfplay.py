@@ -30,6 +30,7 @@ COMMON = [
     "actors.count=1",
     "actors.follow_pace=false",  # the actor steps as fast as it can: what it costs to play, not the learner's pace
     "learner.pool_every=1000000",  # the pool is the one written before the start; training adds none
+    "selfplay.scripted_share=0.0",  # every game against the pool: what drawing from it costs, nothing else
     "supervisor.heartbeat_interval_s=0.5",
 ]
 

@@ -266,7 +266,7 @@ def test_a_share_of_games_goes_to_the_scripted_player_counted_apart_and_never_ra
             counters["selfplay_games"] == 1 and counters["selfplay_draws"] == 1 and counters["selfplay_win_rate"] == 0.5
         )
         assert list(selfplay.unsent) == [(-1, 0.5)] and selfplay.draw_rule.results == {}
-        plain = SelfPlay(config_of(), zmq_ctx, link, "actor-0", worlds=4, seed=0)  # no share: no scripted games
+        plain = SelfPlay(config_of("selfplay.scripted_share=0"), zmq_ctx, link, "actor-0", worlds=4, seed=0)
         assert SCRIPTED not in {plain.draw() for _ in range(200)} and "selfplay_scripted_games" not in plain.counters()
         plain.close()
         bad = config_of("selfplay.scripted_opponent='nowhere:player'", "selfplay.scripted_share=0.25")
@@ -335,7 +335,7 @@ def test_selfplay_config_errors_name_the_key():
     with pytest.raises(ConfigError, match="learner.pool_every.*> 0"):
         config_of("learner.pool_every=0")
     with pytest.raises(ConfigError, match="selfplay.scripted_share.*set selfplay.scripted_opponent"):
-        config_of("selfplay.scripted_share=0.2")
+        config_of("selfplay.scripted_opponent=''", "selfplay.scripted_share=0.2")
     with pytest.raises(ConfigError, match="selfplay.scripted_share"):
         config_of("selfplay.scripted_share=1.5", "selfplay.scripted_opponent='random'")
     with pytest.raises(ConfigError, match="selfplay.policy.*no policy named 'nobody'"):
