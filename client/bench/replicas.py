@@ -65,18 +65,17 @@ def replica_figures(config: Path, replicas: int, actors: int, seconds: float, ov
                 f"{MIN_TRAINED_S:g} s: nothing to measure; see its log in the run directory"
             )
         first, last = training[0], training[-1]
-        span = trained_s
-        rate = (last["updates"] - first["updates"]) / span
+        rate = (last["updates"] - first["updates"]) / trained_s
         samples_per_s += rate * batch
         if name == "learner-default":
             updates = max(last["updates"] - first["updates"], 1)
             out["updates_per_s"] = round(rate, 2)
-            out["trained_s"] = round(span, 1)  # replica 0's rows with an update made, first to last
+            out["trained_s"] = round(trained_s, 1)  # replica 0's rows with an update made, first to last
             out["allreduce_ms_per_update"] = round(
                 1000 * (last.get("gradient_allreduce_s", 0) - first.get("gradient_allreduce_s", 0)) / updates, 2
             )
             out["collective_wait_share"] = round(
-                (last.get("collective_wait_s", 0) - first.get("collective_wait_s", 0)) / span, 3
+                (last.get("collective_wait_s", 0) - first.get("collective_wait_s", 0)) / trained_s, 3
             )
         out["replica_mismatches"] = out.get("replica_mismatches", 0) + last.get("replica_mismatches", 0)
     out["samples_per_s"] = round(samples_per_s, 1)
