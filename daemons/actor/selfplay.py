@@ -12,7 +12,7 @@ import numpy as np
 from tandem.daemons.actor.link import FollowedPolicy, PolicyLink
 from tandem.daemons.actor.opponents import OpponentDraw, OpponentNets
 from tandem.daemons.algorithms import make_policy
-from tandem.daemons.algorithms.base import explore_with
+from tandem.daemons.algorithms.base import act_with, explore_with
 from tandem.daemons.config.policies import policy_config
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.config.selfplay import draw_rule, opponent_pools
@@ -154,13 +154,15 @@ class SelfPlay:
         self.last_good, self.incoming = opponent, None
 
     def choose(self, opponent: Opponent | str | None, obs: np.ndarray) -> np.ndarray:
-        """Actions of `opponent`'s network (sampled as the actor samples; the live one where it is not held), or
-        of the scripted player."""
+        """Actions of `opponent`'s network (the live one where it is not held), sampled as the actor samples or,
+        with `selfplay.opponent_moves = "greedy"`, its most likely ones; or of the scripted player."""
         if opponent == SCRIPTED:
             return np.asarray(self.scripted(obs))
         net = self.held(opponent) if opponent is not None else None
         if net is None and self.last_good is not None:
             net = self.held(self.last_good)
+        if self.config.selfplay.opponent_moves == "greedy":
+            return np.asarray(act_with(net or self.link.net, obs, np.zeros(len(obs)), None))
         actions, _ = explore_with(net or self.link.net, obs, np.zeros(len(obs)), None)
         return actions
 

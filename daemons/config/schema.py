@@ -547,6 +547,11 @@ class SelfPlaySection:
         "How an episode's opponent is drawn from the pool: 'latest', 'uniform', or 'prioritized' (those the learning side loses to most, often).",
         choices=("latest", "uniform", "prioritized"),
     )
+    opponent_moves: str = option(
+        "sampled",
+        "How a pooled opponent picks its moves: 'sampled' from its policy, as the learning seat does, or 'greedy' (its most likely move, as the evaluator plays): a past version then always plays what it knew, so a threat or a win left open is punished whenever that version saw it.",
+        choices=("sampled", "greedy"),
+    )
     opponent_nets: int = option(
         8, "Pooled versions an actor holds loaded at once (least recently used dropped first).", min=1, max=1024
     )

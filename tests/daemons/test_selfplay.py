@@ -277,6 +277,37 @@ def test_a_share_of_games_goes_to_the_scripted_player_counted_apart_and_never_ra
         link.close()
 
 
+def test_pooled_opponents_sample_their_moves_or_play_their_most_likely_one(zmq_ctx, short_tmp):
+    """`selfplay.opponent_moves`: 'sampled' (the default) draws an opponent's moves from its policy; 'greedy' plays
+    its most likely legal move every time, as the evaluator's `act` does."""
+    from tandem.daemons.actor.link import PolicyLink
+    from tandem.daemons.actor.selfplay import SelfPlay
+    from tandem.daemons.runtime.endpoints import LearnerEndpoints
+
+    config = config_of()
+    spaces, world = spaces_and_world(config)
+    world.close()
+    ends = LearnerEndpoints(*(f"ipc://{short_tmp}/{name}" for name in ("t", "w", "s")))
+    link = PolicyLink(zmq_ctx, config, "default", spaces, ends, "actor-0", seed=0)
+    sampled = SelfPlay(config, zmq_ctx, link, "actor-0", worlds=4, seed=0)
+    greedy = SelfPlay(config_of("selfplay.opponent_moves='greedy'"), zmq_ctx, link, "actor-0", worlds=4, seed=0)
+    try:
+        obs = np.zeros((64, spaces.observation_space.shape[0]), np.float32)
+        obs[:, -7:] = 1.0
+        obs[:, -7:-4] = 0.0  # columns 0-2 full: never chosen
+        best = link.net.act(obs, np.zeros(len(obs)))
+        for _ in range(5):  # no pool yet: the live weights play
+            assert greedy.choose(None, obs).tolist() == best.tolist()
+        moves = np.stack([sampled.choose(None, obs) for _ in range(5)])
+        assert (moves >= 3).all() and (moves != best).any()  # a fresh policy is near uniform: samples differ
+        with pytest.raises(ConfigError, match="sampled.*greedy"):
+            config_of("selfplay.opponent_moves='best'")
+    finally:
+        sampled.close()
+        greedy.close()
+        link.close()
+
+
 def test_only_the_learning_seat_is_recorded_and_each_game_is_scored_from_its_side():
     config = config_of("actors.unroll_length=4")
     worlds = [make_world(config.env, env_api(config.env)) for _ in range(4)]
