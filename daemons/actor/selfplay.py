@@ -161,9 +161,10 @@ class SelfPlay:
         net = self.held(opponent) if opponent is not None else None
         if net is None and self.last_good is not None:
             net = self.held(self.last_good)
+        net = net or self.link.net
         if self.config.selfplay.opponent_moves == "greedy":
-            return np.asarray(act_with(net or self.link.net, obs, np.zeros(len(obs)), None))
-        actions, _ = explore_with(net or self.link.net, obs, np.zeros(len(obs)), None)
+            return np.asarray(act_with(net, obs, np.zeros(len(obs)), None))
+        actions, _ = explore_with(net, obs, np.zeros(len(obs)), None)
         return actions
 
     def scored(self, opponent: Opponent | str | None, score: float) -> None:
