@@ -37,11 +37,35 @@ class BoardNet(nn.Module):
         self.convs = nn.Sequential(*layers, nn.Flatten())
         self.head = nn.Sequential(nn.Linear(channels * ROWS * COLS, hidden), nn.ReLU(), nn.Linear(hidden, num_outputs))
 
-    def forward(self, x):
+    def planes(self, x: torch.Tensor) -> torch.Tensor:
+        """[B, 2 or 3, 6, 7]: this player's pieces, the opponent's, and with `landing` the playable cells."""
         board = x[:, : ROWS * COLS * 2].reshape(-1, ROWS, COLS, 2).float()
         mine, theirs = board[..., 0], board[..., 1]
         planes = [mine, theirs, playable(mine, theirs)] if self.landing else [mine, theirs]
-        return self.head(self.convs(torch.stack(planes, dim=1)))
+        return torch.stack(planes, dim=1)
+
+    def forward(self, x):
+        return self.head(self.convs(self.planes(x)))
+
+
+class MirrorBoardNet(BoardNet):
+    """BoardNet that answers the same for a board and its mirror image: it sees both and averages, column c's
+    logit with column 6-c's from the mirrored board, the value (any output past the seven columns) with itself.
+
+    Connect Four is left-right symmetric, so every game teaches the network its mirror image as well; a plain
+    network must learn each position and its mirror separately. Costs one more pass over the board per call.
+    """
+
+    def __init__(self, num_outputs: int, channels: int, hidden: int, depth: int, landing: bool):
+        super().__init__(num_outputs, channels, hidden, depth, landing)
+        self.columns = COLS if num_outputs >= COLS else 0  # a value-only network has no column outputs
+
+    def forward(self, x):
+        planes = self.planes(x)
+        out = self.head(self.convs(torch.cat([planes, planes.flip(-1)])))
+        seen, mirrored = out[: len(planes)], out[len(planes) :]
+        mirrored = torch.cat([mirrored[:, : self.columns].flip(-1), mirrored[:, self.columns :]], dim=1)
+        return (seen + mirrored) / 2
 
 
 def hidden_size(model) -> int:
@@ -51,6 +75,12 @@ def hidden_size(model) -> int:
 def make_net(obs_space, num_outputs: int, model) -> nn.Module:
     """The example's network: two convolutions over the two piece planes."""
     return BoardNet(num_outputs, channels=32, hidden=hidden_size(model), depth=2, landing=False)
+
+
+def make_mirror_net(obs_space, num_outputs: int, model) -> nn.Module:
+    """The example's network, made to answer a board and its mirror image alike (MirrorBoardNet): tried on
+    2026-11-28 and stopped at 13 minutes, slower and no better by then (docs/learning.md#self-play-connect-four)."""
+    return MirrorBoardNet(num_outputs, channels=32, hidden=hidden_size(model), depth=2, landing=False)
 
 
 def make_deep_net(obs_space, num_outputs: int, model) -> nn.Module:

@@ -510,6 +510,32 @@ def test_the_example_network_marks_where_each_legal_move_would_land(examples_on_
     env.close()
 
 
+def test_the_mirror_network_answers_a_board_and_its_mirror_image_alike(examples_on_path):
+    import torch
+    from connect_four_net import COLS, make_mirror_net, make_net
+    from pettingzoo.classic import connect_four_v3
+
+    env = connect_four_v3.env()
+    env.reset(seed=0)
+    for column in (3, 2, 2, 0, 6, 1):  # a lopsided position, so mirroring changes what the network sees
+        env.step(column)
+    obs = env.observe(env.agent_selection)
+    env.close()
+    board, mask = obs["observation"], obs["action_mask"].astype(np.float32)
+    inputs = torch.as_tensor(np.concatenate([board.reshape(-1), mask]))[None].float()
+    mirrored = torch.as_tensor(np.concatenate([board[:, ::-1].reshape(-1), mask[::-1]]))[None].float()
+    model = config_of().model
+    torch.manual_seed(0)
+    for outputs in (COLS + 1, COLS, 1):  # shared policy and value; the policy alone; the value alone
+        net = make_mirror_net(None, outputs, model)
+        seen, flipped = net(inputs)[0], net(mirrored)[0]
+        columns = COLS if outputs >= COLS else 0
+        assert torch.allclose(seen[:columns], flipped[:columns].flip(0), atol=1e-5)
+        assert torch.allclose(seen[columns:], flipped[columns:], atol=1e-5)
+    plain = make_net(None, COLS + 1, model)
+    assert not torch.allclose(plain(inputs)[0, :COLS], plain(mirrored)[0, :COLS].flip(0), atol=1e-5)
+
+
 def test_the_mistake_count_names_a_win_not_taken_a_threat_not_blocked_and_a_win_handed_over(examples_on_path):
     from connect_four_mistakes import mistake
 
