@@ -488,17 +488,25 @@ def test_the_evaluator_plays_the_fixed_opponent_and_reports_a_win_rate(examples_
         make_rounds([make_world(config.env, "aec")], "aec", config_of("selfplay.eval_opponent='nowhere:x'"))
 
 
-def test_the_example_network_marks_where_each_legal_move_would_land(examples_on_path):
-    import torch
-    from connect_four_net import ROWS, playable
-    from connect_four_opponents import drop
+def position_after(columns) -> dict:
+    """The observation ({observation, action_mask}) of the player to move after these moves from an empty board."""
     from pettingzoo.classic import connect_four_v3
 
     env = connect_four_v3.env()
     env.reset(seed=0)
-    for column in (3, 3, 3, 2, 4, 0, 6, 6, 6, 6, 6, 6):  # column 6 ends full
+    for column in columns:
         env.step(column)
     obs = env.observe(env.agent_selection)
+    env.close()
+    return obs
+
+
+def test_the_example_network_marks_where_each_legal_move_would_land(examples_on_path):
+    import torch
+    from connect_four_net import ROWS, playable
+    from connect_four_opponents import drop
+
+    obs = position_after((3, 3, 3, 2, 4, 0, 6, 6, 6, 6, 6, 6))  # column 6 ends full
     board = torch.as_tensor(obs["observation"], dtype=torch.float32)[None]
     marked = playable(board[..., 0], board[..., 1])[0].numpy() > 0
     occupied = obs["observation"].any(axis=-1)
@@ -507,20 +515,13 @@ def test_the_example_network_marks_where_each_legal_move_would_land(examples_on_
         expected |= drop(np.zeros_like(occupied), occupied, column)  # the one cell a move there fills
     assert (marked == expected).all() and marked.sum() == 6 and not marked[:, 6].any()
     assert marked[ROWS - 1, 1] and marked[ROWS - 4, 3]  # the floor of an empty column; on top of three pieces
-    env.close()
 
 
 def test_the_mirror_network_answers_a_board_and_its_mirror_image_alike(examples_on_path):
     import torch
     from connect_four_net import COLS, make_mirror_net, make_net
-    from pettingzoo.classic import connect_four_v3
 
-    env = connect_four_v3.env()
-    env.reset(seed=0)
-    for column in (3, 2, 2, 0, 6, 1):  # a lopsided position, so mirroring changes what the network sees
-        env.step(column)
-    obs = env.observe(env.agent_selection)
-    env.close()
+    obs = position_after((3, 2, 2, 0, 6, 1))  # a lopsided position, so mirroring changes what the network sees
     board, mask = obs["observation"], obs["action_mask"].astype(np.float32)
     inputs = torch.as_tensor(np.concatenate([board.reshape(-1), mask]))[None].float()
     mirrored = torch.as_tensor(np.concatenate([board[:, ::-1].reshape(-1), mask[::-1]]))[None].float()
