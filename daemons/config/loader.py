@@ -7,7 +7,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from tandem.daemons.algorithms.registry import built_in
+from tandem.daemons.algorithms.registry import built_in, find_algorithm
 from tandem.daemons.config.algorithm import build_algorithm, fill_algorithm_defaults, look_beside, spec_of
 from tandem.daemons.config.fields import ConfigError, build
 from tandem.daemons.config.policies import check_policies, policy_config, policy_names, port_table
@@ -77,6 +77,7 @@ def check_relations(config: RunConfig) -> None:
         c.algorithm.check(c, where)
         check_core(c, where)
         check_replicas(c, where)
+        check_augment(c, where)
     check_selfplay(config)
     if config.supervisor.liveness_timeout_s <= config.supervisor.heartbeat_interval_s:
         raise ConfigError("supervisor.liveness_timeout_s", "must be longer than supervisor.heartbeat_interval_s")
@@ -126,6 +127,22 @@ def check_replicas(config: RunConfig, where: str) -> None:
             f"{learner.collective_timeout_s:g} s must be below supervisor.liveness_timeout_s "
             f"({config.supervisor.liveness_timeout_s:g} s): a replica waiting on a lost one must give up before it "
             "is taken for hung",
+        )
+
+
+def check_augment(config: RunConfig, where: str) -> None:
+    """learner.augment copies the unrolls an update takes: only on-policy learners train on unrolls as they came."""
+    augment = config.learner.augment
+    if not augment:
+        return
+    if ":" not in augment:
+        raise ConfigError(f"{where}learner.augment", f"{augment!r} is not 'module:callable'")
+    if not find_algorithm(config.algorithm.name).on_policy:
+        on_policy = ", ".join(name for name, spec in built_in().items() if spec.on_policy)
+        raise ConfigError(
+            f"{where}learner.augment",
+            f"algorithm {config.algorithm.name!r} trains on replayed transitions, not on unrolls as they came; "
+            f"augment needs an on-policy one ({on_policy})",
         )
 
 

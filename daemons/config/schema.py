@@ -311,6 +311,12 @@ class LearnerSection:
     pool_size: int = option(
         50, "Opponent snapshots kept at most (on disk; the oldest is removed first); with pool_every > 0.", min=1
     )
+    augment: str = option(
+        "",
+        "(on-policy) 'module:callable' given each unroll the learner trains on (a TransitionBatch) and returning a "
+        "transformed copy, e.g. the board mirrored, trained on beside it: twice the data per update for twice the "
+        "update's work (empty: none).",
+    )
     replicas: int = option(
         1,
         "Learner processes that train this policy data-parallel (torch.distributed, Gloo): each takes its share of the "

@@ -10,6 +10,7 @@ from tandem.daemons.algorithms import make_algorithm, make_feed
 from tandem.daemons.algorithms.base import Feed
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.spaces import PolicySpaces
+from tandem.daemons.learner.augment import UnrollAugment
 from tandem.daemons.learner.content import BatchContentCheck
 from tandem.daemons.learner.prefetch import Prefetcher
 
@@ -35,6 +36,7 @@ class Training:
         self.device, self.counts = device, counts
         self.prefetcher: Prefetcher | None = None
         self.last_metrics: dict[str, float] = {}  # the last update's diagnostics (loss, entropy, KL, ...)
+        self.augment = UnrollAugment(config.learner.augment) if config.learner.augment else None
 
     @property
     def consumed_per_update(self) -> float:
@@ -72,7 +74,8 @@ class Training:
 
     def train(self, payload: Any, version: int) -> None:
         """One update with `payload`, and what it said; counted in `updates`."""
-        result = self.algorithm.update(payload)
+        # the copies are trained on only: the feed and its lag figures see the unrolls that came
+        result = self.algorithm.update(self.augment(payload) if self.augment else payload)
         with self.feed_lock:
             self.feed.after_update(payload, result)
         self.counts["updates"] += 1
