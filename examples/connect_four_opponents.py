@@ -66,3 +66,29 @@ def take_wins(obs: np.ndarray) -> np.ndarray:
         choice = winning_moves(mine, mine | theirs, columns) or list(columns)
         out[i] = _rng.choice(choice) if choice else 0
     return out
+
+
+def gives_win(mine: np.ndarray, theirs: np.ndarray, occupied: np.ndarray, col: int) -> bool:
+    """A piece of `mine` in `col` lets the opponent win at once (in the cell it makes playable, above it)."""
+    placed = drop(mine, occupied, col)
+    now = placed | theirs
+    above = np.flatnonzero(now[:, col])
+    if above.min() == 0:  # the column is full: nothing to play above
+        return False
+    return wins(drop(theirs, now, col))
+
+
+def careful(obs: np.ndarray) -> np.ndarray:
+    """Win now if a move does; else block the opponent's win; else a random move that does not let the opponent
+    win in the cell above it (any move when all do). Stronger than the look-ahead player and not it: a training
+    opponent that punishes an open threat and blocks the policy's single threats."""
+    planes, legal = boards(obs)
+    out = np.zeros(len(obs), np.int64)
+    for i in range(len(obs)):
+        mine, theirs = planes[i, :, :, 0], planes[i, :, :, 1]
+        occupied = mine | theirs
+        columns = list(np.flatnonzero(legal[i]))
+        safe = [c for c in columns if not gives_win(mine, theirs, occupied, c)]
+        choice = winning_moves(mine, occupied, columns) or winning_moves(theirs, occupied, columns) or safe or columns
+        out[i] = _rng.choice(choice) if choice else 0
+    return out

@@ -447,8 +447,8 @@ def test_the_learner_rates_the_games_its_batches_report(tmp_path, built_learner)
     rollout.close()
 
 
-def test_the_scripted_players_take_a_win_and_only_the_look_ahead_one_blocks(examples_on_path):
-    from connect_four_opponents import COLS, ROWS, one_step_lookahead, take_wins
+def test_the_scripted_players_take_a_win_and_only_the_look_ahead_ones_block(examples_on_path):
+    from connect_four_opponents import COLS, ROWS, careful, one_step_lookahead, take_wins
 
     def observation(mine: list[tuple[int, int]], theirs: list[tuple[int, int]]) -> np.ndarray:
         planes = np.zeros((ROWS, COLS, 2), np.float32)
@@ -464,6 +464,14 @@ def test_the_scripted_players_take_a_win_and_only_the_look_ahead_one_blocks(exam
     assert take_wins(np.stack([can_win] * 20)).tolist() == [3] * 20
     assert one_step_lookahead(np.stack([can_win, must_block] * 10)).tolist() == [3, 3] * 10
     assert len(set(take_wins(np.stack([must_block] * 50)).tolist())) > 1  # no block: any legal column
+    assert careful(np.stack([can_win, must_block] * 10)).tolist() == [3, 3] * 10
+    # The opponent wins in column 3's second row once anything fills its bottom cell: only the careful player
+    # keeps out of column 3 (every other column is safe); the look-ahead player plays there a seventh of the time.
+    trap = observation(
+        [(bottom, 0), (bottom, 6)], [(bottom - 1, 0), (bottom - 1, 1), (bottom - 1, 2), (bottom, 1), (bottom, 2)]
+    )
+    assert 3 not in careful(np.stack([trap] * 50)).tolist()
+    assert 3 in one_step_lookahead(np.stack([trap] * 100)).tolist()
 
 
 def test_the_evaluator_plays_the_fixed_opponent_and_reports_a_win_rate(examples_on_path):
