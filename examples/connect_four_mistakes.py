@@ -18,17 +18,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from connect_four_opponents import COLS, boards, drop, one_step_lookahead, winning_moves  # noqa: E402
+from connect_four_opponents import boards, one_step_lookahead, opponent_can_win, winning_moves  # noqa: E402
 
 MISTAKES = ("missed_win", "missed_block", "gave_win")
-
-
-def opponent_can_win(mine: np.ndarray, theirs: np.ndarray, column: int) -> bool:
-    """After this player drops a piece in `column`, can the opponent make four with its next piece?"""
-    occupied = mine | theirs
-    after = drop(mine, occupied, column)
-    occupied = after | theirs
-    return bool(winning_moves(theirs, occupied, [c for c in range(COLS) if not occupied[0, c]]))
 
 
 def mistake(mine: np.ndarray, theirs: np.ndarray, legal: np.ndarray, column: int) -> str | None:

@@ -68,27 +68,24 @@ def take_wins(obs: np.ndarray) -> np.ndarray:
     return out
 
 
-def gives_win(mine: np.ndarray, theirs: np.ndarray, occupied: np.ndarray, col: int) -> bool:
-    """A piece of `mine` in `col` lets the opponent win at once (in the cell it makes playable, above it)."""
-    placed = drop(mine, occupied, col)
-    now = placed | theirs
-    above = np.flatnonzero(now[:, col])
-    if above.min() == 0:  # the column is full: nothing to play above
-        return False
-    return wins(drop(theirs, now, col))
+def opponent_can_win(mine: np.ndarray, theirs: np.ndarray, column: int) -> bool:
+    """After this player drops a piece in `column`, can the opponent make four with its next piece?"""
+    after = drop(mine, mine | theirs, column)
+    occupied = after | theirs
+    return bool(winning_moves(theirs, occupied, [c for c in range(COLS) if not occupied[0, c]]))
 
 
 def careful(obs: np.ndarray) -> np.ndarray:
-    """Win now if a move does; else block the opponent's win; else a random move that does not let the opponent
-    win in the cell above it (any move when all do). Stronger than the look-ahead player and not it: a training
-    opponent that punishes an open threat and blocks the policy's single threats."""
+    """Win now if a move does; else block the opponent's win; else a random move after which the opponent cannot
+    win at once, i.e. not below its threat (any move when all are). Stronger than the look-ahead player and not
+    it: a training opponent that punishes an open threat and blocks the policy's single threats."""
     planes, legal = boards(obs)
     out = np.zeros(len(obs), np.int64)
     for i in range(len(obs)):
         mine, theirs = planes[i, :, :, 0], planes[i, :, :, 1]
         occupied = mine | theirs
         columns = list(np.flatnonzero(legal[i]))
-        safe = [c for c in columns if not gives_win(mine, theirs, occupied, c)]
+        safe = [c for c in columns if not opponent_can_win(mine, theirs, c)]
         choice = winning_moves(mine, occupied, columns) or winning_moves(theirs, occupied, columns) or safe or columns
         out[i] = _rng.choice(choice) if choice else 0
     return out

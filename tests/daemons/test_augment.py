@@ -9,13 +9,11 @@ import pytest
 
 from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP
 from tandem.daemons.config import ConfigError, load_config
-from tandem.daemons.envs.rollout import MultiAgentRollout
-from tandem.daemons.envs.spaces import ObsAdapter, policy_spaces
-from tandem.daemons.envs.worlds import env_api, make_world
+from tandem.daemons.envs.spaces import ObsAdapter
 from tandem.daemons.learner.augment import UnrollAugment
 from tandem.protocol import TransitionBatch
 from tests.daemons.conftest import EXAMPLES
-from tests.daemons.test_selfplay import first_legal, position_after
+from tests.daemons.test_selfplay import first_legal_unroll, position_after
 
 CONFIG = EXAMPLES / "connect_four_selfplay.toml"
 MIRROR = "connect_four_mirror:mirror_unroll"
@@ -113,17 +111,9 @@ def test_an_update_trains_on_the_copies_while_the_feed_and_the_ratings_count_wha
         )
     )
     learner.publish()
-    config = learner.config
-    worlds = [make_world(config.env, env_api(config.env)) for _ in range(2)]
-    rollout = MultiAgentRollout(worlds, "aec", policy_spaces(config, worlds[0]), 4, "actor-0", seed=0)
-    while not rollout.outbox:
-        rollout.tick(
-            lambda p, obs, w: (first_legal(obs), {BEHAVIOUR_LOGP: np.zeros(len(obs), np.float32)}), {"default": 0}
-        )
     from tests.protocol.samples import unchecked_frames
 
-    batch = dataclasses.replace(rollout.outbox[0], policy_version=0, games=((0, 1.0),))
-    rollout.close()
+    batch = first_legal_unroll(learner.config, games=((0, 1.0),))
     learner.intake.handle(unchecked_frames(batch))
     trained: list[list[TransitionBatch]] = []
     update = learner.training.algorithm.update

@@ -19,7 +19,7 @@ from tandem.daemons.envs.spaces import policy_spaces
 from tandem.daemons.envs.worlds import env_api, make_world
 from tandem.daemons.learner.opponent_pool import OpponentPool
 from tandem.daemons.learner.snapshots import serve_snapshots
-from tandem.protocol import ControlReply, WeightBlob, decode, sockets
+from tandem.protocol import ControlReply, TransitionBatch, WeightBlob, decode, sockets
 from tests.daemons.conftest import EXAMPLES
 
 CONFIG = EXAMPLES / "connect_four_selfplay.toml"
@@ -425,14 +425,7 @@ def test_the_learner_rates_the_games_its_batches_report(tmp_path, built_learner)
     pool = learner.publisher.pool
     learner.publish()  # version 0 is pooled (every 5th version), rated from the learning policy's rating
     assert pool.versions == (0,)
-    config = learner.config
-    worlds = [make_world(config.env, env_api(config.env)) for _ in range(2)]
-    rollout = MultiAgentRollout(worlds, "aec", policy_spaces(config, worlds[0]), 4, "actor-0", seed=0)
-    while not rollout.outbox:
-        rollout.tick(
-            lambda p, obs, w: (first_legal(obs), {BEHAVIOUR_LOGP: np.zeros(len(obs), np.float32)}), {"default": 0}
-        )
-    batch = dataclasses.replace(rollout.outbox[0], policy_version=0, games=((0, 1.0), (0, 1.0), (-1, 0.0)))
+    batch = first_legal_unroll(learner.config, games=((0, 1.0), (0, 1.0), (-1, 0.0)))
     from tests.protocol.samples import unchecked_frames
 
     learner.intake.handle(unchecked_frames(batch))
@@ -444,7 +437,19 @@ def test_the_learner_rates_the_games_its_batches_report(tmp_path, built_learner)
 
     last = json.loads((tmp_path / "learner-default" / "metrics.jsonl").read_text().splitlines()[-1])
     assert last["rating"] == counters["train_rating"] and last["pool_win_rate"] == pytest.approx(2 / 3)
+
+
+def first_legal_unroll(config, games: tuple) -> TransitionBatch:
+    """The learning seat's first unroll of two Connect Four worlds whose seats all play the first legal column, as
+    version 0, reporting `games`."""
+    worlds = [make_world(config.env, env_api(config.env)) for _ in range(2)]
+    rollout = MultiAgentRollout(worlds, "aec", policy_spaces(config, worlds[0]), 4, "actor-0", seed=0)
+    while not rollout.outbox:
+        rollout.tick(
+            lambda p, obs, w: (first_legal(obs), {BEHAVIOUR_LOGP: np.zeros(len(obs), np.float32)}), {"default": 0}
+        )
     rollout.close()
+    return dataclasses.replace(rollout.outbox[0], policy_version=0, games=games)
 
 
 def test_the_scripted_players_take_a_win_and_only_the_look_ahead_ones_block(examples_on_path):
