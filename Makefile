@@ -5,31 +5,44 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.tandem-installed
+TEST_STAMP := $(VENV)/.tandem-test-installed
 PYTEST_ARGS ?=
 
-.PHONY: help setup test lint run docs clean
+.PHONY: help setup test-setup test lint run docs clean
 
 help:
-	@echo "make setup   create $(VENV) and install tandem with its test dependencies"
-	@echo "make test    set up when needed, lint (ruff), then run the whole test suite"
+	@echo "make setup   create $(VENV) and install tandem (what training needs)"
+	@echo "make test    set up with every test dependency when needed, lint (ruff), then run the whole test suite"
 	@echo "make lint    ruff check and ruff format --check (the settings are in pyproject.toml)"
 	@echo "make run     set up when needed, then train examples/cartpole.toml"
 	@echo "make docs    set up (and the docs extra) when needed, then build the documentation site into site/"
 	@echo "variables:   TORCH_SPEC='$(TORCH_SPEC)'  PYTHON=$(PYTHON)  PYTEST_ARGS=..."
 
+# The base install: what `make run` and a user's training need.
 $(STAMP): pyproject.toml setup.py Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@# torch first, by an exact spec: a bare `torch` requirement would pull a multi-GB CUDA build.
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q $(TORCH_SPEC)
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e .
+	@# An editable install's finder runs after Python's path search, so a folder named `tandem` in the working
+	@# directory (the clone itself, seen from the folder that holds it) would shadow it; this .pth puts it first.
+	@cp tandem/editable_first.pth "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/tandem_editable_first.pth"
 	@touch $(STAMP)
+
+# Everything any test needs: the `test` extra pulls in every optional extra (MiniGrid, MuJoCo, envpool, ...),
+# so a fresh machine's `make test` runs the same Python tests as CI. System packages are .ci/prepare.sh's.
+$(TEST_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e ".[test]"
+	@touch $(TEST_STAMP)
 
 setup: $(STAMP)
 
-test: setup lint
+test-setup: $(TEST_STAMP)
+
+test: test-setup lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-lint: setup
+lint: test-setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 

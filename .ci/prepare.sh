@@ -2,7 +2,11 @@
 # Prepares a CI machine (Debian, root) so that `make test` skips nothing. Called by .ci/run; idempotent:
 # what is already there is neither installed nor downloaded again, so it is safe to run twice.
 #
-# What each optional test needs (grep tests/ for skipif, importorskip and pytest.skip to check):
+# Only system packages (apt) belong here: every Python package a test needs comes with `make test` itself
+# (the `test` extra in pyproject.toml pulls in every other extra), so a newcomer's `make test` runs the same
+# Python tests as CI. On a machine without these system packages the tests below skip, each naming why.
+#
+# What each system-level test needs (grep tests/ for skipif and pytest.skip to check):
 #   gcc, make, libzmq3-dev, libmsgpack-dev   tests/system/test_game_server.py builds examples/c_game
 #   munge, slurmctld, slurmd, slurm-client   tests/deploy/test_slurm.py; the test starts its own munged,
 #                                            slurmctld and slurmd (its own slurm.conf, key and spool in a temp
@@ -10,17 +14,11 @@
 #   tmux, systemd (systemd-analyze)          tests/deploy/test_tmux.py, tests/deploy/test_systemd_units.py
 #   iproute2 (ip), util-linux (unshare)      tests/system/test_multihost.py (network namespaces, root) and the
 #                                            full_disk chaos drill (a tmpfs in a private mount namespace, root)
-#   the envpool, tensorboard, tracking extras  tests/daemons/test_vector_envs.py, test_observe.py and
-#                                            test_supervisor_observe.py, tests/system/test_tracking.py (wandb)
-#   the docs extra                           tests/test_docs.py (builds the MkDocs site in strict mode)
-#   the mujoco extra                         tests/daemons/test_sac.py trains the HalfCheetah-v5 example
-#   the minigrid extra                       tests/daemons/test_dict_obs.py trains on MiniGrid's Dict observations
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(gcc make libc6-dev libzmq3-dev libmsgpack-dev munge slurmctld slurmd slurm-client tmux systemd
               iproute2 util-linux)
-EXTRAS="test,envpool,tensorboard,tracking,docs,mujoco,minigrid"
 
 started=$SECONDS
 step() {  # step NAME COMMAND...: runs it and says how long it took
@@ -49,11 +47,5 @@ apt_install() {
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-pip_extras() {
-    .venv/bin/python -m pip install -q -e ".[$EXTRAS]"
-}
-
 step "apt packages" apt_install
-step "make setup (.venv, torch, tandem[test])" make setup
-step "pip extras [$EXTRAS]" pip_extras
 echo "prepare: done in $((SECONDS - started)) s" >&2
