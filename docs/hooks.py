@@ -1,8 +1,8 @@
-"""MkDocs hooks: pages generated at build time (configuration reference, README, PROTOCOL.md, deploy notes).
+"""MkDocs hooks: the repository's own Markdown outside docs/ (README, PROTOCOL.md, deploy notes) as site pages.
 
-Nothing generated is committed. The configuration reference comes from the config schema itself, so it cannot
-drift from the code; the README, the wire spec and the deploy notes stay where they are in the repository and
-are shown in the site as they are, with their relative links rewritten for their place in the site.
+They stay where they are in the repository and are shown in the site as they are, with their relative links
+rewritten for their place in the site. (The configuration reference is a committed page, docs/reference/
+configuration.md, written from the schema by `python -m tandem.daemons.config.reference`; a test keeps it current.)
 """
 
 from __future__ import annotations
@@ -21,32 +21,14 @@ INCLUDED = {
     "reference/protocol.md": "protocol/PROTOCOL.md",
     "guides/deploy.md": "deploy/README.md",
 }
-CONFIG_PAGE = "reference/configuration.md"
-
-CONFIG_INTRO = """# Configuration reference
-
-One TOML file describes a run; every key below has a default that runs on one machine over loopback, so a
-config names only what differs (see [Training on one machine](../guides/one-machine.md#the-config-file)).
-`tandem config show CONFIG` prints the same keys resolved for a given file, and `--set section.key=value`
-overrides any of them on the command line.
-
-This page is generated from the config schema when the site is built, so it always matches the code.
-`[algorithm]` holds the keys every algorithm shares; each built-in algorithm's own keys follow it, in a table
-per algorithm. Keys of other sections marked `(dqn)` or `(on-policy)` apply to those algorithms only.
-
-"""
-
 LINK = re.compile(r"(?P<bang>!?)\[(?P<text>[^\]]*)\]\((?P<target>[^)\s]+)(?P<title>\s+\"[^\"]*\")?\)")
 FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 def on_files(files: Files, config) -> Files:
     """Add the generated pages to the site."""
-    from tandem.daemons.config.reference import config_reference
-
     for page, source in INCLUDED.items():
         files.append(File.generated(config, page, content=(REPO / source).read_text(encoding="utf-8")))
-    files.append(File.generated(config, CONFIG_PAGE, content=CONFIG_INTRO + config_reference()))
     return files
 
 

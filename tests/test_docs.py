@@ -14,7 +14,10 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 README_MAX_LINES = 300
 # Pages docs/hooks.py generates at build time: none of them may be committed under docs/.
-GENERATED = ("index.md", "reference/configuration.md", "reference/protocol.md", "guides/deploy.md")
+GENERATED = ("index.md", "reference/protocol.md", "guides/deploy.md")
+# Where the repository's Markdown lives (the README says the pages read as Markdown too, so every link must work
+# there, not only in the built site); what is built or installed is not ours to check.
+NOT_OURS = {".venv", "site", "build", "dist", ".git", ".pytest_cache", ".hypothesis", "runs", "node_modules"}
 
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 FENCE = re.compile(r"^\s*(```|~~~)")
@@ -48,18 +51,45 @@ def test_readme_is_short():
     assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines; move detail into docs/"
 
 
-def test_readme_links_point_to_existing_files_and_headings():
+def broken_links(page: Path) -> list[str]:
+    """The relative links of a Markdown file whose file, or heading anchor, does not exist beside it."""
     broken = []
-    for target in markdown_links(README.read_text(encoding="utf-8")):
-        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
-            continue
+    for target in markdown_links(page.read_text(encoding="utf-8")):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):
+            continue  # an address: not checked here (no network)
         path, _, anchor = target.partition("#")
-        file = ROOT / path
+        file = (page.parent / path) if path else page
         if not file.exists():
-            broken.append(f"{target}: no such file")
+            broken.append(f"{page.relative_to(ROOT)}: {target}: no such file")
         elif anchor and file.suffix == ".md" and anchor not in heading_anchors(file.read_text(encoding="utf-8")):
-            broken.append(f"{target}: {path} has no heading with anchor #{anchor}")
+            broken.append(f"{page.relative_to(ROOT)}: {target}: {file.name} has no heading with anchor #{anchor}")
+    return broken
+
+
+def repository_markdown() -> list[Path]:
+    return sorted(page for page in ROOT.rglob("*.md") if not NOT_OURS.intersection(page.relative_to(ROOT).parts[:-1]))
+
+
+def test_readme_links_point_to_existing_files_and_headings():
+    broken = broken_links(README)
     assert not broken, "README.md has broken links:\n" + "\n".join(broken)
+
+
+def test_every_markdown_link_works_read_as_markdown():
+    pages = repository_markdown()
+    assert README in pages and ROOT / "docs" / "guides" / "one-machine.md" in pages
+    broken = [line for page in pages for line in broken_links(page)]
+    assert not broken, "links that work only in the built site, or nowhere:\n" + "\n".join(broken)
+
+
+def test_configuration_reference_page_matches_the_schema():
+    from tandem.daemons.config.reference import config_reference_page
+
+    committed = (ROOT / "docs" / "reference" / "configuration.md").read_text(encoding="utf-8")
+    assert committed == config_reference_page(), (
+        "docs/reference/configuration.md differs from the config schema: "
+        "run `python -m tandem.daemons.config.reference` and commit the page"
+    )
 
 
 def test_generated_pages_are_not_committed():

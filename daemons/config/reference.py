@@ -1,4 +1,8 @@
-"""The configuration reference as Markdown, generated from the schema itself so the docs cannot drift from it."""
+"""The configuration reference as Markdown, generated from the schema itself so the docs cannot drift from it.
+
+`python -m tandem.daemons.config.reference` rewrites docs/reference/configuration.md (tests/test_docs.py fails
+while the committed page differs from what the schema gives).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,25 @@ from typing import Any
 from tandem.daemons.algorithms.registry import built_in
 from tandem.daemons.config.render import toml_value
 from tandem.daemons.config.schema import AlgorithmSection, PolicySection, RunConfig
+
+PAGE_INTRO = """# Configuration reference
+
+One TOML file describes a run; every key below has a default that runs on one machine over loopback, so a
+config names only what differs (see [Training on one machine](../guides/one-machine.md#the-config-file)).
+`tandem config show CONFIG` prints the same keys resolved for a given file, and `--set section.key=value`
+overrides any of them on the command line.
+
+This page is written from the config schema (`python -m tandem.daemons.config.reference`), and a test fails
+while it differs from the code. `[algorithm]` holds the keys every algorithm shares; each built-in
+algorithm's own keys follow it, in a table per algorithm. Keys of other sections marked `(dqn)` or
+`(on-policy)` apply to those algorithms only.
+
+"""
+
+
+def config_reference_page() -> str:
+    """The whole page docs/reference/configuration.md: an introduction, then `config_reference()`."""
+    return PAGE_INTRO + config_reference()
 
 
 def config_reference() -> str:
@@ -134,3 +157,12 @@ def _allowed(meta: typing.Mapping[str, Any]) -> str:
 def _cell(text: str) -> str:
     """Markdown table cells: no pipes or newlines of their own."""
     return " ".join(str(text).split()).replace("|", "\\|")
+
+
+if __name__ == "__main__":
+    import pathlib
+    import sys
+
+    target = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "docs/reference/configuration.md")
+    target.write_text(config_reference_page(), encoding="utf-8")
+    print(f"wrote {target}")
