@@ -9,17 +9,22 @@ from pathlib import Path
 import click
 
 from tandem.client.bench.examples import example_config
-from tandem.client.bench.runs import timed_run
+from tandem.client.bench.runs import learner_rows, timed_run
 from tandem.client.config_cmd import bench_set_option
 
 DEFAULT_CONFIG = example_config("cartpole_appo.toml")
 
 
 def run_actors(config: Path, actors: int, seconds: float, overrides: tuple[str, ...], pace: str = "on") -> dict:
-    """One `tandem up` of `seconds` with `actors` actors and no evaluator; the learner's lag and drop figures."""
+    """One `tandem up` with `actors` actors and no evaluator, `seconds` long from the learner's first metrics row
+    (so a start slowed by a loaded machine, both daemons importing torch, eats into no measurement); the
+    learner's lag and drop figures."""
     follow = "true" if pace == "on" else "false"
     figures = timed_run(
-        config, seconds, [f"actors.count={actors}", "eval.enabled=false", f"actors.follow_pace={follow}", *overrides]
+        config,
+        seconds,
+        [f"actors.count={actors}", "eval.enabled=false", f"actors.follow_pace={follow}", *overrides],
+        ready=lambda run_dir: bool(learner_rows(run_dir)),
     )
     rows = figures.learner_rows
     if not rows:
