@@ -9,37 +9,36 @@ from typing import Any
 import click
 
 from tandem.client.config_cmd import load_or_exit
+from tandem.client.display import format_line
 
 
-def progress_line(fig: dict[str, Any]) -> str:
-    def num(key: str) -> str:
-        return "-" if fig.get(key) is None else f"{fig[key]:.1f}"
+def run_serial_up(
+    config_file: str, overrides: tuple[str, ...], quiet: bool, as_json: bool, eval_every: int, fresh: bool = False
+) -> None:
+    """Load the config, train it serially until a [stop] condition, print the summary, exit 0.
 
-    return (
-        f"steps {fig['env_steps']}  updates {fig['updates']}  version {fig['version']}  "
-        f"return100 {num('mean_return')}  eval {num('eval_return')}"
-    )
-
-
-def run_serial_up(config_file: str, overrides: tuple[str, ...], quiet: bool, as_json: bool, eval_every: int) -> None:
-    """Load the config, train it serially until a [stop] condition, print the summary, exit 0."""
+    The run directory ends up as `tandem up` leaves one (config.toml, learner-default/ckpt-*.pt, metrics.jsonl),
+    so `tandem plot`, `tandem eval` and `tandem export` take it; `fresh` moves an earlier run there aside."""
     from tandem.daemons.runtime.paths import run_dir
     from tandem.daemons.runtime.plugins import add_to_path, plugin_folders
     from tandem.daemons.runtime.setup_errors import SetupError
     from tandem.daemons.serial.loop import run_serial
 
     config = load_or_exit(config_file, overrides)
-    add_to_path(plugin_folders(config_file))  # a plug-in beside the config, as the daemons find it
+    plugin_paths = plugin_folders(config_file)
+    add_to_path(plugin_paths)  # a plug-in beside the config, as the daemons find it
 
     def show(fig: dict[str, Any]) -> None:
         if not quiet:
-            click.echo(json.dumps({"progress": fig}) if as_json else progress_line(fig), err=not as_json)
+            click.echo(json.dumps({"progress": fig}) if as_json else format_line(fig), err=not as_json)
 
     directory = run_dir(config)
     try:
-        outcome = run_serial(config, eval_every, directory, show)
+        outcome = run_serial(
+            config, eval_every, directory, show, fresh, plugin_paths, announce=lambda line: click.echo(line, err=True)
+        )
     except SetupError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     summary = {"result": "ok", "reason": outcome.reason, "run_dir": str(directory), "serial": True, **outcome.figures}
-    click.echo(json.dumps(summary) if as_json else f"{progress_line(outcome.figures)}\nok: {outcome.reason}")
+    click.echo(json.dumps(summary) if as_json else f"{format_line(outcome.figures)}\nok: {outcome.reason}")

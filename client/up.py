@@ -101,7 +101,7 @@ def up_cmd(
     if serial:
         from tandem.client.serial_up import run_serial_up
 
-        run_serial_up(config_file, overrides, quiet, as_json, eval_every)
+        run_serial_up(config_file, overrides, quiet, as_json, eval_every, fresh)
         return
     run_supervisor(config_file, overrides, Display(quiet, as_json), honour_stop=True, insecure=insecure, fresh=fresh)
 

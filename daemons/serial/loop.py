@@ -13,8 +13,10 @@ import numpy as np
 
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.runtime.setup_errors import SetupError
+from tandem.daemons.serial.curves import SerialCurves
 from tandem.daemons.serial.determinism import make_deterministic
 from tandem.daemons.serial.parts import SerialActor, SerialEvaluator, SerialLearner
+from tandem.daemons.serial.run_dir import learner_checkpointer, open_run_dir
 
 DEFAULT_EVAL_EVERY = 5000  # env steps between two evaluation rounds (and metrics records)
 
@@ -37,6 +39,7 @@ class SerialRun:
         self.learner = SerialLearner(config, self.actor.spaces)
         self.evaluator = SerialEvaluator(config) if evaluate else None
         self.published: deque[tuple[int, dict[str, np.ndarray]]] = deque(maxlen=lag + 1)
+        self.lag_mean = 0.0
         self.publish()
 
     @property
@@ -56,6 +59,8 @@ class SerialRun:
         """One round of whole unrolls through the learner's intake, then the updates they pay for."""
         for batch in self.actor.unrolls():
             self.learner.receive(batch)
+        if (lag := self.learner.intake.take_lag_mean()) is not None:
+            self.lag_mean = lag  # versions behind the learner's on arrival (0 unless `lag`)
         if self.learner.train():
             self.publish()
 
@@ -65,14 +70,16 @@ class SerialRun:
         return self.evaluator.evaluate(self.learner.version, self.learner.weights())
 
     def figures(self) -> dict[str, Any]:
-        """What a metrics.jsonl record of this run holds (the learner's last update as train/NAME)."""
-        recent = self.actor.recent_return()
+        """The training side of a metrics.jsonl record, named as an async run's (the last update's as train/NAME)."""
         return {
             "env_steps": self.env_steps,
             "updates": self.updates,
+            "episodes": self.actor.stepping.episodes,
+            "mean_return_100": self.actor.recent_return(),
             "version": self.learner.version,
-            **({"mean_return": recent} if recent is not None else {}),
-            **{k: v for k, v in self.learner.counts.items() if k.startswith("batches_")},
+            "lag_mean": round(self.lag_mean, 2),
+            "batches_dropped": 0,  # nothing stands between the actor and the learner to drop a batch
+            **{k: v for k, v in self.learner.counts.items() if k.startswith("batches_") or k == "checkpoints"},
             "train": dict(self.learner.metrics),
         }
 
@@ -106,44 +113,71 @@ def stop_reason(config: RunConfig, figures: dict[str, Any], elapsed_s: float) ->
 def run_serial(
     config: RunConfig,
     eval_every: int = DEFAULT_EVAL_EVERY,
-    metrics_dir: Path | None = None,
+    directory: Path | None = None,
     show: Callable[[dict[str, Any]], None] | None = None,
+    fresh: bool = False,
+    plugin_paths: tuple[str, ...] = (),
+    announce: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Train until a [stop] condition; a round of evaluation and a metrics record every `eval_every` env steps.
 
-    `metrics_dir`: where metrics.jsonl is appended to (the run directory, as a daemon run's); `show` is
-    given each record. Ctrl-C ends it as a stop does."""
-    from tandem.daemons.supervisor.run_metrics import RunMetricsLog
-
+    `directory`: the run directory, made one as `tandem up` makes it (run_dir.py: config.toml, the learner's
+    checkpoints, metrics.jsonl), `fresh` moving an earlier run there aside; `show` is given each record.
+    Ctrl-C ends it as a stop does, and a last checkpoint and record are written on the way out."""
     if not any(getattr(config.stop, key) is not None for key in ("env_steps", "eval_return", "mean_return", "seconds")):
         raise SetupError("serial mode needs a [stop] condition (env_steps, eval_return, mean_return or seconds)")
-    run = SerialRun(config, evaluate=config.eval.enabled)
-    log = None
-    if metrics_dir is not None:
-        metrics_dir.mkdir(parents=True, exist_ok=True)
-        log = RunMetricsLog(metrics_dir, tensorboard=False)
-    started, next_eval, figures, reason, written = time.monotonic(), eval_every, run.figures(), None, None
+    run = SerialRun(config, evaluate=config.eval.enabled)  # before the directory: a config it refuses changes nothing
+    try:
+        lock = open_run_dir(config, directory, fresh, plugin_paths, announce) if directory is not None else None
+    except BaseException:
+        run.close()
+        raise
+    try:
+        return train(run, eval_every, directory, show)
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+def train(
+    run: SerialRun, eval_every: int, directory: Path | None, show: Callable[[dict[str, Any]], None] | None
+) -> Outcome:
+    """run_serial's loop; closes `run`."""
+    started = time.monotonic()
+    curves = SerialCurves(directory, started)
+    checkpointer = learner_checkpointer(run.config, run.learner, directory) if directory is not None else None
+    if checkpointer is not None:
+        checkpointer.start(started)  # the learner daemon's schedule: soon after start, then every interval
+    next_eval, evaluation, reason, written = eval_every, {"eval_return": None}, None, False
     try:
         while reason is None:
             run.step()
-            figures = {**figures, **run.figures()}
+            now = time.monotonic()
+            curves.sample(now, run.env_steps, run.updates)
+            if checkpointer is not None:
+                checkpointer.tick(now)
+            written = False
             if run.env_steps >= next_eval:
                 next_eval += eval_every
                 if run.evaluator is not None:
-                    figures.update(run.evaluate())
-                if log is not None:
-                    log.write(figures)
-                    written = figures
+                    evaluation = run.evaluate()
+                record = curves.record({**run.figures(), **evaluation}, time.monotonic())
+                curves.write(record)
+                written = True
                 if show is not None:
-                    show(figures)
-            reason = stop_reason(config, figures, time.monotonic() - started)
+                    show(record)
+            reason = stop_reason(run.config, {**run.figures(), **evaluation}, time.monotonic() - started)
     except KeyboardInterrupt:
         reason = "interrupted"
     finally:
-        if log is not None:
-            if written is not figures:
-                log.write(figures)
-            log.close()
-        weights = run.learner.weights()
-        run.close()
-    return Outcome(reason, figures, weights)
+        try:
+            if checkpointer is not None:
+                checkpointer.save()  # as a learner does when stopped; a refused write is counted, not raised
+            record = curves.record({**run.figures(), **evaluation}, time.monotonic())
+            if not written:
+                curves.write(record)
+        finally:
+            curves.close()
+            weights = run.learner.weights()
+            run.close()
+    return Outcome(reason, record, weights)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,15 +10,16 @@ import numpy as np
 from tandem.daemons.actor.exploration import actor_epsilons, decayed
 from tandem.daemons.actor.stepping import actor_envs, actor_seed, env_builder, make_stepping
 from tandem.daemons.actor.warmup import UniformActions, uniform_warmup
-from tandem.daemons.algorithms import make_algorithm, make_feed, make_policy
+from tandem.daemons.algorithms import make_policy
 from tandem.daemons.algorithms.base import Policy, act_with, explore_with
 from tandem.daemons.config.policies import DEFAULT_POLICY
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.gym_envs import build_each
 from tandem.daemons.envs.spaces import PolicySpaces
 from tandem.daemons.evaluator.rounds import make_rounds, round_counters
-from tandem.daemons.learner.content import BatchContentCheck
 from tandem.daemons.learner.intake import Intake
+from tandem.daemons.learner.progress import Progress
+from tandem.daemons.learner.training import Training
 from tandem.protocol import TransitionBatch
 
 EVAL_SEED_OFFSET = 77_000  # the evaluator daemon's round seeds
@@ -28,6 +28,10 @@ EVAL_POLICY_SEED_OFFSET = 999  # the evaluator daemon's policy seed
 
 def no_stage(stage: str) -> None:
     """Env construction in serial mode has no supervisor to report its stages to."""
+
+
+def no_heartbeat() -> None:
+    """A long update in serial mode has no supervisor to keep informed either."""
 
 
 class SerialActor:
@@ -82,25 +86,37 @@ class SerialActor:
 
 
 class SerialLearner:
-    """The learner's algorithm, feed and intake; batches go in as the frames an actor would have sent."""
+    """The learner's training (algorithm, feed, check), progress and intake; batches go in as the frames an actor
+    would have sent. `training` and `progress` are the learner daemon's own objects, so its checkpointer saves them."""
 
     def __init__(self, config: RunConfig, spaces: PolicySpaces):
-        obs_space, action_space, mask_size = spaces.observation_space, spaces.action_space, spaces.mask_size
-        self.algorithm = make_algorithm(config, obs_space, action_space, config.learner.device, mask_size=mask_size)
-        self.feed = make_feed(config, obs_space, action_space)
-        check = BatchContentCheck.of_space(obs_space, self.algorithm.check_batch)
-        self.version, self.updates, self.inserted = 0, 0, 0
-        self.counts: dict[str, float] = {}
+        self.progress = Progress()
+        self.progress.version = 0  # a serial run starts fresh: the daemon's first version without a checkpoint
+        self.counts = self.progress.counts
+        self.training = Training(config, spaces, config.learner.device, self.counts, heartbeat=no_heartbeat)
+        self.algorithm, self.feed = self.training.algorithm, self.training.feed
         self.intake = Intake(
             self.feed,
-            threading.Lock(),
+            self.training.feed_lock,
             DEFAULT_POLICY,
-            check,
+            self.training.check_content,
             config.learner.max_lag,
             lambda: self.version,
             self.counts,
         )
-        self.metrics: dict[str, float] = {}
+
+    @property
+    def version(self) -> int:
+        return self.progress.version
+
+    @property
+    def updates(self) -> int:
+        return int(self.counts["updates"])
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """The last update's diagnostics (loss, entropy, ..., sample_lag_mean)."""
+        return self.training.last_metrics
 
     def receive(self, batch: TransitionBatch) -> None:
         """Through the learner's decode, checks and insert, as if it had come over the wire."""
@@ -111,15 +127,12 @@ class SerialLearner:
         published = False
         inserted = self.counts["transitions_inserted"]
         while self.updates < inserted / self.feed.consumed_per_update:
-            payload = self.feed.next_batch(self.version)
+            payload = self.training.next_payload(self.version)
             if payload is None:
                 break
-            result = self.algorithm.update(payload)
-            self.feed.after_update(payload, result)
-            self.updates += 1
-            self.metrics = {k: float(v) for k, v in result.metrics.items()}
+            self.training.train(payload, self.version)
             if self.updates % self.feed.publish_every == 0:
-                self.version += 1
+                self.progress.version += 1
                 published = True
         return published
 

@@ -1,0 +1,74 @@
+"""A serial run's directory is a run directory: `tandem plot`, `eval` and `export` take it as an async run's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tandem.client.cli import cli
+from tandem.client.run_curves import load
+
+pytest.importorskip("matplotlib", reason="tandem plot draws with matplotlib (a dependency)")
+APPO = Path(__file__).resolve().parents[2] / "examples" / "cartpole_appo.toml"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def serial_up(run: Path, *extra: str):
+    """A real serial CartPole run of 3072 env steps (a few seconds), a record every 1024."""
+    return CliRunner().invoke(
+        cli,
+        ["up", str(APPO), "--serial", "--json", "--quiet", "--eval-every", "1024", *extra]
+        + ["--set", f"run.dir='{run}'", "--set", "stop.env_steps=3072", "--set", "stop.seconds=100"],
+    )
+
+
+@pytest.mark.timeout(180)
+def test_a_serial_run_can_be_plotted_evaluated_and_exported(tmp_path):
+    run = tmp_path / "run"
+    result = serial_up(run)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output.strip().splitlines()[-1])
+    assert summary["serial"] and summary["reason"] == "3072 env steps >= 3072", summary
+
+    assert (run / "config.toml").is_file()
+    assert [p.name for p in (run / "learner-default").glob("ckpt-*.pt")] == [f"ckpt-{summary['version']:012d}.pt"]
+    # the head and names of an async run's records (supervisor/progress.py), which tandem plot reads
+    segments, total = load(run / "metrics.jsonl")
+    assert total == 3 and [s.number for s in segments] == [1] and len(segments[0].records) == 3
+    for record in segments[0].records:
+        for key in ("segment", "elapsed_s", "env_steps", "env_steps_per_s", "updates", "updates_per_s"):
+            assert isinstance(record[key], (int, float)), (key, record)
+        assert "mean_return_100" in record and "eval_return" in record and "train/entropy" in record, record
+    assert segments[0].records[-1]["env_steps"] == 3072
+
+    result = CliRunner().invoke(cli, ["plot", str(run)])
+    assert result.exit_code == 0 and "3 records" in result.output, result.output
+    assert (run / "report.png").read_bytes().startswith(PNG_MAGIC)
+
+    result = CliRunner().invoke(cli, ["eval", str(run), "--episodes", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    measured = json.loads(result.output.strip().splitlines()[-1])
+    assert len(measured["returns"]) == 2 and all(r > 0 for r in measured["returns"]), measured
+
+    result = CliRunner().invoke(cli, ["export", str(run), str(tmp_path / "exported")])
+    assert result.exit_code == 0 and "exported policy 'default'" in result.output, result.output
+    assert {p.name for p in (tmp_path / "exported").iterdir()} >= {"policy.json", "weights.safetensors"}
+
+
+@pytest.mark.timeout(180)
+def test_a_serial_run_does_not_mix_into_an_earlier_run_unless_fresh(tmp_path):
+    run = tmp_path / "run"
+    assert serial_up(run).exit_code == 0
+    again = serial_up(run)
+    assert again.exit_code == 2 and "holds an earlier run" in again.output and "--fresh" in again.output
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == 3  # untouched
+
+    fresh = serial_up(run, "--fresh")
+    assert fresh.exit_code == 0, fresh.output
+    (previous,) = (run / "previous").iterdir()
+    assert (previous / "metrics.jsonl").is_file() and list((previous / "learner-default").glob("ckpt-*.pt"))
+    segments, total = load(run / "metrics.jsonl")
+    assert total == 3 and [s.number for s in segments] == [1]  # the fresh run's own curves, one start
