@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -32,8 +35,43 @@ CHARTS = [
     ("Self-play rating", lambda k: diagnostic(k) in ("rating", "rating_ordinal")),
     ("Self-play win rate against the pool", lambda k: diagnostic(k) == "pool_win_rate"),
 ]
-AXES = [("env_steps", "env steps"), ("elapsed_s", "training time (s)")]
 CHART_SIZE_IN = (6.4, 2.9)  # width, height of one chart
+# Training time reads in the largest unit that keeps a long run's ticks short: (up to seconds, unit, seconds per unit)
+TIME_UNITS = ((120.0, "s", 1.0), (2 * 3600.0, "min", 60.0), (math.inf, "h", 3600.0))
+
+
+@dataclass(frozen=True)
+class XAxis:
+    """A column of charts: the record key on x, its label, and what x is divided by to read in the label's unit."""
+
+    key: str
+    label: str
+    scale: float = 1.0
+
+
+def x_axes(segments: list[Segment]) -> list[XAxis]:
+    """Env steps, and training time in seconds, minutes or hours, whichever the run's length reads best in."""
+    ends = [end for s in segments if (end := s.end("elapsed_s")) is not None]
+    seconds = max(ends, default=0.0)
+    _, unit, scale = next(u for u in TIME_UNITS if seconds <= u[0])
+    return [XAxis("env_steps", "env steps"), XAxis("elapsed_s", f"training time ({unit})", scale)]
+
+
+def count_label(x: float, _pos: int | None = None) -> str:
+    """1.5M, 20k, 500, 0.5: counts and times with k and M, never an SI milli on an axis of steps or seconds."""
+    for size, suffix in ((1e6, "M"), (1e3, "k")):
+        if abs(x) >= size:
+            return f"{x / size:.4g}{suffix}"
+    return f"{x:.4g}"
+
+
+def panels(segments: list[Segment]) -> list[tuple[str, Callable[[str], bool]]]:
+    """The charts this run has a point for: a run without self-play (or several policies) draws no empty ones."""
+    return [
+        (title, wanted)
+        for title, wanted in CHARTS
+        if any(series(s, wanted, key) for s in segments for key in ("env_steps", "elapsed_s"))
+    ]
 
 
 def diagnostic(key: str) -> str | None:
@@ -67,11 +105,11 @@ def summary(segments: list[Segment]) -> list[tuple[str, str]]:
     ]
 
 
-def draw_chart(ax, title: str, wanted, x_key: str, x_label: str, segments: list[Segment]) -> None:
+def draw_chart(ax, title: str, wanted, axis: XAxis, segments: list[Segment]) -> None:
     """One chart: each series a line per segment (one colour, one legend entry), a dashed line at each resume."""
-    from matplotlib.ticker import EngFormatter
+    from matplotlib.ticker import FuncFormatter
 
-    by_segment = [series(segment, wanted, x_key) for segment in segments]
+    by_segment = [series(segment, wanted, axis.key) for segment in segments]
     names = sorted({name for found in by_segment for name in found})
     colours = {name: f"C{i % 10}" for i, name in enumerate(names)}
     labelled: set[str] = set()
@@ -82,58 +120,67 @@ def draw_chart(ax, title: str, wanted, x_key: str, x_label: str, segments: list[
                 continue
             xs, ys = zip(*points)
             (line,) = ax.plot(
-                xs,
+                [x / axis.scale for x in xs],
                 ys,
                 color=colours[name],
                 linewidth=1.2,
                 marker="." if len(xs) == 1 else None,
                 label=None if name in labelled else name,
             )
-            line.set_gid(f"{x_key}:{name}:{segment.number}")  # the line's id in an SVG
+            line.set_gid(f"{axis.key}:{name}:{segment.number}")  # the line's id in an SVG
             labelled.add(name)
     for segment in segments[1:]:  # where the run was resumed
-        if names and (x := segment.start(x_key)) is not None:
-            resumed = ax.axvline(x, color="0.55", linestyle="--", linewidth=0.8)
-            resumed.set_gid(f"{x_key}:resumed:{segment.number}")
+        if names and (x := segment.start(axis.key)) is not None:
+            resumed = ax.axvline(x / axis.scale, color="0.55", linestyle="--", linewidth=0.8)
+            resumed.set_gid(f"{axis.key}:resumed:{segment.number}")
     ax.set_title(title, fontsize=10, loc="left")
-    ax.set_xlabel(x_label, fontsize=8)
-    ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 20k, 1.5M: readable env-step counts
+    ax.set_xlabel(axis.label, fontsize=8)
+    ax.xaxis.set_major_formatter(FuncFormatter(count_label))
     ax.tick_params(labelsize=8)
     ax.grid(True, alpha=0.3)
     if names:
         ax.legend(fontsize=7, loc="best")
-    else:
+    else:  # this chart has points against the other axis only (records without env_steps)
         ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="0.5")
 
 
-def render(segments: list[Segment], total: int, source: Path, out: Path) -> None:
-    """Every chart against env steps (left) and training time (right), under a summary; written to `out`,
-    in the format its suffix names."""
+def figure(segments: list[Segment], total: int, source: Path):
+    """The matplotlib figure: each chart with data against env steps (left) and training time (right), under a
+    summary. The caller closes it (matplotlib.pyplot.close)."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display needed, and no GUI toolkit is imported
     import matplotlib.pyplot as plt
 
+    charts, axes = panels(segments), x_axes(segments)
     width, height = CHART_SIZE_IN
-    fig, axes = plt.subplots(
-        len(CHARTS),
-        len(AXES),
-        figsize=(width * len(AXES), height * len(CHARTS) + 1.2),
+    fig, grid = plt.subplots(
+        len(charts),
+        len(axes),
+        figsize=(width * len(axes), height * len(charts) + 1.2),
         squeeze=False,
         layout="constrained",
     )
+    for row, (title, wanted) in zip(grid, charts):
+        for ax, axis in zip(row, axes):
+            draw_chart(ax, title, wanted, axis, segments)
+    kept = sum(len(s.records) for s in segments)
+    text = "   ".join(f"{name}: {value}" for name, value in summary(segments))
+    fig.suptitle(
+        f"{source}: {total} records{f', {kept} plotted' if kept < total else ''}\n{text}",
+        fontsize=9,
+        ha="left",
+        x=0.01,
+    )
+    return fig
+
+
+def render(segments: list[Segment], total: int, source: Path, out: Path) -> None:
+    """The figure written to `out`, in the format its suffix names."""
+    fig = figure(segments, total, source)  # first: it picks the backend (Agg) before pyplot is imported here
+    import matplotlib.pyplot as plt
+
     try:
-        for row, (title, wanted) in zip(axes, CHARTS):
-            for ax, (x_key, x_label) in zip(row, AXES):
-                draw_chart(ax, title, wanted, x_key, x_label, segments)
-        kept = sum(len(s.records) for s in segments)
-        text = "   ".join(f"{name}: {value}" for name, value in summary(segments))
-        fig.suptitle(
-            f"{source}: {total} records{f', {kept} plotted' if kept < total else ''}\n{text}",
-            fontsize=9,
-            ha="left",
-            x=0.01,
-        )
         fig.savefig(out)
     finally:
         plt.close(fig)
@@ -160,6 +207,8 @@ def plot_cmd(obj, run_dir: Path, out: Path | None) -> None:
     if not any(s.records for s in segments):
         obj.fail(f"{source} holds no records yet", ExitCode.FAILURE)
     segments = [s for s in segments if s.records]
+    if not panels(segments):
+        obj.fail(f"{source} holds no figure that tandem plot draws (returns, rates, lag, losses)", ExitCode.FAILURE)
     try:
         render(segments, total, source, out)
     except OSError as exc:

@@ -28,6 +28,11 @@ class Segment:
         first = next(xs, None)
         return None if first is None else first + self.shift.get(x_key, 0.0)
 
+    def end(self, x_key: str) -> float | None:
+        """Where this segment ends on the x_key axis (shifted), or None when no record has x_key."""
+        xs = [r[x_key] for r in self.records if isinstance(r.get(x_key), (int, float))]
+        return max(xs) + self.shift.get(x_key, 0.0) if xs else None
+
 
 def head(line: bytes) -> tuple[int | None, float | None]:
     """(segment, elapsed_s) of one line; (None, None) for a line that is not a whole record."""

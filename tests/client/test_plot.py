@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from tandem.client.cli import cli
-from tandem.client.plot_cmd import CHARTS
+from tandem.client.plot_cmd import CHARTS, count_label, figure, panels, x_axes
 from tandem.client.run_curves import load, series
 from tandem.daemons.supervisor.run_metrics import RunMetricsLog
 
@@ -19,15 +20,17 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SVG = "{http://www.w3.org/2000/svg}"
 
 
-def write_run(directory, records: int, segment: int | None = None, steps_from: int = 0) -> None:
-    """`records` one-second records of one start; `segment=None` writes them as runs did before they carried it."""
+def write_run(
+    directory, records: int, segment: int | None = None, steps_from: int = 0, every_s: float = 1.0, extra=None
+) -> None:
+    """`records` records `every_s` apart of one start; `segment=None` writes them as runs did before they carried it."""
     curves = RunMetricsLog(directory, tensorboard=False)
     for i in range(records):
         head = {} if segment is None else {"segment": segment}
         curves.write(
             {
                 **head,
-                "elapsed_s": float(i),
+                "elapsed_s": every_s * i,
                 "env_steps": steps_from + 1000 * i,
                 "env_steps_per_s": 1000.0,
                 "updates_per_s": 5.0,
@@ -44,6 +47,7 @@ def write_run(directory, records: int, segment: int | None = None, steps_from: i
                     "clip_fraction": 0.1,
                     "explained_variance": 0.5,
                     "grad_norm": 0.4,
+                    **(extra or {}),
                 },
             },
             wall_time=1000.0 + i,
@@ -157,3 +161,56 @@ def test_a_run_without_records_or_a_wrong_suffix_is_a_clear_error(tmp_path):
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"time": 1.0, "elapsed_s": 0.0, "env_steps": 0}) + "\n")
     result = CliRunner().invoke(cli, ["plot", str(tmp_path), "--out", str(tmp_path / "report.html")])
     assert result.exit_code == 2 and ".png, .svg or .pdf" in result.output
+
+
+def drawn(segments):
+    """(chart titles, every x tick label, x axis labels, texts inside the charts) of the figure tandem plot saves."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(segments, sum(len(s.records) for s in segments), Path("metrics.jsonl"))
+    try:
+        fig.canvas.draw()  # tick labels are set when drawn
+        titles = [ax.get_title(loc="left") for ax in fig.axes]
+        ticks = [t.get_text() for ax in fig.axes for t in ax.get_xticklabels() if t.get_text()]
+        xlabels = [ax.get_xlabel() for ax in fig.axes]
+        texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    finally:
+        plt.close(fig)
+    return titles, ticks, xlabels, texts
+
+
+def test_a_run_without_self_play_draws_only_the_charts_it_has_data_for(tmp_path):
+    write_run(tmp_path, 10)
+    segments, _ = load(tmp_path / "metrics.jsonl")
+    titles, _, _, texts = drawn(segments)
+    expected = [title for title, _ in CHARTS if not title.startswith("Self-play")]
+    assert [title for title, _ in panels(segments)] == expected
+    assert titles == [title for title in expected for _ in range(2)]  # against env steps and against time
+    assert "no data" not in texts
+
+    (tmp_path / "selfplay").mkdir()
+    write_run(tmp_path / "selfplay", 10, extra={"rating": 1.5, "pool_win_rate": 0.5})
+    segments, _ = load(tmp_path / "selfplay" / "metrics.jsonl")
+    assert [title for title, _ in panels(segments)] == [title for title, _ in CHARTS]
+
+
+def test_x_ticks_read_as_steps_with_k_and_m_and_time_in_its_unit(tmp_path):
+    assert [count_label(x) for x in (0, 0.2, 500, 20_000, 1_500_000, 2e9)] == [
+        "0",
+        "0.2",
+        "500",
+        "20k",
+        "1.5M",
+        "2000M",
+    ]
+    for name, every_s, unit in (("short", 1.0, "s"), ("hour", 600.0, "min"), ("day", 3 * 3600.0, "h")):
+        (tmp_path / name).mkdir()
+        write_run(tmp_path / name, 10, every_s=every_s)
+        segments, _ = load(tmp_path / name / "metrics.jsonl")
+        assert x_axes(segments)[1].label == f"training time ({unit})", name
+        _, ticks, xlabels, _ = drawn(segments)
+        assert f"training time ({unit})" in xlabels
+        # no SI milli on an axis of steps or seconds (matplotlib's EngFormatter wrote 200m for 0.2)
+        assert ticks and not [t for t in ticks if t.endswith("m")], (name, ticks)
+        if unit == "h":  # 27 hours: ticks in hours, not tens of thousands of seconds
+            assert max(float(t) for t in ticks if not t.endswith(("k", "M"))) <= 30
