@@ -101,7 +101,7 @@ class APPO:
 
     def check_batch(self, batch: TransitionBatch) -> None:
         """ValueError naming what is wrong with a received unroll's actions or behaviour log-probs."""
-        self.net.head.check_wire(batch.actions)
+        self.net.head.check_wire(batch.actions, lead=batch.rewards.shape)  # [T, K, *shape]: unrolls concatenate
         logp = batch.extras.get(BEHAVIOUR_LOGP)
         if logp is None:
             raise ValueError(

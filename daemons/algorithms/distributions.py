@@ -143,9 +143,12 @@ class ActionHead(nn.Module):
             return actions.reshape(actions.shape[0], self.dim).float()
         return actions.reshape(actions.shape[0], -1).long() - self.starts
 
-    def check_wire(self, actions: np.ndarray, where: str = "actions") -> None:
-        """ValueError unless received actions [..., *action_shape] have this space's dtype kind and range."""
+    def check_wire(self, actions: np.ndarray, where: str = "actions", lead: tuple[int, ...] | None = None) -> None:
+        """ValueError unless received actions [*lead, *action_shape] have this space's dtype kind and range (any
+        leading axes when `lead` is None; an unroll's are [T, K], and a trailing axis of 1 is not the same)."""
         shape = tuple(self.space.shape or ())
+        if lead is not None and tuple(actions.shape) != (*lead, *shape):
+            raise ValueError(f"{where} must be {list((*lead, *shape))}, got {list(actions.shape)}")
         if tuple(actions.shape[actions.ndim - len(shape) :]) != shape:
             raise ValueError(f"{where} must end with the action shape {list(shape)}, got {list(actions.shape)}")
         if self.kind == "box":

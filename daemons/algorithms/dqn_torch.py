@@ -109,10 +109,13 @@ class DoubleDQN:
         return idx
 
     def check_batch(self, batch: Any) -> None:
-        """ValueError unless a received unroll's actions are integers inside the action space."""
+        """ValueError unless a received unroll's actions are integers [T, K] inside the action space, with no
+        recurrent state (a Q-network is feed-forward, PROTOCOL.md 2.1.3)."""
         actions = np.asarray(batch.actions)
-        if actions.ndim != 2 and not (actions.ndim == 3 and actions.shape[2] == 1):
+        if actions.ndim != 2:  # replay keeps one int per row: [T, K, 1] would fail in the insert, not here
             raise ValueError(f"actions must be [T, K] for a Discrete action space, got shape {list(actions.shape)}")
+        if getattr(batch, "core_state", None) is not None:
+            raise ValueError("core_state was sent, but a Double DQN policy is feed-forward")
         if actions.dtype.kind not in "iu":
             raise ValueError(f"actions must be integers, got {actions.dtype}")
         if actions.size and (

@@ -99,10 +99,13 @@ class SAC:
         return self._optimizers
 
     def check_batch(self, batch: Any) -> None:
-        """ValueError unless a received unroll's actions are finite floats [T, K, A] inside the action bounds."""
+        """ValueError unless a received unroll's actions are finite floats [T, K, A] inside the action bounds, with
+        no recurrent state (SAC's networks are feed-forward, PROTOCOL.md 2.1.3)."""
         actions = np.asarray(batch.actions)
         if actions.ndim != 3 or actions.shape[2] != self.action_dim:
             raise ValueError(f"actions must be [T, K, {self.action_dim}], got shape {list(actions.shape)}")
+        if getattr(batch, "core_state", None) is not None:
+            raise ValueError("core_state was sent, but a SAC policy is feed-forward")
         if actions.dtype.kind != "f" or not np.all(np.isfinite(actions)):
             raise ValueError(f"actions must be finite floats, got {actions.dtype}")
         low, high = (np.asarray(b, np.float64).reshape(-1) for b in (self.action_space.low, self.action_space.high))

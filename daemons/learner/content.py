@@ -22,13 +22,22 @@ class BatchContentCheck:
     def __init__(self, obs_shape: tuple[int, ...], obs_dtype: Any, algorithm_check: Any):
         self.obs_shape, self.obs_dtype, self.algorithm_check = tuple(obs_shape), np.dtype(obs_dtype), algorithm_check
         self.keys: dict[str, tuple[tuple[int, ...], np.dtype]] | None = None  # a Dict observation's, per key
+        self.action_shape: tuple[int, ...] | None = None  # one action's shape; None: left to the algorithm
+        self.state_size: int | None = None  # floats of recurrent state per env (0: feed-forward); None: left to it
 
     @classmethod
-    def of_space(cls, space: Any, algorithm_check: Any) -> BatchContentCheck:
-        """The check for a policy observing `space` (a Dict one is checked key by key)."""
+    def of_space(
+        cls, space: Any, algorithm_check: Any, action_space: Any = None, state_size: int | None = None
+    ) -> BatchContentCheck:
+        """The check for a policy observing `space` (a Dict one is checked key by key), acting in `action_space`
+        (a space without one shape, a Tuple's, leaves its actions to the algorithm) with a recurrent state of
+        `state_size` floats per env (0: feed-forward)."""
         check = cls(tuple(space.shape or ()), space.dtype or np.float32, algorithm_check)
         if is_dict_space(space):
             check.keys = {key: (tuple(sub.shape or ()), key_dtype(sub)) for key, sub in key_spaces(space).items()}
+        if action_space is not None and action_space.shape is not None:
+            check.action_shape = tuple(action_space.shape)
+        check.state_size = state_size
         return check
 
     def __call__(self, batch: TransitionBatch) -> None:
@@ -38,7 +47,27 @@ class BatchContentCheck:
             self.check_array(batch)
         if not np.isfinite(batch.rewards).all():
             raise BadBatch("values", "rewards hold NaN or infinite values")
+        self.check_contract(batch)
         self.algorithm_check(batch)
+
+    def check_contract(self, batch: TransitionBatch) -> None:
+        """Check 8's part that every algorithm shares: whole actions of the action space's shape (replay stores
+        one action per row: an extra axis of 1 would fail there, on the intake thread), and a recurrent state
+        exactly when the policy has one, of its width (PROTOCOL.md 2.1.3)."""
+        want = (batch.num_steps, batch.num_envs, *(self.action_shape or ()))
+        if self.action_shape is not None and batch.actions.shape != want:
+            raise BadBatch(
+                "algorithm", f"actions must be {list(want)} ([T, K, *action_shape]), got {list(batch.actions.shape)}"
+            )
+        state, size = batch.core_state, self.state_size
+        if size is None:
+            return
+        if size == 0 and state is not None:
+            raise BadBatch("algorithm", "core_state was sent, but this policy is feed-forward (model.core = 'none')")
+        if size and state is None:
+            raise BadBatch("algorithm", f"core_state is missing: this policy's recurrent core needs [K, {size}]")
+        if size and state.shape != (batch.num_envs, size):
+            raise BadBatch("algorithm", f"core_state must be [K={batch.num_envs}, {size}], got {list(state.shape)}")
 
     def check_keys(self, batch: TransitionBatch) -> None:
         """A Dict observation's batch: the policy's keys, each of its shape and dtype, finite floats."""

@@ -16,9 +16,10 @@ MAX_BATCHES_PER_POLL = 16  # inline: at most this many batches between two train
 POLL_MS = 50  # the thread looks at its stop event at least this often
 JOIN_TIMEOUT_S = 5.0
 # Why a batch counted in batches_malformed was dropped, one counter each (`malformed_<reason>`): its frames do not
-# decode, its observations have another shape, it holds NaN or infinite values, or its actions (or extras) do not
-# fit the algorithm (`check_batch`).
-MALFORMED_REASONS = ("frames", "obs_shape", "obs_dtype", "values", "version", "algorithm")
+# decode, its observations have another shape, it holds NaN or infinite values, or its actions (or extras, or
+# recurrent state) do not fit the policy or the algorithm (`check_batch`). `insert`: it passed every check and
+# still could not go in: a check is missing (a bug to report), and the batch is dropped rather than the learner.
+MALFORMED_REASONS = ("frames", "obs_shape", "obs_dtype", "values", "version", "algorithm", "insert")
 INTAKE_COUNTS = (
     "batches_received",
     "batches_framed",
@@ -111,7 +112,7 @@ class Intake:
             return
         try:
             self.check_content(batch)
-        except ValueError as exc:  # the algorithm's own check_batch raises plain ValueErrors
+        except Exception as exc:  # noqa: BLE001 - check_batch raises plain ValueErrors, a plug-in's maybe others
             self.count_malformed(getattr(exc, "reason", "algorithm"), "a batch this learner cannot train on", exc)
             return
         if self.heard is not None:
@@ -124,7 +125,17 @@ class Intake:
             self.counts["batches_over_ratio"] += 1
             self.refused = True
             return
-        # Only sampling happens between the check and the insert, and sampling only makes room.
+        try:
+            self.insert(batch, lag)
+        except Exception as exc:  # noqa: BLE001 - the last line of defence: a peer's batch never ends the learner
+            self.count_malformed("insert", "a batch that passed every check but could not be inserted", exc)
+            failed = int(self.counts["malformed_insert"])
+            if failed & (failed - 1) == 0:  # the 1st, 2nd, 4th, ...: a flood cannot flood the log
+                log.error("a check is missing before the insert of this batch; please report it", exc_info=exc)
+
+    def insert(self, batch: TransitionBatch, lag: int) -> None:
+        """Into the feed. Only sampling happens between the check and the insert, and sampling only makes room.
+        (The replay ring checks every column before it writes one, so a refused batch leaves no half-written row.)"""
         prepared = self.feed.prepare(batch)
         with self.lock:
             self.counts["transitions_inserted"] += self.feed.insert(prepared)

@@ -32,7 +32,10 @@ class Training:
             self.algorithm.progress = heartbeat
         self.feed: Feed = make_feed(config, obs_space, action_space)
         self.feed_lock = threading.Lock()
-        self.check_content = BatchContentCheck.of_space(obs_space, self.algorithm.check_batch)
+        # the policy's whole contract, whatever the algorithm checks: the actors send what this config says
+        self.check_content = BatchContentCheck.of_space(
+            obs_space, self.algorithm.check_batch, action_space, config.model.core_state_size()
+        )
         self.device, self.counts = device, counts
         self.prefetcher: Prefetcher | None = None
         self.last_metrics: dict[str, float] = {}  # the last update's diagnostics (loss, entropy, KL, ...)

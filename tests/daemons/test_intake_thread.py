@@ -111,15 +111,30 @@ class BrokenFeed(UnrollFeed):
         raise RuntimeError("a bug in the feed")
 
 
-def test_an_error_in_the_thread_is_counted_and_fails_the_learner_loudly(wire):
+def test_a_batch_the_feed_cannot_insert_costs_that_batch_not_the_thread(wire):
+    """A peer's batch never ends the learner: one that passed the checks and still fails its insert is counted."""
     pull, push = wire
     counts: dict = {}
     intake = make_intake(BrokenFeed(batch_size=100, max_lag=100), counts)
     intake.start(pull)
-    send(push, unroll("actor-0", 0))
+    for seq in range(3):
+        send(push, unroll("actor-0", seq))
+    wait_until(lambda: counts["malformed_insert"] == 3, "three batches to be counted")
+    assert counts["batches_malformed"] == 3 and counts["intake_errors"] == 0
+    assert intake.thread.is_alive()
+    intake.check()
+    assert intake.stop(timeout_s=WAIT_S)
+
+
+def test_an_error_of_the_thread_itself_is_counted_and_fails_the_learner_loudly(wire):
+    pull, _ = wire
+    counts: dict = {}
+    intake = make_intake(UnrollFeed(batch_size=100, max_lag=100), counts)
+    pull.close(linger=0)  # its socket gone: nothing a batch did, so the learner exits and is restarted
+    intake.start(pull)
     wait_until(lambda: not intake.thread.is_alive(), "the thread to end")
     assert counts["intake_errors"] == 1
-    with pytest.raises(IntakeDied, match="a bug in the feed"):
+    with pytest.raises(IntakeDied, match="receive failed"):
         intake.check()
 
 
