@@ -105,6 +105,7 @@ def make_learner(config, obs_space, action_space, device, mask_size):
 
         def state_dict(self):
             return {
+                "algorithm": config.algorithm.name,  # `tandem eval` and `export` check it against the run's config
                 "policy": self.policy.state_dict(),
                 "value": self.value.state_dict(),
                 "optimizer": self.optimizer.state_dict(),

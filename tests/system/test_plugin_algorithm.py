@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import pytest
 
+from tandem import load_policy
 from tests.system.test_on_policy import learner_metrics, run_until_eval
 
 
@@ -14,3 +16,7 @@ def test_the_example_plugin_learns_cartpole_through_the_daemons(tmp_path):
     assert summary["eval_return"] >= 100.0
     last = learner_metrics(tmp_path)[-1]
     assert last["updates"] > 0 and last["batches_malformed"] == 0 and "pg_loss" in last
+    # What it learned loads as any built-in algorithm's policy does (the state names its algorithm).
+    policy = load_policy(tmp_path / "run")
+    obs, _ = gym.make("CartPole-v1").reset(seed=0)
+    assert policy.act(obs) in (0, 1)
