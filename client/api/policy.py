@@ -142,6 +142,11 @@ def acting_weights(state: Mapping[str, Any], algorithm: str, where: Path) -> dic
 
     saved = state.get("algorithm")
     saved_name = saved.get("algorithm") if isinstance(saved, Mapping) else None
+    if saved_name is None and isinstance(saved, Mapping):
+        raise PolicyError(
+            f"{where} names no algorithm: the learner's state_dict() must record config.algorithm.name under "
+            f"'algorithm' (docs/guides/extending.md), so that a policy is never loaded into the wrong network"
+        )
     if saved_name != algorithm:
         raise PolicyError(
             f"{where} holds a checkpoint of algorithm {saved_name!r}, but the run's config says {algorithm!r}"

@@ -319,3 +319,12 @@ def test_tandem_eval_of_a_recurrent_run_and_of_its_export_agree(lstm_run, tmp_pa
     from_run = json.loads(invoke("eval", run, "--episodes", 3, "--seed", 4, "--json").output)
     from_export = json.loads(invoke("eval", tmp_path / "lstm-export", "--episodes", 3, "--seed", 4, "--json").output)
     assert from_run["returns"] == from_export["returns"] and len(from_run["returns"]) == 3
+
+
+def test_a_checkpoint_that_names_no_algorithm_says_what_its_state_dict_lacks(tmp_path):
+    # A plug-in learner whose state_dict() leaves out "algorithm" (the example's did) gets told what to add.
+    from tandem.client.api.policy import acting_weights
+
+    state = {"algorithm": {"policy": {"0.weight": torch.zeros(2, 4)}}}
+    with pytest.raises(PolicyError, match="names no algorithm.*config.algorithm.name under 'algorithm'"):
+        acting_weights(state, "my_module:MyAlgorithm", tmp_path / "ckpt.pt")
