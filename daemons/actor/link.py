@@ -58,8 +58,8 @@ class FollowedPolicy:
         self.env_steps = 0  # the env steps behind the loaded version, as its learner counted them (0: unknown)
         self.pool: tuple[int, ...] = ()  # the versions its learner keeps as self-play opponents, as of that version
         self.tensors: dict[str, Any] = {}  # the weights loaded into `net` (whatever the algorithm's policy keeps)
-        # the newest version's insert budget: (transitions/s, actors, credit per version, version)
-        self.pace: tuple[float, int, int, int] = (0.0, 0, 0, -1)
+        # the newest version's insert budget: (transitions/s, actors, credit per version, version, train step)
+        self.pace: tuple[float, int, int, int, int] = (0.0, 0, 0, -1, -1)
 
     def poll(self) -> bool:
         """Load a newer version if one arrived; True when one did."""
@@ -78,7 +78,7 @@ class FollowedPolicy:
         self.version = blob.version
         self.env_steps = blob.env_steps
         self.pool = blob.pool
-        self.pace = (blob.pace_per_s, blob.pace_streams, blob.pace_credit, blob.version)
+        self.pace = (blob.pace_per_s, blob.pace_streams, blob.pace_credit, blob.version, blob.train_step)
         return True
 
     def silent_s(self, now: float) -> float:

@@ -26,6 +26,12 @@ class Pacer:
     seconds, which fits a learner whose updates take seconds (a rate measured over a window does not exist
     before its first updates, and swings between them): each new version adds this actor's share, the
     balance is capped at CREDIT_VERSIONS shares (where it starts), and at or below 0 the actor waits.
+
+    A version whose `train_step` is not above the last one's comes from a new incarnation of the learner
+    (restarted from a checkpoint, or a replica group formed again; versions go on rising from the floor, but
+    updates restart from the checkpoint's): its queue is empty, and what this actor sent against the old one
+    went with it. The pacer starts afresh then, full credit and no debt, instead of waiting for the old
+    credit to expire while the new learner waits for data.
     """
 
     def __init__(self, max_slice_s: float = MAX_SLICE_S, burst_s: float = BURST_S, min_ttl_s: float = MIN_TTL_S):
@@ -38,6 +44,9 @@ class Pacer:
         self.credit_share = 0  # transitions per version for this actor; 0 = no credit
         self.credit = 0.0  # balance: what may still be sent before the next version
         self.credit_version = -1  # the version whose credit was last added
+        self.version = -1  # the last version advised
+        self.train_step = -1  # the learner's updates behind it: they fall back when a new learner takes over
+        self.resets = 0  # new incarnations of the learner seen, each a fresh start
 
     def ttl_credit_s(self) -> float:
         return max(CREDIT_MIN_TTL_S, TTL_INTERVALS * (self.interval_s or 0.0))
@@ -49,9 +58,16 @@ class Pacer:
         """Waiting for the next version's credit (not for a rate's tokens)."""
         return self.credit_active(now) and self.credit <= 0
 
-    def advise(self, now: float, pace_per_s: float, streams: int, credit: int = 0, version: int = -1) -> None:
+    def advise(
+        self, now: float, pace_per_s: float, streams: int, credit: int = 0, version: int = -1, train_step: int = -1
+    ) -> None:
         """A new weight version arrived carrying the learner's budget for all `streams` actors (0 = none):
-        a rate and a credit per version; `version` says how many versions' credit this one adds."""
+        a rate and a credit per version; `version` says how many versions' credit this one adds, and
+        `train_step` (the learner's updates behind it; -1 = unknown) whether a new learner made it."""
+        if version != self.version and 0 <= train_step <= self.train_step:
+            self.forget()
+            self.resets += 1
+        self.version, self.train_step = version, max(train_step, -1)
         if self.advised_at is not None:
             gap = max(0.0, now - self.advised_at)
             self.interval_s = (
@@ -64,6 +80,12 @@ class Pacer:
         self.refill(now)  # tokens earned so far accrue at the old rate
         self.share_per_s = pace_per_s / max(1, streams) if pace_per_s > 0 else 0.0
         self.add_credit(was_active, credit / max(1, streams) if credit > 0 else 0.0, version)
+
+    def forget(self) -> None:
+        """Drop what was advised by a learner that is gone: its rate, its cadence, the debt owed to it."""
+        self.share_per_s, self.tokens, self.last = 0.0, 0.0, None
+        self.advised_at = self.interval_s = None
+        self.credit_share, self.credit, self.credit_version = 0, 0.0, -1
 
     def add_credit(self, was_active: bool, share: float, version: int) -> None:
         cap = CREDIT_VERSIONS * share

@@ -50,8 +50,10 @@ class Pacing:
         return True
 
     def counters(self, now: float) -> dict[str, float]:
-        """Time spent waiting for the learners' pace, and the transitions/s followed now (0 = no limit)."""
+        """Time spent waiting for the learners' pace, the transitions/s followed now (0 = no limit), and how
+        often a new incarnation of a learner made the pace start afresh."""
         return {
             "paced_s": round(self.paced_s, 3),
             "pace_per_s": round(sum((p.rate(now) for p in self.pacers.values()), 0.0), 1),
+            "pace_resets": sum(p.resets for p in self.pacers.values()),
         }

@@ -112,3 +112,41 @@ def test_a_learner_granting_a_credit_advertises_no_rate():
     assert two.advice(1.0, filling=False) == (0.0, 2)
     assert meter.counters()["pace_credit"] == BATCH
     assert PaceMeter(0.0, credit_per_version=BATCH).credit_per_version == 0  # headroom 0: no advice at all
+
+
+def test_a_new_learner_incarnation_resets_the_credit_at_once():
+    """A learner killed while two actors were in debt (an unroll of 512 against shares of 256): the new one's
+    versions go on from the floor (above the actor's), but its updates start again from its checkpoint's.
+    The actor takes its fresh credit at the new learner's first version instead of waiting for the old one to
+    expire (10 s without a version while the new learner waits for data)."""
+    pacer = Pacer()
+    pacer.advise(0.0, 0.0, streams=2, credit=512, version=40, train_step=300)
+    pacer.spend(0.1, 512)
+    pacer.spend(0.2, 500)  # in debt by 500: the learner it was owed to is killed now
+    assert pacer.out_of_credit(0.3)
+    pacer.advise(1.0, 0.0, streams=2, credit=512, version=41, train_step=290)  # restored from an older checkpoint
+    assert pacer.credit == CREDIT_VERSIONS * 256 and pacer.wait_s(1.0) == 0.0
+    assert pacer.resets == 1
+    pacer.spend(1.1, 512)
+    pacer.advise(1.5, 0.0, streams=2, credit=512, version=42, train_step=291)  # the new one trains on: no reset
+    assert pacer.resets == 1 and pacer.credit == 256
+
+
+def test_a_learner_restarted_right_after_its_checkpoint_is_new_too():
+    """A SIGTERM restart checkpoints on the way out: the new learner's first version has the same updates."""
+    pacer = Pacer()
+    pacer.advise(0.0, 0.0, streams=1, credit=512, version=7, train_step=70)
+    pacer.spend(0.1, 2100)
+    pacer.advise(0.2, 0.0, streams=1, credit=512, version=7, train_step=70)  # the same version again: not new
+    assert pacer.resets == 0 and pacer.out_of_credit(0.2)
+    pacer.advise(2.0, 0.0, streams=1, credit=512, version=8, train_step=70)
+    assert pacer.resets == 1 and pacer.credit == CREDIT_VERSIONS * 512
+
+
+def test_without_a_reset_the_old_debt_holds_the_actor_until_the_credit_expires():
+    """What the reset fixes: the same debt and a next version of the same learner leave the actor waiting."""
+    pacer = Pacer()
+    pacer.advise(0.0, 0.0, streams=2, credit=512, version=40, train_step=300)
+    pacer.spend(0.1, 1012)
+    pacer.advise(1.0, 0.0, streams=2, credit=512, version=41, train_step=301)
+    assert pacer.wait_s(1.0) == MAX_SLICE_S and pacer.resets == 0
