@@ -105,11 +105,11 @@ class ControlReply(HeaderOnly):
 
 def reply_address(frames: Sequence[Any], limits: Limits = DEFAULT_LIMITS) -> tuple[str, int]:
     """(kind, request_id) of a message that failed to decode, read from its header where that much is sound,
-    so an error reply can carry the request's own id; ("", 0) where even the header is unreadable."""
+    so an error reply can carry the request's own id (PROTOCOL.md 2.5.2): also when its `v` or its `kind` is
+    what is wrong. ("", 0) where even the header is unreadable; kind "" where it is not a string."""
     try:
-        header, _ = framing.decode_header(frames, limits)
+        header, _ = framing.read_header(frames, limits)
     except ProtocolError:
         return "", 0
-    request_id = header.get("request_id")
-    valid = isinstance(request_id, int) and not isinstance(request_id, bool) and 0 <= request_id < 1 << 63
-    return str(header["kind"]), request_id if valid else 0
+    kind = header.get("kind")
+    return kind if isinstance(kind, str) else "", framing.request_id_of(header)

@@ -106,6 +106,33 @@ def nesting_depth(value: Any, limit: int) -> int:
 
 def decode_header(frames: Any, limits: Limits = DEFAULT_LIMITS) -> tuple[dict[str, Any], list[memoryview]]:
     """Checks 1-5 of PROTOCOL.md (frame count, header size, msgpack, version, kind); returns header and frames."""
+    header, views = read_header(frames, limits)
+    if "v" not in header:
+        raise ProtocolError("required field is missing (the protocol version)", "v")
+    version = header["v"]
+    if type(version) is not int:  # a bool is not an int, nor is the string '1'
+        raise ProtocolError(
+            f"must be an integer (the protocol version, {PROTOCOL_VERSION}), got {type(version).__name__} "
+            f"{short_repr(version)}",
+            "v",
+        )
+    if version != PROTOCOL_VERSION:
+        raise ProtocolError(f"protocol version {version} is not supported (this side speaks {PROTOCOL_VERSION})", "v")
+    kind = header.get("kind")
+    if kind not in KINDS:
+        raise ProtocolError(f"unknown kind {short_repr(kind)} (known: {', '.join(KINDS)})", "kind")
+    return header, views
+
+
+def short_repr(value: Any, limit: int = 100) -> str:
+    """repr of a peer's value for an error message, cut at `limit` characters (a header string may be 1 MiB)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+def read_header(frames: Any, limits: Limits = DEFAULT_LIMITS) -> tuple[dict[str, Any], list[memoryview]]:
+    """Checks 1-3 of PROTOCOL.md (frame count, header size, msgpack map); `v` and `kind` are not looked at, so a
+    refusal can still read the id of a request of another version or an unknown kind."""
     if not isinstance(frames, (list, tuple)):
         raise ProtocolError(f"a message is a list of frames, got {type(frames).__name__}", "frames")
     if not 1 <= len(frames) <= limits.max_frames:
@@ -132,13 +159,14 @@ def decode_header(frames: Any, limits: Limits = DEFAULT_LIMITS) -> tuple[dict[st
         raise ProtocolError(f"must be a msgpack map, got {type(header).__name__}", "header")
     if nesting_depth(header, limits.max_depth) > limits.max_depth:
         raise ProtocolError(f"nested deeper than {limits.max_depth}", "header")
-    version = header.get("v")
-    if type(version) is not int or version != PROTOCOL_VERSION:
-        raise ProtocolError(f"protocol version {version!r} is not supported (this side speaks {PROTOCOL_VERSION})", "v")
-    kind = header.get("kind")
-    if kind not in KINDS:
-        raise ProtocolError(f"unknown kind {kind!r} (known: {', '.join(KINDS)})", "kind")
     return header, views
+
+
+def request_id_of(header: Mapping[str, Any]) -> int:
+    """The header's `request_id` where it is usable as one (a non-negative int below 2**63, not a bool), else 0:
+    the id a refusal echoes, whatever else is wrong with the message."""
+    value = header.get("request_id")
+    return value if type(value) is int and 0 <= value < 1 << 63 else 0
 
 
 def expect_kind(header: Mapping[str, Any], kind: str) -> None:

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from tandem.protocol import ProtocolError, WeightBlob, decode
+from tandem.protocol.control import reply_address
 from tests.protocol.vectors import PATH, vectors
 
 CHECKED_IN = json.loads(PATH.read_text())["vectors"]
@@ -25,9 +26,11 @@ def outcome(frames: list[bytes]) -> tuple[str, str]:
 
 @pytest.mark.parametrize("vector", CHECKED_IN, ids=[v["name"] for v in CHECKED_IN])
 def test_each_vector_gets_the_outcome_it_states(vector):
-    got = outcome([bytes.fromhex(f) for f in vector["frames_hex"]])
+    frames = [bytes.fromhex(f) for f in vector["frames_hex"]]
     want = ("ok", vector["kind"]) if vector["expect"] == "ok" else ("rejected", vector["field"])
-    assert got == want
+    assert outcome(frames) == want
+    if "request_id" in vector:  # the id the supervisor's and a learner's refusals echo (reply_address)
+        assert reply_address(frames)[1] == vector["request_id"]
 
 
 def test_the_checked_in_file_is_what_this_encoder_writes():

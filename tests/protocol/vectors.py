@@ -112,6 +112,7 @@ def vectors() -> list[dict]:
         ("header not msgpack", [b"\xc1"], "header"),
         ("header a list, not a map", [msgpack.packb([1, 2])], "header"),
         ("protocol version 2", [msgpack.packb({"v": 2, "kind": "heartbeat"})], "v"),
+        ("protocol version the string '1'", [msgpack.packb({"v": "1", "kind": "heartbeat"})], "v"),
         ("unknown kind", [header(kind="shell_command")], "kind"),
         (
             "heartbeat pid a string",
@@ -135,6 +136,25 @@ def vectors() -> list[dict]:
             "control_request args not a map",
             [header(kind="control_request", request_id=9, command="stop", args=[1])],
             "args",
+            9,
+        ),
+        (
+            "control_request of protocol version 2",
+            [msgpack.packb({"v": 2, "kind": "control_request", "request_id": 11, "command": "status", "args": {}})],
+            "v",
+            11,
+        ),
+        (
+            "control_request with v the string '1'",
+            [msgpack.packb({"v": "1", "kind": "control_request", "request_id": 12, "command": "status", "args": {}})],
+            "v",
+            12,
+        ),
+        (
+            "control_request of an unknown kind",
+            [header(kind="control_requets", request_id=13, command="status", args={})],
+            "kind",
+            13,
         ),
         ("transition_batch short array frame", [batch[0], *batch[1:3], batch[3][:-1], *batch[4:]], "arrays[2]"),
         ("transition_batch one array frame missing", batch[:-1], "arrays"),
@@ -189,9 +209,11 @@ def vectors() -> list[dict]:
         {"name": n, "frames_hex": [f.hex() for f in fr], "expect": "ok", "kind": msgpack.unpackb(fr[0])["kind"]}
         for n, fr in ok
     ]
-    out += [
-        {"name": n, "frames_hex": [f.hex() for f in fr], "expect": "rejected", "field": field} for n, fr, field in bad
-    ]
+    for name, frames, field, *request_id in bad:
+        vector = {"name": name, "frames_hex": [f.hex() for f in frames], "expect": "rejected", "field": field}
+        if request_id:  # a refusal on a socket with replies echoes this id (PROTOCOL.md 2.5.2)
+            vector["request_id"] = request_id[0]
+        out.append(vector)
     return out
 
 
@@ -201,7 +223,8 @@ def main() -> None:
             {
                 "about": "Tandem wire protocol v1 test vectors: each message's frames in hex and what a receiver "
                 "must do. "
-                "'ok': it decodes, as 'kind'; 'rejected': it is dropped (counted), the error naming 'field'. "
+                "'ok': it decodes, as 'kind'; 'rejected': it is dropped (counted), the error naming 'field', and "
+                "where 'request_id' is given, a refusal on a socket with replies carries that id. "
                 "See PROTOCOL.md section 4 for the order of checks.",
                 "protocol_version": PROTOCOL_VERSION,
                 "vectors": vectors(),
