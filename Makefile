@@ -25,8 +25,10 @@ $(STAMP): pyproject.toml setup.py Makefile
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q $(TORCH_SPEC)
 	$(PY) -m pip install -q -e .
 	@# An editable install's finder runs after Python's path search, so a folder named `tandem` in the working
-	@# directory (the clone itself, seen from the folder that holds it) would shadow it; this .pth puts it first.
-	@cp tandem/editable_first.pth "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/tandem_editable_first.pth"
+	@# directory (the clone itself, seen from the folder that holds it) would shadow it (tandem/editable_first.py).
+	@site="$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" && \
+		cp tandem/editable_first.py "$$site/_tandem_editable_first.py" && \
+		echo "import _tandem_editable_first" > "$$site/tandem_editable_first.pth"
 	@touch $(STAMP)
 
 # Everything any test needs: the `test` extra pulls in every optional extra (MiniGrid, MuJoCo, envpool, ...),

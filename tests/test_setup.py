@@ -38,7 +38,7 @@ def test_ci_prepare_installs_no_python_package():
 
 def test_the_installed_package_wins_over_a_folder_named_tandem(tmp_path):
     # Seen from the folder that holds a clone, the clone is a folder named `tandem` in the working directory: a
-    # namespace package that hid the editable install (`make setup` adds tandem_editable_first.pth).
+    # namespace package that hid the editable install (`make setup` installs tandem/editable_first.py).
     (tmp_path / "tandem").mkdir()
     (tmp_path / "tandem" / "README.md").write_text("a clone's files\n")
     done = subprocess.run(
