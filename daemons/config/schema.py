@@ -296,6 +296,11 @@ class LearnerSection:
     checkpoint_interval_s: float = option(
         60.0, "Seconds between checkpoints (one is also written on SIGTERM).", above=0.0
     )
+    checkpoint_every_updates: int = option(
+        500,
+        "Updates between checkpoints too, whichever of this and checkpoint_interval_s comes first: a kill loses at most this many (0: by time only); never so often that writing takes over 5% of the learner's time.",
+        min=0,
+    )
     checkpoint_replay: bool = option(False, "(dqn) Also save the replay buffer in checkpoints.")
     torch_threads: int = option(1, "torch.set_num_threads in the learner.", min=1)
     intake_thread: bool = option(True, "Receive, check and insert batches on a thread of their own, beside training.")

@@ -1,38 +1,44 @@
-"""A learner's training state on disk: restored at start, saved soon after, every interval, and at the stop."""
+"""A learner's training state on disk: restored at start, saved soon after, at its cadence, and at the stop."""
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 
 import numpy as np
 import torch
 
+from tandem.daemons.learner.cadence import CheckpointCadence
 from tandem.daemons.learner.checkpoint import load_latest_checkpoint, save_checkpoint
 from tandem.daemons.learner.disk import LearnerDisk
 from tandem.daemons.learner.progress import Progress
 from tandem.daemons.learner.training import Training
 
 log = logging.getLogger(__name__)
-FIRST_CHECKPOINT_S = 10.0  # the first checkpoint after start, whatever learner.checkpoint_interval_s says
 
 
 class Checkpointer:
     """Saves the algorithm, the version, updates and env steps, and the replay (learner.checkpoint_replay).
 
     The first save comes soon after the loop starts: a learner killed before a full interval must not
-    come back with random weights under a higher version. A write the disk refuses is counted, shown and
-    logged; the last good checkpoint stays.
+    come back with random weights under a higher version. Then every `interval_s` or `every_updates`
+    updates (`CheckpointCadence`), which bounds what a kill loses. A write the disk refuses is counted,
+    shown and logged; the last good checkpoint stays.
     """
 
     def __init__(
-        self, training: Training, progress: Progress, disk: LearnerDisk, interval_s: float, writes: bool = True
+        self,
+        training: Training,
+        progress: Progress,
+        disk: LearnerDisk,
+        interval_s: float,
+        writes: bool = True,
+        every_updates: int = 0,
     ):
-        self.training, self.progress, self.disk, self.interval_s = training, progress, disk, interval_s
+        self.training, self.progress, self.disk = training, progress, disk
         self.writes = writes  # false: never saves (data-parallel replicas 1..N-1; replica 0 saves for the group)
+        self.cadence = CheckpointCadence(interval_s, every_updates)
         self.last_saved: float | None = None
-        self.next_due = math.inf
 
     def restore(self) -> int:
         """Load the newest checkpoint that loads, if any; returns its version (-1 without one)."""
@@ -52,13 +58,16 @@ class Checkpointer:
         return version
 
     def start(self, now: float) -> None:
-        self.next_due = now + min(FIRST_CHECKPOINT_S, self.interval_s)
+        self.cadence.start(now, self.updates)
+
+    @property
+    def updates(self) -> int:
+        return int(self.progress.counts["updates"])
 
     def tick(self, now: float) -> None:
         """Save when one is due."""
-        if now >= self.next_due:
+        if self.writes and self.cadence.due(now, self.updates):
             self.save()
-            self.next_due = now + self.interval_s
 
     def age_s(self) -> float:
         """Seconds since the last save; -1 before the first."""
@@ -68,12 +77,17 @@ class Checkpointer:
         """Save a checkpoint; False (counted, shown, logged) when the disk refuses it: the last good one stays."""
         if not self.writes:
             return True
+        started = time.monotonic()
         try:
             self._save()
         except OSError as exc:
             self.disk.failed("a checkpoint", exc)
             return False
-        return True
+        else:
+            return True
+        finally:
+            ended = time.monotonic()
+            self.cadence.written(ended, self.updates, ended - started)
 
     def _save(self) -> None:
         progress, training = self.progress, self.training
@@ -95,3 +109,7 @@ class Checkpointer:
             save_checkpoint(self.disk.dir, state)
         self.progress.counts["checkpoints"] += 1
         self.last_saved = time.monotonic()
+
+    def counters(self) -> dict[str, float]:
+        """Seconds since the last save (-1 before the first) and what the last write took."""
+        return {"checkpoint_age_s": self.age_s(), "checkpoint_write_s": round(self.cadence.write_s, 4)}

@@ -132,7 +132,12 @@ class Learner:
             self.pace.credit_per_version = int(feed.consumed_per_update) if cfg.learner.pace_headroom > 0 else 0
         reporter.set_stage("load_checkpoint")
         self.checkpointer = Checkpointer(
-            self.training, progress, self.disk, cfg.learner.checkpoint_interval_s, writes=self.rank == 0
+            self.training,
+            progress,
+            self.disk,
+            cfg.learner.checkpoint_interval_s,
+            writes=self.rank == 0,
+            every_updates=cfg.learner.checkpoint_every_updates,
         )
         # replicas above 0 take replica 0's state when the group forms (join_group); they keep no checkpoints
         self.restored = self.checkpointer.restore() if self.rank == 0 else -1

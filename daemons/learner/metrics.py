@@ -69,7 +69,7 @@ class LearnerMetrics:
             "batches_stale": counts["batches_stale"] + training.feed.dropped_stale,
             "lag_mean": self.lag_mean,
             "loss": last.get("loss", 0.0),
-            "checkpoint_age_s": self.checkpointer.age_s(),
+            **self.checkpointer.counters(),
             "sample_lag_mean": last.get("sample_lag_mean", 0.0),
             # the last update's diagnostics (losses, entropy, KL, clip fraction, explained variance, ...):
             # the supervisor puts them in the run's curves as train/NAME
