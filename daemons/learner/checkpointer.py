@@ -84,6 +84,7 @@ class Checkpointer:
             self.disk.failed("a checkpoint", exc)
             return False
         else:
+            self.disk.wrote("a checkpoint")
             return True
         finally:
             ended = time.monotonic()

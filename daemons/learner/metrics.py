@@ -56,6 +56,8 @@ class LearnerMetrics:
             self.log.write(self.progress.counts["updates"], {**counters, **extra, **self.training.last_metrics})
         except OSError as exc:
             self.disk.failed("the metrics", exc)
+        else:
+            self.disk.wrote("the metrics")
 
     def counters(self) -> dict[str, float]:
         training, counts, last = self.training, self.progress.counts, self.training.last_metrics
@@ -70,6 +72,7 @@ class LearnerMetrics:
             "lag_mean": self.lag_mean,
             "loss": last.get("loss", 0.0),
             **self.checkpointer.counters(),
+            **self.disk.counters(),
             "sample_lag_mean": last.get("sample_lag_mean", 0.0),
             # the last update's diagnostics (losses, entropy, KL, clip fraction, explained variance, ...):
             # the supervisor puts them in the run's curves as train/NAME

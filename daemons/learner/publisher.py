@@ -39,6 +39,8 @@ class Publisher:
             write_floor(self.disk.dir / "version", self.progress.version)
         except OSError as exc:  # a full disk: keep training and publishing; the checkpoints say it too
             self.disk.failed("the version floor", exc)
+        else:
+            self.disk.wrote("the version floor")
         try:
             self.pool.offer(self.progress.version, frames)
         except OSError as exc:  # the pool goes without this version; opponents are drawn from the others

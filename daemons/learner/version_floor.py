@@ -20,6 +20,11 @@ def read_floor(path: Path) -> int:
 
 
 def write_floor(path: Path, version: int) -> None:
+    """Write `version` by rename; a write that fails (a full disk) leaves the old file and no temp file."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(f"{version}\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(f"{version}\n")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise

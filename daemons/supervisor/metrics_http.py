@@ -1,4 +1,4 @@
-"""The supervisor's HTTP endpoint, in a thread: Prometheus `/metrics`, and `/healthz` (503 while FATAL or hung)."""
+"""The supervisor's HTTP endpoint, in a thread: Prometheus `/metrics`, and `/healthz` (503 while any is unhealthy)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,9 @@ def health(snapshot: dict | None, now: float) -> tuple[int, dict]:
         return 503, {"healthy": False, "reason": f"the supervisor's loop has published nothing for {age_s:.0f} s"}
     unhealthy = list(snapshot["status"]["unhealthy"])
     if unhealthy:
-        return 503, {"healthy": False, "reason": "FATAL or hung: " + ", ".join(unhealthy), "unhealthy": unhealthy}
+        reasons = snapshot["status"].get("unhealthy_reasons", {})
+        reason = "; ".join(f"{name}: {reasons.get(name, 'FATAL or hung')}" for name in unhealthy)
+        return 503, {"healthy": False, "reason": reason, "unhealthy": unhealthy}
     return 200, {"healthy": True, "unhealthy": []}
 
 

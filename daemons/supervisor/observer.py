@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tandem.daemons.runtime.logs import log_dropped
 from tandem.daemons.supervisor.run_metrics import RunMetricsLog
 from tandem.daemons.supervisor.status import status_data
 
@@ -52,6 +53,7 @@ class Observer:
                 sink.close()
             raise ObserverError(f"cannot write {directory / 'metrics.jsonl'}: {exc.strerror or exc}") from exc
         self.next_due = 0.0
+        self.failures = 0  # records the disk refused
 
     def tick(self, sup: Any, now: float) -> None:
         """Called every loop pass; does its work once per INTERVAL_S."""
@@ -64,8 +66,14 @@ class Observer:
         figures = sup.view.figures(now)
         try:
             self.curves.write(figures, time.time())
-        except (OSError, ValueError) as exc:  # a full disk must not end the run; the log says so once a record
-            log.warning("cannot append to %s: %s", self.curves.path, exc)
+        except (OSError, ValueError) as exc:  # a full disk must not end the run: counted, logged at 1, 2, 4, ...
+            self.failures += 1
+            why = getattr(exc, "strerror", None) or exc
+            sup.faults["metrics"] = f"cannot write the run's curves ({self.curves.path} and its events): {why}"
+            log_dropped(log, f"a record of {self.curves.path}", self.failures, exc)
+        else:
+            if sup.faults.pop("metrics", None) is not None:
+                log.info("appending to %s again", self.curves.path)
         if self.server is not None:
             self.server.publish({"status": status_data(sup, now), "figures": figures})
 

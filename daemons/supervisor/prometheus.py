@@ -78,7 +78,10 @@ class SnapshotCollector(Collector):
                 metric.add_metric([run], value)
                 yield metric
         unhealthy = family(
-            "gauge", "tandem_unhealthy_processes", "Processes FATAL or hung (healthz is 503 above 0).", ["run"]
+            "gauge",
+            "tandem_unhealthy_processes",
+            "Processes FATAL, hung or failing disk writes (healthz is 503 above 0).",
+            ["run"],
         )
         unhealthy.add_metric([run], float(len(status["unhealthy"])))
         yield unhealthy

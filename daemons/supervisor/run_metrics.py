@@ -61,12 +61,17 @@ class RunMetricsLog:
     """Appends a record per `write()` to metrics.jsonl and flushes it; mirrors to TensorBoard against env steps.
 
     Nothing is kept in memory: each record goes to the file (and the event writer's bounded queue) at once.
+    The event writer writes on a thread of its own, and once a write there failed (a full disk) it raises
+    that error on every later call: it is dropped then, and a new event file is started once a record is
+    appended to metrics.jsonl again (there is room again).
     """
 
     def __init__(self, directory: Path, tensorboard: bool = True, wandb: Any = None):
         self.path = directory / "metrics.jsonl"
         self.file = self.path.open("a", encoding="utf-8")
-        self.tensorboard = open_tensorboard(directory / "tensorboard") if tensorboard else None
+        self.tensorboard_dir = directory / "tensorboard" if tensorboard else None
+        self.tensorboard = open_tensorboard(self.tensorboard_dir) if self.tensorboard_dir else None
+        self.tensorboard_lost = False  # dropped after a failed write, to be started again
         self.wandb = wandb  # a WandbSink, with [tracking] wandb = true
         self.records = 0
 
@@ -79,15 +84,31 @@ class RunMetricsLog:
         self.records += 1
         step = int(scalars.get("env_steps", 0))
         curves = {k: v for k, v in scalars.items() if k != "env_steps"}
+        if self.tensorboard_lost:
+            self.tensorboard, self.tensorboard_lost = open_tensorboard(self.tensorboard_dir), False
         if self.tensorboard is not None:
-            self.tensorboard.add(wall_time, step, curves)
-            self.tensorboard.flush()
+            try:
+                self.tensorboard.add(wall_time, step, curves)
+                self.tensorboard.flush()
+            except OSError:
+                self.drop_tensorboard()
+                raise
         if self.wandb is not None:
             self.wandb.add(step, curves)
 
-    def close(self) -> None:
-        self.file.close()
-        if self.tensorboard is not None:
+    def drop_tensorboard(self) -> None:
+        try:
             self.tensorboard.close()
+        except OSError:
+            pass  # what it still holds cannot be written: the failure is counted by the caller
+        self.tensorboard, self.tensorboard_lost = None, True
+
+    def close(self) -> None:
+        for what, part in (("metrics.jsonl", self.file), ("tensorboard", self.tensorboard)):
+            try:
+                if part is not None:
+                    part.close()
+            except OSError as exc:  # a full disk: what is still buffered is lost, the run must still end cleanly
+                log.warning("the run's %s not all written: %s", what, exc)
         if self.wandb is not None:
             self.wandb.close()

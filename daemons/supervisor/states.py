@@ -82,6 +82,7 @@ class ProcessRecord:
     recycle_pending: bool = False  # planned restart (memory limit, max age): not a failure, failures kept
     recycles: int = 0  # planned restarts so far
     last_recycle: str = ""  # why the last planned restart happened
+    fault: str = ""  # a fault the live process reports and runs on with (a disk refusing writes); "" when none
 
 
 ALIVE = frozenset({State.STARTING, State.RUNNING, State.STOPPING})
@@ -158,7 +159,7 @@ def exited(rec: ProcessRecord, code: int | None, now: float, policy: RestartPoli
     )
     terminated_by_us = rec.terminate_sent_at is not None
     rec.last_exit_code, rec.last_stage = code, rec.stage
-    rec.pid, rec.stage = None, ""
+    rec.pid, rec.stage, rec.fault = None, "", ""
     rec.terminate_sent_at = rec.kill_sent_at = None
     kill_reason, rec.kill_reason = rec.kill_reason, ""
 
@@ -230,6 +231,19 @@ def recycle(rec: ProcessRecord, reason: str, now: float) -> None:
     terminate(rec, reason, now)
     rec.recycle_pending = True
     rec.last_recycle = reason
+    rec.last_error = reason  # the supervisor's reason is the last error (PROTOCOL.md 2.4), planned or not
+
+
+def reported_fault(rec: ProcessRecord, fault: str) -> bool:
+    """A live process reports `fault`, one it runs on with ("" once it is over): shown as its last error while
+    new, and kept as the last error after. True when it is new (worth a log line)."""
+    if not is_alive(rec):
+        return False
+    new = bool(fault) and fault != rec.fault
+    rec.fault = fault
+    if new:
+        rec.last_error = fault
+    return new
 
 
 def max_age_due(rec: ProcessRecord, now: float, max_age_s: float) -> bool:

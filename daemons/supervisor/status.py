@@ -10,7 +10,7 @@ from typing import Any
 from tandem.daemons.runtime.names import learner_policy
 from tandem.daemons.security.curve import curve_keys
 from tandem.daemons.supervisor import states
-from tandem.daemons.supervisor.states import State
+from tandem.daemons.supervisor.faults import disk_fault, unhealthy_reasons
 from tandem.protocol.sockets import link_security
 
 
@@ -44,6 +44,7 @@ def process_row(sup: Any, name: str, now: float) -> dict[str, Any]:
         "dropped": counters.get("batches_dropped", counters.get("batches_over_ratio")),
         "exit_code": rec.last_exit_code,
         "last_error": rec.last_error,
+        "fault": rec.fault,
         "counters": counters,
     }
 
@@ -70,6 +71,7 @@ def remote_row(sup: Any, name: str, now: float) -> dict[str, Any]:
     state = remote_state(sup, name, now)
     counters = dict(beat.counters) if beat else {}
     rate_key = "updates" if entry["role"] == "learner" else "env_steps"
+    fault = disk_fault(counters) if state == "REMOTE" else ""
     return {
         "name": name,
         "role": entry["role"],
@@ -92,7 +94,8 @@ def remote_row(sup: Any, name: str, now: float) -> dict[str, Any]:
         "lag": counters.get("lag_mean"),
         "dropped": counters.get("batches_dropped", counters.get("batches_over_ratio")),
         "exit_code": None,
-        "last_error": "INSECURE: unauthenticated bind" if entry["insecure"] else "",
+        "last_error": "INSECURE: unauthenticated bind" if entry["insecure"] else fault,
+        "fault": fault,
         "counters": counters,
         "insecure": entry["insecure"],
     }
@@ -195,6 +198,7 @@ def game_servers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def status_data(sup: Any, now: float) -> dict[str, Any]:
     rows = [process_row(sup, name, now) for name in sup.records]
     rows += [remote_row(sup, name, now) for name in sup.remote]
+    reasons = unhealthy_reasons(rows, sup.faults)
     return {
         "run": sup.config.run.name,
         "supervisor_pid": os.getpid(),
@@ -206,11 +210,6 @@ def status_data(sup: Any, now: float) -> dict[str, Any]:
         "game_servers": game_servers(rows),
         "dropped": {"control_malformed": sup.view.malformed, "heartbeats_unknown": sup.view.unknown_heartbeats},
         # a daemon started elsewhere that has gone silent counts too (one never heard from may still be starting)
-        "unhealthy": [
-            r["name"]
-            for r in rows
-            if r["state"] == State.FATAL.value
-            or r["hung"]
-            or (r["state"] == "REMOTE-LOST" and r["heartbeat_age_s"] is not None)
-        ],
+        "unhealthy": list(reasons),
+        "unhealthy_reasons": reasons,
     }

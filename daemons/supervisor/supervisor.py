@@ -19,6 +19,7 @@ from tandem.daemons.runtime.rate_meter import RateMeter
 from tandem.daemons.supervisor import commands, states
 from tandem.daemons.supervisor.child_memory import ChildMemory
 from tandem.daemons.supervisor.children import Child
+from tandem.daemons.supervisor.faults import disk_fault
 from tandem.daemons.supervisor.progress import RunView
 from tandem.daemons.supervisor.replicas import ReplicaSets, rank_of
 from tandem.daemons.supervisor.states import Action, HeartbeatPolicy, ProcessRecord, RestartPolicy, State
@@ -108,6 +109,7 @@ class Supervisor:
         }
         self.child_memory = ChildMemory()
         self.policies_down: set[str] = set()  # learners said to be FATAL while the run goes on
+        self.faults: dict[str, str] = {}  # the supervisor's own faults it runs on with (metrics.jsonl refused)
 
     # ------------------------------------------------------------------ processes
 
@@ -301,6 +303,8 @@ class Supervisor:
         self.beats[beat.name] = beat
         self.beat_times[beat.name] = now
         states.heartbeat(rec, beat.stage, beat.stage_elapsed_s, now)
+        if states.reported_fault(rec, disk_fault(beat.counters)):
+            log.warning("%s: %s", beat.name, rec.fault)
         self._count(beat, now)
         self.view.heartbeat(beat, now)
 

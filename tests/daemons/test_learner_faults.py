@@ -78,3 +78,63 @@ def test_snapshot_requests_for_another_policy_or_of_another_kind_are_refused_and
     assert (
         learner.progress.counts["snapshot_requests_refused"] == 3 and learner.progress.counts["snapshots_served"] == 1
     )
+
+
+def test_a_refused_write_is_a_fault_until_one_of_its_kind_succeeds(learner, tmp_path):
+    """The heartbeat carries the errno of the newest write still failing (the supervisor shows it), and the
+    version floor's temp file does not stay behind."""
+    assert learner.metrics.counters()["disk_write_errno"] == 0
+    good_dir = learner.disk.dir
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    learner.disk.dir = blocker / "learner-default"
+    learner.progress.version += 1
+    learner.publish()
+    assert learner.metrics.counters()["disk_write_errno"] == 20  # ENOTDIR
+    assert not list(tmp_path.rglob("version.tmp"))
+    learner.disk.dir = good_dir
+    learner.progress.version += 1
+    learner.publish()
+    assert learner.metrics.counters()["disk_write_errno"] == 0
+    assert learner.metrics.counters()["checkpoint_write_s"] >= 0.0
+
+
+def test_the_version_floor_leaves_no_temp_file_when_its_write_fails(tmp_path, monkeypatch):
+    import os
+
+    from tandem.daemons.learner.version_floor import read_floor, write_floor
+
+    path = tmp_path / "version"
+    write_floor(path, 7)
+
+    def full(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(OSError):
+        write_floor(path, 8)
+    assert read_floor(path) == 7 and not (tmp_path / "version.tmp").exists()
+
+
+class BrokenEvents:
+    """A TensorBoard writer whose writer thread met a full disk: it raises that on every call."""
+
+    def add_scalar(self, *args):
+        raise OSError(28, "No space left on device")
+
+    def close(self):
+        raise OSError(28, "No space left on device")
+
+
+def test_a_tensorboard_writer_that_met_a_full_disk_is_started_again_once_there_is_room(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tandem.daemons.learner.metrics_log import MetricsLog
+
+    metrics = MetricsLog(tmp_path / "metrics.jsonl", tmp_path / "tensorboard")
+    metrics.writer = BrokenEvents()
+    with pytest.raises(OSError):
+        metrics.write(1, {"loss": 1.0})  # counted by the caller as a refused write of the metrics
+    metrics.write(2, {"loss": 0.5})  # a new event file: the failure is over
+    assert metrics.writer is not None and not isinstance(metrics.writer, BrokenEvents)
+    metrics.close()
+    assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 2

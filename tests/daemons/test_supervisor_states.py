@@ -191,7 +191,8 @@ def test_recycling_forever_never_goes_fatal_but_crashes_still_do():
         now += 1.0
         states.started(rec, 200 + n, now)
         states.heartbeat(rec, "running", 0.0, now + 0.1)
-    assert rec.recycles == 3 * RP.crash_loop_max and not rec.exit_times and rec.last_error == ""
+    assert rec.recycles == 3 * RP.crash_loop_max and not rec.exit_times
+    assert rec.last_error == rec.last_recycle == "rss 900 MiB over its limit of 800 MiB"  # PROTOCOL.md 2.4
     for n in range(RP.crash_loop_max):  # real crashes still end in FATAL
         now += 1.0
         states.exited(rec, 1, now, RP)
