@@ -58,21 +58,29 @@ def run_child(spec: DaemonSpec, log_path: str) -> None:
     sys.exit(run(spec))
 
 
+TAIL_BYTES = 256 * 1024  # read at most this much of a log's end for its last lines
+
+
 @dataclass
 class Child:
-    """One daemon process running `spec`; its stdout and stderr go to `log_path`."""
+    """One daemon process running `spec`; its stdout and stderr go to `log_path`.
+
+    Every incarnation of a daemon appends to the same log: `log_start` is where this one's output begins,
+    so what it left (its last error line, its stack dump) is never taken from an earlier one.
+    """
 
     name: str
     spec: DaemonSpec
     log_path: Path
     process: Any = field(default=None, repr=False)
+    log_start: int = 0
 
     @property
     def role(self) -> str:
         return self.spec.role
 
     def start(self) -> None:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.mark_log_start()
         self.process = forkserver_context().Process(
             target=run_child, args=(self.spec, str(self.log_path)), name=self.name, daemon=False
         )
@@ -99,11 +107,28 @@ class Child:
             except ProcessLookupError:
                 pass
 
-    def log_tail(self, lines: int = 5) -> str:
+    def mark_log_start(self) -> None:
+        """This incarnation's output begins where the earlier ones' ends (called before it starts)."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+            self.log_start = self.log_path.stat().st_size
+        except FileNotFoundError:
+            self.log_start = 0
+
+    def log_tail(self, lines: int = 5) -> str:
+        """The last `lines` lines this incarnation wrote to its log (whole lines only)."""
+        try:
+            with self.log_path.open("rb") as f:
+                size = f.seek(0, 2)
+                start = max(self.log_start, size - TAIL_BYTES)
+                f.seek(start)
+                text = f.read().decode(errors="replace")
         except OSError:
             return ""
+        found = text.splitlines()
+        if start > self.log_start and found:
+            found = found[1:]  # begun inside a line
+        return "\n".join(found[-lines:])
 
 
 def stop_all(children: Sequence[Child], grace_s: float) -> dict[str, int | None]:

@@ -19,6 +19,7 @@ from tandem.daemons.runtime.rate_meter import RateMeter
 from tandem.daemons.supervisor import commands, states
 from tandem.daemons.supervisor.child_memory import ChildMemory
 from tandem.daemons.supervisor.children import Child
+from tandem.daemons.supervisor.exit_reason import STACK_LINES, hung_at, last_error_line
 from tandem.daemons.supervisor.faults import disk_fault
 from tandem.daemons.supervisor.progress import RunView
 from tandem.daemons.supervisor.replicas import ReplicaSets, rank_of
@@ -143,21 +144,25 @@ class Supervisor:
                 self.children[name] = None
                 self.worker_dumps.pop(name, None)  # no marker may land in the next incarnation's log
                 self.tokens.release(name)
-                if rec.state == State.STOPPING or rec.recycle_pending:
-                    error = ""
+                pid = child.pid
+                if rec.state == State.STOPPING:
+                    error, why = "", "stop requested"
+                elif rec.recycle_pending:  # planned: its reason is already the last error
+                    error, why = "", rec.kill_reason
                 elif rec.kill_reason:  # hung or over a deadline: where it hung, from the stack it dumped
-                    error = rec.kill_reason + hung_at(child.log_tail(STACK_LINES))
+                    error = why = rec.kill_reason + hung_at(child.log_tail(STACK_LINES))
                 else:
-                    error = self.last_error(name, child, code)
+                    error = why = self.last_error(name, child, code)
                 states.exited(rec, code, now, self.restart_policy, error=error)
                 self._replica_ended(name, now)
                 log.log(
                     logging.WARNING if rec.state != State.STOPPED else logging.INFO,
-                    "%s exited with code %s -> %s %s",
+                    "%s (pid %s) exited with code %s -> %s: %s",
                     name,
+                    pid,
                     code,
                     rec.state.value,
-                    rec.last_error,
+                    rec.last_error if rec.state == State.FATAL else why,  # FATAL adds why it gave up
                 )
             self._check_memory(name, rec, now)
             action, reason = states.due(rec, now, self.heartbeat_policy)
@@ -376,22 +381,3 @@ class Supervisor:
         if beat is not None and beat.pid == child.pid and beat.error:
             return beat.error
         return last_error_line(child, code)
-
-
-STACK_LINES = 600  # of a log's tail searched for stack dumps (the daemon's threads, then its workers')
-
-
-def hung_at(log_tail: str) -> str:
-    """'; at FILE:LINE in FUNC' where the daemon's main thread is stuck, and where each env worker is
-    (see `stack_dump.where_stuck`); '' without a dump."""
-    return stack_dump.where_stuck(log_tail)
-
-
-def last_error_line(child: Child, code: int) -> str:
-    """For a daemon that died without saying why (a crash, a signal): its log's last error line, or the code."""
-    for line in reversed(child.log_tail(20).splitlines()):
-        if "error" in line.lower() or "Error" in line:
-            return line.strip()[-300:]
-    if code < 0:
-        return f"killed by {signal.Signals(-code).name}"
-    return f"exited with code {code}"
