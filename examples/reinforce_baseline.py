@@ -147,7 +147,7 @@ def make_policy(config, obs_space, action_space, seed, mask_size):
 
 
 def make_feed(config, obs_space, action_space):
-    from tandem.daemons.learner.unroll_feed import UnrollFeed  # whole unrolls, batch_size transitions an update
+    from tandem.daemons.feeds.unroll_feed import UnrollFeed  # whole unrolls, batch_size transitions an update
 
     return UnrollFeed(config.algorithm.batch_size, config.learner.max_lag)
 

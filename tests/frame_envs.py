@@ -5,7 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from tandem.daemons.actor.unroll import UnrollBuilder
+from tandem.daemons.acting.unroll import UnrollBuilder
 from tandem.daemons.envs.gym_envs import EnvGroup
 from tandem.daemons.envs.key_stack import KeyFrameStack
 from tandem.protocol import TransitionBatch

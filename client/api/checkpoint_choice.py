@@ -25,7 +25,7 @@ def check_choice(choice: str | None) -> str:
 
 def available(directory: Path) -> dict[str, str]:
     """Name -> file name of every checkpoint a policy's directory holds (`latest`: its newest ckpt-*.pt)."""
-    from tandem.daemons.learner.checkpoint import checkpoint_files
+    from tandem.daemons.checkpoints.files import checkpoint_files
 
     found = {}
     files = checkpoint_files(directory)

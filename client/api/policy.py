@@ -108,7 +108,7 @@ def read_checkpoint(where: Path) -> tuple[dict, Path]:
     """(state, file) of a checkpoint file, or of the newest loadable checkpoint in a policy's directory."""
     import torch
 
-    from tandem.daemons.learner.checkpoint import checkpoint_files, load_latest_checkpoint
+    from tandem.daemons.checkpoints.files import checkpoint_files, load_latest_checkpoint
 
     if where.is_file():
         try:

@@ -41,7 +41,7 @@ def subscriber(path: str, weights_ep: str, snapshot_ep: str, ack_ep: str, index:
     deadline = time.monotonic() + 600.0  # a child never outlives a lost parent by long
     try:
         if path == "tandem":
-            from tandem.daemons.actor.weights_client import WeightsClient
+            from tandem.daemons.acting.weights_client import WeightsClient
 
             client = WeightsClient(ctx, "bench", weights_ep, snapshot_ep, f"sub{index}", refresh_s=3600.0)
             ack.send_json({"hello": index})

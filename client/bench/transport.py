@@ -165,7 +165,7 @@ class ActorUnrolls:
     actor's do); unstacked batches as they are."""
 
     def __init__(self, batch: TransitionBatch, stack: int, checked: bool = False):
-        from tandem.daemons.actor.unroll import FrameRows
+        from tandem.daemons.acting.unroll import FrameRows
 
         self.batch, self.stack, self.checked = batch, stack, checked
         self.rows, self.last = FrameRows(), batch.obs[0]  # make_batch's obs[T] equals its obs[0]
@@ -174,7 +174,7 @@ class ActorUnrolls:
         batch = self.batch
         if self.stack < 2:
             return dataclasses.replace(batch, seq=seq)
-        from tandem.daemons.actor.unroll import FrameUnrollBuilder
+        from tandem.daemons.acting.unroll import FrameUnrollBuilder
         from tandem.daemons.envs.gym_envs import StepResult
 
         u = FrameUnrollBuilder(
@@ -201,7 +201,7 @@ class ActorUnrolls:
 
 def same_message(payload: str) -> tuple[list, int]:
     """The first message Tandem's sender makes from a full backlog, as bytes, and how many unrolls it holds."""
-    from tandem.daemons.actor.backlog import JoiningBacklog
+    from tandem.daemons.acting.backlog import JoiningBacklog
 
     batch, stack = make_batch(payload), stack_of(payload)
     backlog = JoiningBacklog(BACKLOG_BATCHES, JOIN["tandem"])
@@ -391,7 +391,7 @@ def tandem_send_loop(
 ) -> None:
     """An actor faster than its learner: its backlog is kept full and flushed as the actor's link does (with
     `stack` > 1 each unroll is recorded step by step as the actor's stepping records it: frames kept)."""
-    from tandem.daemons.actor.backlog import JoiningBacklog
+    from tandem.daemons.acting.backlog import JoiningBacklog
 
     sock = sockets.transitions_push(ctx, endpoint)
     backlog = JoiningBacklog(BACKLOG_BATCHES, max_join)

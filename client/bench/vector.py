@@ -13,8 +13,8 @@ import numpy as np
 
 from tandem.client.bench.examples import example_config
 from tandem.client.config_cmd import bench_set_option
+from tandem.daemons.acting.stepping import actor_envs, make_stepping
 from tandem.daemons.actor.exploration import actor_epsilons
-from tandem.daemons.actor.stepping import actor_envs, make_stepping
 from tandem.daemons.algorithms import make_policy
 from tandem.daemons.config import ConfigError, load_config
 from tandem.daemons.config.policies import DEFAULT_POLICY

@@ -6,12 +6,12 @@ from typing import Any
 
 import numpy as np
 
+from tandem.daemons.acting.stepping import actor_envs, actor_seed, make_stepping
 from tandem.daemons.actor.exploration import actor_epsilons, decayed
 from tandem.daemons.actor.links import LearnerLinks
 from tandem.daemons.actor.pacing import Pacing
 from tandem.daemons.actor.report import ActorReport
 from tandem.daemons.actor.selfplay import SelfPlay
-from tandem.daemons.actor.stepping import actor_envs, actor_seed, make_stepping
 from tandem.daemons.actor.warmup import UniformActions, uniform_warmup
 from tandem.daemons.algorithms.base import explore_with
 from tandem.daemons.config.policies import policy_config

@@ -6,8 +6,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from tandem.daemons.actor.follow import LearnerFollower
-from tandem.daemons.actor.link import FollowedPolicy, PolicyLink
+from tandem.daemons.acting.follow import LearnerFollower
+from tandem.daemons.acting.link import FollowedPolicy, PolicyLink
 from tandem.daemons.config.policies import policy_config
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.spaces import PolicySpaces

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tandem.daemons.actor.link import check_finite
+from tandem.daemons.acting.link import check_finite
 from tandem.daemons.runtime.logs import log_dropped
 from tandem.protocol import ControlReply, ProtocolError, WeightBlob, WeightRequest, decode, sockets
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from tandem.daemons.actor.link import FollowedPolicy, PolicyLink
+from tandem.daemons.acting.link import FollowedPolicy, PolicyLink
 from tandem.daemons.actor.opponents import OpponentDraw, OpponentNets
 from tandem.daemons.algorithms import make_policy
 from tandem.daemons.algorithms.base import act_with, explore_with

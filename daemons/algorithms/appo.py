@@ -180,7 +180,7 @@ def make_policy(
 
 def make_feed(config: RunConfig, obs_space: Any, action_space: Any) -> Feed:
     """A queue of whole unrolls in arrival order, `batch_size` transitions an update, lag checked at use."""
-    from tandem.daemons.learner.unroll_feed import UnrollFeed
+    from tandem.daemons.feeds.unroll_feed import UnrollFeed
 
     return UnrollFeed(config.algorithm.batch_size, config.learner.max_lag)
 

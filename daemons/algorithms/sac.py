@@ -92,7 +92,7 @@ def make_policy(config: RunConfig, obs_space: Any, action_space: Any, seed: int 
 
 def make_feed(config: RunConfig, obs_space: Any, action_space: Any) -> Feed:
     """Transitions in a replay ring (n-step with algorithm.n_step), sampled at learner.samples_per_insert."""
-    from tandem.daemons.learner.replay_feed import ReplayFeed
+    from tandem.daemons.feeds.replay_feed import ReplayFeed
 
     return ReplayFeed(config, obs_space, action_space)
 

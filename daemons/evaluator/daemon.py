@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from tandem.daemons.actor.follow import LearnerFollower
-from tandem.daemons.actor.link import FollowedPolicy
-from tandem.daemons.actor.stepping import env_builder
+from tandem.daemons.acting.follow import LearnerFollower
+from tandem.daemons.acting.link import FollowedPolicy
+from tandem.daemons.acting.stepping import env_builder
 from tandem.daemons.algorithms.base import act_with
 from tandem.daemons.config.policies import policy_config
 from tandem.daemons.config.schema import RunConfig

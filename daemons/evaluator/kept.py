@@ -173,7 +173,7 @@ class KeptCheckpoints:
     def write(
         self, policy: str, kind: str, version: int, weights: Mapping[str, np.ndarray], evaluation: dict
     ) -> Path | None:
-        from tandem.daemons.learner.checkpoint import write_atomic
+        from tandem.daemons.checkpoints.files import write_atomic
 
         path = self.directories[policy] / KEPT_FILES[kind]
         try:

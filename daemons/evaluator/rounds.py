@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from tandem.daemons.actor.stepping import WorldStepping
+from tandem.daemons.acting.stepping import WorldStepping
 from tandem.daemons.config.policies import DEFAULT_POLICY
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.config.selfplay import learning_policy

@@ -8,8 +8,8 @@ import time
 import numpy as np
 import torch
 
+from tandem.daemons.checkpoints.files import load_latest_checkpoint, save_checkpoint
 from tandem.daemons.learner.cadence import CheckpointCadence
-from tandem.daemons.learner.checkpoint import load_latest_checkpoint, save_checkpoint
 from tandem.daemons.learner.disk import LearnerDisk
 from tandem.daemons.learner.progress import Progress
 from tandem.daemons.learner.training import Training

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from tandem.daemons.config.schema import RunConfig
-
 WINDOW_S = 2.0  # the consumption rate is measured over windows of about this length
 SMOOTHING = 0.5  # weight of the newest window in the running estimate
 STREAM_TTL_S = 5.0  # an actor not heard from for this long no longer takes a share
@@ -11,12 +9,6 @@ STARVED_SHARE_MAX = 0.8  # starved of data for more than this share of a window:
 FIRST_UPDATES_SKIPPED = 3  # the first updates build optimizer state and kernels: far slower than the rest
 FILL_TARGET = 0.4  # the budget is corrected toward keeping the learner's buffer this full on average ...
 FILL_GAIN = 1.0  # ... by this much per unit of fill: x1.4 when empty, x0.4 when full
-
-
-def consumed_per_update(config: RunConfig, replay: bool) -> float:
-    """Inserted transitions one update uses up: batch / samples_per_insert off-policy, the whole batch on-policy."""
-    batch = config.algorithm.batch_size
-    return batch / config.learner.samples_per_insert if replay else float(batch)
 
 
 class PaceMeter:

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from tandem.daemons.acting.stepping import actor_envs, actor_seed, env_builder, make_stepping
 from tandem.daemons.actor.exploration import actor_epsilons, decayed
-from tandem.daemons.actor.stepping import actor_envs, actor_seed, env_builder, make_stepping
 from tandem.daemons.actor.warmup import UniformActions, uniform_warmup
 from tandem.daemons.algorithms import make_policy
 from tandem.daemons.algorithms.base import Policy, act_with, explore_with

@@ -6,7 +6,7 @@ import re
 import time
 from pathlib import Path
 
-CHECKPOINT = re.compile(r"^ckpt-(\d{12})\.pt$")  # as daemons/learner/checkpoint.py names them (no torch here)
+CHECKPOINT = re.compile(r"^ckpt-(\d{12})\.pt$")  # as daemons/checkpoints/files.py names them (no torch here)
 PREVIOUS = "previous"  # fresh starts move earlier learners' state under RUN_DIR/previous/<UTC time>/
 # The run's curves (the supervisor's) and what `tandem plot` drew from them: a fresh run would append to them.
 CURVES = ("metrics.jsonl", "tensorboard", "report.png", "report.html")

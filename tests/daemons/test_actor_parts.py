@@ -6,9 +6,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from tandem.daemons.actor.backlog import Backlog
+from tandem.daemons.acting.backlog import Backlog
+from tandem.daemons.acting.unroll import UnrollBuilder
 from tandem.daemons.actor.exploration import actor_epsilons, decayed
-from tandem.daemons.actor.unroll import UnrollBuilder
 from tandem.daemons.config.schema import EnvSection
 from tandem.daemons.envs.gym_envs import EnvGroup, make_env
 from tandem.daemons.evaluator.rounds import episode_quotas
@@ -103,7 +103,7 @@ class BreaksTheRule(gym.ObservationWrapper):
 def test_frame_unroll_builder_keeps_frames_while_the_rule_holds_and_whole_stacks_after(breaks, goes_whole):
     """Frames kept by the builder rebuild exactly what whole stacks hold, across episode ends and truncations;
     from a stack that breaks the rule on, the unroll goes whole and equals UnrollBuilder's."""
-    from tandem.daemons.actor.unroll import FrameUnrollBuilder
+    from tandem.daemons.acting.unroll import FrameUnrollBuilder
     from tandem.protocol import stacks
     from tests.frame_envs import Actor
 
@@ -144,7 +144,7 @@ def test_unchecked_frames_of_bare_frame_stacks_rebuild_exactly():
     ends and truncations (every third step ends an episode on average)."""
     from functools import partial
 
-    from tandem.daemons.actor.unroll import FrameUnrollBuilder
+    from tandem.daemons.acting.unroll import FrameUnrollBuilder
     from tandem.protocol import stacks
     from tests.frame_envs import Actor
 

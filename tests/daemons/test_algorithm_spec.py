@@ -21,8 +21,8 @@ from tandem.daemons.config import ConfigError, load_config, render_toml
 from tandem.daemons.config.loader import config_from_dict
 from tandem.daemons.config.schema import AlgorithmSection, RunConfig
 from tandem.daemons.evaluator.kept import acting_network
-from tandem.daemons.learner.replay_feed import ReplayFeed
-from tandem.daemons.learner.unroll_feed import UnrollFeed
+from tandem.daemons.feeds.replay_feed import ReplayFeed
+from tandem.daemons.feeds.unroll_feed import UnrollFeed
 from tandem.daemons.runtime.exit_codes import ExitCode
 from tandem.daemons.runtime.setup_errors import SetupError
 from tests.daemons.plugin_algorithm import PATH, WRAPPED, WrappedSection

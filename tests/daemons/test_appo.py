@@ -419,7 +419,7 @@ import sys
 import gymnasium as gym, numpy as np, torch
 from tandem.daemons.algorithms import make_algorithm
 from tandem.daemons.config.loader import config_from_dict
-from tandem.daemons.learner.checkpoint import load_latest_checkpoint, save_checkpoint
+from tandem.daemons.checkpoints.files import load_latest_checkpoint, save_checkpoint
 from tests.daemons.test_appo import VECTOR, unroll_from_policy, appo_config
 from tandem.daemons.algorithms import make_policy
 space = gym.spaces.Discrete(3, start=1)

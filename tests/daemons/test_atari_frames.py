@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tandem.daemons.actor.stepping import make_stepping
+from tandem.daemons.acting.stepping import make_stepping
 from tandem.daemons.config.loader import config_from_dict
 from tandem.daemons.envs.gym_envs import make_env
 from tandem.daemons.replay import FrameReplay, NStepAccumulator, ReplayBuffer
@@ -120,7 +120,7 @@ def test_pong_batches_cut_to_frames_rebuild_exactly():
 def test_the_actor_link_sends_atari_stacks_as_frames_and_anything_else_whole(tmp_path):
     import zmq
 
-    from tandem.daemons.actor.link import PolicyLink
+    from tandem.daemons.acting.link import PolicyLink
     from tandem.daemons.envs.spaces import PolicySpaces
     from tandem.daemons.runtime.endpoints import LearnerEndpoints
 
@@ -155,7 +155,7 @@ def test_an_appo_learner_scores_the_actors_actions_on_the_screens_the_actor_saw(
 
     from tandem.daemons.algorithms.appo_torch import APPO, BEHAVIOUR_LOGP, StochasticPolicy
     from tandem.daemons.algorithms.unroll_tensors import stack_unrolls
-    from tandem.daemons.learner.unroll_feed import UnrollFeed
+    from tandem.daemons.feeds.unroll_feed import UnrollFeed
 
     config = config_from_dict(
         {

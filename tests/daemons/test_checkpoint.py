@@ -13,8 +13,8 @@ import torch
 
 from tandem.daemons.algorithms.dqn import DQNSection
 from tandem.daemons.algorithms.dqn_torch import DoubleDQN
+from tandem.daemons.checkpoints.files import checkpoint_path, load_latest_checkpoint, save_checkpoint
 from tandem.daemons.config.schema import ModelSection
-from tandem.daemons.learner.checkpoint import checkpoint_path, load_latest_checkpoint, save_checkpoint
 from tandem.daemons.replay import SampledBatch
 
 VECTOR = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
@@ -106,7 +106,7 @@ def test_corrupt_newest_falls_back_to_the_previous_one(tmp_path, caplog):
     good = save_checkpoint(tmp_path, state(2))
     checkpoint_path(tmp_path, 3).write_bytes(good.read_bytes()[: good.stat().st_size // 2])  # truncated
     checkpoint_path(tmp_path, 4).write_bytes(b"")
-    with caplog.at_level(logging.WARNING, logger="tandem.daemons.learner.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="tandem.daemons.checkpoints.files"):
         loaded = load_latest_checkpoint(tmp_path)
     assert loaded["version"] == 2
     torch.testing.assert_close(loaded["tensor"], torch.full((2,), 2.0))
@@ -139,7 +139,7 @@ def test_pickled_objects_are_refused_and_no_code_runs(tmp_path, caplog):
     marker = tmp_path / "marker"
     save_checkpoint(tmp_path, state(1))
     torch.save({"version": 2, "payload": Payload(str(marker))}, checkpoint_path(tmp_path, 2))
-    with caplog.at_level(logging.WARNING, logger="tandem.daemons.learner.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="tandem.daemons.checkpoints.files"):
         loaded = load_latest_checkpoint(tmp_path)
     assert loaded["version"] == 1
     assert not marker.exists()

@@ -13,9 +13,9 @@ from tandem import load_exported, load_policy
 from tandem.client.api.export import export_policy
 from tandem.daemons.algorithms import make_algorithm
 from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP, stack_unrolls
+from tandem.daemons.checkpoints.files import save_checkpoint
 from tandem.daemons.config import load_config, render_toml
 from tandem.daemons.envs.probe import probe_policy_spaces
-from tandem.daemons.learner.checkpoint import save_checkpoint
 from tandem.daemons.runtime.setup_errors import SetupError
 from tandem.daemons.serial.parts import SerialActor, SerialEvaluator
 from tandem.protocol import ProtocolError, TransitionBatch, framing
@@ -219,7 +219,7 @@ def test_a_dict_policy_loads_acts_on_the_envs_dict_and_exports(tmp_path):
 
 
 def test_a_vector_env_refuses_a_dict_observation_by_name(tmp_path):
-    from tandem.daemons.actor.stepping import actor_envs, make_stepping
+    from tandem.daemons.acting.stepping import actor_envs, make_stepping
     from tandem.daemons.envs.gym_envs import EnvSetupError, close_all
 
     config = doorkey_config(tmp_path, "env.vector='sync'")

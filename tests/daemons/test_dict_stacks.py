@@ -12,7 +12,7 @@ import pytest
 import torch
 import zmq
 
-from tandem.daemons.actor.link import PolicyLink
+from tandem.daemons.acting.link import PolicyLink
 from tandem.daemons.algorithms.multi_input import ImageEncoder
 from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP, stack_unrolls
 from tandem.daemons.envs.dict_obs import stack_candidates
@@ -90,7 +90,7 @@ def test_an_unstacked_view_that_looks_like_a_stack_travels_whole_and_is_tried_on
     link = link_of(config)
     assert link.key_stacks == {"image": 7}
     batch = collect(config, 1, None)[0]
-    with caplog.at_level(logging.INFO, logger="tandem.daemons.actor.link"):
+    with caplog.at_level(logging.INFO, logger="tandem.daemons.acting.link"):
         first = link.wire_form(batch)
     assert first is batch and link.key_stacks == {}
     assert "observation key 'image' travels whole" in caplog.text

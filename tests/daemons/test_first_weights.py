@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from tandem.daemons.actor.weights_client import RETRY_S, WeightsClient
+from tandem.daemons.acting.weights_client import RETRY_S, WeightsClient
 from tandem.daemons.config import load_config
 from tandem.daemons.learner.daemon import Learner
 from tandem.daemons.learner.snapshots import SnapshotServer

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from tandem.daemons.actor.link import FollowedPolicy
+from tandem.daemons.acting.link import FollowedPolicy
 from tandem.daemons.algorithms import make_algorithm
 from tandem.daemons.config import load_config
 from tandem.daemons.envs.probe import probe_policy_spaces

@@ -11,9 +11,9 @@ import pytest
 import zmq
 
 from tandem.daemons.config import load_config
+from tandem.daemons.feeds.unroll_feed import UnrollFeed
 from tandem.daemons.learner.daemon import Learner
 from tandem.daemons.learner.intake import Intake, IntakeDied
-from tandem.daemons.learner.unroll_feed import UnrollFeed
 from tandem.daemons.runtime.signals import StopFlag
 from tandem.protocol import TransitionBatch, sockets
 from tests.protocol import samples

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tandem.daemons.actor.backlog import JoiningBacklog
+from tandem.daemons.acting.backlog import JoiningBacklog
 from tandem.daemons.replay import FrameReplay, NStepAccumulator
 from tandem.protocol import TransitionBatch, stacks
 from tandem.protocol.joining import join_unrolls, joinable
@@ -179,7 +179,7 @@ def test_an_actors_frame_rows_join_without_copying_and_rebuild_exactly(seed, che
     their shared rows, and each message rebuilds exactly the whole stacks an identical actor's unrolls hold."""
     from functools import partial
 
-    from tandem.daemons.actor.unroll import FrameRows, FrameUnrollBuilder
+    from tandem.daemons.acting.unroll import FrameRows, FrameUnrollBuilder
 
     mine, ref = (frame_envs.Actor(3, seed=seed, end_prob=0.15) for _ in range(2))
     builder = partial(FrameUnrollBuilder, checked=checked, rows=FrameRows(8))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tandem.daemons.learner.rate_limiter import RateLimiter
+from tandem.daemons.feeds.rate_limiter import RateLimiter
 from tandem.daemons.learner.version_floor import read_floor, write_floor
 
 

@@ -6,7 +6,8 @@ import pytest
 
 from tandem.daemons.actor.pacer import MAX_SLICE_S, Pacer
 from tandem.daemons.config.schema import RunConfig
-from tandem.daemons.learner.pace import FILL_TARGET, STARVED_SHARE_MAX, PaceMeter, consumed_per_update
+from tandem.daemons.feeds.replay_feed import consumed_per_update
+from tandem.daemons.learner.pace import FILL_TARGET, STARVED_SHARE_MAX, PaceMeter
 
 # ------------------------------------------------------------------ the actor's pacer
 

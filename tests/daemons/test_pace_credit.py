@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tandem.daemons.actor.pacer import CREDIT_VERSIONS, MAX_SLICE_S, Pacer
-from tandem.daemons.learner.unroll_feed import UnrollFeed
+from tandem.daemons.feeds.unroll_feed import UnrollFeed
 from tandem.protocol import TransitionBatch
 
 STEPS, ENVS, BATCH = 32, 8, 1024  # the Pong APPO example: unrolls of 256 transitions, 1024 per update

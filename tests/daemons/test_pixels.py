@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from tandem.client.api.export import preprocessing
 from tandem.client.cli import cli
-from tandem.daemons.actor.stepping import make_stepping
+from tandem.daemons.acting.stepping import make_stepping
 from tandem.daemons.config.fields import ConfigError
 from tandem.daemons.config.loader import config_from_dict, load_config
 from tandem.daemons.envs.atari import GAME_RETURN

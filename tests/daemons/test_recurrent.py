@@ -230,7 +230,7 @@ frames = unchecked_frames  # the bytes a sender would send (framing checks run o
 def test_each_agent_of_a_pettingzoo_world_carries_its_own_state_to_its_policy_learner(tmp_path):
     """Two recurrent policies in one world: every agent stream's unrolls start from the state it reached, so each
     learner recomputes what its agents acted with, episode ends (MPE's 25-cycle cut) inside unrolls included."""
-    from tandem.daemons.actor.stepping import actor_envs, make_stepping
+    from tandem.daemons.acting.stepping import actor_envs, make_stepping
     from tandem.daemons.algorithms import make_policy
     from tandem.daemons.algorithms.base import explore_with
     from tandem.daemons.config.policies import policy_config

@@ -205,7 +205,7 @@ def test_actors_act_uniformly_while_they_hold_the_untrained_version_and_by_the_p
     """Version 0 is a learner's untrained weights: with uniform_warmup the actor's actions are then the uniform
     draws of its own seeded generator, whatever it observes; once a trained version is loaded (or without the
     warm-up) the policy acts."""
-    from tandem.daemons.actor.stepping import actor_seed
+    from tandem.daemons.acting.stepping import actor_seed
     from tandem.daemons.actor.warmup import UniformActions
     from tandem.daemons.serial.parts import SerialActor
 

@@ -237,7 +237,7 @@ def last_legal(obs: np.ndarray) -> np.ndarray:
 def test_a_share_of_games_goes_to_the_scripted_player_counted_apart_and_never_rated(zmq_ctx, short_tmp):
     """`selfplay.scripted_share` of the episodes play the scripted player: its moves, its own counters, and no game
     sent for rating or scored against a pooled version (it has none)."""
-    from tandem.daemons.actor.link import PolicyLink
+    from tandem.daemons.acting.link import PolicyLink
     from tandem.daemons.actor.selfplay import SCRIPTED, SelfPlay
     from tandem.daemons.runtime.endpoints import LearnerEndpoints
     from tandem.daemons.runtime.setup_errors import SetupError
@@ -280,7 +280,7 @@ def test_a_share_of_games_goes_to_the_scripted_player_counted_apart_and_never_ra
 def test_pooled_opponents_sample_their_moves_or_play_their_most_likely_one(zmq_ctx, short_tmp):
     """`selfplay.opponent_moves`: 'sampled' (the default) draws an opponent's moves from its policy; 'greedy' plays
     its most likely legal move every time, as the evaluator's `act` does."""
-    from tandem.daemons.actor.link import PolicyLink
+    from tandem.daemons.acting.link import PolicyLink
     from tandem.daemons.actor.selfplay import SelfPlay
     from tandem.daemons.runtime.endpoints import LearnerEndpoints
 
@@ -581,8 +581,8 @@ def test_tandem_eval_plays_a_checkpoint_against_random_a_scripted_player_or_anot
 
     from tandem.client.api.evaluate import evaluate
     from tandem.client.cli import cli
+    from tandem.daemons.checkpoints.files import save_checkpoint
     from tandem.daemons.config import render_toml
-    from tandem.daemons.learner.checkpoint import save_checkpoint
 
     run = tmp_path / "run"
     config = config_of(f"run.dir='{run}'")

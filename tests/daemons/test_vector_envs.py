@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from tandem.daemons.actor.stepping import actor_envs, make_stepping
+from tandem.daemons.acting.stepping import actor_envs, make_stepping
 from tandem.daemons.config import config_from_dict, load_config
 from tandem.daemons.config.fields import ConfigError
 from tandem.daemons.envs.gym_envs import EnvBuildError

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from tandem.daemons.learner.checkpoint import load_latest_checkpoint
+from tandem.daemons.checkpoints.files import load_latest_checkpoint
 from tests.multiagent_envs import INDEX
 from tests.system.harness import write_config
 

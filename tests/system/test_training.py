@@ -7,7 +7,7 @@ import time
 import numpy as np
 import psutil
 
-from tandem.daemons.actor.weights_client import WeightsClient
+from tandem.daemons.acting.weights_client import WeightsClient
 from tandem.daemons.algorithms import make_policy
 from tandem.daemons.envs.gym_envs import make_env
 from tandem.daemons.runtime.endpoints import learner_endpoints

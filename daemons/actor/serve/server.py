@@ -13,7 +13,6 @@ from tandem.daemons.actor.exploration import actor_epsilons, decayed
 from tandem.daemons.actor.links import LearnerLinks
 from tandem.daemons.actor.pacing import Pacing
 from tandem.daemons.actor.report import ActorReport
-from tandem.daemons.actor.serve.address import endpoint_file, serve_endpoint
 from tandem.daemons.actor.serve.stats import ServeStats, server_counters
 from tandem.daemons.actor.serve.stream_ids import reserve_stream_ids, stream_ids_file
 from tandem.daemons.actor.serve.streams import GameStreams, StepRefused
@@ -26,6 +25,7 @@ from tandem.daemons.envs.spaces import env_actions
 from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
 from tandem.daemons.runtime.endpoints import is_loopback, socket_options
 from tandem.daemons.runtime.logs import log_dropped
+from tandem.daemons.runtime.serve_address import endpoint_file, serve_endpoint
 from tandem.daemons.runtime.signals import StopFlag
 from tandem.daemons.runtime.torch_threads import set_torch_threads
 from tandem.protocol import game_socket, sockets

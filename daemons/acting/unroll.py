@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tandem.daemons.actor.backlog import JOIN_MAX_BYTES
+from tandem.daemons.acting.backlog import JOIN_MAX_BYTES
 from tandem.protocol import keyed, stacks
 from tandem.protocol.stacks import frame_words
 

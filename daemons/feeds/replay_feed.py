@@ -8,10 +8,15 @@ import gymnasium as gym
 import numpy as np
 
 from tandem.daemons.config.schema import RunConfig
-from tandem.daemons.learner.pace import consumed_per_update
-from tandem.daemons.learner.rate_limiter import RateLimiter
+from tandem.daemons.feeds.rate_limiter import RateLimiter
 from tandem.daemons.replay import FrameReplay, NStepAccumulator, NStepTransitions, ReplayBuffer, SampledBatch
 from tandem.protocol import TransitionBatch, stacks
+
+
+def consumed_per_update(config: RunConfig, replay: bool) -> float:
+    """Inserted transitions one update uses up: batch / samples_per_insert off-policy, the whole batch on-policy."""
+    batch = config.algorithm.batch_size
+    return batch / config.learner.samples_per_insert if replay else float(batch)
 
 
 class ReplayFeed:

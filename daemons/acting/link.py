@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from tandem.daemons.actor.backlog import JoiningBacklog
-from tandem.daemons.actor.weights_client import WeightsClient
+from tandem.daemons.acting.backlog import JoiningBacklog
+from tandem.daemons.acting.weights_client import WeightsClient
 from tandem.daemons.algorithms import algorithm_of, make_policy
 from tandem.daemons.config.policies import policy_config
 from tandem.daemons.config.schema import RunConfig

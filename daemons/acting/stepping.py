@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tandem.daemons.actor.unroll import FrameRows, FrameUnrollBuilder, UnrollBuilder
+from tandem.daemons.acting.unroll import FrameRows, FrameUnrollBuilder, UnrollBuilder
 from tandem.daemons.config.policies import DEFAULT_POLICY, policy_config
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.atari import stacks_by_rule
