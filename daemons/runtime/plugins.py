@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -40,15 +41,37 @@ def import_object(spec: str, key: str, form: str = "module:callable") -> Any:
     return target
 
 
+# Packages an extra of Tandem's pyproject.toml brings, by import name: a plug-in that imports one of them
+# misses the extra, not itself.
+EXTRAS = {
+    "envpool": "envpool",
+    "tensorboard": "tensorboard",
+    "wandb": "tracking",
+    "mujoco": "mujoco",
+    "minigrid": "minigrid",
+}
+
+
 def not_found_hint(exc: ImportError, module_name: str) -> str:
-    """Where a missing module was looked for: `tandem up` puts the config file's folder and the working
-    directory on every daemon's path; anything else needs installing or PYTHONPATH."""
-    if not isinstance(exc, ModuleNotFoundError) or not (exc.name and module_name.startswith(exc.name)):
-        return ""  # the module itself was found; something it imports is missing, and the message says what
-    return (
-        "; Tandem looks in the config file's folder, the working directory, PYTHONPATH and the installed "
-        "packages: install it (pip install -e) or add its folder to PYTHONPATH"
-    )
+    """What to do about `module_name` not importing. The module itself not found: where Tandem looked for it
+    (`tandem up` puts the config file's folder and the working directory on every daemon's path). A package it
+    imports not found: that package, and the extra of Tandem that installs it where one does."""
+    missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+    if not missing:
+        return ""  # the module was found and failed in some other way; the message says how
+    if missing == module_name or module_name.startswith(f"{missing}."):
+        return (
+            "; Tandem looks in the config file's folder, the working directory, PYTHONPATH and the installed "
+            "packages: install it (pip install -e) or add its folder to PYTHONPATH"
+        )
+    package = missing.partition(".")[0]
+    if package == module_name.partition(".")[0]:  # a module of the plug-in's own package
+        return f"; {module_name!r} was found but imports {missing!r}, which is not"
+    if package != missing and importlib.util.find_spec(package) is not None:
+        return f"; {module_name!r} was found but imports {missing!r}, which the installed {package!r} does not have"
+    extra = EXTRAS.get(package)
+    install = f'pip install -e ".[{extra}]" (Tandem\'s {extra} extra)' if extra else f"install {package!r}"
+    return f"; {module_name!r} was found but needs the package {package!r}, which is not installed: {install}"
 
 
 def plugin_folders(config_file: str | os.PathLike[str]) -> tuple[str, ...]:
