@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from tandem.client.screen import progress_lines
+from tandem.client.screen import fixed, progress_lines
 
 PLAIN_INTERVAL_S = 5.0
 
@@ -22,8 +22,10 @@ def rate_text(per_s: float) -> str:
 def format_line(fig: dict) -> str:
     """One progress line for a terminal or a log."""
 
-    def num(value, fmt="{:.1f}"):
-        return "-" if value is None else fmt.format(value)
+    def num(value, fmt=None):
+        if value is None:
+            return "-"
+        return fixed(value) if fmt is None else fmt.format(value)
 
     return (
         f"{fig['elapsed_s']:6.1f}s  steps {fig['env_steps']} ({fig['env_steps_per_s']:.0f}/s)  "
@@ -44,7 +46,7 @@ def format_line(fig: dict) -> str:
             for p, f in fig.get("policies", {}).items()
         )
         + (
-            "  | agents " + " ".join(f"{a} {r:.1f}" for a, r in fig["agent_returns_100"].items())
+            "  | agents " + " ".join(f"{a} {fixed(r)}" for a, r in fig["agent_returns_100"].items())
             if fig.get("agent_returns_100")
             else ""
         )
@@ -59,18 +61,18 @@ class Display:
         self.tty = sys.stdout.isatty() and not as_json
         self.next_plain = 0.0
         self.stop = None  # the run's [stop] section, for progress bars; set once the config is loaded
-        self.live = None
-        if self.tty and not quiet:
-            from rich.live import Live
-
-            self.live = Live(auto_refresh=False, transient=False)
-            self.live.start()
+        self.live = None  # started with the first figures: a config refused before then leaves a clean screen
 
     def show(self, figures: dict, now: float, force: bool = False) -> None:
         if self.quiet:
             return
-        if self.live is not None:
+        if self.tty:
+            from rich.live import Live
             from rich.text import Text
+
+            if self.live is None:
+                self.live = Live(auto_refresh=False, transient=False)
+                self.live.start()
 
             # Lines under 80 columns with short numbers, never a table whose cells get cut mid-number.
             self.live.update(Text("\n".join(progress_lines(figures, self.stop)), no_wrap=True), refresh=True)

@@ -8,6 +8,11 @@ BAR_WIDTH = 20
 NARROW_BELOW = 120  # a terminal narrower than this gets the narrow status table
 
 
+def fixed(value: float, digits: int = 1) -> str:
+    """`value` with `digits` decimals, a zero always unsigned: a mean of returns just under zero read '-0.0'."""
+    return f"{round(value, digits) + 0.0:.{digits}f}"  # -0.0 + 0.0 is +0.0
+
+
 def short(value: Any, digits: int = 1) -> str:
     """A number in at most about 7 characters (1234567 -> '1.23M'); '-' for unknown."""
     if value is None or value == "":
@@ -26,7 +31,7 @@ def short(value: Any, digits: int = 1) -> str:
             )
     if isinstance(value, int):
         return str(value)
-    return f"{value:.{digits}f}"
+    return fixed(value, digits)
 
 
 def whole(value: Any) -> str:

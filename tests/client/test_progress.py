@@ -124,3 +124,16 @@ def test_rate_meter_memory_is_bounded_at_any_call_rate():
         meter.add(i / 1000.0, float(i // 20_000))
     assert len(meter.samples) <= 130 * 4 + 2
     assert 0.0 < meter.rate() < 0.1
+
+
+def test_a_return_just_below_zero_prints_as_zero_not_minus_zero():
+    # the progress line said `return100 -0.0` (tic-tac-toe's self-play returns average about zero)
+    from tandem.client.screen import progress_lines
+
+    view = RunView(StopSection(), started=0.0)
+    view.heartbeat(beat("actor-0", "actor", env_steps=100, version=1), 1.0)
+    fig = {**view.figures(1.0), "mean_return_100": -0.04, "eval_return": -0.0, "agent_returns_100": {"x": -0.01}}
+    line = format_line(fig)
+    assert "return100 0.0" in line and "eval 0.0" in line and "agents x 0.0" in line and "-0.0" not in line, line
+    assert "-0.0" not in "\n".join(progress_lines(fig)) and "return100 0.0" in "\n".join(progress_lines(fig))
+    assert "return100 -0.1" in format_line({**fig, "mean_return_100": -0.06})  # a negative return keeps its sign
