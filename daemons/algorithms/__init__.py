@@ -31,7 +31,9 @@ def check_supported(config: RunConfig, action_space: Any, obs_space: Any = None)
     try:
         spec.check_action_space(action_space)
     except ValueError as exc:
-        raise SetupError(f"algorithm.name {config.algorithm.name!r} cannot be used with this env: {exc}") from exc
+        raise SetupError(
+            f"algorithm.name {config.algorithm.name!r} cannot be used with this env: {exc}{takers_of(action_space)}"
+        ) from exc
     if is_dict_space(obs_space) and not spec.dict_observations:
         takers = ", ".join(name for name, s in built_in().items() if s.dict_observations)
         raise SetupError(
@@ -40,6 +42,21 @@ def check_supported(config: RunConfig, action_space: Any, obs_space: Any = None)
             "gymnasium.wrappers.FlattenObservation)"
         )
     return spec
+
+
+def takers_of(action_space: Any) -> str:
+    """'; use algorithm.name = "appo" or "sac" instead': the built-in algorithms that can act in `action_space`."""
+    takers = []
+    for name, spec in built_in().items():
+        try:
+            spec.check_action_space(action_space)
+        except ValueError:
+            continue
+        takers.append(f'"{name}"')
+    if not takers:
+        return ""
+    either = takers[0] if len(takers) == 1 else f"{', '.join(takers[:-1])} or {takers[-1]}"
+    return f"; use algorithm.name = {either} instead"
 
 
 def make_algorithm(config: RunConfig, obs_space: Any, action_space: Any, device: str, mask_size: int = 0) -> Algorithm:

@@ -53,9 +53,12 @@ def fill_algorithm_defaults(data: dict[str, Any], spec: AlgorithmSpec) -> dict[s
     return data
 
 
-def build_algorithm(spec: AlgorithmSpec, table: Any, key: str) -> AlgorithmSection:
-    """Table `key` as `spec`'s section. A key of another algorithm is dropped with a warning, not refused:
-    configs written before each algorithm had a section of its own hold every algorithm's keys."""
+def build_algorithm(
+    spec: AlgorithmSpec, table: Any, key: str, problems: list[ConfigError] | None = None
+) -> AlgorithmSection:
+    """Table `key` as `spec`'s section (`problems` as for `build`). A key of another algorithm is dropped with a
+    warning, not refused: configs written before each algorithm had a section of its own hold every algorithm's
+    keys."""
     if isinstance(table, dict):
         foreign = {name: owners_of(name) for name in table if name not in spec.section.__dataclass_fields__}
         foreign = {name: owners for name, owners in foreign.items() if owners}
@@ -68,7 +71,7 @@ def build_algorithm(spec: AlgorithmSpec, table: Any, key: str) -> AlgorithmSecti
             )
             table = {name: value for name, value in table.items() if name not in foreign}
         table = {**spec.section.implied(table), **table}
-    return build(spec.section, table, key)
+    return build(spec.section, table, key, problems)
 
 
 def switched_defaults(spec: AlgorithmSpec, was: AlgorithmSpec, part: str, cls: type) -> dict[str, Any]:

@@ -17,6 +17,32 @@ class ConfigError(ValueError):
         self.key = key
         super().__init__(f"{key}: {message}" if key else message)
 
+    @property
+    def problems(self) -> list[ConfigError]:
+        """Each problem on its own (ConfigErrors holds several)."""
+        return [self]
+
+
+class ConfigErrors(ConfigError):
+    """Several config problems found in one reading, in the order of the file; `key` is the first one's."""
+
+    def __init__(self, problems: list[ConfigError]):
+        self._problems = [one for problem in problems for one in problem.problems]
+        self.key = self._problems[0].key
+        ValueError.__init__(self, "; ".join(str(problem) for problem in self._problems))  # one line in a daemon's log
+
+    @property
+    def problems(self) -> list[ConfigError]:
+        return list(self._problems)
+
+
+def raise_all(problems: list[ConfigError]) -> None:
+    """Raise what `problems` holds: nothing, the one problem itself, or all of them as one ConfigErrors."""
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise ConfigErrors(problems)
+
 
 def valid_keys_message(cls: type, key: str, name: str) -> str:
     names = [f.name for f in dataclasses.fields(cls)]
@@ -26,27 +52,39 @@ def valid_keys_message(cls: type, key: str, name: str) -> str:
     return f"unknown key {name!r}{hint} Valid keys in {where}: {', '.join(names)}"
 
 
-def build(cls: type, data: Any, key: str) -> Any:
-    """Instantiate dataclass `cls` from a TOML table, checking keys, types and bounds."""
+def build(cls: type, data: Any, key: str, problems: list[ConfigError] | None = None) -> Any:
+    """Instantiate dataclass `cls` from a TOML table, checking keys, types and bounds.
+
+    Every problem of the table is found, not only the first: raised together, or, with `problems` given,
+    appended there while each bad field keeps its default (so that the rest can still be checked)."""
+    found: list[ConfigError] = []
     if not isinstance(data, dict):
-        raise ConfigError(key, f"must be a table, got {type_name(data)}")
+        found.append(ConfigError(key, f"must be a table, got {type_name(data)}"))
+        data = {}
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    for name in data:
-        if name not in fields:
-            path = f"{key}.{name}" if key else name
-            raise ConfigError(path, valid_keys_message(cls, key, name))
     values = {}
-    for name, value in data.items():
+    for name, value in data.items():  # in the file's order, so the problems are too
         path = f"{key}.{name}" if key else name
+        if name not in fields:
+            found.append(ConfigError(path, valid_keys_message(cls, key, name)))
+            continue
         hint = hints[name]
-        if dataclasses.is_dataclass(hint) and isinstance(value, hint):
-            values[name] = value  # a section built already: the algorithm's, whose class depends on its name
-        elif dataclasses.is_dataclass(hint):
-            values[name] = build(hint, value, path)
-        else:
-            values[name] = coerce(hint, value, path)
-            check_bounds(fields[name].metadata, values[name], path)
+        try:
+            if dataclasses.is_dataclass(hint) and isinstance(value, hint):
+                values[name] = value  # a section built already: the algorithm's, whose class depends on its name
+            elif dataclasses.is_dataclass(hint):
+                values[name] = build(hint, value, path, found)
+            else:
+                checked = coerce(hint, value, path)
+                check_bounds(fields[name].metadata, checked, path)
+                values[name] = checked
+        except ConfigError as exc:
+            found.extend(exc.problems)
+    if problems is None:
+        raise_all(found)
+    else:
+        problems.extend(found)
     return cls(**values)
 
 

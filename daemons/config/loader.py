@@ -9,7 +9,8 @@ from typing import Any
 
 from tandem.daemons.algorithms.registry import built_in, find_algorithm
 from tandem.daemons.config.algorithm import build_algorithm, fill_algorithm_defaults, look_beside, spec_of
-from tandem.daemons.config.fields import ConfigError, build
+from tandem.daemons.config.fields import ConfigError, build, raise_all
+from tandem.daemons.config.file_order import FileOrder
 from tandem.daemons.config.policies import check_policies, policy_config, policy_names, port_table
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.config.selfplay import check_selfplay
@@ -17,7 +18,18 @@ from tandem.daemons.runtime.plugins import plugin_folders
 
 
 def load_config(path: str | Path, overrides: typing.Sequence[str] = ()) -> RunConfig:
-    """Parse the TOML file at `path`, apply `section.key=value` overrides, validate everything."""
+    """Parse the TOML file at `path`, apply `section.key=value` overrides, validate everything; every problem
+    found is raised at once (ConfigErrors for several), in the order of the file."""
+    config, problems, _ = read_config(path, overrides)
+    raise_all(problems)
+    return config
+
+
+def read_config(
+    path: str | Path, overrides: typing.Sequence[str] = ()
+) -> tuple[RunConfig, list[ConfigError], FileOrder]:
+    """The config at `path` with defaults in place of what is wrong, every problem in file order, and the
+    file's key order (to place more problems found later); ConfigError for a file that cannot be read at all."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -27,19 +39,40 @@ def load_config(path: str | Path, overrides: typing.Sequence[str] = ()) -> RunCo
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("", f"{path} is not valid TOML: {exc}") from exc
-    return config_from_dict(apply_overrides(data, overrides), plugin_folders(path))
+    data = apply_overrides(data, overrides)
+    order = FileOrder(data)
+    config, problems = checked_config(data, plugin_folders(path))
+    return config, order.sorted(problems), order
 
 
 def config_from_dict(data: dict[str, Any], plugin_folders: typing.Sequence[str] = ()) -> RunConfig:
     """`data` as a validated RunConfig; a plug-in algorithm it names is also looked for in `plugin_folders`."""
-    look_beside(data, plugin_folders)
-    spec = spec_of(data.get("algorithm", {}), "algorithm")  # its section class reads [algorithm]
-    data = fill_algorithm_defaults(data, spec)
-    if "algorithm" in data:
-        data = {**data, "algorithm": build_algorithm(spec, data["algorithm"], "algorithm")}
-    config = build(RunConfig, data, "")
-    check_relations(config)
+    order = FileOrder(data)
+    config, problems = checked_config(data, plugin_folders)
+    raise_all(order.sorted(problems))
     return config
+
+
+def checked_config(data: dict[str, Any], plugin_folders: typing.Sequence[str] = ()) -> tuple[RunConfig, list]:
+    """`data` as a RunConfig with defaults in place of what is wrong, and every problem found in it."""
+    problems: list[ConfigError] = []
+    look_beside(data, plugin_folders)
+    try:
+        spec = spec_of(data.get("algorithm", {}), "algorithm")  # its section class reads [algorithm]
+    except ConfigError as exc:
+        problems.append(exc)
+        data = {name: value for name, value in data.items() if name != "algorithm"}  # no class to read it with
+    else:
+        data = fill_algorithm_defaults(data, spec)
+        if "algorithm" in data:
+            data = {**data, "algorithm": build_algorithm(spec, data["algorithm"], "algorithm", problems)}
+    config = build(RunConfig, data, "", problems)
+    # Relations need the algorithm and the policies as written; elsewhere a default stands in for a bad value,
+    # and a relation that names a bad key is left out (its default would make up a problem the file has not).
+    if not any(p.key in ("algorithm", "algorithm.name") or p.key.startswith("policies") for p in problems):
+        bad = [p.key for p in problems if p.key]
+        problems += [p for p in relation_problems(config) if not any(key in str(p) for key in bad)]
+    return config, problems
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -69,28 +102,64 @@ def apply_overrides(data: dict[str, Any], overrides: typing.Sequence[str]) -> di
 
 
 def check_relations(config: RunConfig) -> None:
-    """Values that are each fine alone but impossible together."""
-    check_policies(config)
+    """Values that are each fine alone but impossible together; all of them raised at once."""
+    raise_all(relation_problems(config))
+
+
+def relation_problems(config: RunConfig) -> list[ConfigError]:
+    """Every problem of values that are each fine alone but impossible together (each check on its own)."""
+    checks: list[typing.Callable[[], None]] = [lambda: check_policies(config)]
     for policy in policy_names(config):
         where = f"policies.{policy}." if config.policies else ""
-        c = policy_config(config, policy)
-        c.algorithm.check(c, where)
-        check_core(c, where)
-        check_replicas(c, where)
-        check_augment(c, where)
-    check_selfplay(config)
+        checks.append(lambda policy=policy, where=where: check_policy(config, policy, where))
+    checks += [
+        lambda: check_selfplay(config),
+        lambda: check_liveness(config),
+        lambda: check_names(config),
+        lambda: check_pixels(config),
+        lambda: check_fire_reset(config),
+        lambda: check_ports(config),
+    ]
+    problems: list[ConfigError] = []
+    for check in checks:
+        try:
+            check()
+        except ConfigError as exc:
+            problems += exc.problems
+    return problems
+
+
+def check_policy(config: RunConfig, policy: str, where: str) -> None:
+    c = policy_config(config, policy)
+    problems: list[ConfigError] = []
+    for check in (c.algorithm.check, check_core, check_replicas, check_augment):
+        try:
+            check(c, where)
+        except ConfigError as exc:
+            problems += exc.problems
+    raise_all(problems)
+
+
+def check_liveness(config: RunConfig) -> None:
     if config.supervisor.liveness_timeout_s <= config.supervisor.heartbeat_interval_s:
         raise ConfigError("supervisor.liveness_timeout_s", "must be longer than supervisor.heartbeat_interval_s")
+
+
+def check_names(config: RunConfig) -> None:
+    """The model, the env and the run named in a form the daemons can use."""
+    problems = []
     if config.model.kind not in ("auto", "mlp", "nature_cnn") and ":" not in config.model.kind:
-        raise ConfigError(
-            "model.kind", f"{config.model.kind!r} is not 'auto', 'mlp', 'nature_cnn' or 'module:callable'"
+        problems.append(
+            ConfigError("model.kind", f"{config.model.kind!r} is not 'auto', 'mlp', 'nature_cnn' or 'module:callable'")
         )
     if not config.env.id.strip():
-        raise ConfigError("env.id", "must name a gymnasium id or 'module:callable'")
-    check_pixels(config)
-    check_fire_reset(config)
+        problems.append(ConfigError("env.id", "must name a gymnasium id or 'module:callable'"))
     if not config.run.name or any(c in config.run.name for c in "/\\ "):
-        raise ConfigError("run.name", f"{config.run.name!r} must be non-empty, without '/', '\\' or spaces")
+        problems.append(ConfigError("run.name", f"{config.run.name!r} must be non-empty, without '/', '\\' or spaces"))
+    raise_all(problems)
+
+
+def check_ports(config: RunConfig) -> None:
     ports = port_table(config)
     chosen = [p for p in ports.values() if p]
     if len(chosen) != len(set(chosen)):

@@ -137,3 +137,26 @@ def test_unreadable_and_invalid_files(tmp_path):
 
 def test_config_from_dict_matches_schema_defaults():
     assert config_from_dict({}).algorithm.name == "double_dqn"
+
+
+def test_every_mistake_is_named_at_once_in_the_order_of_the_file(tmp_path):
+    # One mistake per reading took three rounds for three, and [algorithm]'s came first wherever it stood.
+    path = write(
+        tmp_path,
+        "[run]\nnme = 'x'\n[actors]\ncount = 'two'\n[algorithm]\nname = 'double_dqn'\nlerning_rate = 0.1\n"
+        "[learner]\nreplay_min_size = 500000\n",
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    keys = [problem.key for problem in err.value.problems]
+    assert keys == ["run.nme", "actors.count", "algorithm.lerning_rate", "learner.replay_min_size"], keys
+    assert err.value.key == "run.nme" and "did you mean 'name'" in str(err.value)  # one line for a daemon's log
+    assert "replay_capacity" in str(err.value.problems[-1])  # a relation between keys, checked too
+
+
+def test_a_relation_made_up_by_a_default_standing_in_for_a_bad_value_is_not_reported(tmp_path):
+    # learner.replay_capacity is wrong: its default (100000) must not make replay_min_size look too big
+    path = write(tmp_path, "[learner]\nreplay_capacity = 'many'\nreplay_min_size = 200000\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert [problem.key for problem in err.value.problems] == ["learner.replay_capacity"]
