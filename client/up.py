@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Callable
 
 import click
 
-from tandem.client.config_cmd import load_or_exit, set_option
+from tandem.client.config_cmd import NOT_PROBED, load_or_exit, read_or_exit, refuse, set_option
 from tandem.client.display import Display, format_line
+from tandem.client.up_check import Refused
+from tandem.daemons.config import RunConfig
+from tandem.daemons.runtime.exit_codes import ExitCode
 
 insecure_option = click.option(
     "--insecure", is_flag=True, help="Allow binding a non-loopback transport.host without authentication."
@@ -24,14 +28,18 @@ def run_supervisor(
     insecure: bool = False,
     no_children: bool = False,
     fresh: bool = False,
+    check: bool = False,
 ) -> None:
-    """Load the config, run the supervisor loop, print how it ended and exit with its code."""
+    """Load the config, run the supervisor loop, print how it ended and exit with its code. With `check`, what
+    `tandem config check` finds refuses the start (exit 3) before any daemon starts."""
     from tandem.daemons.runtime.plugins import plugin_folders
     from tandem.daemons.supervisor.loop import SupervisorError, supervise
 
-    config = load_or_exit(config_file, overrides)
+    config, preflight = checked_config(config_file, overrides, check)
     if display is not None:
         display.stop = config.stop
+        if not display.quiet:  # what comes next takes seconds: say what it is first (on stderr: --json's is stdout)
+            click.echo(starting_line(config, check), err=True)
     try:
         try:
             outcome = supervise(
@@ -43,10 +51,16 @@ def run_supervisor(
                 fresh=fresh,
                 announce=lambda line: click.echo(line, err=True),
                 plugin_paths=plugin_folders(config_file),
+                preflight=preflight,
             )
         finally:
             if display is not None:
                 display.close()
+    except Refused as exc:
+        refuse(config_file, exc.lines)
+    except KeyboardInterrupt:  # before the supervisor's own signal handling: checking, or setting up
+        click.echo("stopped by SIGINT before any daemon started", err=True)
+        sys.exit(int(ExitCode.INTERRUPTED))
     except SupervisorError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(int(exc.code))
@@ -56,6 +70,37 @@ def run_supervisor(
     as_json = display is not None and display.as_json
     click.echo(json.dumps(summary) if as_json else f"{format_line(figures)}\n{result}: {outcome.reason}")
     sys.exit(int(outcome.code))
+
+
+def checked_config(config_file: str, overrides: tuple[str, ...], check: bool) -> tuple[RunConfig, Callable | None]:
+    """The config, or an exit naming every mistake, as `config check` does (probing here only when the loader
+    found some: the run ends anyway); with `check`, the probe of a clean config, for `supervise` to run."""
+    if not check:
+        return load_or_exit(config_file, overrides), None
+    from tandem.client.preflight import findings, probe
+    from tandem.client.up_check import preflight
+
+    config, problems, order = read_or_exit(config_file, overrides)
+    if problems:
+        found = findings(config, problems, order, lambda c: probe(c, config_file, c.supervisor.build_env_deadline_s))
+        refuse(config_file, found.problems, NOT_PROBED if found.blocked else "")
+    return config, lambda: preflight(config_file, overrides, config, order)
+
+
+def starting_line(config: RunConfig, check: bool) -> str:
+    """What `tandem up` is about to start, said before the seconds of checking and importing that follow."""
+    from tandem.daemons.config.policies import policy_names
+    from tandem.daemons.runtime.paths import run_dir
+
+    actors = config.actors.count
+    learners = len(policy_names(config))
+    parts = [f"{actors} actor{'' if actors == 1 else 's'}", f"{learners} learner{'' if learners == 1 else 's'}"]
+    if config.eval.enabled:
+        parts.append("an evaluator")
+    first = "checking the env and networks, then starting the daemons" if check else "starting the daemons"
+    return (
+        f"tandem up: run {config.run.name!r} in {run_dir(config)}, env {config.env.id!r}: {', '.join(parts)}; {first}"
+    )
 
 
 @click.command("up")
@@ -76,6 +121,12 @@ def run_supervisor(
     "(for a debugger, or the serial twin of an async run).",
 )
 @click.option(
+    "--no-probe",
+    is_flag=True,
+    help="Start without first building an env and the networks here as `tandem config check` does (the file is "
+    "still checked; each daemon meets a mistake of its own later, as on another machine).",
+)
+@click.option(
     "--eval-every",
     type=click.IntRange(min=1),
     default=5000,
@@ -90,20 +141,30 @@ def up_cmd(
     insecure: bool,
     fresh: bool,
     serial: bool,
+    no_probe: bool,
     eval_every: int,
 ) -> None:
     """Train CONFIG_FILE on this machine until a stop condition, `tandem stop`, Ctrl-C or SIGTERM.
 
-    A run directory with checkpoints is resumed (and says so); --fresh starts over. Daemons that crash or
-    hang are restarted with backoff; `tandem status` shows every process. --serial runs it all in this
-    process instead, in turn (see the guide Your own algorithm).
+    It first checks the config as `tandem config check` does and refuses, with the same lines and exit code 3,
+    a config with a mistake. A run directory with checkpoints is resumed (and says so); --fresh starts over.
+    Daemons that crash or hang are restarted with backoff; `tandem status` shows every process. --serial runs
+    it all in this process instead, in turn (see the guide Your own algorithm).
     """
     if serial:
         from tandem.client.serial_up import run_serial_up
 
         run_serial_up(config_file, overrides, quiet, as_json, eval_every, fresh)
         return
-    run_supervisor(config_file, overrides, Display(quiet, as_json), honour_stop=True, insecure=insecure, fresh=fresh)
+    run_supervisor(
+        config_file,
+        overrides,
+        Display(quiet, as_json),
+        honour_stop=True,
+        insecure=insecure,
+        fresh=fresh,
+        check=not no_probe,
+    )
 
 
 @click.command("supervise")

@@ -141,13 +141,15 @@ def supervise(
     fresh: bool = False,
     announce: Callable[[str], None] = log.info,
     plugin_paths: tuple[str, ...] = (),
+    preflight: Callable[[], None] | None = None,
 ) -> Outcome:
     """Start and keep the run's daemons alive until a stop condition, `tandem stop`, a FATAL, or a signal.
 
     With `no_children` it starts nothing: daemons started elsewhere (systemd units, tmux windows) connect
     with --control, and it hands out start tokens, keeps the learner registry and watches heartbeats.
     `plugin_paths`: folders every child adds to its import path (the user's config folder and working
-    directory: the children read the run directory's copy of the config).
+    directory: the children read the run directory's copy of the config). `preflight` (`tandem up`'s config
+    check, which may use the fork server) runs before the run directory is touched; what it raises ends the start.
     """
     notifier = shared()  # made now, before its variables leave the environment
     for key in NOTIFY_ENV:  # as sd_notify(unset_environment=1): children must not speak for this unit
@@ -155,6 +157,8 @@ def supervise(
     config = prepare(config, insecure, no_children)
     if not no_children:
         start_forkserver()  # its imports overlap the set-up below (after the environment above is clean)
+    if preflight is not None:
+        preflight()
     directory = run_dir(config)
     try:
         directory.mkdir(parents=True, exist_ok=True)

@@ -110,12 +110,15 @@ class Procs:
 # ---------------------------------------------------------------- `tandem up` as a user runs it
 
 
-def up(tmp_path, *overrides: str, example: str = "cartpole.toml", fresh: bool = False) -> subprocess.Popen:
-    """`tandem up` of an example until it ends by itself; read its JSON summary with `finish`."""
+def up(
+    tmp_path, *overrides: str, example: str = "cartpole.toml", fresh: bool = False, probe: bool = True
+) -> subprocess.Popen:
+    """`tandem up` of an example until it ends by itself; read its JSON summary with `finish`. `probe=False`:
+    --no-probe, so that the daemons themselves meet a mistake the config check would refuse."""
     args = up_command(
         ROOT / "examples" / example,
         [f"run.dir='{tmp_path}/run'", "supervisor.heartbeat_interval_s=0.2", *overrides],
-        ["--fresh"] if fresh else [],
+        (["--fresh"] if fresh else []) + ([] if probe else ["--no-probe"]),
     )
     return subprocess.Popen(
         args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, start_new_session=True

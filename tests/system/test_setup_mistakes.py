@@ -74,10 +74,10 @@ def tandem(*args: str, cwd, timeout_s: float = CHECK_TIMEOUT_S) -> subprocess.Co
     )
 
 
-def up(config: str, cwd, *overrides: str) -> subprocess.Popen:
+def up(config: str, cwd, *overrides: str, flags: tuple[str, ...] = ()) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(ROOT)
-    args = [sys.executable, "-m", "tandem", "up", config, "--json"]
+    args = [sys.executable, "-m", "tandem", "up", config, "--json", *flags]
     for item in overrides:
         args += ["--set", item]
     return subprocess.Popen(
@@ -127,9 +127,25 @@ def test_an_env_module_beside_the_config_needs_no_pythonpath(tmp_path):
     assert summary["env_steps"] >= 2000, summary
 
 
+@pytest.mark.parametrize("env_id", ["CartPol-v1", "Pendulum-v1"])  # a misspelled id; DQN on a Box action space
+def test_tandem_up_refuses_a_config_check_mistake_before_it_starts_anything(tmp_path, env_id):
+    # It started every daemon, showed `version -1` and exited 1 after 5-8 s; `config check` said it in one line.
+    config = user_folder(tmp_path, env_id)
+    check = tandem("config", "check", config, cwd=tmp_path)
+    proc = up(config, tmp_path)
+    out, err = finish(proc, RUN_TIMEOUT_S)
+    assert proc.returncode == check.returncode == ExitCode.CONFIG, err[-3000:]
+    refused = [line for line in err.splitlines() if line.startswith("error:")]
+    assert refused == check.stderr.strip().splitlines(), (err, check.stderr)
+    assert "Traceback" not in err and not (tmp_path / "run").exists()  # no run directory, no daemon
+    # before the seconds of checking, a line says what is being started
+    assert err.startswith("tandem up: run 'mine' in ") and "1 actor, 1 learner" in err.splitlines()[0], err
+
+
 def test_a_setup_mistake_is_fatal_at_the_first_start_not_after_retries(tmp_path):
+    # --no-probe: the daemons meet the mistake themselves, as one on another machine would
     config = user_folder(tmp_path, "CartPol-v1", "start_retries = 3")
-    proc = up(config, tmp_path, "stop.seconds=60")
+    proc = up(config, tmp_path, "stop.seconds=60", flags=("--no-probe",))
     out, err = finish(proc, RUN_TIMEOUT_S)
     assert proc.returncode == ExitCode.FAILURE, err[-3000:]
     reason = json.loads(out.strip().splitlines()[-1])["reason"]
@@ -142,7 +158,7 @@ def test_a_setup_mistake_is_fatal_at_the_first_start_not_after_retries(tmp_path)
 
 def test_an_env_constructor_that_raises_leaves_its_traceback_in_the_actors_log(tmp_path):
     config = user_folder(tmp_path, "my_cartpole_envs:broken", "start_retries = 1")
-    proc = up(config, tmp_path, "stop.seconds=60")
+    proc = up(config, tmp_path, "stop.seconds=60", flags=("--no-probe",))
     out, err = finish(proc, RUN_TIMEOUT_S)
     assert proc.returncode == ExitCode.FAILURE, err[-3000:]
     logs = tmp_path / "run" / "logs"

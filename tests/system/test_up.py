@@ -142,7 +142,8 @@ def test_a_second_up_resumes_its_counters_and_fresh_starts_over_with_new_curves(
 
 
 def test_a_daemon_that_cannot_start_ends_the_run_with_its_error(tmp_path):
-    proc = up(tmp_path, "env.id=NoSuchEnv-v9", "stop.seconds=60", "supervisor.backoff_initial_s=0.1")
+    # --no-probe: `tandem up` would refuse the config itself (tests/system/test_setup_mistakes.py)
+    proc = up(tmp_path, "env.id=NoSuchEnv-v9", "stop.seconds=60", "supervisor.backoff_initial_s=0.1", probe=False)
     out, err = finish(proc, 60)
     assert proc.returncode == ExitCode.FAILURE
     summary = json.loads(out.strip().splitlines()[-1])
