@@ -88,4 +88,14 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 
 
 def main() -> None:
-    cli(prog_name="tandem")
+    """`tandem`: Ctrl-C ends any command with ExitCode.INTERRUPTED (130), the code the docs give it, not with
+    click's "Aborted!" and 1."""
+    try:
+        code = cli.main(prog_name="tandem", standalone_mode=False)
+    except click.exceptions.Abort:  # click's form of KeyboardInterrupt (and of EOF at a prompt)
+        click.echo("interrupted", err=True)
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except click.ClickException as exc:  # a usage error: shown as click shows it, with its code (2)
+        exc.show()
+        sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import sys
@@ -12,7 +11,8 @@ from typing import Any
 
 import click
 
-from tandem.client.screen import NARROW_BELOW, narrow_status_rows, short, whole
+from tandem.client.run_endpoint import endpoint_files, find_endpoint
+from tandem.client.screen import NARROW_BELOW, fixed, narrow_status_rows, short, whole
 from tandem.daemons.runtime.control_channel import ControlChannel, ControlTimeout
 from tandem.daemons.runtime.exit_codes import ExitCode
 from tandem.protocol import TransportError, sockets
@@ -34,44 +34,11 @@ def cli_keys(endpoint: str, run_dir: str | None) -> Any:
     return cli_curve_keys(directory)
 
 
-def endpoint_files() -> list[str]:
-    """The endpoint files of the runs here (runs/*/endpoint), newest first; one removed while we look is skipped."""
-    found = []
-    for path in glob.glob("runs/*/endpoint"):
-        try:
-            found.append((os.path.getmtime(path), path))
-        except OSError:  # its run ended between the glob and the stat
-            continue
-    return [path for _, path in sorted(found, reverse=True)]
-
-
 def pace_budget(p: dict) -> str:
     """A learner's advertised pace: a rate (transitions/s), a credit (transitions per version) or none."""
     if p.get("pace_per_s"):
         return f"{p['pace_per_s']:.0f}/s"
     return f"{p['pace_credit']:.0f}/version" if p.get("pace_credit") else "none"
-
-
-def find_endpoint(endpoint: str | None, run_dir: str | None) -> str:
-    """--endpoint, else RUN_DIR/endpoint, else $TANDEM_ENDPOINT, else the newest runs/*/endpoint here."""
-    if endpoint:
-        return endpoint
-    candidates = [os.path.join(run_dir, "endpoint")] if run_dir else []
-    if not candidates and os.environ.get("TANDEM_ENDPOINT"):
-        return os.environ["TANDEM_ENDPOINT"]
-    candidates = candidates or endpoint_files()
-    for path in candidates:
-        try:
-            return Path(path).read_text().strip()
-        except OSError:
-            continue
-    where = f"{run_dir}/endpoint" if run_dir else "runs/*/endpoint"
-    click.echo(
-        f"error: no supervisor endpoint found ({where} does not exist). Is `tandem up` running in this "
-        "directory? Pass --endpoint tcp://HOST:PORT or --run-dir DIR.",
-        err=True,
-    )
-    sys.exit(int(ExitCode.UNREACHABLE))
 
 
 def ask(endpoint: str, command: str, args: dict | None, timeout_s: float, run_dir: str | None = None) -> Any:
@@ -131,7 +98,7 @@ def fmt(value: Any, unit: str = "") -> str:
     if value is None or value == "":
         return "-"
     if isinstance(value, float):
-        return f"{value:.1f}{unit}"
+        return f"{fixed(value)}{unit}"
     return f"{value}{unit}"
 
 
@@ -331,29 +298,46 @@ def short_error(error: str | None) -> str:
     return error if len(error) <= ERROR_CELL else error[: ERROR_CELL - 1] + "…"
 
 
+run_dir_argument = click.argument("run_dir_arg", metavar="[RUN_DIR]", required=False, type=click.Path(file_okay=False))
+
+
+def which_run_dir(run_dir_arg: str | None, run_dir: str | None) -> str | None:
+    """RUN_DIR given as an argument (as `tandem plot`, `eval` and `export` take it) or with --run-dir; not both."""
+    if run_dir_arg and run_dir and os.path.normpath(run_dir_arg) != os.path.normpath(run_dir):
+        raise click.UsageError(f"two run directories: {run_dir_arg} and --run-dir {run_dir}; give one")
+    return run_dir_arg or run_dir
+
+
 @click.command("status")
+@run_dir_argument
 @endpoint_option
 @run_dir_option
 @timeout_option
 @click.option("--json", "as_json", is_flag=True, help="Print the whole status as JSON.")
-@click.option("--watch", is_flag=True, help="Refresh every second until Ctrl-C.")
-def status_cmd(endpoint, run_dir, timeout_s, as_json, watch) -> None:
-    """What every process of a run is doing. Exit code 5 when any process is FATAL or hung."""
+@click.option("--watch", is_flag=True, help="Refresh every second until Ctrl-C (which exits with 130).")
+def status_cmd(run_dir_arg, endpoint, run_dir, timeout_s, as_json, watch) -> None:
+    """What every process of a run is doing. Exit code 5 when any process is FATAL or hung.
+
+    RUN_DIR (or --run-dir) is the run's directory; without it, the newest run under runs/ here."""
+    run_dir = which_run_dir(run_dir_arg, run_dir)
     endpoint = find_endpoint(endpoint, run_dir)
     from rich.console import Console
 
     console = Console() if sys.stdout.isatty() else Console(width=220)
-    while True:
-        data = ask(endpoint, "status", None, timeout_s, run_dir).data
-        if as_json:
-            click.echo(json.dumps(data))
-        else:
-            if watch:
-                console.clear()
-            console.print(render(data, console.width))
-        if not watch:
-            break
-        time.sleep(1.0)
+    try:
+        while True:
+            data = ask(endpoint, "status", None, timeout_s, run_dir).data
+            if as_json:
+                click.echo(json.dumps(data))
+            else:
+                if watch:
+                    console.clear()
+                console.print(render(data, console.width))
+            if not watch:
+                break
+            time.sleep(1.0)
+    except KeyboardInterrupt:  # how --watch ends: the exit code the docs give Ctrl-C, not click's "Aborted!"
+        sys.exit(int(ExitCode.INTERRUPTED))
     if data["unhealthy"]:
         if not as_json:
             click.echo(f"unhealthy: {', '.join(data['unhealthy'])}", err=True)
@@ -364,11 +348,15 @@ def status_cmd(endpoint, run_dir, timeout_s, as_json, watch) -> None:
 
 
 @click.command("stop")
+@run_dir_argument
 @endpoint_option
 @run_dir_option
 @timeout_option
-def stop_cmd(endpoint, run_dir, timeout_s) -> None:
-    """Stop a run: every daemon gets SIGTERM (SIGKILL after the grace), learners checkpoint."""
+def stop_cmd(run_dir_arg, endpoint, run_dir, timeout_s) -> None:
+    """Stop a run: every daemon gets SIGTERM (SIGKILL after the grace), learners checkpoint.
+
+    RUN_DIR (or --run-dir) is the run's directory; without it, the newest run under runs/ here."""
+    run_dir = which_run_dir(run_dir_arg, run_dir)
     reply = ask(find_endpoint(endpoint, run_dir), "stop", {"by": "tandem stop"}, timeout_s, run_dir)
     click.echo(reply.message)
 

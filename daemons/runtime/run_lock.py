@@ -38,3 +38,32 @@ def lock_run_dir(directory: Path) -> IO[str]:
     handle.write(f"{os.getpid()}\n")
     handle.flush()
     return handle
+
+
+def gone_holder(directory: Path) -> str | None:
+    """The pid `supervisor.lock` names when nothing holds the lock any more (its supervisor ended without cleaning
+    up: SIGKILL, a crash, a power cut), else None: the lock is held, or there is no lock file to judge by."""
+    try:
+        handle = open(directory / LOCK_NAME)  # noqa: SIM115 - read-only: a run directory is never made or changed here
+    except OSError:
+        return None
+    with handle:
+        holder = handle.read().strip() or "unknown"
+        if holder.isdigit() and pid_exists(int(holder)):
+            return None  # the common case, answered without touching the lock
+        try:  # the pid may be another host's (a shared run directory), or a new holder's not written yet
+            fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    return holder
+
+
+def pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True

@@ -234,3 +234,128 @@ def test_endpoint_files_are_newest_first_and_skip_what_cannot_be_read(tmp_path, 
     (tmp_path / "runs" / "gone").mkdir()
     (tmp_path / "runs" / "gone" / "endpoint").symlink_to(tmp_path / "nowhere")
     assert endpoint_files() == ["runs/new/endpoint", "runs/old/endpoint"]
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended (and been reaped)."""
+    import subprocess
+
+    proc = subprocess.Popen(["true"])
+    proc.wait(timeout=10)
+    return proc.pid
+
+
+def stale_run(run_dir, pid: int) -> None:
+    """What a SIGKILLed `tandem up` leaves: its endpoint file and a lock file naming its pid, held by no one."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "endpoint").write_text(f"tcp://127.0.0.1:{closed_port()}\n")
+    (run_dir / "supervisor.lock").write_text(f"{pid}\n")
+
+
+@pytest.mark.parametrize("command", [["status"], ["stop"], ["restart", "actor-0"]])
+def test_a_run_whose_supervisor_was_killed_is_said_not_running_at_once(tmp_path, command):
+    # After SIGKILL of `tandem up`, status waited its 5 s timeout and blamed a slow supervisor.
+    import time
+
+    pid = dead_pid()
+    stale_run(tmp_path / "run", pid)
+    start = time.monotonic()
+    result = invoke(*command, "--run-dir", str(tmp_path / "run"), "--timeout", "5")
+    assert time.monotonic() - start < 2.0
+    assert result.exit_code == ExitCode.UNREACHABLE, result.output
+    assert f"is not running: its supervisor (pid {pid}) has ended" in result.output, result.output
+    assert f"{tmp_path / 'run' / 'endpoint'} is left from it" in result.output and "did not answer" not in result.output
+
+
+def test_status_without_a_run_dir_skips_a_killed_run_for_the_newest_live_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TANDEM_ENDPOINT", raising=False)
+    stale_run(tmp_path / "runs" / "killed", dead_pid())
+    os.utime(tmp_path / "runs" / "killed" / "endpoint", (2_000_000, 2_000_000))
+    (tmp_path / "runs" / "older").mkdir()
+    live = f"tcp://127.0.0.1:{closed_port()}"
+    (tmp_path / "runs" / "older" / "endpoint").write_text(live)  # no lock file (a run of an older Tandem): asked
+    os.utime(tmp_path / "runs" / "older" / "endpoint", (1_000_000, 1_000_000))
+    result = invoke("status", "--timeout", "0.3")
+    assert result.exit_code == ExitCode.UNREACHABLE and f"the supervisor at {live} did not answer" in result.output
+
+
+def test_a_lock_held_by_a_live_process_is_a_running_run_even_when_its_pid_is_not_ours_to_see(tmp_path):
+    # the lock, not the pid, is the truth: a run directory on a shared file system holds another host's pid
+    import subprocess
+    import sys
+
+    stale_run(tmp_path / "run", dead_pid())
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); print('held', "
+            "flush=True); time.sleep(60)",
+            str(tmp_path / "run" / "supervisor.lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        result = invoke("status", str(tmp_path / "run"), "--timeout", "0.3")
+        assert result.exit_code == ExitCode.UNREACHABLE and "did not answer" in result.output, result.output
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+
+
+def test_status_and_stop_take_the_run_directory_as_an_argument_as_plot_eval_and_export_do(tmp_path):
+    for command in ("status", "stop"):
+        result = invoke(command, str(tmp_path))
+        assert result.exit_code == ExitCode.UNREACHABLE, result.output
+        assert f"{tmp_path}/endpoint does not exist" in result.output  # looked there, not refused as an extra
+    both = invoke("status", str(tmp_path), "--run-dir", str(tmp_path / "other"))
+    assert both.exit_code == ExitCode.USAGE and "two run directories" in both.output
+
+
+@pytest.mark.parametrize("command", [["status", "--watch"], ["stop"]])  # its own handling; any command's
+def test_ctrl_c_exits_130_without_aborted(command):
+    # docs/reference/cli.md gives Ctrl-C exit code 130; click's own handling printed "Aborted!" and exited 1
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tandem", *command, "--endpoint", f"tcp://127.0.0.1:{closed_port()}"]
+        + ["--timeout", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(2.0)  # imported and waiting for its first answer
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert proc.returncode == ExitCode.INTERRUPTED, (proc.returncode, out, err)
+    assert "Aborted" not in out + err and "Traceback" not in err, out + err
+
+
+def test_status_after_sigkill_of_tandem_up_says_at_once_that_the_run_is_not_running(tmp_path):
+    import signal
+    import time
+
+    run = Run(tmp_path, ["actors.count=1", "eval.enabled=false"])
+    try:
+        run.wait(lambda d: all(r["state"] == "RUNNING" for r in d["processes"]), 60, "everything running")
+        supervisor = run.proc.pid
+        os.kill(supervisor, signal.SIGKILL)
+        run.proc.wait(timeout=10)
+        assert (tmp_path / "run" / "endpoint").exists()  # left behind: nothing cleaned up
+        start = time.monotonic()
+        result = invoke("status", str(tmp_path / "run"))
+        assert time.monotonic() - start < 2.0 and result.exit_code == ExitCode.UNREACHABLE, result.output
+        assert f"is not running: its supervisor (pid {supervisor}) has ended" in result.output, result.output
+    finally:
+        run.close()
