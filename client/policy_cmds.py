@@ -51,14 +51,16 @@ def fail(exc: PolicyError) -> None:
     "--render",
     type=click.Choice(["rgb_array", "human"]),
     default=None,
-    help="The env's render_mode: 'human' opens a window, 'rgb_array' is what --video records.",
+    help="The env's render_mode: 'human' opens a window (refused where there is no display: use --video), "
+    "'rgb_array' is what --video records.",
 )
 @click.option(
     "--video",
     type=click.Path(file_okay=False),
     default=None,
     metavar="DIR",
-    help="Write each episode as DIR/episode-NNN.mp4 (OpenCV, installed with Tandem; moviepy not needed).",
+    help="Write each episode as DIR/episode-NNN.mp4 (OpenCV, installed with Tandem; moviepy not needed): H.264 "
+    "where this OpenCV encodes it, else MPEG-4 Part 2 (mp4v, which browsers do not play), with a note.",
 )
 @click.option("--device", default="cpu", show_default=True, help="Torch device to infer on.")
 @click.option(
@@ -144,5 +146,6 @@ def export_cmd(source: str, out_dir: str, policy: str | None, checkpoint: str | 
         return
     click.echo(
         f"exported policy {trained.name!r} ({trained.algorithm}, version {trained.version}) to {out_dir}: "
-        f"{spec_file.name} and weights.safetensors; load with client.load_exported({out_dir!r})"
+        f"{spec_file.name} and weights.safetensors; load with `from tandem import load_exported` and "
+        f"load_exported({out_dir!r})"
     )

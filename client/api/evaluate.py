@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,7 @@ import numpy as np
 
 from tandem.client.api.policy import load_policy, locate, read_run_config
 from tandem.client.api.trained import PolicyError, TrainedPolicy
+from tandem.client.api.video import VideoWriter
 from tandem.daemons.config.policies import policy_names
 from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.fixed_players import fixed_player
@@ -41,34 +44,6 @@ def build_env(config: RunConfig, render: str | None) -> Any:
         return make_env(env_cfg, training=False)
     except EnvBuildError as exc:
         raise PolicyError(f"cannot build the env: {exc}") from exc
-
-
-class VideoWriter:
-    """Frames of one episode into an MP4 file with OpenCV (a Tandem dependency; no moviepy needed)."""
-
-    def __init__(self, path: Path, fps: float):
-        self.path, self.fps, self.writer = path, fps, None
-
-    def add(self, env: Any) -> None:
-        import cv2
-
-        try:
-            frame = np.asarray(env.render())
-        except Exception as exc:  # an env's renderer may raise anything (no display, no pygame, ...)
-            raise PolicyError(f"env.render() failed: {type(exc).__name__}: {exc}") from exc
-        if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
-            raise PolicyError(f"env.render() gave {frame.dtype} {list(frame.shape)}, not an RGB image [H, W, 3] uint8")
-        if self.writer is None:
-            self.writer = cv2.VideoWriter(
-                str(self.path), cv2.VideoWriter_fourcc(*"mp4v"), self.fps, (frame.shape[1], frame.shape[0])
-            )
-            if not self.writer.isOpened():
-                raise PolicyError(f"OpenCV cannot write {self.path} (its MP4 writer is missing from this build)")
-        self.writer.write(frame[:, :, ::-1])  # OpenCV wants BGR
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.release()
 
 
 def play_gym(
@@ -124,7 +99,7 @@ def play_world(
     With `against` (or in a self-play run), the policy plays one seat against that opponent in the others and
     the return is its win rate (see `opponent_of`)."""
     from tandem.client.api.export import SPEC_FILE
-    from tandem.daemons.actor.stepping import env_builder
+    from tandem.daemons.acting.stepping import env_builder
     from tandem.daemons.evaluator.rounds import make_rounds
 
     config = policy.spec.config
@@ -212,6 +187,13 @@ def default_policy(source: Path) -> str | None:
     return None
 
 
+def no_display() -> str:
+    """Why a window cannot open here ('' when it can): on Linux, no X11 or Wayland display in the environment."""
+    if not sys.platform.startswith("linux") or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return ""
+    return "neither DISPLAY nor WAYLAND_DISPLAY is set"
+
+
 def evaluate(
     source: str | Path,
     policy: str | None = None,
@@ -229,6 +211,12 @@ def evaluate(
     `checkpoint` picks a run directory's 'latest' (default), 'best' or 'solved' checkpoint (see load_policy)."""
     from tandem.daemons.envs.worlds import MULTI_AGENT_APIS, env_api
 
+    if render == "human" and (why := no_display()):
+        raise PolicyError(
+            f"--render human opens a window, but there is no display here ({why}): record the episodes with "
+            "--video DIR instead (or run where a display is)",
+            ExitCode.USAGE,
+        )
     source = Path(source)
     trained = load_policy(source, policy or default_policy(source), device=device, seed=seed, checkpoint=checkpoint)
     config = trained.spec.config

@@ -16,10 +16,10 @@ from click.testing import CliRunner
 from tandem import PolicyError, export_policy, load_exported, load_policy
 from tandem.client.cli import cli
 from tandem.daemons.algorithms import make_algorithm
+from tandem.daemons.checkpoints.files import save_checkpoint
 from tandem.daemons.config import load_config, render_toml
 from tandem.daemons.config.policies import policy_config, policy_names
 from tandem.daemons.envs.probe import probe_policy_spaces
-from tandem.daemons.learner.checkpoint import save_checkpoint
 from tandem.daemons.runtime.exit_codes import ExitCode
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -190,6 +190,10 @@ def test_tandem_eval_of_an_export_and_of_its_checkpoint_agree(appo_run, tmp_path
     run, _ = appo_run
     exported = invoke("export", run, tmp_path / "pendulum")
     assert exported.exit_code == 0, exported.output
+    # as the docs say to load it (it said `client.load_exported(...)`, which no user can import)
+    assert f"load with `from tandem import load_exported` and load_exported('{tmp_path / 'pendulum'}')" in (
+        exported.output
+    ), exported.output
     from_run = json.loads(invoke("eval", run, "--episodes", 2, "--json").output)
     from_export = json.loads(invoke("eval", tmp_path / "pendulum", "--episodes", 2, "--json").output)
     assert from_run["returns"] == from_export["returns"]
@@ -226,6 +230,17 @@ def test_tandem_eval_writes_a_video_of_each_episode(dqn_run, tmp_path):
             frames += 1
         capture.release()
         assert frames == length + 1  # the first observation and one frame after every step
+
+
+def test_tandem_eval_refuses_a_window_where_there_is_no_display_and_names_video(monkeypatch, dqn_run):
+    # it played without a window and exited 0
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    result = invoke("eval", dqn_run[0], "--episodes", 1, "--render", "human")
+    assert result.exit_code == ExitCode.USAGE, result.output
+    assert "no display here (neither DISPLAY nor WAYLAND_DISPLAY is set)" in result.output, result.output
+    assert "--video DIR" in result.output and "Traceback" not in result.output
 
 
 @pytest.mark.parametrize(
