@@ -83,6 +83,9 @@ def test_tmux_launcher_starts_and_stops_a_run(tmp_path):
             [*base, "start", str(config), session], capture_output=True, text=True, timeout=120, cwd=tmp_path
         )
         assert started.returncode == 0, started.stderr
+        # the hints name the tmux server the session is in (they lacked it: `tmux attach` found no session)
+        assert f"tmux -S {sock} attach -t {session}" in started.stdout, started.stdout
+        assert f"tandem-tmux -S {sock} stop {session}" in started.stdout, started.stdout
         windows = subprocess.run(
             ["tmux", "-S", str(sock), "list-panes", "-s", "-t", session, "-F", "#{window_name} #{pane_pid}"],
             capture_output=True,
@@ -178,3 +181,17 @@ def test_tmux_launcher_finds_tandem_beside_its_python_without_path(tmp_path):
     # tandem itself ran (it is the one saying the file is missing), rather than "could not run tandem"
     assert result.returncode == 1 and "missing.toml" in result.stderr, result.stderr
     assert "could not run" not in result.stderr and "cannot find tandem" not in result.stderr, result.stderr
+
+
+def test_the_attach_and_stop_hints_name_the_tmux_server_they_were_given():
+    import argparse
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.SourceFileLoader("tandem_tmux", str(LAUNCHER))
+    launcher = importlib.util.module_from_spec(importlib.util.spec_from_loader("tandem_tmux", loader))
+    loader.exec_module(launcher)
+    named = argparse.Namespace(socket_name="other", socket_path=None)
+    assert launcher.attach_hint(named, "tandem-x") == "tmux -L other attach -t tandem-x"
+    plain = argparse.Namespace(socket_name=None, socket_path=None)
+    assert launcher.attach_hint(plain, "tandem-x") == "tmux attach -t tandem-x"
