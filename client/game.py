@@ -86,7 +86,7 @@ def find_endpoint_again(run_dir: str | Path, actor: int = 0, timeout_s: float = 
 
 
 class Agent:
-    """One env stream of a game, served by an action server.
+    """One env stream of a game (or several: `streams`, one per seat of a board game), served by an action server.
 
     `act(obs, reward, done, truncated)`: `reward`, `done` and `truncated` are the outcome of the previous
     action. While the episode goes on it returns the next action (an int for a discrete space, an array
@@ -95,25 +95,42 @@ class Agent:
     tells the server the game leaves. After a ServerGone, or a fatal AgentError (code `shutdown`: the server
     stops, `timeout`, ...), the agent is closed: make a new one (a new stream), at the address
     `find_endpoint_again` gives after a server went away (None: the run is over, stop).
+
+    A game with several seats opens one stream per seat in one session (`streams=2`, then `act(..., stream=1)`
+    for the second seat's step): the server then counts one game, as there is, not one per seat.
     """
 
-    def __init__(self, endpoint: str, game: str = "game", timeout_s: float = 10.0, spaces: GameSpaces | None = None):
+    def __init__(
+        self,
+        endpoint: str,
+        game: str = "game",
+        timeout_s: float = 10.0,
+        spaces: GameSpaces | None = None,
+        streams: int = 1,
+    ):
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        if streams < 1:
+            raise ValueError(f"streams must be >= 1, got {streams}")
         self.endpoint, self.timeout_s = endpoint, timeout_s
         self.ids = itertools.count(1)
         self.ctx = sockets.new_context()
         self.sock: Any = None
         try:
             self.sock = sockets.game_dealer(self.ctx, endpoint)
-            welcome = self.request(GameHello(next(self.ids), game, 1, spaces))
+            welcome = self.request(GameHello(next(self.ids), game, streams, spaces))
         except BaseException:
             self.close()
             raise
         if not isinstance(welcome, GameWelcome):
             self.close()
             raise AgentError("bad_reply", f"expected a game_welcome, got {welcome.KIND}", True)
-        self.stream = welcome.streams[0]
+        if len(welcome.streams) != streams:
+            self.close()
+            opened = len(welcome.streams)
+            raise AgentError("bad_reply", f"asked for {streams} streams, the server opened {opened}", True)
+        self.streams = list(welcome.streams)  # the server's ids, in the order of `stream` in act()
+        self.stream = self.streams[0]
         self.spaces = welcome.spaces
         self.server = welcome.server
         self.obs_dtype = np.dtype(self.spaces.obs_dtype)
@@ -123,12 +140,16 @@ class Agent:
     def closed(self) -> bool:
         return self.sock is None
 
-    def act(self, obs: Any, reward: float = 0.0, done: bool = False, truncated: bool = False) -> Any:
-        """The next action for `obs` (None when `done` or `truncated` ended the episode); see the class."""
+    def act(self, obs: Any, reward: float = 0.0, done: bool = False, truncated: bool = False, stream: int = 0) -> Any:
+        """The next action for `obs` (None when `done` or `truncated` ended the episode) of stream number `stream`
+        (0 .. streams - 1); see the class."""
         if self.closed:
             raise ServerGone("this agent is closed; make a new Agent")
+        if not 0 <= stream < len(self.streams):
+            raise ValueError(f"stream {stream}: this agent has streams 0..{len(self.streams) - 1}")
         array = np.ascontiguousarray(obs, dtype=self.obs_dtype)
-        reply = self.request(GameStep(next(self.ids), self.stream, array, float(reward), bool(done), bool(truncated)))
+        step = GameStep(next(self.ids), self.streams[stream], array, float(reward), bool(done), bool(truncated))
+        reply = self.request(step)
         if not isinstance(reply, GameAction):
             raise AgentError("bad_reply", f"expected a game_action, got {reply.KIND}")
         self.version = reply.version

@@ -3,8 +3,9 @@
     tandem up examples/game_tictactoe.toml           # learner + action server (+ an evaluator against random play)
     python examples/tictactoe_game.py --run-dir runs/game-tictactoe --games 4
 
-Each game process plays boards one after another. Its two seats are two streams (two `Agent`s): the seat to move
-asks for its move with the board as it sees it, so one policy learns both seats by playing itself. Each seat's
+Each game process plays boards one after another. Its two seats are two streams of one session (one `Agent` with
+streams=2, so status counts one game per process): the seat to move asks for its move with the board as it sees
+it, so one policy learns both seats by playing itself. Each seat's
 reward arrives with its next request, or with the end of the game: +1 a win, -1 a loss, 0 a draw. The server has
 no action mask, so a move onto a taken square ends the game: -1 for the seat that made it, 0 for the other.
 
@@ -86,9 +87,9 @@ def make_env(**_: object) -> gym.Env:
     return TicTacToeVsRandom()
 
 
-def play_games(agents: list, seconds: float, ends: dict[str, int]) -> None:
-    """Boards until `seconds` have passed; each seat's reward goes with its next request. `ends` counts how the
-    boards ended: the first mover's wins, the second mover's, draws, illegal moves."""
+def play_games(agent, seconds: float, ends: dict[str, int]) -> None:
+    """Boards until `seconds` have passed; seat s is the agent's stream s, and its reward goes with its next
+    request. `ends` counts how the boards ended: the first mover's wins, the second mover's, draws, illegal moves."""
     from tandem.client.game import AgentError
 
     deadline = time.monotonic() + seconds
@@ -97,7 +98,7 @@ def play_games(agents: list, seconds: float, ends: dict[str, int]) -> None:
         board = Board()
         while True:
             seat = board.to_move
-            move = agents[seat].act(board.seen_by(seat), pending[seat])
+            move = agent.act(board.seen_by(seat), pending[seat], stream=seat)
             if move is None:
                 raise AgentError("protocol", "the server ended an episode the game had not ended")
             pending[seat] = 0.0
@@ -107,13 +108,13 @@ def play_games(agents: list, seconds: float, ends: dict[str, int]) -> None:
         mover = board.to_move
         rewards = OUTCOME[end]
         for s in (mover, 1 - mover):  # both seats' episodes end with the board
-            agents[s].act(board.seen_by(s), rewards[0] if s == mover else rewards[1], done=True)
+            agent.act(board.seen_by(s), rewards[0] if s == mover else rewards[1], done=True, stream=s)
         how = end if end != "win" else ("first" if mover == 0 else "second")
         ends[how] = ends.get(how, 0) + 1
 
 
 def play(index: int, run_dir: str, seconds: float, timeout_s: float) -> int:
-    """One game process: both seats connected, boards until the time is up or the run is over."""
+    """One game process: both seats connected (one session), boards until the time is up or the run is over."""
     from tandem.client.game import Agent, AgentError, ServerGone, find_endpoint, find_endpoint_again
 
     deadline, address = time.monotonic() + seconds, None
@@ -121,11 +122,8 @@ def play(index: int, run_dir: str, seconds: float, timeout_s: float) -> int:
     while time.monotonic() < deadline:
         try:
             address = address or find_endpoint(run_dir, timeout_s=max(1.0, deadline - time.monotonic()))
-            with (
-                Agent(address, game=f"tictactoe-{index}-x", timeout_s=timeout_s) as first,
-                Agent(address, game=f"tictactoe-{index}-o", timeout_s=timeout_s) as second,
-            ):
-                play_games([first, second], deadline - time.monotonic(), ends)
+            with Agent(address, game=f"tictactoe-{index}", timeout_s=timeout_s, streams=2) as agent:
+                play_games(agent, deadline - time.monotonic(), ends)
         except (ServerGone, AgentError) as exc:
             print(f"game {index}: {exc}", file=sys.stderr)
             try:  # a restarted server's new address, or the end of the run

@@ -135,3 +135,21 @@ def test_find_endpoint_again_waits_for_a_successor_or_the_end_of_the_run(tmp_pat
     (tmp_path / "games" / "actor-0.endpoint").unlink()
     (tmp_path / "endpoint").unlink()
     assert find_endpoint_again(tmp_path, timeout_s=5.0) is None
+
+
+def test_a_board_game_opens_its_seats_as_streams_of_one_session_so_it_counts_as_one_game(make_server):
+    # Tic-Tac-Toe's game processes each opened an Agent per seat, and status said "8 games" for 4 of them.
+    from tests.daemons.game_harness import OBS, WAIT_S, serve_in_thread
+
+    server = make_server(bind=False)
+    serve_in_thread(server)
+    endpoint = find_endpoint(server.config.run.dir, timeout_s=WAIT_S)
+    with Agent(endpoint, game="board", timeout_s=WAIT_S, streams=2) as agent:
+        assert len(agent.streams) == 2 and agent.streams[0] != agent.streams[1]
+        assert [agent.act(OBS, stream=seat) for seat in (0, 1, 0)] == [0, 0, 0]  # the stand-in learner's action
+        assert agent.act(OBS, 1.0, done=True, stream=1) is None  # a seat's episode ends on its own stream
+        assert len(server.games.sessions) == 1 and server.games.open_streams == 2  # status: 1 game, 2 streams
+        with pytest.raises(ValueError, match="streams 0..1"):
+            agent.act(OBS, stream=2)
+    server.stop.requested = True
+    server.thread.join(WAIT_S)
