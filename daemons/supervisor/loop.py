@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tandem.daemons.actor.serve.address import serve_endpoint
 from tandem.daemons.config import RunConfig, render_toml
 from tandem.daemons.runtime.endpoints import is_loopback, socket_options
 from tandem.daemons.runtime.exit_codes import ExitCode
@@ -23,6 +22,7 @@ from tandem.daemons.runtime.paths import run_dir
 from tandem.daemons.runtime.plugins import IMPORT_PATHS_FILE
 from tandem.daemons.runtime.run_lock import RunDirBusy, lock_run_dir
 from tandem.daemons.runtime.sd_notify import shared
+from tandem.daemons.runtime.serve_address import serve_endpoint
 from tandem.daemons.runtime.signals import StopFlag
 from tandem.daemons.security.curve import check_keys, curve_keys, gatekeeper_for
 from tandem.daemons.security.keystore import KeySetupError
