@@ -9,9 +9,9 @@ from typing import NoReturn
 import click
 
 from tandem.daemons.config import ConfigError, RunConfig, config_to_dict, load_config, render_toml
-from tandem.daemons.config.file_order import FileOrder
 from tandem.daemons.config.loader import read_config
 from tandem.daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.settings.file_order import FileOrder
 
 
 def override_option(scope: str = "") -> Callable:

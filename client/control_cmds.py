@@ -20,6 +20,7 @@ from tandem.protocol import TransportError, sockets
 
 def cli_keys(endpoint: str, run_dir: str | None) -> Any:
     """CurveZMQ keys for a control link: from the environment, or the config of the run that wrote `endpoint`."""
+    from tandem.daemons.config import load_config
     from tandem.daemons.security.curve import cli_curve_keys
 
     directory = Path(run_dir) if run_dir else None
@@ -31,7 +32,8 @@ def cli_keys(endpoint: str, run_dir: str | None) -> Any:
                     break
             except OSError:
                 continue
-    return cli_curve_keys(directory)
+    has_config = directory is not None and (directory / "config.toml").exists()
+    return cli_curve_keys(load_config(directory / "config.toml") if has_config else None)
 
 
 def pace_budget(p: dict) -> str:

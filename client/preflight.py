@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tandem.daemons.config import ConfigError, RunConfig
-from tandem.daemons.config.file_order import FileOrder
-from tandem.daemons.config.policies import policy_config, policy_names
+from tandem.daemons.config.policies import policy_config
+from tandem.daemons.settings.agents import policy_names
+from tandem.daemons.settings.file_order import FileOrder
 
 # Sections the probe reads (with the env build's deadline): a default standing in for a bad value there would
 # make the probe build, and blame, what the file does not say.
@@ -115,7 +116,7 @@ def one_line(exc: BaseException) -> str:
 
 
 def _probe(config: RunConfig, config_file: str | Path) -> ProbeReport:
-    from tandem.daemons.runtime.plugins import add_to_path, plugin_folders
+    from tandem.daemons.settings.plugins import add_to_path, plugin_folders
 
     add_to_path(plugin_folders(config_file))  # where `tandem up` lets the daemons look for the user's modules
     report = ProbeReport()
@@ -138,7 +139,7 @@ def probe_policy(config: RunConfig, policy: str, report: ProbeReport) -> str:
     from tandem.daemons.algorithms import make_policy
     from tandem.daemons.algorithms.torch_util import torch_device
     from tandem.daemons.envs.probe import probe_policy_spaces
-    from tandem.daemons.runtime.setup_errors import SetupError
+    from tandem.daemons.settings.setup_errors import SetupError
 
     pconf = policy_config(config, policy)
     spaces = probe_policy_spaces(config, policy)

@@ -20,9 +20,9 @@ def run_serial_up(
     The run directory ends up as `tandem up` leaves one (config.toml, learner-default/ckpt-*.pt, metrics.jsonl),
     so `tandem plot`, `tandem eval` and `tandem export` take it; `fresh` moves an earlier run there aside."""
     from tandem.daemons.runtime.paths import run_dir
-    from tandem.daemons.runtime.plugins import add_to_path, plugin_folders
-    from tandem.daemons.runtime.setup_errors import SetupError
     from tandem.daemons.serial.loop import run_serial
+    from tandem.daemons.settings.plugins import add_to_path, plugin_folders
+    from tandem.daemons.settings.setup_errors import SetupError
 
     config = load_or_exit(config_file, overrides)
     plugin_paths = plugin_folders(config_file)

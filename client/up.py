@@ -32,7 +32,7 @@ def run_supervisor(
 ) -> None:
     """Load the config, run the supervisor loop, print how it ended and exit with its code. With `check`, what
     `tandem config check` finds refuses the start (exit 3) before any daemon starts."""
-    from tandem.daemons.runtime.plugins import plugin_folders
+    from tandem.daemons.settings.plugins import plugin_folders
     from tandem.daemons.supervisor.loop import SupervisorError, supervise
 
     config, preflight = checked_config(config_file, overrides, check)
@@ -89,8 +89,8 @@ def checked_config(config_file: str, overrides: tuple[str, ...], check: bool) ->
 
 def starting_line(config: RunConfig, check: bool) -> str:
     """What `tandem up` is about to start, said before the seconds of checking and importing that follow."""
-    from tandem.daemons.config.policies import policy_names
     from tandem.daemons.runtime.paths import run_dir
+    from tandem.daemons.settings.agents import policy_names
 
     actors = config.actors.count
     learners = len(policy_names(config))

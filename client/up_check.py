@@ -10,7 +10,7 @@ from typing import Any
 
 from tandem.client.preflight import ProbeFailed, ProbeReport, findings, one_line, probe
 from tandem.daemons.config import RunConfig, load_config
-from tandem.daemons.config.file_order import FileOrder
+from tandem.daemons.settings.file_order import FileOrder
 
 # Beyond the env's build deadline, for each policy's network and a loaded machine: this check looks for mistakes;
 # an env slower than its deadline is the supervisor's to handle, as it would be without the check.

@@ -18,10 +18,10 @@ from tandem.daemons.runtime import stack_dump
 from tandem.daemons.runtime.exit_codes import ExitCode
 from tandem.daemons.runtime.logs import setup_logging
 from tandem.daemons.runtime.names import learner_name
-from tandem.daemons.runtime.plugins import add_to_path, plugin_folders
 from tandem.daemons.runtime.process_name import set_process_name
-from tandem.daemons.runtime.setup_errors import SetupError
 from tandem.daemons.runtime.signals import StopFlag, die_with_parent
+from tandem.daemons.settings.plugins import add_to_path, plugin_folders
+from tandem.daemons.settings.setup_errors import SetupError
 
 ROLES = ("actor", "learner", "evaluator")
 DAEMON_NAME_ENV = "TANDEM_DAEMON"  # set in every daemon (`actor-3`), so a user's env factory can tell where it runs

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tandem.daemons.algorithms.spec import AlgorithmSpec
-from tandem.daemons.config.schema import AlgorithmSection, option, redefault
+from tandem.daemons.settings.schema import AlgorithmSection, option, redefault
 
 
 @dataclass

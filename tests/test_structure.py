@@ -120,6 +120,68 @@ def test_protocol_and_daemons_never_import_client():
     assert not upward, "imports from a lower layer into a higher one: " + ", ".join(upward)
 
 
+# The layers inside daemons/, lowest first (docs/DESIGN.md, "Layers inside daemons/"): a subpackage (or the
+# top-level module `main`) imports only from layers below its own, never beside it, so no two import each other
+# and no process package (actor, learner, evaluator; the supervisor above them forks them through `main`)
+# imports another. What two processes share lives in a package of its own (acting, feeds, checkpoints).
+DAEMON_LAYERS = (
+    ("settings",),  # the config's sections and fields, TOML writing, policy names, plug-in imports, SetupError
+    ("security",),  # CurveZMQ keys and the authenticator
+    ("runtime",),  # what every daemon composes: heartbeats, control channel, signals, paths, endpoints
+    ("envs", "replay", "checkpoints"),  # environments; replay storage; checkpoint files
+    ("feeds",),  # how an algorithm takes data: replay feed, unroll queue
+    ("algorithms",),  # the algorithm seam and the built-in algorithms
+    ("config",),  # loading and checking a config file against the algorithms; per-policy configs
+    ("acting",),  # following a learner, stepping envs, building and sending unrolls
+    ("actor", "learner", "evaluator"),  # the processes the supervisor starts
+    ("main",),  # the one entry point every launcher calls
+    ("supervisor",),  # starts the processes through main
+    ("serial",),  # one process running the parts of all of them
+)
+
+
+def daemon_part(module: str) -> str | None:
+    """The daemons/ subpackage (or top-level module) a module belongs to, or None outside daemons/."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "daemons" else None
+
+
+def layer_violations(edges: dict[str, set[str]]) -> list[str]:
+    rank = {name: i for i, names in enumerate(DAEMON_LAYERS) for name in names}
+    found = []
+    for src, dsts in edges.items():
+        for dst in dsts:
+            a, b = daemon_part(src), daemon_part(dst)
+            if a is None or b is None or a == b:
+                continue
+            if a not in rank or b not in rank:
+                found.append(f"{src} -> {dst}: {a if a not in rank else b} has no layer in DAEMON_LAYERS")
+            elif rank[b] >= rank[a]:
+                found.append(f"{src} -> {dst}: {a} may not import {b} ({'beside' if rank[b] == rank[a] else 'above'})")
+    return sorted(found)
+
+
+def test_the_layer_check_finds_sideways_and_upward_imports():
+    edges = {
+        "tandem.daemons.actor.daemon": {"tandem.daemons.learner.checkpoint", "tandem.daemons.acting.link"},
+        "tandem.daemons.settings.schema": {"tandem.daemons.algorithms.registry"},
+        "tandem.daemons.newpart.x": {"tandem.daemons.settings.schema"},
+    }
+    found = layer_violations(edges)
+    assert len(found) == 3 and "actor may not import learner (beside)" in found[0]
+    assert "newpart has no layer" in found[1] and "settings may not import algorithms (above)" in found[2]
+
+
+def test_daemons_subpackages_import_only_the_layers_below_them():
+    on_disk = {p.name for p in (ROOT / "daemons").iterdir() if (p / "__init__.py").exists()} | {"main"}
+    layered = {name for names in DAEMON_LAYERS for name in names}
+    assert on_disk == layered, (
+        f"packages without a layer: {on_disk - layered}; layers without a package: {layered - on_disk}"
+    )
+    found = layer_violations(graph())
+    assert not found, "imports against the layer order of daemons/:\n" + "\n".join(found)
+
+
 def test_the_graph_sees_the_imports():
     edges = graph()
     assert "tandem.protocol.framing" in edges["tandem.protocol"], "imports under tandem.* are not being followed"

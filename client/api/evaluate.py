@@ -13,12 +13,12 @@ import numpy as np
 from tandem.client.api.policy import load_policy, locate, read_run_config
 from tandem.client.api.trained import PolicyError, TrainedPolicy
 from tandem.client.api.video import VideoWriter
-from tandem.daemons.config.policies import policy_names
-from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.fixed_players import fixed_player
 from tandem.daemons.evaluator.kept import KEPT_FILES
 from tandem.daemons.runtime.exit_codes import ExitCode
-from tandem.daemons.runtime.setup_errors import SetupError
+from tandem.daemons.settings.agents import policy_names
+from tandem.daemons.settings.schema import RunConfig
+from tandem.daemons.settings.setup_errors import SetupError
 
 VIDEO_FPS = 30  # when the env's metadata names no render_fps
 

@@ -15,10 +15,11 @@ from tandem.client.api.checkpoint_choice import available, pick, refuse_choice
 from tandem.client.api.export import SPEC_FILE, load_exported
 from tandem.client.api.trained import PolicyError, PolicySpec, TrainedPolicy
 from tandem.daemons.config import ConfigError, RunConfig, load_config
-from tandem.daemons.config.policies import DEFAULT_POLICY, policy_config
+from tandem.daemons.config.policies import policy_config
 from tandem.daemons.evaluator.kept import LATEST
 from tandem.daemons.runtime.exit_codes import ExitCode
-from tandem.daemons.runtime.plugins import add_to_path, run_import_paths
+from tandem.daemons.settings.agents import DEFAULT_POLICY
+from tandem.daemons.settings.plugins import add_to_path, run_import_paths
 
 CONFIG_FILE = "config.toml"  # the resolved config `tandem up` writes into the run directory
 LEARNER_PREFIX = "learner-"

@@ -244,7 +244,7 @@ def learn_cmd(
     as_json: bool,
 ) -> None:
     """Training and evaluation return against env frames and wall time for each seed, with the medians."""
-    from tandem.daemons.config.fields import ConfigError
+    from tandem.daemons.settings.fields import ConfigError
 
     try:
         skip = frames_per_step(config, overrides)

@@ -43,7 +43,7 @@ def write_pool(config_path: Path, run_dir: Path, versions: int, overrides: list[
     from tandem.daemons.config import load_config
     from tandem.daemons.envs.probe import probe_policy_spaces
     from tandem.daemons.learner.opponent_pool import OpponentPool
-    from tandem.daemons.runtime.plugins import add_to_path, plugin_folders
+    from tandem.daemons.settings.plugins import add_to_path, plugin_folders
 
     add_to_path(plugin_folders(config_path))  # the example's network, beside it, as the daemons find it
     config = load_config(config_path, overrides)

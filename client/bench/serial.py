@@ -201,9 +201,9 @@ def serial_cmd(
 ) -> None:
     """Env steps until a greedy evaluation clears the target, the learning rule alone (one process, one core)."""
     from tandem.daemons.algorithms import algorithm_of
-    from tandem.daemons.config.fields import ConfigError
     from tandem.daemons.config.loader import load_config
     from tandem.daemons.runtime.torch_threads import set_torch_threads
+    from tandem.daemons.settings.fields import ConfigError
 
     try:
         config = load_config(config_path, overrides)

@@ -18,7 +18,7 @@ import msgpack
 import numpy as np
 import zmq
 
-from tandem.daemons.config.schema import ActorsSection
+from tandem.daemons.settings.schema import ActorsSection
 from tandem.protocol import sockets, stacks
 from tandem.protocol.transitions import TransitionBatch
 

@@ -17,9 +17,9 @@ from tandem.daemons.acting.stepping import actor_envs, make_stepping
 from tandem.daemons.actor.exploration import actor_epsilons
 from tandem.daemons.algorithms import make_policy
 from tandem.daemons.config import ConfigError, load_config
-from tandem.daemons.config.policies import DEFAULT_POLICY
 from tandem.daemons.envs.gym_envs import EnvBuildError
 from tandem.daemons.runtime.torch_threads import set_torch_threads
+from tandem.daemons.settings.agents import DEFAULT_POLICY
 
 
 def steps_per_s(config_path: Path, mode: str, overrides: list[str], seconds: float, random_actions: bool) -> float:

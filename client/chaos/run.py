@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tandem.client.harness import RunFailed, UpRun, all_running, live, replaced, rows, tree, updates
 from tandem.daemons.config import apply_overrides, config_from_dict, render_toml
-from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.settings.schema import RunConfig
 from tandem.daemons.supervisor.ports import fix_ports
 
 __all__ = [

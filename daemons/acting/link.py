@@ -11,11 +11,11 @@ from tandem.daemons.acting.backlog import JoiningBacklog
 from tandem.daemons.acting.weights_client import WeightsClient
 from tandem.daemons.algorithms import algorithm_of, make_policy
 from tandem.daemons.config.policies import policy_config
-from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.dict_obs import stack_candidates
 from tandem.daemons.envs.spaces import PolicySpaces
 from tandem.daemons.runtime.endpoints import LearnerEndpoints, learner_socket_options
 from tandem.daemons.runtime.logs import log_dropped
+from tandem.daemons.settings.schema import RunConfig
 from tandem.protocol import TransitionBatch, sockets, stacks
 from tandem.protocol.transitions import MAX_OBS_STACK
 

@@ -14,14 +14,15 @@ from typing import Any
 import numpy as np
 
 from tandem.daemons.acting.unroll import FrameRows, FrameUnrollBuilder, UnrollBuilder
-from tandem.daemons.config.policies import DEFAULT_POLICY, policy_config
-from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.config.policies import policy_config
 from tandem.daemons.envs.atari import stacks_by_rule
 from tandem.daemons.envs.gym_envs import EnvBuildError, EnvGroup, build_each, make_env
 from tandem.daemons.envs.rollout import Chooser, MultiAgentRollout
 from tandem.daemons.envs.spaces import PolicySpaces, policy_spaces
 from tandem.daemons.envs.vector import VECTOR_API, VectorGroup, build_vector
 from tandem.daemons.envs.worlds import MULTI_AGENT_APIS, env_api, make_world
+from tandem.daemons.settings.agents import DEFAULT_POLICY
+from tandem.daemons.settings.schema import RunConfig
 from tandem.protocol import TransitionBatch
 
 MAX_UNREPORTED_EPISODES = 1000

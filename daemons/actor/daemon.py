@@ -15,13 +15,13 @@ from tandem.daemons.actor.selfplay import SelfPlay
 from tandem.daemons.actor.warmup import UniformActions, uniform_warmup
 from tandem.daemons.algorithms.base import explore_with
 from tandem.daemons.config.policies import policy_config
-from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.config.selfplay import actor_member
 from tandem.daemons.envs.gym_envs import close_all
 from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
-from tandem.daemons.runtime.setup_errors import SetupError
 from tandem.daemons.runtime.signals import StopFlag
 from tandem.daemons.runtime.torch_threads import set_torch_threads
+from tandem.daemons.settings.schema import RunConfig
+from tandem.daemons.settings.setup_errors import SetupError
 
 
 class Actor:

@@ -9,9 +9,9 @@ from typing import Any
 from tandem.daemons.acting.follow import LearnerFollower
 from tandem.daemons.acting.link import FollowedPolicy, PolicyLink
 from tandem.daemons.config.policies import policy_config
-from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.spaces import PolicySpaces
 from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
+from tandem.daemons.settings.schema import RunConfig
 from tandem.protocol import TransitionBatch
 
 WAIT_WEIGHTS_POLL_S = 0.01

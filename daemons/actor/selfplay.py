@@ -14,11 +14,11 @@ from tandem.daemons.actor.opponents import OpponentDraw, OpponentNets
 from tandem.daemons.algorithms import make_policy
 from tandem.daemons.algorithms.base import act_with, explore_with
 from tandem.daemons.config.policies import policy_config
-from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.config.selfplay import draw_rule, opponent_pools
 from tandem.daemons.envs.fixed_players import fixed_player
 from tandem.daemons.envs.seats import SelfPlaySeats
 from tandem.daemons.runtime.endpoints import learner_socket_options
+from tandem.daemons.settings.schema import RunConfig
 from tandem.protocol import TransitionBatch
 from tandem.protocol.transitions import MAX_GAMES
 

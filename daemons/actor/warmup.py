@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.settings.schema import RunConfig
 
 
 def uniform_warmup(config: RunConfig) -> bool:

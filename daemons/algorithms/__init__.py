@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from tandem.daemons.algorithms.registry import built_in, find_algorithm
 from tandem.daemons.algorithms.spec import AlgorithmSpec
-from tandem.daemons.config.schema import RunConfig
-from tandem.daemons.runtime.setup_errors import SetupError
+from tandem.daemons.settings.schema import RunConfig
+from tandem.daemons.settings.setup_errors import SetupError
 
 if TYPE_CHECKING:  # numpy: not needed to read a config
     from tandem.daemons.algorithms.base import Algorithm, Feed, Policy

@@ -12,7 +12,7 @@ from tandem.daemons.algorithms.distributions import ActionHead
 from tandem.daemons.algorithms.input_norm import NormalizedInputs
 from tandem.daemons.algorithms.models import build_q_network, policy_output_gain
 from tandem.daemons.algorithms.recurrent import RecurrentActorCritic
-from tandem.daemons.config.schema import ModelSection, RunConfig
+from tandem.daemons.settings.schema import ModelSection, RunConfig
 from tandem.protocol import keyed
 
 if TYPE_CHECKING:

@@ -45,7 +45,7 @@ from tandem.daemons.algorithms.torch_util import (
 )
 from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP, UnrollTensors, select_columns, stack_unrolls
 from tandem.daemons.algorithms.vtrace import vtrace
-from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.settings.schema import RunConfig
 from tandem.protocol import TransitionBatch, keyed
 
 if TYPE_CHECKING:

@@ -28,8 +28,8 @@ from tandem.daemons.algorithms.torch_util import (
     to_tensor,
     torch_device,
 )
-from tandem.daemons.config.schema import ModelSection
 from tandem.daemons.replay.batch import SampledBatch
+from tandem.daemons.settings.schema import ModelSection
 
 if TYPE_CHECKING:
     from tandem.daemons.algorithms.dqn import DQNSection

@@ -18,10 +18,10 @@ from tandem.daemons.algorithms.net_parts import (
     image_channels_last,
     is_image_space,
 )
-from tandem.daemons.config.schema import ModelSection
 from tandem.daemons.envs.dict_obs import is_dict_space, key_spaces
-from tandem.daemons.runtime.plugins import import_callable
-from tandem.daemons.runtime.setup_errors import SetupError
+from tandem.daemons.settings.plugins import import_callable
+from tandem.daemons.settings.schema import ModelSection
+from tandem.daemons.settings.setup_errors import SetupError
 from tandem.protocol import keyed
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 
 from tandem.daemons.algorithms.spec import AlgorithmSpec
-from tandem.daemons.runtime.plugins import import_object
-from tandem.daemons.runtime.setup_errors import SetupError
+from tandem.daemons.settings.plugins import import_object
+from tandem.daemons.settings.setup_errors import SetupError
 
 # The built-in algorithms, found the way a plug-in is (so that no name is written twice); the first is the
 # default. Each module defines its spec without importing torch, so reading a config stays light.

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tandem.daemons.algorithms.spec import AlgorithmSpec
-from tandem.daemons.config.fields import ConfigError
-from tandem.daemons.config.schema import AlgorithmSection, RunConfig, option, redefault
+from tandem.daemons.settings.fields import ConfigError
+from tandem.daemons.settings.schema import AlgorithmSection, RunConfig, option, redefault
 
 if TYPE_CHECKING:
     from tandem.daemons.algorithms.base import Feed

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # types only: this module stays importable without numpy, gymnasium or torch
     from tandem.daemons.algorithms.base import Algorithm, Feed, Policy
-    from tandem.daemons.config.schema import AlgorithmSection, RunConfig
+    from tandem.daemons.settings.schema import AlgorithmSection, RunConfig
 
 # make_learner(config, obs_space, action_space, device, mask_size): the learner side, on `device`, with its
 # initial weights seeded by run.seed. `mask_size` > 0: observations end with that many action-mask entries.

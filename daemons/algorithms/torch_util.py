@@ -13,8 +13,8 @@ from torch import nn
 
 from tandem.daemons.algorithms.adam import Adam
 from tandem.daemons.algorithms.models import build_q_network
-from tandem.daemons.config.schema import ModelSection
-from tandem.daemons.runtime.setup_errors import SetupError
+from tandem.daemons.settings.schema import ModelSection
+from tandem.daemons.settings.setup_errors import SetupError
 from tandem.protocol import keyed
 
 

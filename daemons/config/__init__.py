@@ -1,9 +1,9 @@
 """A run's configuration: the schema, loading with overrides and validation, and writing it back."""
 
-from tandem.daemons.config.fields import ConfigError
 from tandem.daemons.config.loader import apply_overrides, config_from_dict, load_config
-from tandem.daemons.config.render import config_to_dict, render_toml
-from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.settings.fields import ConfigError
+from tandem.daemons.settings.render import config_to_dict, render_toml
+from tandem.daemons.settings.schema import RunConfig
 
 __all__ = [
     "ConfigError",

@@ -8,10 +8,10 @@ from typing import Any
 
 from tandem.daemons.algorithms.registry import built_in, default_algorithm, find_algorithm, is_plugin, owners_of
 from tandem.daemons.algorithms.spec import AlgorithmSpec
-from tandem.daemons.config.fields import ConfigError, build, coerce
-from tandem.daemons.config.schema import AlgorithmSection
-from tandem.daemons.runtime.plugins import add_to_path
-from tandem.daemons.runtime.setup_errors import SetupError
+from tandem.daemons.settings.fields import ConfigError, build, coerce
+from tandem.daemons.settings.plugins import add_to_path
+from tandem.daemons.settings.schema import AlgorithmSection
+from tandem.daemons.settings.setup_errors import SetupError
 
 log = logging.getLogger(__name__)
 

@@ -9,12 +9,13 @@ from typing import Any
 
 from tandem.daemons.algorithms.registry import built_in, find_algorithm
 from tandem.daemons.config.algorithm import build_algorithm, fill_algorithm_defaults, look_beside, spec_of
-from tandem.daemons.config.fields import ConfigError, build, raise_all
-from tandem.daemons.config.file_order import FileOrder
-from tandem.daemons.config.policies import check_policies, policy_config, policy_names, port_table
-from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.config.policies import check_policies, policy_config
 from tandem.daemons.config.selfplay import check_selfplay
-from tandem.daemons.runtime.plugins import plugin_folders
+from tandem.daemons.settings.agents import policy_names, port_table
+from tandem.daemons.settings.fields import ConfigError, build, raise_all
+from tandem.daemons.settings.file_order import FileOrder
+from tandem.daemons.settings.plugins import plugin_folders
+from tandem.daemons.settings.schema import RunConfig
 
 
 def load_config(path: str | Path, overrides: typing.Sequence[str] = ()) -> RunConfig:

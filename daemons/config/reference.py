@@ -11,8 +11,8 @@ import typing
 from typing import Any
 
 from tandem.daemons.algorithms.registry import built_in
-from tandem.daemons.config.render import toml_value
-from tandem.daemons.config.schema import AlgorithmSection, PolicySection, RunConfig
+from tandem.daemons.settings.render import toml_value
+from tandem.daemons.settings.schema import AlgorithmSection, PolicySection, RunConfig
 
 PAGE_INTRO = """# Configuration reference
 
@@ -123,7 +123,7 @@ def _first_line(doc: str | None, header: str) -> str:
 
 def _type_name(hint: Any) -> str:
     text = getattr(hint, "__name__", None) if typing.get_origin(hint) is None else None
-    shown = text or str(hint).replace("typing.", "").replace("tandem.daemons.config.schema.", "")
+    shown = text or str(hint).replace("typing.", "").replace("tandem.daemons.settings.schema.", "")
     return f"`{shown}`".replace("|", "\\|")
 
 

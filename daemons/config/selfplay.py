@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from tandem.daemons.config.fields import ConfigError
-from tandem.daemons.config.policies import policy_config, policy_names
-from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.config.policies import policy_config
+from tandem.daemons.settings.agents import policy_names
+from tandem.daemons.settings.fields import ConfigError
+from tandem.daemons.settings.schema import RunConfig
 
 
 def league_members(config: RunConfig) -> list[str]:

@@ -13,7 +13,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from tandem.daemons.config.schema import AtariSection
+from tandem.daemons.settings.schema import AtariSection
 
 GAME_RETURN, GAME_LENGTH = "game_return", "game_length"  # info keys set on the step that ends a real game
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tandem.daemons.runtime.plugins import import_callable
+from tandem.daemons.settings.plugins import import_callable
 
 Opponent = Callable[[np.ndarray], np.ndarray]
 

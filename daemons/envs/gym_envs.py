@@ -11,13 +11,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from tandem.daemons.config.schema import EnvSection
 from tandem.daemons.envs.atari import GAME_LENGTH, GAME_RETURN, atari_kwargs, register_ale, wrap_atari
 from tandem.daemons.envs.dict_obs import DictObs, is_dict_space
 from tandem.daemons.envs.pixels import image_problem, wrap_pixels
 from tandem.daemons.envs.spaces import env_actions
-from tandem.daemons.runtime.plugins import import_callable, not_found_hint
-from tandem.daemons.runtime.setup_errors import SetupError
+from tandem.daemons.settings.plugins import import_callable, not_found_hint
+from tandem.daemons.settings.schema import EnvSection
+from tandem.daemons.settings.setup_errors import SetupError
 from tandem.protocol import keyed
 
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from tandem.daemons.config.schema import EnvSection
 from tandem.daemons.envs.atari import GAME_LENGTH, GAME_RETURN
 from tandem.daemons.envs.gym_envs import EnvBuildError, make_env
+from tandem.daemons.settings.schema import EnvSection
 
 Step = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
 

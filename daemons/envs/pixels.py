@@ -12,8 +12,8 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from tandem.daemons.config.schema import PixelsSection
 from tandem.daemons.envs.atari import GameReturn, SignReward
+from tandem.daemons.settings.schema import PixelsSection
 
 IMAGE = "an image: a uint8 Box of shape HxWxC or HxW with bounds 0 and 255"
 

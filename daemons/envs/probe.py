@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from tandem.daemons.config.policies import DEFAULT_POLICY
-from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.gym_envs import make_env
 from tandem.daemons.envs.spaces import PolicySpaces, policy_spaces
 from tandem.daemons.envs.worlds import MULTI_AGENT_APIS, env_api, make_world
+from tandem.daemons.settings.agents import DEFAULT_POLICY
+from tandem.daemons.settings.schema import RunConfig
 
 
 def probe_policy_spaces(config: RunConfig, policy: str = DEFAULT_POLICY) -> PolicySpaces:

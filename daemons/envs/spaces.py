@@ -8,8 +8,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from tandem.daemons.config.policies import assign_agents, policy_names
-from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.settings.agents import assign_agents, policy_names
+from tandem.daemons.settings.schema import RunConfig
 
 
 class ObsAdapter:

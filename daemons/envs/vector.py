@@ -18,7 +18,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from tandem.daemons.config.schema import EnvSection
 from tandem.daemons.envs.atari import GAME_LENGTH, GAME_RETURN
 from tandem.daemons.envs.dict_obs import is_dict_space, key_spaces
 from tandem.daemons.envs.gym_envs import EnvBuildError, EnvSetupError, StepResult, make_env
@@ -26,6 +25,7 @@ from tandem.daemons.envs.native_vectors import make_ale, make_envpool
 from tandem.daemons.envs.spaces import env_actions
 from tandem.daemons.runtime import stack_dump
 from tandem.daemons.runtime.signals import die_with_parent
+from tandem.daemons.settings.schema import EnvSection
 
 VECTOR_API = "vector"  # the api name an actor's stepping is built for when env.vector is set
 FINAL_OBS, FINAL_INFO = "final_obs", "final_info"  # gymnasium's SAME_STEP info keys

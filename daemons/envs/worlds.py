@@ -7,8 +7,8 @@ import os
 import typing
 from typing import Any
 
-from tandem.daemons.config.schema import EnvSection
 from tandem.daemons.envs.gym_envs import EnvBuildError, has_attribute, resolve_callable
+from tandem.daemons.settings.schema import EnvSection
 
 MULTI_AGENT_APIS = ("aec", "parallel")
 

@@ -12,7 +12,6 @@ from tandem.daemons.acting.link import FollowedPolicy
 from tandem.daemons.acting.stepping import env_builder
 from tandem.daemons.algorithms.base import act_with
 from tandem.daemons.config.policies import policy_config
-from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.gym_envs import build_each, close_all
 from tandem.daemons.evaluator.cadence import Cadence, machine_cores
 from tandem.daemons.evaluator.kept import KeptCheckpoints
@@ -21,6 +20,7 @@ from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
 from tandem.daemons.runtime.paths import run_dir
 from tandem.daemons.runtime.signals import StopFlag
 from tandem.daemons.runtime.torch_threads import set_torch_threads
+from tandem.daemons.settings.schema import RunConfig
 
 WAIT_WEIGHTS_POLL_S = 0.01
 PAUSE_POLL_S = 0.01  # between two rounds: how often the pause looks at the stop flag (and heartbeats)

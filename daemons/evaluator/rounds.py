@@ -12,8 +12,6 @@ from typing import Any
 import numpy as np
 
 from tandem.daemons.acting.stepping import WorldStepping
-from tandem.daemons.config.policies import DEFAULT_POLICY
-from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.config.selfplay import learning_policy
 from tandem.daemons.envs.dict_obs import DictObs, is_dict_space
 from tandem.daemons.envs.fixed_players import Opponent, fixed_player
@@ -22,6 +20,8 @@ from tandem.daemons.envs.rollout import Chooser
 from tandem.daemons.envs.seats import SelfPlaySeats
 from tandem.daemons.envs.spaces import PolicySpaces, env_actions
 from tandem.daemons.envs.worlds import MULTI_AGENT_APIS
+from tandem.daemons.settings.agents import DEFAULT_POLICY
+from tandem.daemons.settings.schema import RunConfig
 from tandem.protocol import keyed
 
 Returns = dict[str | None, list[float]]

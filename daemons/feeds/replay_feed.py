@@ -7,9 +7,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.feeds.rate_limiter import RateLimiter
 from tandem.daemons.replay import FrameReplay, NStepAccumulator, NStepTransitions, ReplayBuffer, SampledBatch
+from tandem.daemons.settings.schema import RunConfig
 from tandem.protocol import TransitionBatch, stacks
 
 

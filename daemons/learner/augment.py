@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from tandem.daemons.runtime.plugins import import_callable
+from tandem.daemons.settings.plugins import import_callable
 from tandem.protocol import TransitionBatch, keyed
 
 KEY = "learner.augment"

@@ -7,7 +7,6 @@ import os
 import time
 from typing import Any
 
-from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
 from tandem.daemons.runtime.endpoints import (
     LearnerEndpoints,
@@ -17,6 +16,7 @@ from tandem.daemons.runtime.endpoints import (
     socket_options,
 )
 from tandem.daemons.security.curve import gatekeeper_for
+from tandem.daemons.settings.schema import RunConfig
 from tandem.protocol import sockets
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,6 @@ import time
 from typing import Any
 
 from tandem.daemons.config.policies import policy_config
-from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.probe import probe_policy_spaces
 from tandem.daemons.learner.binding import Binding
 from tandem.daemons.learner.checkpointer import Checkpointer
@@ -25,9 +24,10 @@ from tandem.daemons.learner.training import Training
 from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
 from tandem.daemons.runtime.names import learner_name
 from tandem.daemons.runtime.paths import run_dir
-from tandem.daemons.runtime.setup_errors import SetupError
 from tandem.daemons.runtime.signals import StopFlag
 from tandem.daemons.runtime.torch_threads import set_torch_threads
+from tandem.daemons.settings.schema import RunConfig
+from tandem.daemons.settings.setup_errors import SetupError
 from tandem.protocol import WeightBlob, sockets
 
 log = logging.getLogger(__name__)

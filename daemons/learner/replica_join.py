@@ -18,7 +18,7 @@ from tandem.daemons.learner.replica_error import ReplicaError
 from tandem.daemons.learner.replica_group import Place, ReplicaGroup
 from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
 from tandem.daemons.runtime.endpoints import is_loopback
-from tandem.daemons.runtime.setup_errors import SetupError
+from tandem.daemons.settings.setup_errors import SetupError
 
 ASK_EVERY_S = 0.2  # between two questions of a replica waiting for replica 0's address
 REPORT_EVERY_S = 0.1  # between two looks at the rendezvous thread (and heartbeats)

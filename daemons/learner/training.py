@@ -8,11 +8,11 @@ from typing import Any
 
 from tandem.daemons.algorithms import make_algorithm, make_feed
 from tandem.daemons.algorithms.base import Feed
-from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.spaces import PolicySpaces
 from tandem.daemons.learner.augment import UnrollAugment
 from tandem.daemons.learner.content import BatchContentCheck
 from tandem.daemons.learner.prefetch import Prefetcher
+from tandem.daemons.settings.schema import RunConfig
 
 
 class Training:

@@ -6,12 +6,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.runtime.control_channel import ControlChannel
 from tandem.daemons.runtime.endpoints import LearnerEndpoints, find_learner, socket_options
 from tandem.daemons.runtime.reporter import Reporter
 from tandem.daemons.runtime.signals import StopFlag
 from tandem.daemons.runtime.start_token import wait_start_token
+from tandem.daemons.settings.schema import RunConfig
 from tandem.protocol import sockets
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.settings.schema import RunConfig
 
 
 @dataclass(frozen=True)

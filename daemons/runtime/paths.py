@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.settings.schema import RunConfig
 
 
 def run_dir(config: RunConfig) -> Path:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.runtime.paths import run_dir
+from tandem.daemons.settings.schema import RunConfig
 
 IPC_PATH_MAX = 107  # bytes in a Unix socket's path (Linux: 108 with the NUL; macOS allows 103, and says so at bind)
 

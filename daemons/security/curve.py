@@ -9,8 +9,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.security.keystore import ALLOWED, KeySetupError, load_keypair, parse_key
+from tandem.daemons.settings.schema import RunConfig
 from tandem.protocol.sockets import ZAP_DOMAIN, CurveKeys
 
 log = logging.getLogger(__name__)
@@ -32,9 +32,10 @@ def _load(key_dir: str, key_name: str, supervisor_key: str, on_loopback: bool) -
     return CurveKeys(public, secret, server, on_loopback)
 
 
-def cli_curve_keys(run_dir: Path | None) -> CurveKeys | None:
+def cli_curve_keys(run_config: RunConfig | None) -> CurveKeys | None:
     """Keys of a CLI command (`tandem status`, `stop`, ...): $TANDEM_KEY_DIR ($TANDEM_KEY_NAME, default host;
-    $TANDEM_SUPERVISOR_KEY; $TANDEM_CURVE_ON_LOOPBACK=1), else the [security] of the run's config.toml."""
+    $TANDEM_SUPERVISOR_KEY; $TANDEM_CURVE_ON_LOOPBACK=1), else the [security] of the run's config (the CLI loads
+    it from the run directory's config.toml)."""
     import os
 
     key_dir = os.environ.get("TANDEM_KEY_DIR", "")
@@ -45,11 +46,7 @@ def cli_curve_keys(run_dir: Path | None) -> CurveKeys | None:
             os.environ.get("TANDEM_SUPERVISOR_KEY", ""),
             os.environ.get("TANDEM_CURVE_ON_LOOPBACK", "") == "1",
         )
-    if run_dir is not None and (run_dir / "config.toml").exists():
-        from tandem.daemons.config import load_config
-
-        return curve_keys(load_config(run_dir / "config.toml"))
-    return None
+    return curve_keys(run_config) if run_config is not None else None
 
 
 def check_keys(config: RunConfig) -> None:

@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from tandem.daemons.config.schema import RunConfig
-from tandem.daemons.runtime.setup_errors import SetupError
 from tandem.daemons.serial.curves import SerialCurves
 from tandem.daemons.serial.determinism import make_deterministic
 from tandem.daemons.serial.parts import SerialActor, SerialEvaluator, SerialLearner
 from tandem.daemons.serial.run_dir import learner_checkpointer, open_run_dir
+from tandem.daemons.settings.schema import RunConfig
+from tandem.daemons.settings.setup_errors import SetupError
 
 DEFAULT_EVAL_EVERY = 5000  # env steps between two evaluation rounds (and metrics records)
 

@@ -12,14 +12,14 @@ from tandem.daemons.actor.exploration import actor_epsilons, decayed
 from tandem.daemons.actor.warmup import UniformActions, uniform_warmup
 from tandem.daemons.algorithms import make_policy
 from tandem.daemons.algorithms.base import Policy, act_with, explore_with
-from tandem.daemons.config.policies import DEFAULT_POLICY
-from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.gym_envs import build_each
 from tandem.daemons.envs.spaces import PolicySpaces
 from tandem.daemons.evaluator.rounds import make_rounds, round_counters
 from tandem.daemons.learner.intake import Intake
 from tandem.daemons.learner.progress import Progress
 from tandem.daemons.learner.training import Training
+from tandem.daemons.settings.agents import DEFAULT_POLICY
+from tandem.daemons.settings.schema import RunConfig
 from tandem.protocol import TransitionBatch
 
 EVAL_SEED_OFFSET = 77_000  # the evaluator daemon's round seeds

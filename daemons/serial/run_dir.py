@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import IO
 
 from tandem.daemons.config import RunConfig, render_toml
-from tandem.daemons.config.policies import DEFAULT_POLICY
 from tandem.daemons.learner.checkpointer import Checkpointer
 from tandem.daemons.learner.disk import LearnerDisk
 from tandem.daemons.runtime.names import learner_name
-from tandem.daemons.runtime.plugins import IMPORT_PATHS_FILE
 from tandem.daemons.runtime.run_lock import RunDirBusy, lock_run_dir
-from tandem.daemons.runtime.setup_errors import SetupError
 from tandem.daemons.serial.parts import SerialLearner
+from tandem.daemons.settings.agents import DEFAULT_POLICY
+from tandem.daemons.settings.plugins import IMPORT_PATHS_FILE
+from tandem.daemons.settings.setup_errors import SetupError
 from tandem.daemons.supervisor.resume import CURVES, move_previous, newest_checkpoints
 
 

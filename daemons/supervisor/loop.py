@@ -19,13 +19,13 @@ from tandem.daemons.runtime.endpoints import is_loopback, socket_options
 from tandem.daemons.runtime.exit_codes import ExitCode
 from tandem.daemons.runtime.logs import log_dropped
 from tandem.daemons.runtime.paths import run_dir
-from tandem.daemons.runtime.plugins import IMPORT_PATHS_FILE
 from tandem.daemons.runtime.run_lock import RunDirBusy, lock_run_dir
 from tandem.daemons.runtime.sd_notify import shared
 from tandem.daemons.runtime.serve_address import serve_endpoint
 from tandem.daemons.runtime.signals import StopFlag
 from tandem.daemons.security.curve import check_keys, curve_keys, gatekeeper_for
 from tandem.daemons.security.keystore import KeySetupError
+from tandem.daemons.settings.plugins import IMPORT_PATHS_FILE
 from tandem.daemons.supervisor.children import start_forkserver
 from tandem.daemons.supervisor.observer import Observer, ObserverError
 from tandem.daemons.supervisor.ports import fix_ports, free_port, plan_children

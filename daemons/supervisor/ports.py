@@ -6,8 +6,9 @@ import socket
 from dataclasses import replace
 
 from tandem.daemons.config import RunConfig
-from tandem.daemons.config.policies import PORT_KEYS, policy_config, policy_names, port_table
+from tandem.daemons.config.policies import policy_config
 from tandem.daemons.main import DaemonSpec
+from tandem.daemons.settings.agents import PORT_KEYS, policy_names, port_table
 
 
 def free_port(host: str) -> int:

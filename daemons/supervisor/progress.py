@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections import deque
 
-from tandem.daemons.config.schema import StopSection
 from tandem.daemons.runtime.names import learner_policy
 from tandem.daemons.runtime.rate_meter import RateMeter
 from tandem.daemons.runtime.reporter import train_diagnostics
+from tandem.daemons.settings.schema import StopSection
 from tandem.daemons.supervisor.segments import Earlier
 from tandem.protocol import Heartbeat
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tandem.daemons.config.policies import policy_config, policy_names
-from tandem.daemons.config.schema import RunConfig
+from tandem.daemons.config.policies import policy_config
 from tandem.daemons.runtime.names import learner_name, learner_policy
+from tandem.daemons.settings.agents import policy_names
+from tandem.daemons.settings.schema import RunConfig
 
 
 @dataclass

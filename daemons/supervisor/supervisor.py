@@ -10,12 +10,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.main import DaemonSpec
 from tandem.daemons.runtime import stack_dump
 from tandem.daemons.runtime.logs import log_dropped
 from tandem.daemons.runtime.names import learner_policy
 from tandem.daemons.runtime.rate_meter import RateMeter
+from tandem.daemons.settings.schema import RunConfig
 from tandem.daemons.supervisor import commands, states
 from tandem.daemons.supervisor.child_memory import ChildMemory
 from tandem.daemons.supervisor.children import Child

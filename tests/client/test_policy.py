@@ -18,9 +18,10 @@ from tandem.client.cli import cli
 from tandem.daemons.algorithms import make_algorithm
 from tandem.daemons.checkpoints.files import save_checkpoint
 from tandem.daemons.config import load_config, render_toml
-from tandem.daemons.config.policies import policy_config, policy_names
+from tandem.daemons.config.policies import policy_config
 from tandem.daemons.envs.probe import probe_policy_spaces
 from tandem.daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.settings.agents import policy_names
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tandem.client.display import format_line
-from tandem.daemons.config.schema import StopSection
+from tandem.daemons.settings.schema import StopSection
 from tandem.daemons.supervisor.progress import RunView
 from tandem.protocol import Heartbeat
 

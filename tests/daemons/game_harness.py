@@ -12,9 +12,9 @@ import pytest
 from tandem.daemons.actor.serve import server as server_module
 from tandem.daemons.actor.serve.server import GameServer
 from tandem.daemons.config import config_from_dict
-from tandem.daemons.config.policies import DEFAULT_POLICY
 from tandem.daemons.envs.spaces import PolicySpaces
 from tandem.daemons.runtime.signals import StopFlag
+from tandem.daemons.settings.agents import DEFAULT_POLICY
 from tandem.protocol import sockets
 from tandem.protocol.game import GameHello, GameWelcome, decode_game
 

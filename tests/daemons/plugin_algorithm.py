@@ -9,8 +9,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from tandem.daemons.algorithms.appo import APPO, APPOSection
-from tandem.daemons.config.fields import ConfigError
-from tandem.daemons.config.schema import AlgorithmSection, RunConfig, option, redefault
+from tandem.daemons.settings.fields import ConfigError
+from tandem.daemons.settings.schema import AlgorithmSection, RunConfig, option, redefault
 
 PATH = "tests.daemons.plugin_algorithm:WRAPPED"
 

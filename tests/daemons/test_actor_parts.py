@@ -9,9 +9,9 @@ import pytest
 from tandem.daemons.acting.backlog import Backlog
 from tandem.daemons.acting.unroll import UnrollBuilder
 from tandem.daemons.actor.exploration import actor_epsilons, decayed
-from tandem.daemons.config.schema import EnvSection
 from tandem.daemons.envs.gym_envs import EnvGroup, make_env
 from tandem.daemons.evaluator.rounds import episode_quotas
+from tandem.daemons.settings.schema import EnvSection
 from tandem.protocol import TransitionBatch
 
 

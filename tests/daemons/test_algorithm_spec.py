@@ -19,12 +19,12 @@ from tandem.daemons.algorithms.registry import built_in, default_algorithm, find
 from tandem.daemons.algorithms.spec import AlgorithmSpec
 from tandem.daemons.config import ConfigError, load_config, render_toml
 from tandem.daemons.config.loader import config_from_dict
-from tandem.daemons.config.schema import AlgorithmSection, RunConfig
 from tandem.daemons.evaluator.kept import acting_network
 from tandem.daemons.feeds.replay_feed import ReplayFeed
 from tandem.daemons.feeds.unroll_feed import UnrollFeed
 from tandem.daemons.runtime.exit_codes import ExitCode
-from tandem.daemons.runtime.setup_errors import SetupError
+from tandem.daemons.settings.schema import AlgorithmSection, RunConfig
+from tandem.daemons.settings.setup_errors import SetupError
 from tests.daemons.plugin_algorithm import PATH, WRAPPED, WrappedSection
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tandem.daemons.config.fields import ConfigError
 from tandem.daemons.config.loader import config_from_dict
 from tandem.daemons.envs.atari import GAME_RETURN
 from tandem.daemons.envs.gym_envs import EnvBuildError, EnvGroup, make_env
+from tandem.daemons.settings.fields import ConfigError
 
 
 def atari_env(game: str, training: bool, **atari):

@@ -14,8 +14,8 @@ import torch
 from tandem.daemons.algorithms.dqn import DQNSection
 from tandem.daemons.algorithms.dqn_torch import DoubleDQN
 from tandem.daemons.checkpoints.files import checkpoint_path, load_latest_checkpoint, save_checkpoint
-from tandem.daemons.config.schema import ModelSection
 from tandem.daemons.replay import SampledBatch
+from tandem.daemons.settings.schema import ModelSection
 
 VECTOR = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
 

@@ -16,8 +16,8 @@ from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP, stack_unrol
 from tandem.daemons.checkpoints.files import save_checkpoint
 from tandem.daemons.config import load_config, render_toml
 from tandem.daemons.envs.probe import probe_policy_spaces
-from tandem.daemons.runtime.setup_errors import SetupError
 from tandem.daemons.serial.parts import SerialActor, SerialEvaluator
+from tandem.daemons.settings.setup_errors import SetupError
 from tandem.protocol import ProtocolError, TransitionBatch, framing
 from tests.protocol.samples import unchecked_frames
 

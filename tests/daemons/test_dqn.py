@@ -13,8 +13,8 @@ from torch import nn
 from tandem.daemons.algorithms import make_algorithm, make_policy
 from tandem.daemons.algorithms.dqn import DQNSection
 from tandem.daemons.algorithms.dqn_torch import DoubleDQN, DQNPolicy
-from tandem.daemons.config.schema import ModelSection, RunConfig
 from tandem.daemons.replay import SampledBatch
+from tandem.daemons.settings.schema import ModelSection, RunConfig
 from tandem.protocol.weights import WeightBlob
 
 TWO_STATES = gym.spaces.Box(0.0, 1.0, shape=(2,), dtype=np.float32)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tandem.client.game import Agent, find_endpoint
 from tandem.daemons.actor.serve.server import endpoint_file
-from tandem.daemons.config.policies import DEFAULT_POLICY
+from tandem.daemons.settings.agents import DEFAULT_POLICY
 from tandem.protocol.game import GameAction, GameStep
 from tests.daemons.game_harness import (
     OBS,

@@ -13,8 +13,8 @@ from torch import nn
 from tandem.daemons.algorithms.actor_critic import seeded_actor_critic
 from tandem.daemons.algorithms.models import MLPQNetwork, NatureCNN, build_q_network
 from tandem.daemons.config.loader import config_from_dict
-from tandem.daemons.config.schema import ModelSection
 from tandem.daemons.runtime.torch_threads import set_torch_threads
+from tandem.daemons.settings.schema import ModelSection
 
 VECTOR = gym.spaces.Box(-1.0, 1.0, shape=(4,), dtype=np.float32)
 IMAGE_CHW = gym.spaces.Box(0, 255, shape=(4, 84, 84), dtype=np.uint8)

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from tandem.daemons.config import ConfigError, config_from_dict
-from tandem.daemons.config.policies import assign_agents, policy_config
+from tandem.daemons.config.policies import policy_config
 from tandem.daemons.envs.rollout import MultiAgentRollout
 from tandem.daemons.envs.spaces import ObsAdapter, policy_spaces
 from tandem.daemons.envs.worlds import env_api, make_world
+from tandem.daemons.settings.agents import assign_agents
 from tests.multiagent_envs import AGENTS, INDEX
 
 POLICIES = {"alpha": {"agents": ["a_*"]}, "beta": {"agents": ["b_0"], "algorithm": {"learning_rate": 5e-4}}}

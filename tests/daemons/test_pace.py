@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tandem.daemons.actor.pacer import MAX_SLICE_S, Pacer
-from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.feeds.replay_feed import consumed_per_update
 from tandem.daemons.learner.pace import FILL_TARGET, STARVED_SHARE_MAX, PaceMeter
+from tandem.daemons.settings.schema import RunConfig
 
 # ------------------------------------------------------------------ the actor's pacer
 

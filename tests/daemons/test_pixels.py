@@ -11,11 +11,11 @@ from click.testing import CliRunner
 from tandem.client.api.export import preprocessing
 from tandem.client.cli import cli
 from tandem.daemons.acting.stepping import make_stepping
-from tandem.daemons.config.fields import ConfigError
 from tandem.daemons.config.loader import config_from_dict, load_config
 from tandem.daemons.envs.atari import GAME_RETURN
 from tandem.daemons.envs.gym_envs import EnvGroup, EnvSetupError, make_env
 from tandem.daemons.runtime.exit_codes import ExitCode
+from tandem.daemons.settings.fields import ConfigError
 from tandem.protocol import TransitionBatch, stacks
 from tests.pixel_envs import BLOCK_H, TOP, block_x, frame
 

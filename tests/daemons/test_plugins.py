@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from tandem.client.cli import cli
 from tandem.daemons.runtime.exit_codes import ExitCode
-from tandem.daemons.runtime.plugins import import_callable
+from tandem.daemons.settings.plugins import import_callable
 
 
 def project(tmp_path, module: str, body: str):

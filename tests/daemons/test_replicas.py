@@ -14,11 +14,11 @@ import torch
 
 from tandem.daemons.algorithms import make_algorithm, make_policy
 from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP
-from tandem.daemons.config.fields import ConfigError
 from tandem.daemons.config.loader import config_from_dict
 from tandem.daemons.learner.replica_error import ReplicaError
 from tandem.daemons.learner.replica_group import Place, ReplicaGroup
 from tandem.daemons.replay import SampledBatch
+from tandem.daemons.settings.fields import ConfigError
 from tandem.daemons.supervisor.ports import plan_children
 from tandem.daemons.supervisor.replicas import ReplicaSets, rank_of
 from tandem.protocol import TransitionBatch
@@ -356,7 +356,7 @@ def test_a_hand_started_replica_above_rank_0_must_say_where_it_binds():
 
 def test_replicas_meet_beyond_loopback_only_on_a_network_said_to_be_trusted():
     from tandem.daemons.learner.replica_join import check_network, interface_of
-    from tandem.daemons.runtime.setup_errors import SetupError
+    from tandem.daemons.settings.setup_errors import SetupError
 
     check_network("127.0.0.1", trusted=False)  # loopback: nothing leaves the machine
     with pytest.raises(SetupError, match="replicas_trusted_network"):

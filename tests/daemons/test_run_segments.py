@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tandem.daemons.config.schema import StopSection
+from tandem.daemons.settings.schema import StopSection
 from tandem.daemons.supervisor.progress import RunView
 from tandem.daemons.supervisor.resume import move_previous
 from tandem.daemons.supervisor.run_metrics import RunMetricsLog

@@ -240,7 +240,7 @@ def test_a_share_of_games_goes_to_the_scripted_player_counted_apart_and_never_ra
     from tandem.daemons.acting.link import PolicyLink
     from tandem.daemons.actor.selfplay import SCRIPTED, SelfPlay
     from tandem.daemons.runtime.endpoints import LearnerEndpoints
-    from tandem.daemons.runtime.setup_errors import SetupError
+    from tandem.daemons.settings.setup_errors import SetupError
 
     scripted = ["selfplay.scripted_opponent='tests.daemons.test_selfplay:last_legal'", "selfplay.scripted_share=0.25"]
     config = config_of(*scripted)
@@ -481,7 +481,7 @@ def test_the_scripted_players_take_a_win_and_only_the_look_ahead_ones_block(exam
 
 def test_the_evaluator_plays_the_fixed_opponent_and_reports_a_win_rate(examples_on_path):
     from tandem.daemons.evaluator.rounds import make_rounds
-    from tandem.daemons.runtime.setup_errors import SetupError
+    from tandem.daemons.settings.setup_errors import SetupError
 
     config = config_of("eval.window_episodes=30", "selfplay.eval_opponent='connect_four_opponents:one_step_lookahead'")
     worlds = [make_world(config.env, env_api(config.env)) for _ in range(3)]
@@ -622,8 +622,8 @@ def test_the_selfplay_bench_writes_a_pool_a_learner_reads_back(tmp_path):
 
 
 def test_serial_mode_refuses_selfplay_by_name():
-    from tandem.daemons.runtime.setup_errors import SetupError
     from tandem.daemons.serial.loop import SerialRun
+    from tandem.daemons.settings.setup_errors import SetupError
 
     with pytest.raises(SetupError, match=r"serial mode has no opponent pool.*\[selfplay\]"):
         SerialRun(config_of())

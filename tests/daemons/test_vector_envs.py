@@ -10,9 +10,9 @@ import pytest
 
 from tandem.daemons.acting.stepping import actor_envs, make_stepping
 from tandem.daemons.config import config_from_dict, load_config
-from tandem.daemons.config.fields import ConfigError
 from tandem.daemons.envs.gym_envs import EnvBuildError
 from tandem.daemons.envs.vector import VECTOR_API
+from tandem.daemons.settings.fields import ConfigError
 from tests.system.harness import ROOT
 
 K, T = 3, 10

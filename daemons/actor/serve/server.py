@@ -18,8 +18,6 @@ from tandem.daemons.actor.serve.stream_ids import reserve_stream_ids, stream_ids
 from tandem.daemons.actor.serve.streams import GameStreams, StepRefused
 from tandem.daemons.actor.warmup import UniformActions, uniform_warmup
 from tandem.daemons.algorithms.base import explore_with
-from tandem.daemons.config.policies import DEFAULT_POLICY
-from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.envs.probe import probe_policy_spaces
 from tandem.daemons.envs.spaces import env_actions
 from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
@@ -28,6 +26,8 @@ from tandem.daemons.runtime.logs import log_dropped
 from tandem.daemons.runtime.serve_address import endpoint_file, serve_endpoint
 from tandem.daemons.runtime.signals import StopFlag
 from tandem.daemons.runtime.torch_threads import set_torch_threads
+from tandem.daemons.settings.agents import DEFAULT_POLICY
+from tandem.daemons.settings.schema import RunConfig
 from tandem.protocol import game_socket, sockets
 from tandem.protocol.game import (
     GAME_LIMITS,

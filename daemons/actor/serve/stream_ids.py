@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tandem.daemons.config.schema import RunConfig
 from tandem.daemons.runtime.paths import run_dir
+from tandem.daemons.settings.schema import RunConfig
 
 # One life's ids: more hellos than any server sees, and still 2^31 restarts before ids leave 63 bits.
 BLOCK = 1 << 32

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 import gymnasium as gym
 import numpy as np
 
-from tandem.daemons.config.policies import DEFAULT_POLICY
 from tandem.daemons.envs.spaces import PolicySpaces
 from tandem.daemons.envs.streams import AgentStream
+from tandem.daemons.settings.agents import DEFAULT_POLICY
 from tandem.protocol import TransitionBatch
 from tandem.protocol.framing import wire_array
 from tandem.protocol.game import GameHello, GameSpaces, GameStep

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from tandem.daemons.config.fields import ConfigError
+from tandem.daemons.settings.fields import ConfigError
 
 KEY = re.compile(r"[A-Za-z_][\w-]*(?:\.[\w-]+)*")  # a dotted key at the start of a problem's line
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tandem.daemons.runtime.setup_errors import SetupError
+from tandem.daemons.settings.setup_errors import SetupError
 
 
 def import_callable(spec: str, key: str) -> Callable[..., Any]:

@@ -22,6 +22,9 @@ def option(
     return field(default=default, metadata=meta)
 
 
+DEFAULT_ALGORITHM = "tandem.daemons.algorithms.registry:default_algorithm"  # what a config that names none runs
+
+
 @dataclass
 class RunSection:
     """[run]: naming, where outputs go, seeding."""
@@ -189,10 +192,11 @@ class AlgorithmSection:
 
 def default_algorithm() -> AlgorithmSection:
     """The [algorithm] of a config that names none: the default algorithm's section, with its defaults."""
-    # Imported here: the algorithms sit above the config, which finds them by name like any plug-in.
-    from tandem.daemons.algorithms.registry import default_algorithm as default_spec
+    # Found by name, as the registry finds every built-in algorithm and a config finds a plug-in: the algorithms
+    # sit above the settings (their sections are built from these fields), so the settings cannot import them.
+    from tandem.daemons.settings.plugins import import_object
 
-    return default_spec().section()
+    return import_object(DEFAULT_ALGORITHM, "algorithm.name")().section()
 
 
 @dataclass
