@@ -342,11 +342,17 @@ def status_cmd(run_dir_arg, endpoint, run_dir, timeout_s, as_json, watch) -> Non
         sys.exit(int(ExitCode.INTERRUPTED))
     if data["unhealthy"]:
         if not as_json:
-            click.echo(f"unhealthy: {', '.join(data['unhealthy'])}", err=True)
+            click.echo(unhealthy_line(data), err=True)
             for p in data["policies"]:
                 if p["state"] in ("FATAL", "REMOTE-LOST"):
                     click.echo(f"policy {p['policy']} is down: {p['learner']} is {p['state']}", err=True)
         sys.exit(int(ExitCode.UNHEALTHY))
+
+
+def unhealthy_line(data: dict) -> str:
+    """`unhealthy: learner-default (disk full: ...), actor-1` from a status reply: each name with why, where said."""
+    reasons = data.get("unhealthy_reasons") or {}  # a supervisor older than the field sends the names only
+    return "unhealthy: " + ", ".join(f"{n} ({reasons[n]})" if reasons.get(n) else n for n in data["unhealthy"])
 
 
 @click.command("stop")

@@ -359,3 +359,14 @@ def test_status_after_sigkill_of_tandem_up_says_at_once_that_the_run_is_not_runn
         assert f"is not running: its supervisor (pid {supervisor}) has ended" in result.output, result.output
     finally:
         run.close()
+
+
+def test_the_unhealthy_line_says_why_each_process_is_there():
+    from tandem.client.control_cmds import unhealthy_line
+
+    data = {
+        "unhealthy": ["learner-default", "actor-1"],
+        "unhealthy_reasons": {"learner-default": "disk write failed: No space left on device"},
+    }
+    assert unhealthy_line(data) == "unhealthy: learner-default (disk write failed: No space left on device), actor-1"
+    assert unhealthy_line({"unhealthy": ["actor-0"]}) == "unhealthy: actor-0"
