@@ -71,4 +71,11 @@ def open_run_dir(
 def learner_checkpointer(config: RunConfig, learner: SerialLearner, directory: Path) -> Checkpointer:
     """The learner daemon's checkpointer over the serial learner's training and progress, in learner-default/."""
     disk = LearnerDisk(directory / learner_name(DEFAULT_POLICY), learner.counts)
-    return Checkpointer(learner.training, learner.progress, disk, config.learner.checkpoint_interval_s)
+    learner_cfg = config.learner
+    return Checkpointer(
+        learner.training,
+        learner.progress,
+        disk,
+        learner_cfg.checkpoint_interval_s,
+        every_updates=learner_cfg.checkpoint_every_updates,
+    )

@@ -72,3 +72,14 @@ def test_a_serial_run_does_not_mix_into_an_earlier_run_unless_fresh(tmp_path):
     assert (previous / "metrics.jsonl").is_file() and list((previous / "learner-default").glob("ckpt-*.pt"))
     segments, total = load(run / "metrics.jsonl")
     assert total == 3 and [s.number for s in segments] == [1]  # the fresh run's own curves, one start
+
+
+@pytest.mark.timeout(180)
+def test_a_serial_run_checkpoints_every_so_many_updates_as_a_learner_does(tmp_path):
+    run = tmp_path / "run"
+    result = serial_up(run, "--set", "learner.checkpoint_every_updates=1")
+    assert result.exit_code == 0, result.output
+    written = sorted((run / "learner-default").glob("ckpt-*.pt"))
+    # 3072 steps are 6 updates of 512: a checkpoint after each (the write-time share permitting) and the last,
+    # of which the newest 3 are kept; by time alone (the first one 10 s in) the run leaves only its last
+    assert len(written) == 3, [p.name for p in written]
