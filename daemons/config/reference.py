@@ -7,6 +7,7 @@ while the committed page differs from what the schema gives).
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 from typing import Any
 
@@ -123,7 +124,7 @@ def _first_line(doc: str | None, header: str) -> str:
 
 def _type_name(hint: Any) -> str:
     text = getattr(hint, "__name__", None) if typing.get_origin(hint) is None else None
-    shown = text or str(hint).replace("typing.", "").replace("tandem.daemons.settings.schema.", "")
+    shown = text or re.sub(r"tandem\.daemons\.settings\.\w+\.", "", str(hint).replace("typing.", ""))
     return f"`{shown}`".replace("|", "\\|")
 
 
