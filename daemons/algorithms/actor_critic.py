@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import torch
@@ -95,3 +96,22 @@ def seeded_actor_critic(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return kind(config.model, obs_space, action_space, config.algorithm, mask_size)
+
+
+def network_form_hint(net: Any, saved: Mapping[str, Any]) -> str:
+    """Which setting that changes the network's tensors a saved network was trained with, where it differs from
+    `net`'s (for the error of a checkpoint that does not fit)."""
+    names = [str(k) for k in saved]
+    forms = {
+        "algorithm.shared_torso": (not any(k.startswith("value.") for k in names), net.shared),
+        f"algorithm.normalize_{'images' if net.images else 'obs'}": (
+            any(k.startswith("obs_norm.") for k in names),
+            net.obs_norm is not None,
+        ),
+    }
+    differ = [
+        f"{key} = {str(was).lower()}; this run has {str(now).lower()}"
+        for key, (was, now) in forms.items()
+        if was != now
+    ]
+    return f" (it was trained with {', '.join(differ)})" if differ else ""

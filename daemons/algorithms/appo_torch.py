@@ -1,4 +1,5 @@
-"""APPO (PPO's clipped objective on V-trace targets) and IMPALA (V-trace policy gradient): learner and actor policy.
+"""APPO (PPO's clipped objective on V-trace targets) and IMPALA (V-trace policy gradient): the learner (the actor's
+policy is appo_policy.py).
 
 The learner trains on whole unrolls in arrival order. Each batch's actions were chosen by an older version
 (the behaviour policy mu); V-trace corrects the value targets and the advantages for that lag with the
@@ -20,27 +21,25 @@ import numpy as np
 import torch
 from torch import nn
 
-from tandem.daemons.algorithms.actor_critic import seeded_actor_critic
+from tandem.daemons.algorithms.actor_critic import network_form_hint, seeded_actor_critic
 from tandem.daemons.algorithms.adam import Adam
 from tandem.daemons.algorithms.base import UpdateResult
-from tandem.daemons.algorithms.numpy_acting import MAX_ROWS, NumpyActing, NumpyTwin
 from tandem.daemons.algorithms.ppo_batch import FlatSteps, minibatch_rows
 from tandem.daemons.algorithms.ppo_losses import (
     clipped_surrogate,
     explained_variance,
     normalized_advantages,
+    scalar_metrics,
     value_loss,
 )
 from tandem.daemons.algorithms.recurrent import check_core_state
 from tandem.daemons.algorithms.running_norm import RunningMeanStd
 from tandem.daemons.algorithms.torch_util import (
-    SwappableNet,
     cat_obs,
     check_tensors,
     cpu_copy,
     make_adam,
     module_weights,
-    obs_tensor,
     torch_device,
 )
 from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP, UnrollTensors, select_columns, stack_unrolls
@@ -336,35 +335,17 @@ class APPO:
         self.optimizer.step()
         log_ratio = logp.detach() - anchor_logp
         approx_kl = (log_ratio.exp() - 1.0 - log_ratio).mean()  # Schulman's k3 estimator of KL(anchor || pi)
-        scalars = (
-            torch.stack(
-                [
-                    loss.detach(),
-                    policy_loss.detach(),
-                    v_loss.detach(),
-                    entropy.detach(),
-                    grad_norm.detach().float(),
-                    log_rhos.exp().mean(),
-                    clip_fraction,
-                    approx_kl,
-                    self.returns(values.detach()).mean(),
-                ]
-            )
-            .cpu()
-            .numpy()
+        return scalar_metrics(
+            loss=loss.detach(),
+            policy_loss=policy_loss.detach(),
+            value_loss=v_loss.detach(),
+            entropy=entropy.detach(),
+            grad_norm=grad_norm.detach().float(),
+            rho_mean=log_rhos.exp().mean(),
+            clip_fraction=clip_fraction,
+            approx_kl=approx_kl,
+            value_mean=self.returns(values.detach()).mean(),
         )
-        names = (
-            "loss",
-            "policy_loss",
-            "value_loss",
-            "entropy",
-            "grad_norm",
-            "rho_mean",
-            "clip_fraction",
-            "approx_kl",
-            "value_mean",
-        )
-        return {name: float(value) for name, value in zip(names, scalars)}
 
     def weights(self) -> dict[str, np.ndarray]:
         return module_weights(self.net)
@@ -380,23 +361,6 @@ class APPO:
             state["value_norm"] = cpu_copy(self.value_norm.state_dict())
         return state
 
-    def form_hint(self, saved: Mapping[str, Any]) -> str:
-        """Which setting that changes the network's tensors a saved network was trained with, where it differs."""
-        names = [str(k) for k in saved]
-        forms = {
-            "algorithm.shared_torso": (not any(k.startswith("value.") for k in names), self.net.shared),
-            f"algorithm.normalize_{'images' if self.net.images else 'obs'}": (
-                any(k.startswith("obs_norm.") for k in names),
-                self.net.obs_norm is not None,
-            ),
-        }
-        differ = [
-            f"{key} = {str(was).lower()}; this run has {str(now).lower()}"
-            for key, (was, now) in forms.items()
-            if was != now
-        ]
-        return f" (it was trained with {', '.join(differ)})" if differ else ""
-
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from `state_dict()` output; the config's learning rate (and decay) wins over the saved one."""
         if state.get("algorithm") != self.name:
@@ -404,7 +368,9 @@ class APPO:
         try:
             check_tensors(self.net.state_dict(), state["net"], numpy=False)
         except (KeyError, ValueError) as exc:
-            raise ValueError(f"saved network does not fit this model{self.form_hint(state['net'])}: {exc}") from exc
+            raise ValueError(
+                f"saved network does not fit this model{network_form_hint(self.net, state['net'])}: {exc}"
+            ) from exc
         self.optimizer.load_state_dict(state["optimizer"])
         self.net.load_state_dict(state["net"])
         self.updates = int(state["updates"])
@@ -419,92 +385,3 @@ class APPO:
                 "the checkpoint has no return statistics (trained without algorithm.normalize_returns): "
                 "they start afresh, and the value output is read in their units from now on"
             )
-
-
-class StochasticPolicy:
-    """Actor side: samples from the newest policy and reports log mu(a|x); the evaluator takes the mode."""
-
-    def __init__(
-        self,
-        config: RunConfig,
-        obs_space: gym.Space,
-        action_space: gym.Space,
-        seed: int | None,
-        mask_size: int = 0,
-        device: str = "cpu",
-    ):
-        self.device = torch_device(device)
-        net = seeded_actor_critic(config, obs_space, action_space, mask_size, seed).to(self.device)
-        self.nets = SwappableNet(net)
-        self.generator = torch.Generator(device=self.device).manual_seed(seed if seed is not None else 0)
-        self.rng = np.random.default_rng(seed)
-        self.sample_rng = np.random.default_rng((0 if seed is None else seed, 1))  # the numpy path's draws
-        self.twin = NumpyTwin(NumpyActing.of)
-        self.has_weights = False
-
-    def explore(
-        self, obs: np.ndarray, epsilons: np.ndarray, state: np.ndarray | None = None
-    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Sampled actions for observations [K, ...] and their log-probabilities (epsilons play no part).
-        A recurrent policy acts from `state` [K, S] and leaves the state after the step in it."""
-        net = self.nets.current
-        if net.recurrent:
-            with torch.inference_mode():
-                x = obs_tensor(obs, self.device)
-                dist, after = net.distribution_step(x, self.state_tensor(state, keyed.row_count(obs)))
-                sample = dist.sample(self.generator)
-                logp = dist.log_prob(sample)
-                actions = net.head.to_wire(sample)
-                state[...] = after.cpu().numpy()
-            return actions.cpu().numpy(), {BEHAVIOUR_LOGP: logp.float().cpu().numpy()}
-        fast = self.twin.of(net) if keyed.row_count(obs) <= MAX_ROWS else None
-        if fast is not None:
-            actions, logp = fast.explore(obs, self.sample_rng)
-            return actions, {BEHAVIOUR_LOGP: logp}
-        with torch.inference_mode():
-            dist = net.distribution(obs_tensor(obs, self.device))
-            sample = dist.sample(self.generator)
-            logp = dist.log_prob(sample)
-            actions = net.head.to_wire(sample)
-        return actions.cpu().numpy(), {BEHAVIOUR_LOGP: logp.float().cpu().numpy()}
-
-    def act(self, obs: np.ndarray, epsilons: np.ndarray, state: np.ndarray | None = None) -> np.ndarray:
-        """The most likely action; a sampled one with probability epsilons[k] (0 for a greedy evaluation).
-        A recurrent policy acts from `state` [K, S] and leaves the state after the step in it."""
-        greedy = not (np.asarray(epsilons) > 0).any()
-        net = self.nets.current
-        fast = self.twin.of(net) if greedy and not net.recurrent and keyed.row_count(obs) <= MAX_ROWS else None
-        if fast is not None:
-            return fast.greedy(obs)
-        with torch.inference_mode():
-            x = obs_tensor(obs, self.device)
-            if net.recurrent:
-                dist, after = net.distribution_step(x, self.state_tensor(state, keyed.row_count(obs)))
-                state[...] = after.cpu().numpy()
-            elif greedy:
-                return net.head.to_wire(net.greedy(x)).cpu().numpy()
-            else:
-                dist = net.distribution(x)
-            mode = net.head.to_wire(dist.mode()).cpu().numpy()
-            if greedy:
-                return mode
-            use = self.rng.random(len(mode)) < np.asarray(epsilons)
-            sampled = net.head.to_wire(dist.sample(self.generator)).cpu().numpy()
-        return np.where(use.reshape(-1, *[1] * (mode.ndim - 1)), sampled, mode)
-
-    @property
-    def state_size(self) -> int:
-        """Floats of recurrent state per env this policy carries (0: feed-forward)."""
-        return int(getattr(self.nets.current, "state_size", 0))
-
-    def state_tensor(self, state: np.ndarray | None, rows: int) -> torch.Tensor:
-        size = self.state_size
-        if state is None or state.shape != (rows, size) or state.dtype != np.float32:
-            got = "none" if state is None else f"{state.dtype} {list(state.shape)}"
-            raise ValueError(f"a recurrent policy needs its state as float32 [{rows}, {size}], got {got}")
-        return torch.from_numpy(state).to(self.device)
-
-    def load_weights(self, tensors: Mapping[str, np.ndarray]) -> None:
-        self.nets.load(tensors)
-        self.twin.invalidate()
-        self.has_weights = True

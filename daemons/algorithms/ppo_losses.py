@@ -41,3 +41,9 @@ def explained_variance(predicted: torch.Tensor, targets: torch.Tensor) -> float:
     if float(var) == 0.0:
         return float("nan")
     return float(1.0 - (targets - predicted).var() / var)
+
+
+def scalar_metrics(**scalars: torch.Tensor) -> dict[str, float]:
+    """An update's diagnostics (0-d tensors) as floats, moved off the device in one copy instead of one each."""
+    values = torch.stack([t.reshape(()) for t in scalars.values()]).cpu().numpy()
+    return {name: float(value) for name, value in zip(scalars, values)}
