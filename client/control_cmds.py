@@ -15,7 +15,7 @@ from tandem.client.run_endpoint import endpoint_files, find_endpoint
 from tandem.client.screen import NARROW_BELOW, fixed, narrow_status_rows, short, whole
 from tandem.daemons.runtime.control_channel import ControlChannel, ControlTimeout
 from tandem.daemons.runtime.exit_codes import ExitCode
-from tandem.protocol import TransportError, sockets
+from tandem.protocol import TransportError, socket_monitor, sockets
 
 
 def cli_keys(endpoint: str, run_dir: str | None) -> Any:
@@ -51,10 +51,10 @@ def ask(endpoint: str, command: str, args: dict | None, timeout_s: float, run_di
         keys = cli_keys(endpoint, run_dir)
         channel = ControlChannel(ctx, endpoint, sockets.SocketOptions(curve=keys))
         if keys is not None:  # a refused key looks like silence unless the handshake is watched
-            watch = sockets.watch_handshake_failures(channel.socket)
+            watch = socket_monitor.watch_handshake_failures(channel.socket)
         reply = channel.request(command, args, timeout_s=timeout_s)
     except ControlTimeout:
-        why = sockets.handshake_failure(watch) if watch is not None else ""
+        why = socket_monitor.handshake_failure(watch) if watch is not None else ""
         if why:
             click.echo(
                 f"error: the supervisor at {endpoint} refused this client's CurveZMQ handshake ({why}). "

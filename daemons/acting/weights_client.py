@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from tandem.daemons.runtime.logs import log_dropped
-from tandem.protocol import ProtocolError, WeightBlob, WeightRequest, decode, sockets
+from tandem.protocol import ProtocolError, WeightBlob, WeightRequest, decode, socket_monitor, sockets
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class WeightsClient:
     def poll(self, now: float | None = None) -> WeightBlob | None:
         """The newest verified blob newer than `self.version`, or None; never blocks."""
         now = time.monotonic() if now is None else now
-        if sockets.connected_since(self.monitor):
+        if socket_monitor.connected_since(self.monitor):
             self.request_due = now
         if now >= self.request_due:
             request = WeightRequest(self.policy_id, self.version, self.requester)
@@ -100,6 +100,6 @@ class WeightsClient:
 
     def close(self) -> None:
         if self.monitor is not None:
-            sockets.stop_watching(self.snapshot, self.monitor)
+            socket_monitor.stop_watching(self.snapshot, self.monitor)
         for sock in (self.sub, self.snapshot):
             sockets.close(sock, linger_ms=0)
