@@ -17,7 +17,9 @@ import numpy as np
 import torch
 import zmq
 
-from tandem.client.bench.transport import JOIN, START_TIMEOUT_S, end_process, machine, make_batch, tandem_send_loop
+from tandem.client.bench.transport import START_TIMEOUT_S, end_process, tandem_send_loop
+from tandem.client.bench.transport_figures import machine
+from tandem.client.bench.transport_payloads import JOIN, make_batch
 from tandem.protocol import sockets
 
 TARGET_SHARE = 0.8  # the learner keeps at least this share of its no-intake update rate under a flood
