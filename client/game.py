@@ -134,6 +134,7 @@ class Agent:
         self.spaces = welcome.spaces
         self.server = welcome.server
         self.obs_dtype = np.dtype(self.spaces.obs_dtype)
+        self.action_size = int(np.prod(self.spaces.action_shape)) if self.spaces.action_kind == "box" else 1
         self.version = -1  # the weight version of the last action
 
     @property
@@ -155,9 +156,8 @@ class Agent:
         self.version = reply.version
         if reply.action is None:
             return None
-        want = int(np.prod(self.spaces.action_shape)) if self.spaces.action_kind == "box" else 1
-        if reply.action.size != want:
-            raise AgentError("bad_reply", f"an action of {reply.action.size} values, expected {want}")
+        if reply.action.size != self.action_size:
+            raise AgentError("bad_reply", f"an action of {reply.action.size} values, expected {self.action_size}")
         if self.spaces.action_kind == "discrete":
             return int(reply.action[0])
         return reply.action.reshape(self.spaces.action_shape).copy()
@@ -165,23 +165,21 @@ class Agent:
     def request(self, message: Any) -> Any:
         """Send `message` and wait (at most timeout_s in all) for the reply carrying its request_id."""
         deadline = time.monotonic() + self.timeout_s
-        # A server that stopped said so (a notice already queued here): no need to wait out its silence.
-        self.read_notices()
         frames = message.to_frames()
         # Each call tries first and waits only when it must: a frame's round trip is a fraction of a millisecond.
-        if not game_socket.send_now(self.sock, frames) and not (
-            game_socket.wait_writable(self.sock, self.timeout_s) and game_socket.send_now(self.sock, frames)
-        ):
-            self.close(bye=False)
-            raise ServerGone(f"cannot queue a request for {self.endpoint} within {self.timeout_s:g} s")
+        if not game_socket.send_now(self.sock, frames):
+            self.read_notices()  # a server that stopped said so (a notice queued here): no need to wait it out
+            if not (game_socket.wait_writable(self.sock, self.timeout_s) and game_socket.send_now(self.sock, frames)):
+                self.close(bye=False)
+                raise ServerGone(f"cannot queue a request for {self.endpoint} within {self.timeout_s:g} s")
         while True:
-            frames = game_socket.recv_now(self.sock)
+            # The wait is ZeroMQ's own, not a loop here: it is most of a game's frame. A notice queued before
+            # the reply (the server stopped) comes first and ends the wait at once.
+            left_s = deadline - time.monotonic()
+            frames = game_socket.recv_within(self.sock, left_s) if left_s > 0 else None
             if frames is None:
-                left_s = deadline - time.monotonic()
-                if left_s <= 0 or not game_socket.wait_readable(self.sock, left_s):
-                    self.close(bye=False)
-                    raise ServerGone(f"no reply from {self.endpoint} within {self.timeout_s:g} s")
-                continue
+                self.close(bye=False)
+                raise ServerGone(f"no reply from {self.endpoint} within {self.timeout_s:g} s")
             reply = self.decoded(frames)
             if reply is None or getattr(reply, "request_id", None) != message.request_id:
                 continue  # not for us to crash on, or a late reply to an earlier request

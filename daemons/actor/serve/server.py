@@ -183,9 +183,17 @@ class GameServer:
         chores: silent games, new weights, unrolls to the learner, the heartbeat."""
         games, link = self.games, self.links[DEFAULT_POLICY]
         timeout_s = min(IDLE_POLL_S, games.due_at(self.wait_s) - now)
-        if timeout_s <= 0 or game_socket.wait_readable(self.router, timeout_s):
+        first = None
+        if not games.pending:
+            # No batch waits: sleep inside ZeroMQ until a step comes (its millisecond grain only bounds the chores'
+            # pace); with one game this wait is every frame's, and a Python loop around it cost a game frames/s.
+            first = game_socket.recv_within(self.router, timeout_s)
+            ready = first is not None
+        else:  # a batch waits for more steps until a deadline a fraction of a millisecond away
+            ready = timeout_s <= 0 or game_socket.wait_readable(self.router, timeout_s)
+        if ready:
             for _ in range(DRAIN_MAX):
-                frames = game_socket.recv_now(self.router)
+                frames, first = first or game_socket.recv_now(self.router), None
                 if frames is None:
                     break
                 self.handle(frames, self.clock())
