@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -13,9 +12,10 @@ import time
 from pathlib import Path
 
 import click
-import numpy as np
 
 from tandem.client.bench.game_drive import alone, echo, play
+from tandem.client.bench.game_phases import TARGET_FRAMES_PER_S, game_figures, median_phases, paired_median
+from tandem.client.bench.game_processes import DEFAULT_CONFIG, print_processes, processes_record
 from tandem.client.bench.isolation import IDLE, TRAINING
 from tandem.client.config_cmd import bench_set_option
 
@@ -39,7 +39,6 @@ BASE = [
 TRAINING_UNBOUND = [*TRAINING, "learner.samples_per_insert=100000.0"]
 HEARTBEAT_S = 0.5
 TARGET_SHARE = 0.9  # one game keeps this share of its frame rate when the learner starts training flat out
-TARGET_FRAMES_PER_S = {1: 2000.0, 8: 6000.0}  # games -> frames/s in all, with the learner training (issue 26)
 
 
 def server_counters(run_dir: Path) -> dict:
@@ -64,14 +63,8 @@ def phase(endpoint: str, run_dir: Path, games: int, seconds: float, echoed: bool
     after = server_counters(run_dir)
     requests = after.get("serve_requests", 0) - before.get("serve_requests", 0)
     inferences = after.get("serve_inferences", 0) - before.get("serve_inferences", 0)
-    latencies = np.concatenate([np.asarray(r["latencies_ms"]) for r in results])
-    frames = sum(r["frames"] for r in results)
     return {
-        "games": games,
-        "frames_per_s": round(frames / seconds, 1),
-        "frames_per_s_per_game": round(frames / seconds / games, 1),
-        "latency_p50_ms": round(float(np.percentile(latencies, 50)), 3),
-        "latency_p99_ms": round(float(np.percentile(latencies, 99)), 3),
+        **game_figures(results, games, seconds),
         "batch_mean": None if echoed or not inferences else round(requests / inferences, 2),
         "learner_updates_per_s": round((after["updates"] - before["updates"]) / (seconds + 2 * HEARTBEAT_S), 1),
     }
@@ -141,26 +134,6 @@ def served_run(
                 up.wait(timeout=10)
 
 
-def median_phases(runs: list[list[dict]]) -> list[dict]:
-    """Per game count, the median of each figure over the repeats."""
-    merged = []
-    for same_count in zip(*runs):
-        row = {"games": same_count[0]["games"]}
-        for key in same_count[0]:
-            values = [p[key] for p in same_count if p[key] is not None]
-            if key != "games":
-                row[key] = round(statistics.median(values), 3) if values else None
-        merged.append(row)
-    return merged
-
-
-def paired_median(numerators: list[list[dict]], denominators: list[list[dict]], k: int) -> float:
-    """The median over repeats of each repeat's frames/s ratio at game count k (a pair shares the machine's load)."""
-    return round(
-        statistics.median(n[k]["frames_per_s"] / d[k]["frames_per_s"] for n, d in zip(numerators, denominators)), 4
-    )
-
-
 @click.command("game")
 @click.option("--games", "counts", default="1,8", show_default=True, help="Game counts, comma-separated.")
 @click.option("--seconds", default=10.0, show_default=True, help="Length of each phase.")
@@ -170,14 +143,35 @@ def paired_median(numerators: list[list[dict]], denominators: list[list[dict]], 
 @click.option(
     "--ipc", is_flag=True, help="Games connect over ipc:// (a socket in the run directory), not loopback TCP."
 )
+@click.option(
+    "--processes",
+    is_flag=True,
+    help="Each game a process of its own playing with the client library (client/game.py), served by --config's "
+    "run as its file has it (its learner training, its evaluator on); beside the same processes against a raw echo.",
+)
+@click.option(
+    "--config",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="(--processes) The served run.  [default: the example game_cartpole.toml]",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
 @click.option("--quick", is_flag=True, help="1 and 8 games, 3 s each, one repeat (a smoke run, not a figure to quote).")
 @bench_set_option
 def game_cmd(
-    counts: str, seconds: float, repeats: int, ipc: bool, as_json: bool, quick: bool, overrides: tuple[str, ...]
+    counts: str,
+    seconds: float,
+    repeats: int,
+    ipc: bool,
+    processes: bool,
+    config: Path | None,
+    as_json: bool,
+    quick: bool,
+    overrides: tuple[str, ...],
 ) -> None:
     """Served games' frames/s and latency with the learner idle and training flat out, beside a raw ZeroMQ
-    ROUTER echo driven by the same games in the same training runs; medians over repeats."""
+    ROUTER echo driven by the same games in the same training runs; medians over repeats. With --processes:
+    a served config as it is, each game its own process, as games that follow the protocol run."""
     try:
         game_counts = [int(c) for c in counts.split(",") if c.strip()]
     except ValueError:
@@ -186,6 +180,17 @@ def game_cmd(
         raise click.BadParameter(f"{counts!r}: expected positive game counts such as 1,8", param_hint="--games")
     if quick:
         game_counts, seconds, repeats = [c for c in game_counts if c <= 8][:2] or [1], 3.0, 1
+    if config is not None and not processes:
+        raise click.UsageError("--config goes with --processes (the lock-step games use a run of their own)")
+    if processes:
+        extra = (*(["actors.serve_bind='ipc://'"] if ipc else []), *overrides)
+        say = (lambda line: None) if as_json else click.echo
+        record = processes_record(config or DEFAULT_CONFIG, game_counts, seconds, repeats, extra, quick, say)
+        if as_json:
+            click.echo(json.dumps(record))
+        else:
+            print_processes(record)
+        return
     base = alone(min(seconds, 5.0))
     idle_runs, training_runs, echo_runs = [], [], []
     for r in range(repeats):  # alternated, so that a change in the machine's load falls on both alike
@@ -215,6 +220,7 @@ def game_cmd(
             met[f"{row['games']}_games_frames_per_s"] = row["frames_per_s"] >= TARGET_FRAMES_PER_S[row["games"]]
     record = {
         "benchmark": "game",
+        "mode": "drivers",
         "quick": quick,
         "seconds": seconds,
         "repeats": repeats,

@@ -4,7 +4,9 @@ server (or a raw ZeroMQ echo), the echo itself, and the game's own frame rate wi
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import time
+from collections.abc import Callable
 from queue import Empty
 
 import click
@@ -57,7 +59,7 @@ def drive(
 ) -> None:
     """`games` CartPole games, each its own connection, stepped in lock-step: every game sends its step, then
     each waits for its reply (as many games on one clock would); puts its frames and client-side latencies
-    (or its error) on `out`. `tandem bench game-solve` plays its games with this too.
+    and CPU seconds (or its error) on `out`. `tandem bench game-solve` plays its games with this too.
 
     Against the echo (`echoed`) there is no hello and the reply is the step itself: the game picks a random
     action. Otherwise the same messages go and come back, an episode's end included. With `start`, the
@@ -69,9 +71,7 @@ def drive(
     from tandem.protocol.game_plain import decode_reply
 
     def reply_to(sock) -> object:
-        frames = game_socket.recv_now(sock)
-        if frames is None and game_socket.wait_readable(sock, 30.0):
-            frames = game_socket.recv_now(sock)
+        frames = game_socket.recv_within(sock, 30.0)  # as the client library waits (client/game.py)
         if frames is None:
             raise RuntimeError("no reply within 30 s")
         return decode_reply(frames)
@@ -90,7 +90,7 @@ def drive(
         latencies, frames, request, stopped = [], 0, 2, False
         if start is not None:
             start.wait(timeout=120)  # every driver of the phase measures over the same seconds
-        end = time.monotonic() + seconds
+        cpu_started, end = time.process_time(), time.monotonic() + seconds
         while time.monotonic() < end and not stopped:
             sent = []
             for g, sock in enumerate(socks):
@@ -120,7 +120,8 @@ def drive(
                 pending[g] = (float(reward), bool(done), bool(truncated))
                 frames += 1
             request += 1
-        out.put({"frames": frames, "latencies_ms": latencies, "server_stopped": stopped})
+        cpu_s = time.process_time() - cpu_started
+        out.put({"frames": frames, "latencies_ms": latencies, "server_stopped": stopped, "cpu_s": cpu_s})
     except Exception as exc:  # reported, not raised: the parent says which phase failed
         out.put({"error": f"{type(exc).__name__}: {exc}"})
     finally:
@@ -130,23 +131,79 @@ def drive(
         sockets.close_context(ctx, linger_ms=1000)
 
 
-def play(endpoint: str, games: int, seconds: float, echoed: bool = False) -> list[dict]:
-    """Drive `games` games for `seconds` from up to DRIVERS_MAX processes; each driver's frames and latencies."""
-    drivers = min(DRIVERS_MAX, games)
+def agent_game(
+    endpoint: str, index: int, seconds: float, out: multiprocessing.Queue, start: multiprocessing.Barrier
+) -> None:
+    """One CartPole game as a game process that follows the spec plays it: its own loop, its own Agent (the public
+    client library, client/game.py: one DEALER), an action asked for every frame. Puts its frames, client-side
+    latencies and CPU seconds (its ZeroMQ I/O thread's included) on `out`, or its error."""
+    import gymnasium as gym
+
+    from tandem.client.game import Agent, AgentError
+
+    try:
+        env = gym.make("CartPole-v1")
+        obs, reward, done, truncated = env.reset(seed=index)[0], 0.0, False, False
+        latencies, frames, stopped = [], 0, False
+        with Agent(endpoint, game=f"bench-{index}", timeout_s=30.0) as agent:
+            start.wait(timeout=120)  # every game of the phase measures over the same seconds
+            cpu_started, end = time.process_time(), time.monotonic() + seconds
+            while (sent := time.monotonic()) < end:
+                try:
+                    action = agent.act(obs, reward, done, truncated)
+                except AgentError as exc:
+                    if exc.code != "shutdown":
+                        raise
+                    stopped = True  # the run ended (or the server restarted): this game is over
+                    break
+                latencies.append((time.monotonic() - sent) * 1000.0)
+                if action is None:  # the episode ended: the next act starts the next one
+                    obs, reward, done, truncated = env.reset()[0], 0.0, False, False
+                    continue
+                obs, reward, done, truncated, _ = env.step(action)
+                frames += 1
+            cpu_s = time.process_time() - cpu_started
+        out.put({"frames": frames, "latencies_ms": latencies, "server_stopped": stopped, "cpu_s": cpu_s})
+    except Exception as exc:  # reported, not raised: the parent says which phase failed
+        out.put({"error": f"{type(exc).__name__}: {exc}"})
+
+
+def play(
+    endpoint: str,
+    games: int,
+    seconds: float,
+    echoed: bool = False,
+    processes: bool = False,
+    started: Callable[[], None] | None = None,
+) -> list[dict]:
+    """Drive `games` games for `seconds` from up to DRIVERS_MAX processes (`processes`: each game a process of
+    its own, playing with the client library, or against the echo with `drive`); each process's report.
+    `started` runs here when the games begin their `seconds`."""
+    drivers = games if processes else min(DRIVERS_MAX, games)
     ctx = multiprocessing.get_context("spawn")
     queue: multiprocessing.Queue = ctx.Queue()
-    start = ctx.Barrier(drivers)
-    procs = [
-        ctx.Process(
-            target=drive,
-            args=(endpoint, games // drivers + (i < games % drivers), seconds, queue),
-            kwargs={"echoed": echoed, "start": start},
-        )
-        for i in range(drivers)
-    ]
+    start = ctx.Barrier(drivers + (started is not None))
+    if processes and not echoed:
+        procs = [ctx.Process(target=agent_game, args=(endpoint, i, seconds, queue, start)) for i in range(drivers)]
+    else:
+        procs = [
+            ctx.Process(
+                target=drive,
+                args=(endpoint, games // drivers + (i < games % drivers), seconds, queue),
+                kwargs={"echoed": echoed, "start": start},
+            )
+            for i in range(drivers)
+        ]
     for p in procs:
         p.start()
     try:
+        if started is not None:
+            try:
+                start.wait(timeout=120)
+            except threading.BrokenBarrierError:
+                pass  # a game failed before it began: its report below says why
+            else:
+                started()
         results, deadline = [], time.monotonic() + seconds + 120
         while len(results) < len(procs):
             try:

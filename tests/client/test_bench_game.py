@@ -1,13 +1,20 @@
-"""The game benches' own parts against an action server in this process: no `tandem up`, nothing measured."""
+"""The game benches: their parts against an action server in this process, and a smoke run of `bench game
+--processes` (a real `tandem up`; its record checked for completeness, no speed asserted)."""
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+from click.testing import CliRunner
+
 from tandem.client.bench.game_solve import game_errors, player
+from tandem.client.cli import cli
 from tandem.client.game import find_endpoint
 from tests.daemons.game_harness import WAIT_S, serve_in_thread
 
@@ -44,3 +51,36 @@ def test_game_solve_names_each_game_that_failed():
         "RuntimeError: no reply within 30 s",
         "a game process exited with code 1 (its traceback is on stderr)",
     ]
+
+
+@pytest.mark.timeout(300)
+def test_bench_game_processes_serves_the_example_to_a_process_per_game_and_says_what_each_part_cost():
+    # Served games were measured only by the bench's own lock-step drivers against a pinned DQN run, while a
+    # game that follows the spec (a process of its own, the client library, the example's APPO config with its
+    # evaluator) made a third of their frames/s: this mode measures that set-up.
+    result = CliRunner().invoke(cli, ["bench", "game", "--processes", "--quick", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output.strip().splitlines()[-1])
+    assert (data["benchmark"], data["mode"], data["transport"], data["quick"]) == ("game", "processes", "tcp", True)
+    assert Path(data["config"]).name == "game_cartpole.toml" and data["repeats"] == 1 and data["overrides"] == []
+    assert data["alone_frames_per_s"] > 0
+    for side in ("training", "echo"):
+        assert [p["games"] for p in data[side]] == [1, 8]
+        for p in data[side]:
+            assert p["frames_per_s"] > 0 and 0 < p["latency_p50_ms"] <= p["latency_p99_ms"]
+            assert set(p["cores"]) == {"games", "server", "learner", "evaluator", "supervisor"}
+            assert p["cores"]["games"] > 0 and p["dropped_by_learner"] >= 0 and p["dropped_by_actors"] >= 0
+    for p in data["training"]:  # served: the server batched across the games; the echo has no server
+        assert 1 <= p["batch_mean"] <= p["games"]
+        assert p["share_of_echo"] > 0
+    assert all(p["batch_mean"] is None for p in data["echo"])
+    assert sum(p["learner_updates_per_s"] for p in data["training"]) > 0  # it trained on what the games sent
+    assert data["target"] == {"training_frames_per_s_min": {"1": 2000.0, "8": 6000.0}}
+    assert set(data["met"]) == {"1_games_frames_per_s", "8_games_frames_per_s"}
+
+
+def test_bench_game_config_goes_with_processes(tmp_path):
+    config = tmp_path / "game.toml"
+    config.write_text("")
+    result = CliRunner().invoke(cli, ["bench", "game", "--config", str(config), "--quick"])
+    assert result.exit_code != 0 and "--config goes with --processes" in result.output
