@@ -402,3 +402,14 @@ def test_daemons_are_composed_not_inherited():
         if base.rpartition(".")[2] in names
     ]
     assert not inherited, "daemon classes inherited from: " + ", ".join(inherited)
+
+
+MODULE_MAX_LINES = 400  # one job a module; past this a module is doing two (docs/DESIGN.md, "How the code should feel")
+
+
+def test_no_module_is_over_the_line_limit():
+    files = [p for top in (*PACKAGES, "tandem") for p in (ROOT / top).rglob("*.py")]
+    long = sorted(
+        f"{p.relative_to(ROOT)}: {n} lines" for p in files if (n := len(p.read_text().splitlines())) > MODULE_MAX_LINES
+    )
+    assert not long, f"modules over {MODULE_MAX_LINES} lines (split them by job): " + ", ".join(long)
