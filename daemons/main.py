@@ -17,13 +17,13 @@ from tandem.daemons.config import ConfigError, RunConfig, load_config
 from tandem.daemons.runtime import stack_dump
 from tandem.daemons.runtime.exit_codes import ExitCode
 from tandem.daemons.runtime.logs import setup_logging
-from tandem.daemons.runtime.names import learner_name
+from tandem.daemons.runtime.names import Role, learner_name
 from tandem.daemons.runtime.process_name import set_process_name
 from tandem.daemons.runtime.signals import StopFlag, die_with_parent
 from tandem.daemons.settings.plugins import add_to_path, plugin_folders
 from tandem.daemons.settings.setup_errors import SetupError
 
-ROLES = ("actor", "learner", "evaluator")
+ROLES = tuple(role.value for role in Role)  # what `tandem ROLE` and a DaemonSpec take
 DAEMON_NAME_ENV = "TANDEM_DAEMON"  # set in every daemon (`actor-3`), so a user's env factory can tell where it runs
 
 
@@ -31,7 +31,7 @@ DAEMON_NAME_ENV = "TANDEM_DAEMON"  # set in every daemon (`actor-3`), so a user'
 class DaemonSpec:
     """Which daemon to run, with what: what `tandem ROLE CONFIG [options]` says on a command line."""
 
-    role: str  # one of ROLES
+    role: str  # one of ROLES (a Role, or its value)
     config_file: str
     overrides: tuple[str, ...] = ()  # `--set section.key=value`
     control: str | None = None  # the supervisor's control endpoint (heartbeats, lookups, start tokens)
@@ -48,24 +48,24 @@ class DaemonSpec:
 
     @property
     def name(self) -> str:
-        if self.role == "actor":
+        if self.role == Role.ACTOR:
             return f"actor-{self.index}"
-        if self.role == "learner":
+        if self.role == Role.LEARNER:
             return learner_name(self.policy, self.rank)
         return self.role
 
 
 def make_daemon(spec: DaemonSpec, config: RunConfig, stop: StopFlag) -> Any:
     """The daemon object for `spec`; its module is imported here (torch comes with it)."""
-    if spec.role == "actor" and config.actors.mode == "serve":
+    if spec.role == Role.ACTOR and config.actors.mode == "serve":
         from tandem.daemons.actor.serve.server import GameServer
 
         return GameServer(config, spec.index, stop, spec.control, insecure=spec.insecure)
-    if spec.role == "actor":
+    if spec.role == Role.ACTOR:
         from tandem.daemons.actor.daemon import Actor
 
         return Actor(config, spec.index, stop, spec.control)
-    if spec.role == "learner":
+    if spec.role == Role.LEARNER:
         from tandem.daemons.learner.daemon import Learner
 
         return Learner(
@@ -79,7 +79,7 @@ def make_daemon(spec: DaemonSpec, config: RunConfig, stop: StopFlag) -> Any:
             rank=spec.rank,
             replica_port=spec.replica_port,
         )
-    if spec.role == "evaluator":
+    if spec.role == Role.EVALUATOR:
         from tandem.daemons.evaluator.daemon import Evaluator
 
         return Evaluator(config, stop, spec.control)

@@ -12,11 +12,14 @@ from __future__ import annotations
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tandem.daemons.supervisor import states
 from tandem.daemons.supervisor.status import status_data
 from tandem.protocol import ControlReply, ControlRequest
+
+if TYPE_CHECKING:  # the supervisor builds these helpers' arguments; they never import it at run time
+    from tandem.daemons.supervisor.supervisor import Supervisor
 
 
 @dataclass(frozen=True)
@@ -29,11 +32,11 @@ class Command:
     reply: str
 
 
-def status(sup: Any, request: ControlRequest, now: float) -> ControlReply:
+def status(sup: Supervisor, request: ControlRequest, now: float) -> ControlReply:
     return ControlReply(request.request_id, True, data=status_data(sup, now))
 
 
-def stop(sup: Any, request: ControlRequest, now: float) -> ControlReply:
+def stop(sup: Supervisor, request: ControlRequest, now: float) -> ControlReply:
     sup.stop(now, by=str(request.args.get("by", "tandem stop")))
     if sup.remote and not sup.records:
         return ControlReply(
@@ -45,7 +48,7 @@ def stop(sup: Any, request: ControlRequest, now: float) -> ControlReply:
     return ControlReply(request.request_id, True, message="stopping every daemon")
 
 
-def restart(sup: Any, request: ControlRequest, now: float) -> ControlReply:
+def restart(sup: Supervisor, request: ControlRequest, now: float) -> ControlReply:
     rid, name = request.request_id, request.args.get("name")
     if name in sup.remote:
         return ControlReply(
@@ -67,11 +70,11 @@ def restart(sup: Any, request: ControlRequest, now: float) -> ControlReply:
     return ControlReply(rid, True, message=f"restarting {name}")
 
 
-def register(sup: Any, request: ControlRequest, now: float) -> ControlReply:
+def register(sup: Supervisor, request: ControlRequest, now: float) -> ControlReply:
     return sup.register(request, now)
 
 
-def lookup(sup: Any, request: ControlRequest, now: float) -> ControlReply:
+def lookup(sup: Supervisor, request: ControlRequest, now: float) -> ControlReply:
     policy, actor = request.args.get("policy", ""), request.args.get("actor")
     entry = sup.registry.get(str(policy))
     if entry is None:
@@ -97,12 +100,12 @@ def lookup(sup: Any, request: ControlRequest, now: float) -> ControlReply:
     )
 
 
-def rendezvous(sup: Any, request: ControlRequest, now: float) -> ControlReply:
+def rendezvous(sup: Supervisor, request: ControlRequest, now: float) -> ControlReply:
     ok, error, data = sup.replicas.rendezvous(dict(request.args))
     return ControlReply(request.request_id, ok, "" if ok else "bad_args", error, data=data)
 
 
-def start_token(sup: Any, request: ControlRequest, now: float) -> ControlReply:
+def start_token(sup: Supervisor, request: ControlRequest, now: float) -> ControlReply:
     name = request.args.get("name")
     if not isinstance(name, str) or not name:
         return ControlReply(request.request_id, False, "bad_args", "start_token needs name: the asking daemon's name")
@@ -115,7 +118,7 @@ def start_token(sup: Any, request: ControlRequest, now: float) -> ControlReply:
     return ControlReply(request.request_id, True, data={"granted": granted, "holders": sorted(sup.tokens.holders)})
 
 
-def episodes(sup: Any, request: ControlRequest, now: float) -> ControlReply:
+def episodes(sup: Supervisor, request: ControlRequest, now: float) -> ControlReply:
     args = request.args
     agents = args.get("agents")
     returns = args.get("returns", [])
@@ -125,7 +128,7 @@ def episodes(sup: Any, request: ControlRequest, now: float) -> ControlReply:
     return ControlReply(request.request_id, True, data={})
 
 
-def progress(sup: Any, request: ControlRequest, now: float) -> ControlReply:
+def progress(sup: Supervisor, request: ControlRequest, now: float) -> ControlReply:
     return ControlReply(request.request_id, True, data={"figures": sup.view.figures(now)})
 
 
@@ -179,7 +182,7 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-def handle(sup: Any, request: ControlRequest, now: float) -> ControlReply:
+def handle(sup: Supervisor, request: ControlRequest, now: float) -> ControlReply:
     """Answer one control request through the table; an unknown command is answered with the known ones."""
     command = COMMANDS.get(request.command)
     if command is None:

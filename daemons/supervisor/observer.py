@@ -5,11 +5,14 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tandem.daemons.runtime.logs import log_dropped
 from tandem.daemons.supervisor.run_metrics import RunMetricsLog
 from tandem.daemons.supervisor.status import status_data
+
+if TYPE_CHECKING:  # the supervisor builds these helpers' arguments; they never import it at run time
+    from tandem.daemons.supervisor.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 INTERVAL_S = 1.0
@@ -55,14 +58,14 @@ class Observer:
         self.next_due = 0.0
         self.failures = 0  # records the disk refused
 
-    def tick(self, sup: Any, now: float) -> None:
+    def tick(self, sup: Supervisor, now: float) -> None:
         """Called every loop pass; does its work once per INTERVAL_S."""
         if now < self.next_due:
             return
         self.next_due = now + INTERVAL_S
         self._record(sup, now)
 
-    def _record(self, sup: Any, now: float) -> None:
+    def _record(self, sup: Supervisor, now: float) -> None:
         figures = sup.view.figures(now)
         try:
             self.curves.write(figures, time.time())
@@ -77,7 +80,7 @@ class Observer:
         if self.server is not None:
             self.server.publish({"status": status_data(sup, now), "figures": figures})
 
-    def close(self, sup: Any, now: float) -> None:
+    def close(self, sup: Supervisor, now: float) -> None:
         """The last record (the figures at the end), then the file and the HTTP thread are closed."""
         try:
             self._record(sup, now)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from tandem.daemons.runtime.names import learner_policy
+from tandem.daemons.runtime.names import Role, learner_policy, replica_rank
 from tandem.daemons.runtime.rate_meter import RateMeter
 from tandem.daemons.runtime.reporter import train_diagnostics
 from tandem.daemons.settings.schema import StopSection
@@ -34,7 +34,7 @@ class RunView:
 
     def heartbeat(self, beat: Heartbeat, now: float) -> None:
         old = self.beats.get(beat.name)
-        if old is not None and old.incarnation != beat.incarnation and beat.role == "actor":
+        if old is not None and old.incarnation != beat.incarnation and beat.role == Role.ACTOR:
             # A restarted actor counts from zero again: keep what its earlier incarnations did.
             self.carried_steps[beat.name] = self.carried_steps.get(beat.name, 0) + int(old.counters.get("env_steps", 0))
         self.beats[beat.name] = beat
@@ -69,7 +69,9 @@ class RunView:
 
     def learner_counter(self, key: str) -> float:
         """Summed over policies; a replicated policy counts once (its replicas update in step: replica 0 speaks)."""
-        return sum(b.counters.get(key, 0) for n, b in self.beats.items() if b.role == "learner" and "@" not in n)
+        return sum(
+            b.counters.get(key, 0) for n, b in self.beats.items() if b.role == Role.LEARNER and replica_rank(n) == 0
+        )
 
     def eval_counter(self, key: str) -> float | None:
         beat = self.beats.get("evaluator")
@@ -81,7 +83,7 @@ class RunView:
     def policy_figures(self) -> dict[str, dict[str, float | int | None]]:
         """Per policy (runs with several learners): its version, updates and evaluation return."""
         # one row per policy: its first replica speaks for it (replicas train in step, with the same version)
-        learners = {n: b for n, b in self.beats.items() if b.role == "learner" and "@" not in n}
+        learners = {n: b for n, b in self.beats.items() if b.role == Role.LEARNER and replica_rank(n) == 0}
         if len(learners) < 2:
             return {}
         evaluator = self.beats.get("evaluator")
@@ -97,16 +99,16 @@ class RunView:
         return out
 
     def figures(self, now: float) -> dict:
-        actor_versions = [b.counters.get("version", -1) for b in self.beats.values() if b.role == "actor"]
-        learner_versions = [b.counters.get("version", -1) for b in self.beats.values() if b.role == "learner"]
+        actor_versions = [b.counters.get("version", -1) for b in self.beats.values() if b.role == Role.ACTOR]
+        learner_versions = [b.counters.get("version", -1) for b in self.beats.values() if b.role == Role.LEARNER]
         extra: dict = {}
         if policies := self.policy_figures():
             extra["policies"] = policies
         else:
-            learner = next((b for b in self.beats.values() if b.role == "learner"), None)
+            learner = next((b for b in self.beats.values() if b.role == Role.LEARNER), None)
             if learner is not None and (train := train_diagnostics(learner.counters)):
                 extra["train"] = train
-        servers = [b.counters for b in self.beats.values() if b.role == "actor" and "serve_port" in b.counters]
+        servers = [b.counters for b in self.beats.values() if b.role == Role.ACTOR and "serve_port" in b.counters]
         if servers:  # action servers: games connected, requests/s, and the worst server's p99 latency
             extra["games"] = int(sum(c.get("games", 0) for c in servers))
             extra["serve_requests_per_s"] = round(sum(c.get("serve_requests_per_s", 0) for c in servers), 1)

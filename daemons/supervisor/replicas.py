@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tandem.daemons.config.policies import policy_config
-from tandem.daemons.runtime.names import learner_name, learner_policy
+from tandem.daemons.runtime.names import learner_name, learner_policy, replica_rank
 from tandem.daemons.settings.agents import policy_names
 from tandem.daemons.settings.schema import RunConfig
 
@@ -79,7 +79,7 @@ class ReplicaSets:
         group = self.group_of(name)
         if group is None:
             return []
-        rank = rank_of(name)
+        rank = replica_rank(name)
         group.registered.pop(rank, None)
         if rank not in group.joined:
             return []
@@ -93,7 +93,7 @@ class ReplicaSets:
         group = self.group_of(name)
         if group is None:
             return False
-        group.registered[rank_of(name)] = entry
+        group.registered[replica_rank(name)] = entry
         return True
 
     def feeding(self, policy: str, actor: int) -> dict[str, Any] | None:
@@ -104,9 +104,3 @@ class ReplicaSets:
 
     def replicated(self, policy: str) -> bool:
         return policy in self.groups
-
-
-def rank_of(name: str) -> int:
-    """The replica rank in a learner's name (`learner-P@2` -> 2; `learner-P` -> 0)."""
-    _, _, rank = name.partition("@")
-    return int(rank) if rank.isdigit() else 0

@@ -5,22 +5,25 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tandem.daemons.runtime.names import learner_policy
+from tandem.daemons.runtime.names import Role, learner_policy
 from tandem.daemons.security.curve import curve_keys
 from tandem.daemons.supervisor import states
 from tandem.daemons.supervisor.faults import disk_fault, unhealthy_reasons
 from tandem.protocol.sockets import link_security
 
+if TYPE_CHECKING:  # the supervisor builds these helpers' arguments; they never import it at run time
+    from tandem.daemons.supervisor.supervisor import Supervisor
 
-def process_row(sup: Any, name: str, now: float) -> dict[str, Any]:
+
+def process_row(sup: Supervisor, name: str, now: float) -> dict[str, Any]:
     rec = sup.records[name]
     beat = sup.beats.get(name)
     counters = dict(beat.counters) if beat else {}
     beat_age = now - sup.beat_times[name] if name in sup.beat_times else None
     hung = states.is_alive(rec) and beat_age is not None and beat_age > sup.heartbeat_policy.liveness_timeout_s
-    rate_key = "updates" if rec.role == "learner" else "env_steps"
+    rate_key = "updates" if rec.role == Role.LEARNER else "env_steps"
     return {
         "name": name,
         "role": rec.role,
@@ -49,13 +52,13 @@ def process_row(sup: Any, name: str, now: float) -> dict[str, Any]:
     }
 
 
-def remote_state(sup: Any, name: str, now: float) -> str:
+def remote_state(sup: Supervisor, name: str, now: float) -> str:
     """REMOTE while a daemon started elsewhere heartbeats, REMOTE-LOST once silent for the liveness timeout."""
     age = now - sup.beat_times[name] if name in sup.beat_times else None
     return "REMOTE-LOST" if age is None or age > sup.heartbeat_policy.liveness_timeout_s else "REMOTE"
 
 
-def state_summary(sup: Any, now: float) -> str:
+def state_summary(sup: Supervisor, now: float) -> str:
     """`supervising: 2 REMOTE, 1 REMOTE-LOST`: how many processes are in each state (systemd's STATUS=)."""
     counts: dict[str, int] = {}
     states_now = [rec.state.value for rec in sup.records.values()] + [remote_state(sup, n, now) for n in sup.remote]
@@ -64,13 +67,13 @@ def state_summary(sup: Any, now: float) -> str:
     return "supervising: " + (", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "no daemons yet")
 
 
-def remote_row(sup: Any, name: str, now: float) -> dict[str, Any]:
+def remote_row(sup: Supervisor, name: str, now: float) -> dict[str, Any]:
     """A daemon started elsewhere (another machine, systemd, tmux): watched through its heartbeats, not managed."""
     entry, beat = sup.remote[name], sup.beats.get(name)
     age = now - sup.beat_times[name] if name in sup.beat_times else None
     state = remote_state(sup, name, now)
     counters = dict(beat.counters) if beat else {}
-    rate_key = "updates" if entry["role"] == "learner" else "env_steps"
+    rate_key = "updates" if entry["role"] == Role.LEARNER else "env_steps"
     fault = disk_fault(counters) if state == "REMOTE" else ""
     return {
         "name": name,
@@ -101,29 +104,29 @@ def remote_row(sup: Any, name: str, now: float) -> dict[str, Any]:
     }
 
 
-def rate_from(sup: Any, name: str, key: str) -> float | None:
+def rate_from(sup: Supervisor, name: str, key: str) -> float | None:
     meter = getattr(sup, "rates", {}).get((name, key))
     return round(meter.rate(), 1) if meter else None
 
 
-def actor_sum(sup: Any, key: str, policy: str, single: bool) -> int | None:
+def actor_sum(sup: Supervisor, key: str, policy: str, single: bool) -> int | None:
     """A per-policy actor counter (`key.POLICY`; plain `key` in a one-policy run) summed over live actors."""
     values = [
         b.counters.get(f"{key}.{policy}", b.counters.get(key) if single else None)
         for b in sup.beats.values()
-        if b.role == "actor"
+        if b.role == Role.ACTOR
     ]
     values = [v for v in values if v is not None]
     return int(sum(values)) if values else None
 
 
-def actor_seconds(sup: Any, key: str) -> float | None:
+def actor_seconds(sup: Supervisor, key: str) -> float | None:
     """A per-actor time counter summed over live actors (an actor waits for every policy at once)."""
-    values = [b.counters[key] for b in sup.beats.values() if b.role == "actor" and key in b.counters]
+    values = [b.counters[key] for b in sup.beats.values() if b.role == Role.ACTOR and key in b.counters]
     return round(sum(values), 1) if values else None
 
 
-def policy_return(sup: Any, policy: str, single: bool) -> float | None:
+def policy_return(sup: Supervisor, policy: str, single: bool) -> float | None:
     """The evaluator's return for the policy, else None."""
     beat = sup.beats.get("evaluator")
     if beat is None:
@@ -131,10 +134,10 @@ def policy_return(sup: Any, policy: str, single: bool) -> float | None:
     return beat.counters.get(f"eval_return.{policy}", beat.counters.get("eval_return") if single else None)
 
 
-def policy_lines(sup: Any, now: float) -> list[dict[str, Any]]:
+def policy_lines(sup: Supervisor, now: float) -> list[dict[str, Any]]:
     lines = []
-    learners = [(n, r) for n, r in sup.records.items() if r.role == "learner"]
-    learners += [(n, None) for n, e in sup.remote.items() if e.get("role") == "learner"]
+    learners = [(n, r) for n, r in sup.records.items() if r.role == Role.LEARNER]
+    learners += [(n, None) for n, e in sup.remote.items() if e.get("role") == Role.LEARNER]
     single = len({learner_policy(name) for name, _ in learners}) <= 1  # replicas of one policy are one policy
     for name, rec in learners:
         c = dict(sup.beats[name].counters) if name in sup.beats else {}
@@ -191,11 +194,11 @@ def game_servers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         {"name": r["name"], **{key: r["counters"].get(key) for key in GAME_SERVER_KEYS}}
         for r in rows
-        if r["role"] == "actor" and "serve_port" in r["counters"]
+        if r["role"] == Role.ACTOR and "serve_port" in r["counters"]
     ]
 
 
-def status_data(sup: Any, now: float) -> dict[str, Any]:
+def status_data(sup: Supervisor, now: float) -> dict[str, Any]:
     rows = [process_row(sup, name, now) for name in sup.records]
     rows += [remote_row(sup, name, now) for name in sup.remote]
     reasons = unhealthy_reasons(rows, sup.faults)

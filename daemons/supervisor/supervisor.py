@@ -13,7 +13,7 @@ from typing import Any
 from tandem.daemons.main import DaemonSpec
 from tandem.daemons.runtime import stack_dump
 from tandem.daemons.runtime.logs import log_dropped
-from tandem.daemons.runtime.names import learner_policy
+from tandem.daemons.runtime.names import Role, learner_policy, replica_rank
 from tandem.daemons.runtime.rate_meter import RateMeter
 from tandem.daemons.settings.schema import RunConfig
 from tandem.daemons.supervisor import commands, states
@@ -22,7 +22,7 @@ from tandem.daemons.supervisor.children import Child
 from tandem.daemons.supervisor.exit_reason import STACK_LINES, hung_at, last_error_line
 from tandem.daemons.supervisor.faults import disk_fault
 from tandem.daemons.supervisor.progress import RunView
-from tandem.daemons.supervisor.replicas import ReplicaSets, rank_of
+from tandem.daemons.supervisor.replicas import ReplicaSets
 from tandem.daemons.supervisor.states import Action, HeartbeatPolicy, ProcessRecord, RestartPolicy, State
 from tandem.daemons.supervisor.tokens import StartTokens
 from tandem.protocol import ControlReply, ControlRequest, Heartbeat
@@ -231,7 +231,7 @@ class Supervisor:
             rss = beat.rss_bytes
         if limit and rss is not None and rss > limit:
             reason = f"rss {rss >> 20} MiB over its limit of {limit >> 20} MiB"
-        elif rec.role != "learner" and states.max_age_due(rec, now, self.config.supervisor.max_age_s):
+        elif rec.role != Role.LEARNER and states.max_age_due(rec, now, self.config.supervisor.max_age_s):
             reason = f"older than supervisor.max_age_s ({self.config.supervisor.max_age_s:g} s)"
         else:
             return
@@ -268,7 +268,7 @@ class Supervisor:
         """Why the run cannot go on: every learner is FATAL (any one with supervisor.end_run_on_learner_fatal), or
         every actor is. One policy's learner down in a multi-policy run is said once; the others train on."""
         recs = self.records.values()
-        learners = [r for r in recs if r.role == "learner"]
+        learners = [r for r in recs if r.role == Role.LEARNER]
         fatal = [r for r in learners if r.state == State.FATAL]
         if fatal and (len(fatal) == len(learners) or self.config.supervisor.end_run_on_learner_fatal):
             return f"{fatal[0].name} is FATAL: {fatal[0].last_error}"
@@ -282,7 +282,7 @@ class Supervisor:
                     rec.last_error,
                 )
         self.policies_down &= {r.name for r in fatal}  # a restarted learner can go down, and be said, again
-        actors = [r for r in recs if r.role == "actor"]
+        actors = [r for r in recs if r.role == Role.ACTOR]
         if actors and all(r.state == State.FATAL for r in actors):
             return f"every actor is FATAL; {actors[0].name}: {actors[0].last_error}"
         return None
@@ -353,7 +353,7 @@ class Supervisor:
             "public_key": args.get("public_key") if isinstance(args.get("public_key"), str) else "",
             "link": args.get("link") if args.get("link") in ("curve", "loopback", "insecure") else "",
         }
-        policy, rank = str(args.get("policy", "")), rank_of(entry["name"])
+        policy, rank = str(args.get("policy", "")), replica_rank(entry["name"])
         group = self.replicas.group_of(entry["name"])
         previous = group.registered.get(rank) if group is not None and rank > 0 else self.registry.get(policy)
         self.replicas.register(entry["name"], entry)

@@ -18,9 +18,10 @@ from tandem.daemons.config.loader import config_from_dict
 from tandem.daemons.learner.replica_error import ReplicaError
 from tandem.daemons.learner.replica_group import Place, ReplicaGroup
 from tandem.daemons.replay import SampledBatch
+from tandem.daemons.runtime.names import replica_rank
 from tandem.daemons.settings.fields import ConfigError
 from tandem.daemons.supervisor.ports import plan_children
-from tandem.daemons.supervisor.replicas import ReplicaSets, rank_of
+from tandem.daemons.supervisor.replicas import ReplicaSets
 from tandem.protocol import TransitionBatch
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
@@ -262,7 +263,7 @@ def test_rendezvous_posts_and_withdraws_the_group_address_and_actors_stay_with_o
         "learner-default",
         "learner-default@1",
     ]
-    assert rank_of("learner-default@1") == 1 and rank_of("learner-default") == 0
+    assert replica_rank("learner-default@1") == 1 and replica_rank("learner-default") == 0
 
 
 @pytest.mark.parametrize(
