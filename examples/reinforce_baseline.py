@@ -11,8 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tandem.daemons.algorithms.spec import AlgorithmSpec
-from tandem.daemons.settings.schema import AlgorithmSection, option, redefault
+from tandem.algorithms import AlgorithmSection, AlgorithmSpec, option, redefault  # the plug-in surface, one module
 
 
 @dataclass
@@ -32,14 +31,14 @@ def check_action_space(action_space) -> None:
 def make_learner(config, obs_space, action_space, device, mask_size):
     import torch  # the factories import torch: reading a config never does
 
-    from tandem.daemons.algorithms.models import build_q_network
+    from tandem.algorithms import build_network
 
     class Learner:
         def __init__(self):
             self.cfg = config.algorithm
             torch.manual_seed(config.run.seed)
-            self.policy = build_q_network(config.model, obs_space, int(action_space.n))  # logits
-            self.value = build_q_network(config.model, obs_space, 1)  # the baseline
+            self.policy = build_network(config.model, obs_space, int(action_space.n))  # logits
+            self.value = build_network(config.model, obs_space, 1)  # the baseline
             params = [*self.policy.parameters(), *self.value.parameters()]
             self.optimizer = torch.optim.Adam(params, lr=self.cfg.learning_rate)
 
@@ -62,7 +61,7 @@ def make_learner(config, obs_space, action_space, device, mask_size):
             return out
 
         def update(self, unrolls):
-            from tandem.daemons.algorithms.base import UpdateResult
+            from tandem.algorithms import UpdateResult
 
             obs, acts, rets = [], [], []
             for u in unrolls:
@@ -122,14 +121,14 @@ def make_learner(config, obs_space, action_space, device, mask_size):
 def make_policy(config, obs_space, action_space, seed, mask_size):
     import torch
 
-    from tandem.daemons.algorithms.models import build_q_network
+    from tandem.algorithms import build_network
 
     class Policy:
         def __init__(self):
             self.generator = torch.Generator().manual_seed(seed or 0)
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(seed or 0)
-                self.net = build_q_network(config.model, obs_space, int(action_space.n))
+                self.net = build_network(config.model, obs_space, int(action_space.n))
 
         def explore(self, obs, epsilons):  # sample from the policy (epsilons play no part)
             with torch.no_grad():
@@ -147,7 +146,7 @@ def make_policy(config, obs_space, action_space, seed, mask_size):
 
 
 def make_feed(config, obs_space, action_space):
-    from tandem.daemons.feeds.unroll_feed import UnrollFeed  # whole unrolls, batch_size transitions an update
+    from tandem.algorithms import UnrollFeed  # whole unrolls, batch_size transitions an update
 
     return UnrollFeed(config.algorithm.batch_size, config.learner.max_lag)
 

@@ -413,3 +413,23 @@ def test_no_module_is_over_the_line_limit():
         f"{p.relative_to(ROOT)}: {n} lines" for p in files if (n := len(p.read_text().splitlines())) > MODULE_MAX_LINES
     )
     assert not long, f"modules over {MODULE_MAX_LINES} lines (split them by job): " + ", ".join(long)
+
+
+def test_the_example_plugin_needs_only_the_public_algorithm_surface():
+    # What an algorithm author writes imports Tandem through tandem.algorithms alone (docs/guides/extending.md).
+    import tandem.algorithms as surface
+
+    tree = ast.parse((ROOT / "examples" / "reinforce_baseline.py").read_text())
+    imported = {
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tandem")
+    }
+    assert imported == {"tandem.algorithms"}, (
+        f"the example plug-in reaches into {sorted(imported - {'tandem.algorithms'})}"
+    )
+    for name in surface.__all__:  # every name the surface offers resolves
+        assert getattr(surface, name) is not None, name
+    assert "torch" not in loaded_after(
+        "import tandem.algorithms; tandem.algorithms.AlgorithmSpec; tandem.algorithms.option"
+    )

@@ -8,9 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from tandem.daemons.algorithms.appo import APPO, APPOSection
-from tandem.daemons.settings.fields import ConfigError
-from tandem.daemons.settings.schema import AlgorithmSection, RunConfig, option, redefault
+from tandem.algorithms import APPO, AlgorithmSection, APPOSection, ConfigError, RunConfig, option, redefault
 
 PATH = "tests.daemons.plugin_algorithm:WRAPPED"
 
