@@ -19,6 +19,7 @@ API = {
     # the spec and its [algorithm] section (light)
     "AlgorithmSpec": "tandem.daemons.algorithms.spec:AlgorithmSpec",
     "AlgorithmSection": "tandem.daemons.settings.schema:AlgorithmSection",
+    "ReplaySection": "tandem.daemons.settings.schema:ReplaySection",  # the keys ReplayFeed reads, for its users
     "RunConfig": "tandem.daemons.settings.schema:RunConfig",
     "option": "tandem.daemons.settings.option:option",
     "redefault": "tandem.daemons.settings.schema:redefault",

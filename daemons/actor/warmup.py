@@ -17,8 +17,8 @@ from tandem.daemons.settings.schema import RunConfig
 
 
 def uniform_warmup(config: RunConfig) -> bool:
-    """The policy's algorithm asks for uniform actions while its weights are untrained (`uniform_warmup`)."""
-    return bool(getattr(config.algorithm, "uniform_warmup", False))
+    """The policy's algorithm asks for uniform actions while its weights are untrained (its section says)."""
+    return config.algorithm.uniform_until_trained()
 
 
 class UniformActions:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from tandem.daemons.algorithms.spec import AlgorithmSpec
 from tandem.daemons.settings.fields import ConfigError
-from tandem.daemons.settings.schema import AlgorithmSection, RunConfig, option, redefault
+from tandem.daemons.settings.schema import AlgorithmSection, ReplaySection, RunConfig, option, redefault
 
 if TYPE_CHECKING:
     from tandem.daemons.algorithms.base import Feed
@@ -17,16 +17,12 @@ NAME = "double_dqn"
 
 
 @dataclass
-class DQNSection(AlgorithmSection):
+class DQNSection(ReplaySection):
     """[algorithm] of double_dqn: n-step double Q-learning from replay, with epsilon-greedy actors."""
 
     name: str = redefault(AlgorithmSection, "name", NAME)
-    n_step: int = option(3, "Steps summed into each return before bootstrapping.", min=1, max=100)
     target_update_interval: int = option(250, "Updates between copies of the online net into the target net.", min=1)
     huber_delta: float = option(1.0, "Delta of the Huber loss.", above=0.0)
-    prioritized: bool = option(False, "Prioritized replay through a sum-tree instead of uniform sampling.")
-    priority_alpha: float = option(0.6, "How strongly priorities shape sampling (0 is uniform).", min=0.0, max=1.0)
-    priority_beta: float = option(0.4, "Importance-sampling correction exponent.", min=0.0, max=1.0)
 
     def check(self, config: RunConfig, where: str) -> None:
         learner = config.learner

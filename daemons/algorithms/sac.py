@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from tandem.daemons.algorithms.spec import AlgorithmSpec
 from tandem.daemons.settings.fields import ConfigError
-from tandem.daemons.settings.schema import AlgorithmSection, RunConfig, option, redefault
+from tandem.daemons.settings.schema import AlgorithmSection, ReplaySection, RunConfig, option, redefault
 
 if TYPE_CHECKING:
     from tandem.daemons.algorithms.base import Feed
@@ -18,7 +18,7 @@ NAME = "sac"
 
 
 @dataclass
-class SACSection(AlgorithmSection):
+class SACSection(ReplaySection):
     """[algorithm] of sac: Soft Actor-Critic from replay, for bounded Box actions."""
 
     name: str = redefault(AlgorithmSection, "name", NAME)
@@ -41,6 +41,9 @@ class SACSection(AlgorithmSection):
         "Actors act uniformly at random in the action space while they hold the untrained weights (version 0, "
         "until the learner's first update is published), as SAC implementations do before learning starts.",
     )
+
+    def uniform_until_trained(self) -> bool:
+        return self.uniform_warmup
 
     def check(self, config: RunConfig, where: str) -> None:
         if self.prioritized:

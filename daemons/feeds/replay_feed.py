@@ -9,7 +9,7 @@ import numpy as np
 
 from tandem.daemons.feeds.rate_limiter import RateLimiter
 from tandem.daemons.replay import FrameReplay, NStepAccumulator, NStepTransitions, ReplayBuffer, SampledBatch
-from tandem.daemons.settings.schema import RunConfig
+from tandem.daemons.settings.schema import ReplaySection, RunConfig
 from tandem.protocol import TransitionBatch, stacks
 
 
@@ -22,14 +22,19 @@ def consumed_per_update(config: RunConfig, replay: bool) -> float:
 class ReplayFeed:
     """Received unrolls become n-step transitions in replay; each update samples `algorithm.batch_size` of them.
 
-    A Feed (algorithms/base.py). The algorithm's [algorithm] section has the replay keys besides the shared
-    ones: n_step, prioritized, priority_alpha and priority_beta (as Double DQN's does).
+    A Feed (algorithms/base.py). The algorithm's [algorithm] section is a ReplaySection, which declares the
+    keys read here: n_step, prioritized, priority_alpha and priority_beta (Double DQN's and SAC's are).
     """
 
     can_prefetch = True  # a sample is as good one update early (Ape-X draws with priorities one update old)
     credit_pacing = False  # transitions are sampled many times: actors are paced by rate
 
     def __init__(self, config: RunConfig, obs_space: gym.Space, action_space: gym.Space):
+        if not isinstance(config.algorithm, ReplaySection):
+            raise TypeError(
+                f"algorithm {config.algorithm.name!r} feeds from ReplayFeed, so its [algorithm] section must subclass "
+                f"ReplaySection (tandem.algorithms), not {type(config.algorithm).__name__}"
+            )
         self.config = config
         shape = tuple(obs_space.shape or ())
         stack = config.env.frames_per_obs(shape)

@@ -47,6 +47,21 @@ class AlgorithmSection:
     def check(self, config: RunConfig, where: str) -> None:
         """ConfigError for values each fine alone but impossible together; `where` prefixes keys ('policies.NAME.')."""
 
+    def uniform_until_trained(self) -> bool:
+        """Whether actors act uniformly at random while they hold the untrained weights (version 0); an algorithm
+        that wants it says so here (SAC, with its `uniform_warmup` key), so nobody has to probe for a key."""
+        return False
+
+
+@dataclass
+class ReplaySection(AlgorithmSection):
+    """[algorithm] of an algorithm that learns from the built-in replay feed: the keys ReplayFeed reads."""
+
+    n_step: int = option(3, "Steps summed into each return before bootstrapping.", min=1, max=100)
+    prioritized: bool = option(False, "Prioritized replay through a sum-tree instead of uniform sampling.")
+    priority_alpha: float = option(0.6, "How strongly priorities shape sampling (0 is uniform).", min=0.0, max=1.0)
+    priority_beta: float = option(0.4, "Importance-sampling correction exponent.", min=0.0, max=1.0)
+
 
 def default_algorithm() -> AlgorithmSection:
     """The [algorithm] of a config that names none: the default algorithm's section, with its defaults."""

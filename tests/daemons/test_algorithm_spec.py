@@ -23,7 +23,7 @@ from tandem.daemons.evaluator.kept import acting_network
 from tandem.daemons.feeds.replay_feed import ReplayFeed
 from tandem.daemons.feeds.unroll_feed import UnrollFeed
 from tandem.daemons.runtime.exit_codes import ExitCode
-from tandem.daemons.settings.schema import AlgorithmSection, RunConfig
+from tandem.daemons.settings.schema import AlgorithmSection, ReplaySection, RunConfig
 from tandem.daemons.settings.setup_errors import SetupError
 from tests.daemons.plugin_algorithm import PATH, WRAPPED, WrappedSection
 
@@ -198,3 +198,19 @@ def test_both_feeds_are_feeds_and_the_learner_needs_nothing_else():
     assert not isinstance(Partial(), Feed)
     for name in ("double_dqn", "appo"):
         assert isinstance(make_feed(config_from_dict({"algorithm": {"name": name}}), OBS, ACTIONS), Feed)
+
+
+def test_the_replay_feed_takes_only_a_section_that_declares_its_keys():
+    # ReplayFeed reads n_step and the priority keys: a section without them is refused by name, not probed.
+    appo = config_from_dict({"algorithm": {"name": "appo"}})
+    with pytest.raises(TypeError, match="must subclass ReplaySection"):
+        ReplayFeed(appo, OBS, ACTIONS)
+    assert isinstance(RunConfig().algorithm, ReplaySection)  # the default algorithm's section declares them
+
+
+def test_uniform_actions_while_untrained_are_declared_by_the_section():
+    assert not RunConfig().algorithm.uniform_until_trained()
+    sac = config_from_dict({"algorithm": {"name": "sac"}})
+    assert sac.algorithm.uniform_until_trained()
+    off = config_from_dict({"algorithm": {"name": "sac", "uniform_warmup": False}})
+    assert not off.algorithm.uniform_until_trained()
