@@ -15,7 +15,7 @@ from tandem.daemons.algorithms.dqn_torch import DQNPolicy
 from tandem.daemons.algorithms.numpy_acting import MAX_ROWS, NumpyActing
 from tandem.daemons.config.loader import load_config
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cartpole_appo.toml"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "cartpole_appo.toml"
 BOX4 = gym.spaces.Box(-2.0, 2.0, (4,), np.float32)
 BOX2 = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
 MASKED_OBS = gym.spaces.Box(0.0, 1.0, (6,), np.float32)

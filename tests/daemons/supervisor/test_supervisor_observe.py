@@ -22,7 +22,7 @@ from tandem.daemons.supervisor.status import status_data
 from tandem.daemons.supervisor.supervisor import Supervisor
 from tandem.protocol import Heartbeat
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def make(tmp_path, *overrides: str) -> Supervisor:

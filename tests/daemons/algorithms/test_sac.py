@@ -170,7 +170,7 @@ def test_a_discrete_or_unbounded_action_space_is_refused():
 def test_the_halfcheetah_example_trains_serially_on_a_real_mujoco_env(tmp_path):
     """The MuJoCo example as shipped (6-D actions), through serial mode's real env, replay and learner."""
     pytest.importorskip("mujoco", reason="the mujoco extra is not installed (pip install -e '.[mujoco]')")
-    example = Path(__file__).resolve().parents[2] / "examples" / "halfcheetah_sac.toml"
+    example = Path(__file__).resolve().parents[3] / "examples" / "halfcheetah_sac.toml"
     config = load_config(
         example, ["stop.env_steps=1000", "learner.replay_min_size=300", "run.seed=3", "eval.enabled=false"]
     )
@@ -209,7 +209,7 @@ def test_actors_act_uniformly_while_they_hold_the_untrained_version_and_by_the_p
     from tandem.daemons.actor.warmup import UniformActions
     from tandem.daemons.serial.parts import SerialActor
 
-    example = Path(__file__).resolve().parents[2] / "examples" / "pendulum_sac.toml"
+    example = Path(__file__).resolve().parents[3] / "examples" / "pendulum_sac.toml"
     config = load_config(example, [f"algorithm.uniform_warmup={str(warmup).lower()}", "run.seed=5"])
     actor = SerialActor(config)
     try:

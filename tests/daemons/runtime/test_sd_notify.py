@@ -16,7 +16,7 @@ import pytest
 from tandem.daemons.runtime.reporter import Reporter, status_line
 from tandem.daemons.runtime.sd_notify import Notifier, notify_address, watchdog_interval_s
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 from tandem.daemons.runtime.exit_codes import ExitCode
 from tandem.daemons.supervisor.collector import HeartbeatCollector
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def run_spec(fields: str, timeout_s: float = 60) -> subprocess.Popen:

@@ -22,7 +22,7 @@ from tandem.daemons.learner.content import BatchContentCheck
 from tandem.daemons.learner.intake import BadBatch
 from tandem.daemons.runtime.endpoints import LearnerEndpoints
 from tandem.protocol import TransitionBatch, stacks
-from tests.daemons.test_dict_obs import ENVS, STEPS, collect, doorkey_config, learner_of
+from tests.daemons.envs.test_dict_obs import ENVS, STEPS, collect, doorkey_config, learner_of
 from tests.frame_envs import STACK, Actor, TaggedDict
 from tests.protocol.samples import unchecked_frames
 

@@ -32,7 +32,7 @@ def one_torch_thread():
 
 
 def linear_q(obs_space, num_actions, model_cfg):
-    """model.kind 'tests.daemons.test_dqn:linear_q': Q = W obs, so tests can set Q-values by hand."""
+    """model.kind 'tests.daemons.algorithms.test_dqn:linear_q': Q = W obs, so tests can set Q-values by hand."""
     return nn.Linear(obs_space.shape[0], num_actions, bias=False)
 
 
@@ -108,7 +108,7 @@ def test_q_values_converge_on_a_two_state_mdp(device):
 
 def test_target_uses_online_argmax_and_target_value():
     algo = DoubleDQN(
-        ModelSection(kind="tests.daemons.test_dqn:linear_q"),
+        ModelSection(kind="tests.daemons.algorithms.test_dqn:linear_q"),
         algo_cfg(learning_rate=1e-6, huber_delta=1.0),
         TWO_STATES,
         gym.spaces.Discrete(3),

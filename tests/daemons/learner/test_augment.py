@@ -12,8 +12,8 @@ from tandem.daemons.config import ConfigError, load_config
 from tandem.daemons.envs.spaces import ObsAdapter
 from tandem.daemons.learner.augment import UnrollAugment
 from tandem.protocol import TransitionBatch
+from tests.daemons.actor.test_selfplay import first_legal_unroll, position_after
 from tests.daemons.conftest import EXAMPLES
-from tests.daemons.test_selfplay import first_legal_unroll, position_after
 
 CONFIG = EXAMPLES / "connect_four_selfplay.toml"
 MIRROR = "connect_four_mirror:mirror_unroll"

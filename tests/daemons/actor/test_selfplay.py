@@ -229,7 +229,7 @@ def first_legal(obs: np.ndarray) -> np.ndarray:
 
 
 def last_legal(obs: np.ndarray) -> np.ndarray:
-    """The rightmost legal column: a scripted player the tests name as `tests.daemons.test_selfplay:last_legal`."""
+    """The rightmost legal column: a scripted player the tests below name by its module path."""
     legal = obs[:, -7:] > 0
     return 6 - np.argmax(legal[:, ::-1], axis=1)
 
@@ -242,7 +242,10 @@ def test_a_share_of_games_goes_to_the_scripted_player_counted_apart_and_never_ra
     from tandem.daemons.runtime.endpoints import LearnerEndpoints
     from tandem.daemons.settings.setup_errors import SetupError
 
-    scripted = ["selfplay.scripted_opponent='tests.daemons.test_selfplay:last_legal'", "selfplay.scripted_share=0.25"]
+    scripted = [
+        "selfplay.scripted_opponent='tests.daemons.actor.test_selfplay:last_legal'",
+        "selfplay.scripted_share=0.25",
+    ]
     config = config_of(*scripted)
     spaces, world = spaces_and_world(config)
     world.close()

@@ -21,7 +21,7 @@ IMAGE_CHW = gym.spaces.Box(0, 255, shape=(4, 84, 84), dtype=np.uint8)
 IMAGE_HWC = gym.spaces.Box(0, 255, shape=(84, 84, 4), dtype=np.uint8)
 
 
-# Factories reached through model.kind = "tests.daemons.test_models:<name>".
+# Factories reached through model.kind = "tests.daemons.algorithms.test_models:<name>".
 def tiny_linear(obs_space, num_actions, model_cfg):
     return nn.Sequential(nn.Flatten(), nn.Linear(int(np.prod(obs_space.shape)), num_actions))
 
@@ -116,7 +116,7 @@ def test_unsupported_observation_space_is_rejected_clearly():
 
 
 def test_module_callable_is_imported_and_called():
-    net = build(VECTOR, kind="tests.daemons.test_models:tiny_linear")
+    net = build(VECTOR, kind="tests.daemons.algorithms.test_models:tiny_linear")
     assert isinstance(net, nn.Sequential)
     assert net(torch.zeros(2, 4)).shape == (2, 3)
 
@@ -125,11 +125,11 @@ def test_module_callable_is_imported_and_called():
     "kind, message",
     [
         ("no_such_module_xyz:make", "cannot import module 'no_such_module_xyz'"),
-        ("tests.daemons.test_models:missing", "has no attribute 'missing'"),
-        ("tests.daemons.test_models:NOT_CALLABLE", "not a callable"),
-        ("tests.daemons.test_models:not_a_module", "returned a str, not a torch.nn.Module"),
-        ("tests.daemons.test_models:wrong_width", r"shape \(2, 3\), got shape \(2, 4\)"),
-        ("tests.daemons.test_models:", "expected 'module:callable'"),
+        ("tests.daemons.algorithms.test_models:missing", "has no attribute 'missing'"),
+        ("tests.daemons.algorithms.test_models:NOT_CALLABLE", "not a callable"),
+        ("tests.daemons.algorithms.test_models:not_a_module", "returned a str, not a torch.nn.Module"),
+        ("tests.daemons.algorithms.test_models:wrong_width", r"shape \(2, 3\), got shape \(2, 4\)"),
+        ("tests.daemons.algorithms.test_models:", "expected 'module:callable'"),
         ("transformer", "is not one of auto, mlp, nature_cnn"),
     ],
 )
@@ -169,7 +169,7 @@ def test_orthogonal_init_keeps_the_nature_cnns_output_scale_and_spares_a_users_m
         assert not layer.bias.any()
     with torch.no_grad():
         assert ortho(pixels).std(0).mean() > 10 * default(pixels).std(0).mean()
-    user = build(VECTOR, kind="tests.daemons.test_models:tiny_linear", init="orthogonal")
+    user = build(VECTOR, kind="tests.daemons.algorithms.test_models:tiny_linear", init="orthogonal")
     torch.manual_seed(0)
     assert torch.equal(user[1].weight, tiny_linear(VECTOR, 3, None)[1].weight)
 

@@ -9,7 +9,7 @@ from tandem.daemons.supervisor.ports import plan_children
 from tandem.daemons.supervisor.states import State
 from tandem.daemons.supervisor.supervisor import Supervisor
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TWO_POLICIES = [
     "env.id='tests.multiagent_envs:turn_aec'",
     "policies.alpha.agents=['a_*']",

@@ -15,7 +15,7 @@ from tandem.daemons.supervisor.ports import plan_children
 from tandem.daemons.supervisor.states import State
 from tandem.daemons.supervisor.supervisor import Supervisor
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GLOO = (
     "2026-11-28 22:41:07,512 learner-default ERROR tandem.daemons.main: RuntimeError: "
     "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Read error [127.0.0.1]:41234: Connection reset by peer"

@@ -420,7 +420,7 @@ import gymnasium as gym, numpy as np, torch
 from tandem.daemons.algorithms import make_algorithm
 from tandem.daemons.config.loader import config_from_dict
 from tandem.daemons.checkpoints.files import load_latest_checkpoint, save_checkpoint
-from tests.daemons.test_appo import VECTOR, unroll_from_policy, appo_config
+from tests.daemons.algorithms.test_appo import VECTOR, unroll_from_policy, appo_config
 from tandem.daemons.algorithms import make_policy
 space = gym.spaces.Discrete(3, start=1)
 config = appo_config()

@@ -9,7 +9,7 @@ from tandem.daemons.supervisor.status import state_summary, status_data
 from tandem.daemons.supervisor.supervisor import Supervisor
 from tandem.protocol import ControlRequest, Heartbeat
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def make(tmp_path) -> Supervisor:

@@ -15,7 +15,7 @@ from tandem.client.cli import cli
 from tandem.daemons.config.loader import load_config
 from tandem.daemons.serial.loop import run_serial
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 PLUGIN_CONFIG = EXAMPLES / "cartpole_reinforce.toml"
 
 

@@ -16,7 +16,7 @@ from tandem.daemons.supervisor.supervisor import Supervisor
 from tandem.protocol import ControlReply, ControlRequest, Heartbeat, WeightRequest, decode, sockets
 from tandem.protocol.limits import PROTOCOL_VERSION
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 WAIT_MS = 2000
 
 

@@ -21,7 +21,7 @@ from tandem.daemons.settings.setup_errors import SetupError
 from tandem.protocol import ProtocolError, TransitionBatch, framing
 from tests.protocol.samples import unchecked_frames
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 CONFIG = EXAMPLES / "minigrid_doorkey.toml"
 STEPS, ENVS = 16, 3
 
@@ -255,7 +255,7 @@ class PairObservation:
 def test_a_tuple_observation_travels_as_keys_by_position_and_trains(tmp_path):
     config = load_config(
         EXAMPLES / "cartpole_appo.toml",
-        [f"run.dir='{tmp_path}'", "env.id='tests.daemons.test_dict_obs:PairObservation.make'", "env.num_envs=3"]
+        [f"run.dir='{tmp_path}'", "env.id='tests.daemons.envs.test_dict_obs:PairObservation.make'", "env.num_envs=3"]
         + [f"actors.unroll_length={STEPS}", f"algorithm.batch_size={STEPS * 3}"],
     )
     spaces = probe_policy_spaces(config)

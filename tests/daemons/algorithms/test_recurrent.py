@@ -17,7 +17,7 @@ from tandem.protocol import ProtocolError, TransitionBatch, framing
 from tandem.protocol.joining import join_unrolls
 from tests.protocol.samples import unchecked_frames
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 CONFIG = EXAMPLES / "cartpole_lstm.toml"
 STEPS, ENVS = 8, 3
 
