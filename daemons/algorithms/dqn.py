@@ -46,21 +46,13 @@ def check_action_space(action_space: Any) -> None:
 def make_learner(config: RunConfig, obs_space: Any, action_space: Any, device: str, mask_size: int) -> DoubleDQN:
     from tandem.daemons.algorithms.dqn_torch import DoubleDQN
 
-    return DoubleDQN(
-        config.model,
-        config.algorithm,
-        obs_space,
-        action_space,
-        device=device,
-        seed=config.run.seed,
-        mask_size=mask_size,
-    )
+    return DoubleDQN(config, obs_space, action_space, device=device, mask_size=mask_size)
 
 
 def make_policy(config: RunConfig, obs_space: Any, action_space: Any, seed: int | None, mask_size: int) -> DQNPolicy:
     from tandem.daemons.algorithms.dqn_torch import DQNPolicy
 
-    return DQNPolicy(config.model, obs_space, action_space, seed=seed, device=config.actors.device, mask_size=mask_size)
+    return DQNPolicy(config, obs_space, action_space, seed, mask_size, device=config.actors.device)
 
 
 def make_feed(config: RunConfig, obs_space: Any, action_space: Any) -> Feed:

@@ -29,10 +29,10 @@ from tandem.daemons.algorithms.torch_util import (
     torch_device,
 )
 from tandem.daemons.replay.batch import SampledBatch
-from tandem.daemons.settings.schema import ModelSection
+from tandem.daemons.settings.schema import RunConfig
 
 if TYPE_CHECKING:
-    from tandem.daemons.algorithms.dqn import DQNSection
+    pass
 
 
 def discrete_actions(action_space: gym.Space) -> tuple[int, int]:
@@ -61,15 +61,9 @@ class DoubleDQN:
     """Online and target Q-networks trained with Adam on a Huber loss of n-step double-DQN targets."""
 
     def __init__(
-        self,
-        model_cfg: ModelSection,
-        algo_cfg: DQNSection,
-        obs_space: gym.Space,
-        action_space: gym.Space,
-        device: str = "cpu",
-        seed: int | None = None,
-        mask_size: int = 0,
+        self, config: RunConfig, obs_space: gym.Space, action_space: gym.Space, device: str = "cpu", mask_size: int = 0
     ) -> None:
+        model_cfg, algo_cfg, seed = config.model, config.algorithm, config.run.seed
         self.num_actions, self.action_start = discrete_actions(action_space)
         self.mask_size = check_mask(mask_size, self.num_actions)
         self.device = torch_device(device)
@@ -200,18 +194,18 @@ class DQNPolicy:
 
     def __init__(
         self,
-        model_cfg: ModelSection,
+        config: RunConfig,
         obs_space: gym.Space,
         action_space: gym.Space,
         seed: int | None = None,
-        device: str = "cpu",
         mask_size: int = 0,
+        device: str = "cpu",
     ) -> None:
         self.num_actions, self.action_start = discrete_actions(action_space)
         self.mask_size = check_mask(mask_size, self.num_actions)
         self.device = torch_device(device)
         self.rng = np.random.default_rng(seed)
-        self.nets = SwappableNet(seeded_network(model_cfg, obs_space, self.num_actions, seed).to(self.device))
+        self.nets = SwappableNet(seeded_network(config.model, obs_space, self.num_actions, seed).to(self.device))
         self.twin = NumpyTwin(NumpyMLP.of)
         self.has_weights = False
 

@@ -12,7 +12,7 @@ from tandem.daemons.settings.schema import AlgorithmSection, ReplaySection, RunC
 if TYPE_CHECKING:
     from tandem.daemons.algorithms.base import Feed
     from tandem.daemons.algorithms.sac_torch import SAC as SACLearner
-    from tandem.daemons.algorithms.sac_torch import SACPolicy, SACSettings
+    from tandem.daemons.algorithms.sac_torch import SACPolicy
 
 NAME = "sac"
 
@@ -55,21 +55,6 @@ class SACSection(ReplaySection):
             raise ConfigError(f"{where}algorithm.batch_size", "is larger than learner.replay_capacity")
 
 
-def settings(config: RunConfig) -> SACSettings:
-    from tandem.daemons.algorithms.sac_torch import SACSettings
-
-    a = config.algorithm
-    return SACSettings(
-        learning_rate=a.learning_rate,
-        tau=a.tau,
-        init_temperature=a.init_temperature,
-        target_entropy=a.target_entropy,
-        max_grad_norm=a.max_grad_norm,
-        hidden_sizes=tuple(config.model.hidden_sizes),
-        activation=config.model.activation,
-    )
-
-
 def check_action_space(action_space: Any) -> None:
     from tandem.daemons.algorithms.sac_nets import box_dims
 
@@ -82,15 +67,13 @@ def check_action_space(action_space: Any) -> None:
 def make_learner(config: RunConfig, obs_space: Any, action_space: Any, device: str, mask_size: int) -> SACLearner:
     from tandem.daemons.algorithms.sac_torch import SAC as Learner
 
-    if mask_size:
-        raise ValueError(f"{NAME} takes no action masks (they are for Discrete actions)")
-    return Learner(settings(config), obs_space, action_space, device=device, seed=config.run.seed)
+    return Learner(config, obs_space, action_space, device=device, mask_size=mask_size)
 
 
 def make_policy(config: RunConfig, obs_space: Any, action_space: Any, seed: int | None, mask_size: int) -> SACPolicy:
     from tandem.daemons.algorithms.sac_torch import SACPolicy as Policy
 
-    return Policy(settings(config), obs_space, action_space, seed=seed, device=config.actors.device)
+    return Policy(config, obs_space, action_space, seed, mask_size, device=config.actors.device)
 
 
 def make_feed(config: RunConfig, obs_space: Any, action_space: Any) -> Feed:

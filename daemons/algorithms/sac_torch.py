@@ -31,6 +31,7 @@ from tandem.daemons.algorithms.torch_util import (
     torch_device,
 )
 from tandem.daemons.replay.batch import SampledBatch
+from tandem.daemons.settings.schema import RunConfig
 
 ALGORITHM_NAME = "sac"  # what its checkpoints record
 
@@ -48,6 +49,20 @@ class SACSettings:
     activation: str = "relu"
 
 
+def sac_settings(config: RunConfig) -> SACSettings:
+    """What SAC reads of a run's config: its [algorithm] keys and [model]'s layers."""
+    a = config.algorithm
+    return SACSettings(
+        learning_rate=a.learning_rate,
+        tau=a.tau,
+        init_temperature=a.init_temperature,
+        target_entropy=a.target_entropy,
+        max_grad_norm=a.max_grad_norm,
+        hidden_sizes=tuple(config.model.hidden_sizes),
+        activation=config.model.activation,
+    )
+
+
 def obs_features(obs_space: gym.Space) -> int:
     if not isinstance(obs_space, gym.spaces.Box):
         raise ValueError(f"SAC's networks take a Box observation, the env has {obs_space}")
@@ -58,13 +73,11 @@ class SAC:
     """The three losses of SAC, one Adam step each per update, on a replay sample of n-step transitions."""
 
     def __init__(
-        self,
-        settings: SACSettings,
-        obs_space: gym.Space,
-        action_space: gym.Space,
-        device: str = "cpu",
-        seed: int | None = None,
+        self, config: RunConfig, obs_space: gym.Space, action_space: gym.Space, device: str = "cpu", mask_size: int = 0
     ) -> None:
+        if mask_size:
+            raise ValueError(f"{ALGORITHM_NAME} takes no action masks (they are for Discrete actions)")
+        settings, seed = sac_settings(config), config.run.seed
         self.settings = settings
         self.device = torch_device(device)
         self.action_dim = box_dims(action_space)
@@ -232,12 +245,16 @@ class SACPolicy:
 
     def __init__(
         self,
-        settings: SACSettings,
+        config: RunConfig,
         obs_space: gym.Space,
         action_space: gym.Space,
         seed: int | None = None,
+        mask_size: int = 0,
         device: str = "cpu",
     ) -> None:
+        if mask_size:
+            raise ValueError(f"{ALGORITHM_NAME} takes no action masks (they are for Discrete actions)")
+        settings = sac_settings(config)
         self.device = torch_device(device)
         self.action_dim = box_dims(action_space)
         with torch.random.fork_rng(devices=[]):

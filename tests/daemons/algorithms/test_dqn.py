@@ -16,6 +16,7 @@ from tandem.daemons.algorithms.dqn_torch import DoubleDQN, DQNPolicy
 from tandem.daemons.replay import SampledBatch
 from tandem.daemons.settings.schema import ModelSection, RunConfig
 from tandem.protocol.weights import WeightBlob
+from tests.daemons.configs import run_config
 
 TWO_STATES = gym.spaces.Box(0.0, 1.0, shape=(2,), dtype=np.float32)
 VECTOR = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
@@ -65,14 +66,8 @@ def algo_cfg(**kwargs) -> DQNSection:
 
 
 def mlp_algo(device="cpu", seed=0, num_actions=4, **kwargs) -> DoubleDQN:
-    return DoubleDQN(
-        ModelSection(hidden_sizes=[16]),
-        algo_cfg(**kwargs),
-        VECTOR,
-        gym.spaces.Discrete(num_actions),
-        device=device,
-        seed=seed,
-    )
+    config = run_config(seed, model=ModelSection(hidden_sizes=[16]), algorithm=algo_cfg(**kwargs))
+    return DoubleDQN(config, VECTOR, gym.spaces.Discrete(num_actions), device=device)
 
 
 # ------------------------------------------------------------------------------------------- learner
@@ -90,14 +85,10 @@ def test_q_values_converge_on_a_two_state_mdp(device):
         next_obs=[s0, s1, s1, s1],
         discounts=[0.5, 0.5, 0.0, 0.5],
     )
-    algo = DoubleDQN(
-        ModelSection(hidden_sizes=[32]),
-        algo_cfg(learning_rate=1e-2, target_update_interval=20),
-        TWO_STATES,
-        gym.spaces.Discrete(2),
-        device=device,
-        seed=0,
+    config = run_config(
+        0, model=ModelSection(hidden_sizes=[32]), algorithm=algo_cfg(learning_rate=1e-2, target_update_interval=20)
     )
+    algo = DoubleDQN(config, TWO_STATES, gym.spaces.Discrete(2), device=device)
     for _ in range(400):
         result = algo.update(data)
     with torch.no_grad():
@@ -107,13 +98,12 @@ def test_q_values_converge_on_a_two_state_mdp(device):
 
 
 def test_target_uses_online_argmax_and_target_value():
-    algo = DoubleDQN(
-        ModelSection(kind="tests.daemons.algorithms.test_dqn:linear_q"),
-        algo_cfg(learning_rate=1e-6, huber_delta=1.0),
-        TWO_STATES,
-        gym.spaces.Discrete(3),
-        seed=0,
+    config = run_config(
+        0,
+        model=ModelSection(kind="tests.daemons.algorithms.test_dqn:linear_q"),
+        algorithm=algo_cfg(learning_rate=1e-6, huber_delta=1.0),
     )
+    algo = DoubleDQN(config, TWO_STATES, gym.spaces.Discrete(3))
     state = algo.state_dict()
     # Q(obs) = W @ obs. At next_obs = [1, 0] the online net prefers action 2, the target net action 0.
     state["online"]["weight"] = torch.tensor([[0.0, 0.0], [0.0, 0.5], [5.0, 0.0]])
@@ -223,15 +213,18 @@ def test_load_state_dict_checks_the_model_and_keeps_the_configured_learning_rate
     other = mlp_algo(learning_rate=5e-4)
     other.load_state_dict(state)
     assert other.optimizer.param_groups[0]["lr"] == 5e-4
-    wider = DoubleDQN(ModelSection(hidden_sizes=[32]), algo_cfg(), VECTOR, gym.spaces.Discrete(4))
+    wider = DoubleDQN(
+        run_config(None, model=ModelSection(hidden_sizes=[32]), algorithm=algo_cfg()), VECTOR, gym.spaces.Discrete(4)
+    )
     with pytest.raises(ValueError, match="online network does not fit.*shape"):
         wider.load_state_dict(state)
 
 
 def test_discrete_action_spaces_with_a_start_offset():
     space = gym.spaces.Discrete(3, start=-1)
-    algo = DoubleDQN(ModelSection(hidden_sizes=[8]), algo_cfg(), VECTOR, space, seed=0)
-    policy = DQNPolicy(ModelSection(hidden_sizes=[8]), VECTOR, space, seed=0)
+    config = run_config(0, model=ModelSection(hidden_sizes=[8]), algorithm=algo_cfg())
+    algo = DoubleDQN(config, VECTOR, space)
+    policy = DQNPolicy(config, VECTOR, space, seed=0)
     actions = policy.act(np.zeros((200, 3), np.float32), np.ones(200))
     assert set(actions.tolist()) == {-1, 0, 1}
     rng = np.random.default_rng(7)
@@ -255,7 +248,7 @@ def greedy_of(algo: DoubleDQN, obs: np.ndarray) -> np.ndarray:
 
 
 def policy(seed: int = 0) -> DQNPolicy:
-    return DQNPolicy(ModelSection(hidden_sizes=[16]), VECTOR, gym.spaces.Discrete(4), seed=seed)
+    return DQNPolicy(run_config(model=ModelSection(hidden_sizes=[16])), VECTOR, gym.spaces.Discrete(4), seed=seed)
 
 
 OBS = np.random.default_rng(10).normal(size=(256, 3)).astype(np.float32)

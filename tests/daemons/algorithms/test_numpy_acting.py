@@ -130,13 +130,13 @@ def test_the_policy_acts_in_numpy_for_small_batches_and_keeps_a_copy_of_the_weig
 @pytest.mark.parametrize("obs_space", [BOX4, gym.spaces.Discrete(5, start=1)], ids=["box", "discrete"])
 def test_a_dqn_policy_acts_greedily_in_numpy_as_it_does_in_torch(obs_space):
     config = load_config(EXAMPLE.with_name("cartpole.toml"), ["model.activation='elu'"])
-    policy = DQNPolicy(config.model, obs_space, gym.spaces.Discrete(4, start=2), seed=2)
+    policy = DQNPolicy(config, obs_space, gym.spaces.Discrete(4, start=2), seed=2)
     obs = observations(obs_space, 32)
     with torch.no_grad():
         q = policy.nets.current(torch.as_tensor(obs)).numpy()
     np.testing.assert_allclose(policy.twin.of(policy.nets.current)(obs), q, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(policy.act(obs, np.zeros(32)), q.argmax(axis=1) + 2)
-    masked = DQNPolicy(config.model, MASKED_OBS, gym.spaces.Discrete(3), seed=2, mask_size=3)
+    masked = DQNPolicy(config, MASKED_OBS, gym.spaces.Discrete(3), seed=2, mask_size=3)
     mask_obs = observations(MASKED_OBS, 32)
     mask_obs[:, -3:] = [0.0, 1.0, 0.0]  # only action 1 is legal
     assert (masked.act(mask_obs, np.zeros(32)) == 1).all()

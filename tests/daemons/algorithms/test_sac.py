@@ -11,15 +11,18 @@ import numpy as np
 import pytest
 import torch
 
+from tandem.daemons.algorithms.sac import SACSection
 from tandem.daemons.algorithms.sac_nets import SquashedGaussianPolicy, squashed_log_prob
-from tandem.daemons.algorithms.sac_torch import SAC, SACPolicy, SACSettings
+from tandem.daemons.algorithms.sac_torch import SAC, SACPolicy
 from tandem.daemons.config.loader import load_config
 from tandem.daemons.replay.batch import SampledBatch
 from tandem.daemons.serial.loop import run_serial
+from tandem.daemons.settings.schema import ModelSection
+from tests.daemons.configs import run_config, seeded
 
 OBS = gym.spaces.Box(-8.0, 8.0, (3,), np.float32)
 ACT = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
-SMALL = SACSettings(hidden_sizes=(16, 16), learning_rate=1e-2, tau=0.1)
+SMALL = run_config(model=ModelSection(hidden_sizes=[16, 16]), algorithm=SACSection(learning_rate=1e-2, tau=0.1))
 
 
 def batch(size: int = 8, seed: int = 0) -> SampledBatch:
@@ -64,7 +67,7 @@ def test_actions_fall_on_the_bounds_and_the_mode_is_tanh_of_the_mean():
 
 
 def test_the_critic_target_is_the_soft_bellman_backup_from_the_smaller_target_q():
-    sac = SAC(SMALL, OBS, ACT, seed=3)
+    sac = SAC(seeded(SMALL, 3), OBS, ACT)
     b = batch()
     obs, next_obs = torch.as_tensor(b.obs), torch.as_tensor(b.next_obs)
     actions, returns, discounts = torch.as_tensor(b.actions), torch.as_tensor(b.returns), torch.as_tensor(b.discounts)
@@ -85,7 +88,7 @@ def test_the_critic_target_is_the_soft_bellman_backup_from_the_smaller_target_q(
 
 
 def test_the_policy_loss_is_alpha_logp_minus_the_smaller_q():
-    sac = SAC(SMALL, OBS, ACT, seed=4)
+    sac = SAC(seeded(SMALL, 4), OBS, ACT)
     obs = torch.as_tensor(batch().obs)
     state = sac.generator.get_state()
     with torch.no_grad():
@@ -99,7 +102,7 @@ def test_the_policy_loss_is_alpha_logp_minus_the_smaller_q():
 
 @pytest.mark.parametrize("entropy_gap, grows", [(+1.0, True), (-1.0, False)])
 def test_the_temperature_rises_while_the_entropy_is_under_its_target_and_falls_above(entropy_gap, grows):
-    sac = SAC(SMALL, OBS, ACT, seed=5)
+    sac = SAC(seeded(SMALL, 5), OBS, ACT)
     assert sac.target_entropy == -1.0  # -(action dimensions)
     # log pi = -(entropy); entropy under the target by `entropy_gap`: log pi + target = entropy_gap
     logp = torch.full((8,), entropy_gap - sac.target_entropy)
@@ -111,20 +114,20 @@ def test_the_temperature_rises_while_the_entropy_is_under_its_target_and_falls_a
 
 
 def test_an_update_moves_the_targets_a_tau_step_towards_the_critic_and_reports_its_losses():
-    sac = SAC(SMALL, OBS, ACT, seed=6)
+    sac = SAC(seeded(SMALL, 6), OBS, ACT)
     old_target = [p.detach().clone() for p in sac.target.parameters()]
     result = sac.update(batch())
     for old, target, online in zip(old_target, sac.target.parameters(), sac.critic.parameters()):
-        assert torch.allclose(target, (1 - SMALL.tau) * old + SMALL.tau * online, atol=1e-6)
+        assert torch.allclose(target, (1 - SMALL.algorithm.tau) * old + SMALL.algorithm.tau * online, atol=1e-6)
     assert {"critic_loss", "policy_loss", "alpha_loss", "alpha", "entropy", "loss"} <= set(result.metrics)
     assert all(math.isfinite(v) for v in result.metrics.values())
 
 
 def test_state_round_trips_and_the_policy_acts_within_bounds_with_the_learners_weights():
-    sac = SAC(SMALL, OBS, ACT, seed=7)
+    sac = SAC(seeded(SMALL, 7), OBS, ACT)
     for i in range(3):
         sac.update(batch(seed=i))
-    again = SAC(SMALL, OBS, ACT, seed=99)
+    again = SAC(seeded(SMALL, 99), OBS, ACT)
     again.load_state_dict(sac.state_dict())
     b = batch(seed=10)
     sac.generator.manual_seed(1)
@@ -142,7 +145,7 @@ def test_state_round_trips_and_the_policy_acts_within_bounds_with_the_learners_w
 
 
 def test_batches_with_actions_outside_the_bounds_or_of_the_wrong_shape_are_refused():
-    sac = SAC(SMALL, OBS, ACT, seed=8)
+    sac = SAC(seeded(SMALL, 8), OBS, ACT)
 
     class Batch:
         def __init__(self, actions):
@@ -213,7 +216,7 @@ def test_actors_act_uniformly_while_they_hold_the_untrained_version_and_by_the_p
     config = load_config(example, [f"algorithm.uniform_warmup={str(warmup).lower()}", "run.seed=5"])
     actor = SerialActor(config)
     try:
-        weights = SACPolicy(SACSettings(), actor.spaces.observation_space, ACT, seed=1).nets.current.state_dict()
+        weights = SACPolicy(config, actor.spaces.observation_space, ACT, seed=1).nets.current.state_dict()
         weights = {name: t.numpy() for name, t in weights.items()}
         uniform = UniformActions(actor.spaces.action_space, actor_seed(config, 0))
 

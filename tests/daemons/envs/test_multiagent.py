@@ -134,9 +134,7 @@ def test_masked_policy_explores_and_exploits_only_legal_actions():
     from tandem.daemons.algorithms.dqn_torch import DQNPolicy
 
     config = config_from_dict({})
-    policy = DQNPolicy(
-        config.model, gym.spaces.Box(-1, 1, (13,), np.float32), gym.spaces.Discrete(4), seed=0, mask_size=4
-    )
+    policy = DQNPolicy(config, gym.spaces.Box(-1, 1, (13,), np.float32), gym.spaces.Discrete(4), seed=0, mask_size=4)
     obs = np.zeros((200, 13), np.float32)
     obs[:, -4:] = [0, 1, 0, 1]
     for eps in (0.0, 1.0):

@@ -16,18 +16,16 @@ from tandem.daemons.algorithms.dqn_torch import DoubleDQN
 from tandem.daemons.checkpoints.files import checkpoint_path, load_latest_checkpoint, save_checkpoint
 from tandem.daemons.replay import SampledBatch
 from tandem.daemons.settings.schema import ModelSection
+from tests.daemons.configs import run_config
 
 VECTOR = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
 
 
 def algorithm(seed: int = 0) -> DoubleDQN:
-    return DoubleDQN(
-        ModelSection(hidden_sizes=[16]),
-        DQNSection(learning_rate=1e-2, target_update_interval=2),
-        VECTOR,
-        gym.spaces.Discrete(4),
-        seed=seed,
+    config = run_config(
+        seed, model=ModelSection(hidden_sizes=[16]), algorithm=DQNSection(learning_rate=1e-2, target_update_interval=2)
     )
+    return DoubleDQN(config, VECTOR, gym.spaces.Discrete(4))
 
 
 def sample(rng: np.random.Generator, size: int = 16) -> SampledBatch:
