@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 from tandem.daemons.config.policies import policy_config
 from tandem.daemons.envs.probe import probe_policy_spaces
@@ -18,8 +17,7 @@ from tandem.daemons.learner.pace import PaceMeter
 from tandem.daemons.learner.progress import Progress
 from tandem.daemons.learner.publisher import Publisher
 from tandem.daemons.learner.replica_error import ReplicaError
-from tandem.daemons.learner.replica_group import ReplicaGroup
-from tandem.daemons.learner.replica_join import join_group
+from tandem.daemons.learner.replica_parts import GroupStep, LoneStep, duties_of, join_replicas, replica_device
 from tandem.daemons.learner.training import Training
 from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
 from tandem.daemons.runtime.names import learner_name
@@ -27,22 +25,10 @@ from tandem.daemons.runtime.paths import run_dir
 from tandem.daemons.runtime.signals import StopFlag
 from tandem.daemons.runtime.torch_threads import set_torch_threads
 from tandem.daemons.settings.schema import RunConfig
-from tandem.daemons.settings.setup_errors import SetupError
 from tandem.protocol import WeightBlob, sockets
 
 log = logging.getLogger(__name__)
 IDLE_POLL_MS = 5
-
-
-def replica_device(device: str, rank: int) -> str:
-    """Plain "cuda" on a machine with several GPUs: replica R trains on GPU R (mod their count), so replicas
-    started on one machine do not share one GPU. A device with an index is taken as given."""
-    if device != "cuda" or rank == 0:
-        return device
-    import torch
-
-    count = torch.cuda.device_count()
-    return f"cuda:{rank % count}" if count > 1 else device
 
 
 class Learner:
@@ -75,25 +61,18 @@ class Learner:
         self.config, self.policy_id, self.stop = policy_config(config, policy_id), policy_id, stop
         learner = self.config.learner
         # learner.replicas > 1: this is replica `rank`; replica 0 publishes, checkpoints and keeps the pool
-        self.rank, self.replicas = rank, learner.replicas
+        self.rank, self.duties = rank, duties_of(rank, learner)
         self.device = replica_device(device or config.learner.device, rank)
-        if not 0 <= rank < self.replicas:
-            raise SetupError(
-                f"replica rank {rank} is outside 0..{self.replicas - 1} (learner.replicas = {self.replicas})"
-            )
         self.runtime = DaemonRuntime("learner", learner_name(policy_id, rank), config, control_endpoint, stop)
         self.progress = Progress()
         self.disk = LearnerDisk(run_dir(config) / self.runtime.name, self.progress.counts)
         self.pace = PaceMeter(learner.pace_headroom, expected_streams=self.config.actors.count)
         self.binding = Binding(self.runtime, self.config, policy_id, bind, insecure, replica_port)
-        pool_every = learner.pool_every if rank == 0 else 0
-        pool = OpponentPool(self.disk.dir / "pool", pool_every, learner.pool_size, self.progress.counts)
+        pool = OpponentPool(self.disk.dir / "pool", self.duties.pool_every, learner.pool_size, self.progress.counts)
         self.publisher = Publisher(policy_id, self.progress, self.disk, self.binding, pool)
-        self.group: ReplicaGroup | None = None
-        self.group_stopping = False  # a replica of the group is stopping: every replica leaves its loop
-        self.held: Any = None  # with replicas: a batch taken while another replica had none, trained on next
+        self.stepper: LoneStep | GroupStep = LoneStep()  # a GroupStep once the replicas have met (join_replicas)
         self.runtime.on_close(self.binding.close)
-        self.runtime.on_close(self.leave_group)
+        self.runtime.on_close(lambda: self.stepper.close())
 
     # ------------------------------------------------------------------ set-up
 
@@ -102,8 +81,17 @@ class Learner:
 
     def main(self) -> None:
         self.build()
-        if self.replicas > 1:
-            self.join_group()
+        if self.config.learner.replicas > 1:
+            self.stepper = join_replicas(
+                self.runtime,
+                self.policy_id,
+                self.rank,
+                self.config.learner,
+                self.binding.host(),  # where this replica's sockets bind: its store (replica 0) and Gloo links too
+                self.training,
+                self.progress,
+                self.stop,
+            )
         self.binding.bind()
         self.publish()  # the first version (initial or restored weights) so actors can start at once
         self.runtime.reporter.set_stage("running")
@@ -136,51 +124,17 @@ class Learner:
             progress,
             self.disk,
             cfg.learner.checkpoint_interval_s,
-            writes=self.rank == 0,
+            writes=self.duties.checkpoints,
             every_updates=cfg.learner.checkpoint_every_updates,
         )
-        # replicas above 0 take replica 0's state when the group forms (join_group); they keep no checkpoints
-        self.restored = self.checkpointer.restore() if self.rank == 0 else -1
+        # replicas above 0 take replica 0's state when the group forms (join_replicas); they keep no checkpoints
+        self.restored = self.checkpointer.restore() if self.duties.checkpoints else -1
         self.publisher.start_above(self.restored)
         self.publisher.pool.load()  # the opponents an earlier run of this learner kept
         self.metrics = LearnerMetrics(
             progress, self.training, self.pace, self.checkpointer, self.disk, extra=self.publisher.pool.counters
         )
         self.runtime.on_close(self.metrics.close)
-
-    def join_group(self) -> None:
-        """Meet the other replicas, then start from replica 0's state: its whole training state as it restored it
-        (weights, optimizer, statistics: sent, not read from its files), bit for bit, its version and counts."""
-        counts = self.progress.counts
-        self.group = join_group(
-            self.runtime,
-            self.policy_id,
-            self.rank,
-            self.replicas,
-            self.binding.host(),  # where this replica's sockets bind: its store (replica 0) and Gloo links too
-            self.config.learner,
-            counts,
-        )
-        group, algorithm = self.group, self.training.algorithm
-        group.share_state(algorithm)
-        group.copy_from_first(algorithm)
-        version, updates, env_steps = group.from_first(
-            [self.progress.version, int(counts["updates"]), int(self.progress.env_steps_before)],
-            "replica 0's version and counts",
-        )
-        self.progress.version, counts["updates"], self.progress.env_steps_before = version, updates, env_steps
-        group.install()
-        log.info(
-            "replica %d of %d of policy %s joined generation %d",
-            self.rank,
-            self.replicas,
-            self.policy_id,
-            group.place.generation,
-        )
-
-    def leave_group(self) -> None:
-        if self.group is not None:
-            self.group.close()
 
     def last_checkpoint(self) -> None:
         """On the way out, once running: a checkpoint, and the final counts (a run that ends between two
@@ -197,8 +151,7 @@ class Learner:
         try:
             self.loop_body()
         except ReplicaError:
-            if self.rank == 0:  # what this replica trained since its last checkpoint is whole: keep it
-                self.checkpointer.save()
+            self.checkpointer.save()  # what replica 0 trained since its last checkpoint is whole: keep it
             raise
         finally:
             self.stop_threads()
@@ -206,7 +159,7 @@ class Learner:
     def loop_body(self) -> None:
         training, reporter = self.training, self.runtime.reporter
         self.checkpointer.start(time.monotonic())
-        while not self.stop and not self.group_stopping:
+        while not self.stop and not self.stepper.stopping:
             received = self.receive()
             fill_before = training.fill()
             trained = self.train_step()
@@ -261,11 +214,7 @@ class Learner:
 
     def train_step(self) -> bool:
         """One update if a batch is ready (False if none was), and the next version when one is due."""
-        if self.group is not None:
-            trained = self.train_together()
-        else:
-            trained = self.training.step(self.progress.version)
-        if not trained:
+        if not self.stepper.step(self.training, self.progress.version):
             return False
         self.intake.made_room()
         if self.progress.counts["updates"] % self.training.feed.publish_every == 0:
@@ -273,28 +222,9 @@ class Learner:
             self.publish()
         return True
 
-    def train_together(self) -> bool:
-        """Replicas: an update only when every replica has a batch (each keeps what it took meanwhile), so that
-        all take the same optimizer steps; a replica that stops takes the others out of the loop with it."""
-        version = self.progress.version
-        if self.held is None:
-            self.held = self.training.next_payload(version)
-        ready, stopping = self.group.agree(self.held is not None, bool(self.stop))
-        if stopping:
-            self.group_stopping = True
-            if not self.stop:  # another replica is leaving: the group ends, and the supervisor restarts it whole
-                raise ReplicaError(f"another replica of policy {self.policy_id!r} is stopping: the group ends")
-            return False
-        if not ready:
-            return False
-        payload, self.held = self.held, None
-        self.training.train(payload, version)
-        self.group.after_update(self.training.algorithm, int(self.progress.counts["updates"]))
-        return True
-
     def publish(self) -> None:
         """This version's weights to the actors, with the insert budget they share and the env steps behind it."""
-        if self.rank > 0:
+        if not self.duties.publishes:
             return  # replica 0 publishes for the group: the weights are the same
         progress = self.progress
         pace_per_s, streams = self.pace.advice(time.monotonic(), filling=self.training.feed.filling())

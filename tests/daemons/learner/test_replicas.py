@@ -410,10 +410,22 @@ def test_a_whole_training_state_crosses_as_safetensors_and_json_and_loads_bit_fo
 
 
 def test_replicas_on_a_machine_with_several_gpus_take_one_each_when_the_device_is_plain_cuda(monkeypatch):
-    from tandem.daemons.learner.daemon import replica_device
+    from tandem.daemons.learner.replica_parts import replica_device
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
     assert [replica_device("cuda", rank) for rank in range(5)] == ["cuda", "cuda:1", "cuda:2", "cuda:3", "cuda:0"]
     assert replica_device("cuda:2", 1) == "cuda:2" and replica_device("cpu", 3) == "cpu"
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     assert replica_device("cuda", 1) == "cuda"  # one GPU: shared
+
+
+def test_replica_0_alone_holds_the_group_duties():
+    from tandem.daemons.learner.replica_parts import Duties, duties_of
+    from tandem.daemons.settings.schema import LearnerSection
+    from tandem.daemons.settings.setup_errors import SetupError
+
+    learner = LearnerSection(replicas=3, pool_every=5)
+    assert duties_of(0, learner) == Duties(checkpoints=True, publishes=True, pool_every=5)
+    assert duties_of(2, learner) == Duties(checkpoints=False, publishes=False, pool_every=0)
+    with pytest.raises(SetupError, match="replica rank 3 is outside 0..2"):
+        duties_of(3, learner)
