@@ -12,8 +12,7 @@ from tandem.daemons.actor.links import LearnerLinks
 from tandem.daemons.actor.pacing import Pacing
 from tandem.daemons.actor.report import ActorReport
 from tandem.daemons.actor.selfplay import SelfPlay
-from tandem.daemons.actor.warmup import UniformActions, uniform_warmup
-from tandem.daemons.algorithms.base import explore_with
+from tandem.daemons.actor.warmup import UniformActions, explore_or_warm_up, uniform_warmup
 from tandem.daemons.config.policies import policy_config
 from tandem.daemons.config.selfplay import actor_member
 from tandem.daemons.envs.gym_envs import close_all
@@ -108,9 +107,8 @@ class Actor:
         def choose(
             policy: str, obs: np.ndarray, env_index: np.ndarray, state: np.ndarray | None = None
         ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-            if policy in warmup and links[policy].version == 0:  # version 0: the learner's untrained weights
-                return warmup[policy](len(obs)), {}
-            return explore_with(links[policy].net, obs, epsilons[env_index], state)
+            link = links[policy]
+            return explore_or_warm_up(link.net, warmup.get(policy), link.version, obs, epsilons[env_index], state)
 
         for policy, link in links.items():  # the budget of the version wait_weights took (a credit holds from it)
             pacing.advise(policy, link)

@@ -1,4 +1,5 @@
-"""Uniform random actions while a policy's weights are still the untrained ones: an off-policy algorithm's warm-up.
+"""Uniform random actions while a policy's weights are still the untrained ones (an off-policy algorithm's warm-up),
+and the acting rule that applies them.
 
 SAC implementations fill their replay with uniformly random actions before learning starts (SB3's
 `learning_starts`, Spinning Up's `start_steps`), which spreads the first data over the whole action range; an
@@ -13,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from tandem.daemons.algorithms.base import Policy, explore_with
 from tandem.daemons.settings.schema import RunConfig
 
 
@@ -33,3 +35,18 @@ class UniformActions:
 
     def __call__(self, count: int) -> np.ndarray:
         return self.rng.uniform(self.low, self.high, size=(count, *self.low.shape)).astype(self.dtype)
+
+
+def explore_or_warm_up(
+    policy: Policy,
+    warmup: UniformActions | None,
+    version: int,
+    obs: np.ndarray,
+    epsilons: np.ndarray,
+    state: np.ndarray | None = None,
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The acting rule of every actor (the daemon, the action server, serial mode): uniform actions while the
+    weights are the untrained version 0 and the algorithm asks for them (`warmup`), else the policy explores."""
+    if warmup is not None and version == 0:
+        return warmup(len(obs)), {}
+    return explore_with(policy, obs, epsilons, state)

@@ -15,7 +15,7 @@ from tandem.daemons.config.policies import policy_config
 from tandem.daemons.envs.gym_envs import build_each, close_all
 from tandem.daemons.evaluator.cadence import Cadence, machine_cores
 from tandem.daemons.evaluator.kept import KeptCheckpoints
-from tandem.daemons.evaluator.rounds import make_rounds, round_counters
+from tandem.daemons.evaluator.rounds import evaluator_policy_seed, make_rounds, round_counters, round_seed
 from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
 from tandem.daemons.runtime.paths import run_dir
 from tandem.daemons.runtime.signals import StopFlag
@@ -63,7 +63,7 @@ class Evaluator:
             pconf = policy_config(cfg, policy)
             endpoints = runtime.find_learner(pconf, policy)
             self.policies[policy] = FollowedPolicy(
-                runtime.ctx, pconf, policy, spaces, endpoints, "evaluator", seed=cfg.run.seed + 999 + n
+                runtime.ctx, pconf, policy, spaces, endpoints, "evaluator", seed=evaluator_policy_seed(cfg, n)
             )
         self.kept = KeptCheckpoints(
             {p: run_dir(cfg) / f"learner-{p}" for p in self.policies},
@@ -106,7 +106,7 @@ class Evaluator:
 
         versions = {p: f.version for p, f in self.policies.items()}
         env_steps = {p: f.env_steps for p, f in self.policies.items()}
-        seed = cfg.run.seed + 77_000 + self.rounds * min(cfg.eval.num_envs, cfg.eval.window_episodes)
+        seed = round_seed(cfg, self.rounds)
         returns = rounds.play_round(choose, seed, lambda: bool(self.stop), self.runtime.reporter.tick)
         if returns is None:
             return False

@@ -24,6 +24,21 @@ from tandem.daemons.settings.agents import DEFAULT_POLICY
 from tandem.daemons.settings.schema import RunConfig
 from tandem.protocol import keyed
 
+ROUND_SEED_OFFSET = 77_000  # an evaluation round's resets are seeded apart from the actors' (run.seed + actor index)
+POLICY_SEED_OFFSET = 999  # and its policies' own generators apart from both
+
+
+def round_seed(config: RunConfig, rounds_played: int) -> int:
+    """The seed of the evaluator's round after `rounds_played` rounds: each round's envs reset from seeds of their
+    own, the same in an async run and in a serial one."""
+    return config.run.seed + ROUND_SEED_OFFSET + rounds_played * min(config.eval.num_envs, config.eval.window_episodes)
+
+
+def evaluator_policy_seed(config: RunConfig, index: int) -> int:
+    """The seed of the evaluator's policy `index` (its n-th followed policy)."""
+    return config.run.seed + POLICY_SEED_OFFSET + index
+
+
 Returns = dict[str | None, list[float]]
 
 
@@ -138,7 +153,7 @@ def make_rounds(
 ) -> GymRounds | WorldRounds:
     """The evaluator's rounds; `opponent` (a multi-agent world's) plays every seat but the learning policy's."""
     if api in MULTI_AGENT_APIS:
-        return WorldRounds(envs, api, config, seed=config.run.seed + 77_000, opponent=opponent)
+        return WorldRounds(envs, api, config, seed=config.run.seed + ROUND_SEED_OFFSET, opponent=opponent)
     return GymRounds(envs, config.eval.window_episodes, config.model.core_state_size())
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from tandem.daemons.runtime.stop_rule import stop_reason
 from tandem.daemons.serial.curves import SerialCurves
 from tandem.daemons.serial.determinism import make_deterministic
 from tandem.daemons.serial.parts import SerialActor, SerialEvaluator, SerialLearner
@@ -96,18 +97,15 @@ class Outcome:
     weights: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def stop_reason(config: RunConfig, figures: dict[str, Any], elapsed_s: float) -> str | None:
-    """The [stop] condition `figures` meet, in the words of a daemon run (supervisor/progress.py), or None."""
-    s, eval_return, mean = config.stop, figures.get("eval_return"), figures.get("mean_return")
-    if s.eval_return is not None and eval_return is not None and eval_return >= s.eval_return:
-        return f"evaluation return {eval_return:.1f} >= {s.eval_return:g}"
-    if s.mean_return is not None and mean is not None and mean >= s.mean_return:
-        return f"mean return of the last 100 episodes {mean:.1f} >= {s.mean_return:g}"
-    if s.env_steps is not None and figures["env_steps"] >= s.env_steps:
-        return f"{figures['env_steps']} env steps >= {s.env_steps}"
-    if s.seconds is not None and elapsed_s >= s.seconds:
-        return f"{elapsed_s:.0f} s >= {s.seconds:g} s"
-    return None
+def serial_stop_reason(config: RunConfig, figures: dict[str, Any], elapsed_s: float) -> str | None:
+    """The [stop] condition `figures` meet, by the rule a daemon run ends by (runtime/stop_rule.py), or None."""
+    return stop_reason(
+        config.stop,
+        eval_return=figures.get("eval_return"),
+        mean_return=figures.get("mean_return"),
+        env_steps=figures["env_steps"],
+        elapsed_s=elapsed_s,
+    )
 
 
 def run_serial(
@@ -166,7 +164,7 @@ def train(
                 written = True
                 if show is not None:
                     show(record)
-            reason = stop_reason(run.config, {**run.figures(), **evaluation}, time.monotonic() - started)
+            reason = serial_stop_reason(run.config, {**run.figures(), **evaluation}, time.monotonic() - started)
     except KeyboardInterrupt:
         reason = "interrupted"
     finally:

@@ -9,21 +9,18 @@ import numpy as np
 
 from tandem.daemons.acting.stepping import actor_envs, actor_seed, env_builder, make_stepping
 from tandem.daemons.actor.exploration import actor_epsilons, decayed
-from tandem.daemons.actor.warmup import UniformActions, uniform_warmup
+from tandem.daemons.actor.warmup import UniformActions, explore_or_warm_up, uniform_warmup
 from tandem.daemons.algorithms import make_policy
-from tandem.daemons.algorithms.base import Policy, act_with, explore_with
+from tandem.daemons.algorithms.base import Policy, act_with
 from tandem.daemons.envs.gym_envs import build_each
 from tandem.daemons.envs.spaces import PolicySpaces
-from tandem.daemons.evaluator.rounds import make_rounds, round_counters
+from tandem.daemons.evaluator.rounds import evaluator_policy_seed, make_rounds, round_counters, round_seed
 from tandem.daemons.learner.intake import Intake
 from tandem.daemons.learner.progress import Progress
 from tandem.daemons.learner.training import Training
 from tandem.daemons.settings.agents import DEFAULT_POLICY
 from tandem.daemons.settings.schema import RunConfig
 from tandem.protocol import TransitionBatch
-
-EVAL_SEED_OFFSET = 77_000  # the evaluator daemon's round seeds
-EVAL_POLICY_SEED_OFFSET = 999  # the evaluator daemon's policy seed
 
 
 def no_stage(stage: str) -> None:
@@ -67,9 +64,7 @@ class SerialActor:
         def choose(
             policy: str, obs: np.ndarray, env_index: np.ndarray, state: np.ndarray | None = None
         ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-            if self.warmup is not None and self.version == 0:
-                return self.warmup(len(obs)), {}
-            return explore_with(self.policy, obs, epsilons[env_index], state)
+            return explore_or_warm_up(self.policy, self.warmup, self.version, obs, epsilons[env_index], state)
 
         while True:
             stepping.tick(choose, {DEFAULT_POLICY: self.version})
@@ -149,7 +144,7 @@ class SerialEvaluator:
         self.num_envs = min(config.eval.num_envs, config.eval.window_episodes)
         self.rounds = make_rounds(build_each(self.num_envs, build_one, no_stage), api, config)
         s = self.rounds.spaces[DEFAULT_POLICY]
-        seed = config.run.seed + EVAL_POLICY_SEED_OFFSET
+        seed = evaluator_policy_seed(config, 0)
         self.policy: Policy = make_policy(config, s.observation_space, s.action_space, seed, s.mask_size)
         self.played = 0
 
@@ -163,7 +158,7 @@ class SerialEvaluator:
         ) -> tuple[np.ndarray, dict[str, Any]]:
             return act_with(self.policy, obs, np.full(len(obs), epsilon), state), {}
 
-        seed = self.config.run.seed + EVAL_SEED_OFFSET + self.played * self.num_envs
+        seed = round_seed(self.config, self.played)
         returns = self.rounds.play_round(choose, seed, lambda: False, lambda: None)
         self.played += 1
         return round_counters(returns or {}, self.rounds.spaces, {DEFAULT_POLICY: version})

@@ -7,6 +7,7 @@ from collections import deque
 from tandem.daemons.runtime.names import Role, learner_policy, replica_rank
 from tandem.daemons.runtime.rate_meter import RateMeter
 from tandem.daemons.runtime.reporter import train_diagnostics
+from tandem.daemons.runtime.stop_rule import stop_reason
 from tandem.daemons.settings.schema import StopSection
 from tandem.daemons.supervisor.segments import Earlier
 from tandem.protocol import Heartbeat
@@ -145,16 +146,11 @@ class RunView:
 
     def stop_reason(self, now: float) -> str | None:
         """Why the run should end now (a set `stop.*` condition was met), or None."""
-        s = self.stop
-        eval_return = self.eval_counter("eval_return")
-        if s.eval_return is not None and eval_return is not None and eval_return >= s.eval_return:
-            return f"evaluation return {eval_return:.1f} >= {s.eval_return:g}"
-        mean = self.mean_return()
-        if s.mean_return is not None and len(self.returns) == self.returns.maxlen and mean >= s.mean_return:
-            return f"mean return of the last 100 episodes {mean:.1f} >= {s.mean_return:g}"
-        # The run's env steps, earlier starts included: a resumed run ends where it would have without a break.
-        if s.env_steps is not None and self.env_steps() >= s.env_steps:
-            return f"{self.env_steps()} env steps >= {s.env_steps}"
-        if s.seconds is not None and now - self.started >= s.seconds:
-            return f"{now - self.started:.0f} s >= {s.seconds:g} s"
-        return None
+        full = len(self.returns) == self.returns.maxlen  # the mean of the last 100 episodes, once there are 100
+        return stop_reason(
+            self.stop,
+            eval_return=self.eval_counter("eval_return"),
+            mean_return=self.mean_return() if full else None,
+            env_steps=self.env_steps(),
+            elapsed_s=now - self.started,
+        )

@@ -16,8 +16,7 @@ from tandem.daemons.actor.report import ActorReport
 from tandem.daemons.actor.serve.stats import ServeStats, server_counters
 from tandem.daemons.actor.serve.stream_ids import reserve_stream_ids, stream_ids_file
 from tandem.daemons.actor.serve.streams import GameStreams, StepRefused
-from tandem.daemons.actor.warmup import UniformActions, uniform_warmup
-from tandem.daemons.algorithms.base import explore_with
+from tandem.daemons.actor.warmup import UniformActions, explore_or_warm_up, uniform_warmup
 from tandem.daemons.envs.probe import probe_policy_spaces
 from tandem.daemons.envs.spaces import env_actions
 from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
@@ -287,10 +286,7 @@ class GameServer:
         obs = np.stack([r.obs for r in batch])
         eps = self.epsilons[[r.stream % EPSILON_SLOTS for r in batch]]
         states = games.states(batch)  # a recurrent policy's, advanced by the choice
-        if self.warmup is not None and link.version == 0:
-            chosen, extras = self.warmup(len(batch)), {}
-        else:
-            chosen, extras = explore_with(link.net, obs, eps, states)
+        chosen, extras = explore_or_warm_up(link.net, self.warmup, link.version, obs, eps, states)
         chosen = np.asarray(chosen)
         sent = env_actions(games.spaces[DEFAULT_POLICY].action_space, chosen).astype(games.action_dtype, copy=False)
         version = link.version
