@@ -86,7 +86,7 @@ def served_run(
             *(TRAINING_UNBOUND if training else IDLE),
             f"run.dir='{run_dir}'",
             f"supervisor.heartbeat_interval_s={HEARTBEAT_S}",
-            f"actors.serve_bind='{'ipc://' if ipc else 'tcp://127.0.0.1:0'}'",
+            f"actors.serve.bind='{'ipc://' if ipc else 'tcp://127.0.0.1:0'}'",
             f"stop.seconds={2 * len(counts) * (seconds + 10) + 180}",
             *extra,
         ]
@@ -183,7 +183,7 @@ def game_cmd(
     if config is not None and not processes:
         raise click.UsageError("--config goes with --processes (the lock-step games use a run of their own)")
     if processes:
-        extra = (*(["actors.serve_bind='ipc://'"] if ipc else []), *overrides)
+        extra = (*(["actors.serve.bind='ipc://'"] if ipc else []), *overrides)
         say = (lambda line: None) if as_json else click.echo
         record = processes_record(config or DEFAULT_CONFIG, game_counts, seconds, repeats, extra, quick, say)
         if as_json:

@@ -139,7 +139,7 @@ def processes_run(
 
 def transport(config: Path, overrides: tuple[str, ...]) -> str:
     """How the games reach the run's action server, 'tcp' or 'ipc' (a bad config stops the bench here)."""
-    bind = served_config(config, Path("run"), 1.0, overrides).actors.serve_bind
+    bind = served_config(config, Path("run"), 1.0, overrides).actors.serve.bind
     return "ipc" if bind.startswith("ipc://") else "tcp"
 
 

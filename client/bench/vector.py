@@ -31,7 +31,7 @@ def steps_per_s(config_path: Path, mode: str, overrides: list[str], seconds: flo
     try:
         spaces = stepping.spaces[DEFAULT_POLICY]
         net = make_policy(cfg, spaces.observation_space, spaces.action_space, seed=0, mask_size=spaces.mask_size)
-        eps = actor_epsilons(cfg.actors.epsilon, cfg.actors.epsilon_alpha, 0, 1, len(stepping))
+        eps = actor_epsilons(cfg.actors.explore.epsilon, cfg.actors.explore.epsilon_alpha, 0, 1, len(stepping))
 
         def choose(policy, obs, env_index):
             if random_actions:

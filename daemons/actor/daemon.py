@@ -94,7 +94,7 @@ class Actor:
     def act(self) -> None:
         cfg, stepping, links, pacing = self.config, self.stepping, self.links, self.pacing
         base_eps = actor_epsilons(
-            cfg.actors.epsilon, cfg.actors.epsilon_alpha, self.index, cfg.actors.count, len(stepping)
+            cfg.actors.explore.epsilon, cfg.actors.explore.epsilon_alpha, self.index, cfg.actors.count, len(stepping)
         )
         epsilons = base_eps
         seed = actor_seed(cfg, self.index)
@@ -121,7 +121,7 @@ class Actor:
                 links.follow()
                 if self.selfplay is not None:
                     self.selfplay.poll()
-                epsilons = decayed(base_eps, stepping.env_steps, cfg.actors.epsilon_decay_steps)
+                epsilons = decayed(base_eps, stepping.env_steps, cfg.actors.explore.epsilon_decay_steps)
                 if pacing.wait(links.weight_sockets()):  # ahead of a learner's budget: a slice waited
                     links.flush()
                     self.report()

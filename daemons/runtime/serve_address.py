@@ -1,4 +1,4 @@
-"""Where each action server binds its game socket, from `actors.serve_bind`; no sockets here (the supervisor
+"""Where each action server binds its game socket, from `actors.serve.bind`; no sockets here (the supervisor
 checks a config's addresses with this before it starts anything)."""
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ def serve_endpoint(bind: str, index: int, games_dir: Path | None = None) -> str:
     if bind.startswith("ipc://"):
         if bind == "ipc://":
             if games_dir is None:
-                raise ValueError("actors.serve_bind 'ipc://' puts the socket in the run directory, not known here")
+                raise ValueError("actors.serve.bind 'ipc://' puts the socket in the run directory, not known here")
             path = str(games_dir.absolute() / f"actor-{index}.sock")
         else:
             path = bind.removeprefix("ipc://") + ("" if index == 0 else f"-{index}")
         if len(os.fsencode(path)) > IPC_PATH_MAX:
             raise ValueError(
-                f"actors.serve_bind {bind!r} would put actor {index}'s socket at {path}, {len(os.fsencode(path))} "
+                f"actors.serve.bind {bind!r} would put actor {index}'s socket at {path}, {len(os.fsencode(path))} "
                 f"bytes, but a Unix socket's path has at most {IPC_PATH_MAX}: use a shorter path (for 'ipc://', "
                 "a shorter run.dir) or tcp://127.0.0.1:0"
             )
@@ -32,13 +32,13 @@ def serve_endpoint(bind: str, index: int, games_dir: Path | None = None) -> str:
     host, sep, port = bind.removeprefix("tcp://").rpartition(":")
     if not bind.startswith("tcp://") or not sep or not (port == "*" or port.isdigit()):
         raise ValueError(
-            f"actors.serve_bind {bind!r}: expected tcp://ADDRESS:PORT (0 for a free port), ipc://PATH or "
+            f"actors.serve.bind {bind!r}: expected tcp://ADDRESS:PORT (0 for a free port), ipc://PATH or "
             "ipc:// (a socket in the run directory)"
         )
     if port in ("*", "0"):
         return f"tcp://{host}:*"
     if not 0 < int(port) + index <= 65535:
-        raise ValueError(f"actors.serve_bind {bind!r}: port {int(port) + index} of actor {index} is out of range")
+        raise ValueError(f"actors.serve.bind {bind!r}: port {int(port) + index} of actor {index} is out of range")
     return f"tcp://{host}:{int(port) + index}"
 
 

@@ -43,7 +43,7 @@ class SerialActor:
         s = self.spaces
         self.policy: Policy = make_policy(config, s.observation_space, s.action_space, seed, s.mask_size)
         a = config.actors
-        self.base_epsilons = actor_epsilons(a.epsilon, a.epsilon_alpha, 0, 1, len(self.stepping))
+        self.base_epsilons = actor_epsilons(a.explore.epsilon, a.explore.epsilon_alpha, 0, 1, len(self.stepping))
         # uniform actions while the weights are the untrained version 0, as the actor daemon does (SAC)
         self.warmup = UniformActions(s.action_space, seed) if uniform_warmup(config) else None
         self.version = -1
@@ -59,7 +59,7 @@ class SerialActor:
 
     def unrolls(self) -> list[TransitionBatch]:
         stepping = self.stepping
-        epsilons = decayed(self.base_epsilons, stepping.env_steps, self.config.actors.epsilon_decay_steps)
+        epsilons = decayed(self.base_epsilons, stepping.env_steps, self.config.actors.explore.epsilon_decay_steps)
 
         def choose(
             policy: str, obs: np.ndarray, env_index: np.ndarray, state: np.ndarray | None = None

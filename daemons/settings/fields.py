@@ -67,7 +67,8 @@ def build(cls: type, data: Any, key: str, problems: list[ConfigError] | None = N
     for name, value in data.items():  # in the file's order, so the problems are too
         path = f"{key}.{name}" if key else name
         if name not in fields:
-            found.append(ConfigError(path, valid_keys_message(cls, key, name)))
+            moved = getattr(cls, "moved", {}).get(name)  # a key that moved into a table of its own (ClassVar)
+            found.append(ConfigError(path, moved_message(key, moved) if moved else valid_keys_message(cls, key, name)))
             continue
         hint = hints[name]
         try:
@@ -86,6 +87,12 @@ def build(cls: type, data: Any, key: str, problems: list[ConfigError] | None = N
     else:
         problems.extend(found)
     return cls(**values)
+
+
+def moved_message(key: str, moved: str) -> str:
+    """Where a key that moved into a table of its own is written now."""
+    table, _, name = moved.rpartition(".")
+    return f"moved: write it as {key}.{moved} (key {name!r} in [{key}.{table}])"
 
 
 def type_name(value: Any) -> str:

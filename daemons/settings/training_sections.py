@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tandem.daemons.settings.option import option
@@ -73,23 +73,51 @@ def default_algorithm() -> AlgorithmSection:
 
 
 @dataclass
+class ExploreSection:
+    """[actors.explore]: (dqn) Ape-X exploration, an epsilon of its own for every env of every actor."""
+
+    epsilon: float = option(
+        0.4,
+        "Ape-X base epsilon: env g of all G = count * env.num_envs actor envs explores with epsilon ** (1 + alpha * g / (G - 1)).",
+        min=0.0,
+        max=1.0,
+    )
+    epsilon_alpha: float = option(7.0, "Ape-X alpha spreading the epsilons across every env of every actor.", min=0.0)
+    epsilon_decay_steps: int = option(
+        0, "Env steps over which each actor's epsilon falls from 1.0 to its own; 0 starts there.", min=0
+    )
+
+
+@dataclass
+class ServeSection:
+    """[actors.serve]: (actors.mode = "serve") the action server that game processes connect to."""
+
+    bind: str = option(
+        "tcp://127.0.0.1:0",
+        "Where actor i's game socket binds (port 0: a free one; a fixed port P binds P + i); beyond loopback it needs --insecure. 'ipc://' alone: a Unix socket games/actor-N.sock in the run directory, for games on this machine (ipc://PATH: PATH, PATH-i for actor i). The address bound is in the run directory's games/actor-N.endpoint and in status.",
+    )
+    batch_wait_ms: float = option(
+        2.0,
+        "Longest a game's request waits for a fuller inference batch (a batch also goes at once when every stream that stepped in the last 0.25 s and did not just end an episode is waiting, at max_batch, or after a quarter of this wait without any step).",
+        min=0.0,
+    )
+    max_batch: int = option(256, "Most requests in one inference.", min=1, max=65536)
+    timeout_s: float = option(
+        10.0,
+        "A game silent this long (no step, no bye) is dropped: its open episodes end there (truncated).",
+        above=0.0,
+    )
+    max_streams: int = option(
+        1024, "Most streams open at once over all games; a hello beyond it is refused (server_busy).", min=1
+    )
+
+
+@dataclass
 class ActorsSection:
     """[actors]: how many actors, how they explore and how they ship transitions."""
 
     count: int = option(2, "Number of actor processes.", min=0, max=1024)
     unroll_length: int = option(16, "Steps per env in one TransitionBatch (T).", min=1, max=10000)
-    epsilon: float = option(
-        0.4,
-        "(dqn) Ape-X base epsilon: env g of all G = count * env.num_envs actor envs explores with epsilon ** (1 + alpha * g / (G - 1)).",
-        min=0.0,
-        max=1.0,
-    )
-    epsilon_alpha: float = option(
-        7.0, "(dqn) Ape-X alpha spreading the epsilons across every env of every actor.", min=0.0
-    )
-    epsilon_decay_steps: int = option(
-        0, "(dqn) Env steps over which each actor's epsilon falls from 1.0 to its own; 0 starts there.", min=0
-    )
     backlog_batches: int = option(
         16, "Batches an actor keeps while its learner is slow or gone; then the oldest is dropped.", min=1
     )
@@ -118,24 +146,16 @@ class ActorsSection:
         "'env': each actor steps its own envs; 'serve': each actor is an action server that game processes connect to (the docs' guide: Games that run their own loop).",
         choices=("env", "serve"),
     )
-    serve_bind: str = option(
-        "tcp://127.0.0.1:0",
-        "(serve) Where actor i's game socket binds (port 0: a free one; a fixed port P binds P + i); beyond loopback it needs --insecure. 'ipc://' alone: a Unix socket games/actor-N.sock in the run directory, for games on this machine (ipc://PATH: PATH, PATH-i for actor i). The address bound is in the run directory's games/actor-N.endpoint and in status.",
-    )
-    serve_batch_wait_ms: float = option(
-        2.0,
-        "(serve) Longest a game's request waits for a fuller inference batch (a batch also goes at once when every stream that stepped in the last 0.25 s and did not just end an episode is waiting, at serve_max_batch, or after a quarter of this wait without any step).",
-        min=0.0,
-    )
-    serve_max_batch: int = option(256, "(serve) Most requests in one inference.", min=1, max=65536)
-    serve_timeout_s: float = option(
-        10.0,
-        "(serve) A game silent this long (no step, no bye) is dropped: its open episodes end there (truncated).",
-        above=0.0,
-    )
-    serve_max_streams: int = option(
-        1024, "(serve) Most streams open at once over all games; a hello beyond it is refused (server_busy).", min=1
-    )
+    explore: ExploreSection = field(default_factory=ExploreSection)
+    serve: ServeSection = field(default_factory=ServeSection)
+
+    # Keys that moved into the tables above: a config that still names one is told where it went.
+    moved: ClassVar[dict[str, str]] = {
+        **{key: f"explore.{key}" for key in ("epsilon", "epsilon_alpha", "epsilon_decay_steps")},
+        **{
+            f"serve_{key}": f"serve.{key}" for key in ("bind", "batch_wait_ms", "max_batch", "timeout_s", "max_streams")
+        },
+    }
 
 
 @dataclass

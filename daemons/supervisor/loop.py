@@ -116,10 +116,10 @@ def prepare(config: RunConfig, insecure: bool, no_children: bool) -> RunConfig:
             "(`tandem keys create`) so every link there uses CurveZMQ, or pass --insecure",
             ExitCode.USAGE,
         )
-    serve = config.actors.serve_bind
+    serve = config.actors.serve.bind
     if config.actors.mode == "serve" and not insecure and not is_loopback(serve.replace(":*", ":0")):
         raise SupervisorError(
-            f"actors.serve_bind {serve!r} is not loopback: the game socket has no CurveZMQ yet "
+            f"actors.serve.bind {serve!r} is not loopback: the game socket has no CurveZMQ yet "
             "(games would need keys too), so binding there needs --insecure",
             ExitCode.USAGE,
         )

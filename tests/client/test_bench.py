@@ -189,9 +189,9 @@ def test_intake_record_is_complete():
 
 @pytest.mark.timeout(180)
 def test_game_record_is_complete():
-    data = record("game", "--set", "actors.serve_max_batch=4")  # an override of the user's reaches the server
+    data = record("game", "--set", "actors.serve.max_batch=4")  # an override of the user's reaches the server
     assert data["benchmark"] == "game" and data["repeats"] == 1 and data["alone_frames_per_s"] > 0
-    assert data["transport"] == "tcp" and data["overrides"] == ["actors.serve_max_batch=4"]
+    assert data["transport"] == "tcp" and data["overrides"] == ["actors.serve.max_batch=4"]
     for side in ("idle", "training", "echo"):
         assert [p["games"] for p in data[side]] == [1, 8]
         for p in data[side]:

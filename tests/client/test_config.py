@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from tandem.client.cli import cli
 from tandem.daemons.config import ConfigError, load_config, render_toml
 from tandem.daemons.config.loader import config_from_dict
 
@@ -160,3 +162,24 @@ def test_a_relation_made_up_by_a_default_standing_in_for_a_bad_value_is_not_repo
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert [problem.key for problem in err.value.problems] == ["learner.replay_capacity"]
+
+
+def test_keys_that_moved_into_tables_of_their_own_are_named_with_their_new_place(tmp_path):
+    # [actors] grew by union; its serve_* and Ape-X keys now live in [actors.serve] and [actors.explore]. A config
+    # written before says, a line a key, where each went (not a bare "unknown key").
+    old = tmp_path / "old.toml"
+    old.write_text("[actors]\nmode = 'serve'\nserve_bind = 'ipc://'\nepsilon_decay_steps = 100\n")
+    result = CliRunner().invoke(cli, ["config", "check", str(old)])
+    assert result.exit_code == 3, result.output
+    lines = [line.replace(f"{old}: ", "") for line in result.output.splitlines() if line.startswith("error:")]
+    assert lines == [
+        "error: actors.serve_bind: moved: write it as actors.serve.bind (key 'bind' in [actors.serve])",
+        "error: actors.epsilon_decay_steps: moved: write it as actors.explore.epsilon_decay_steps "
+        "(key 'epsilon_decay_steps' in [actors.explore])",
+    ], result.output
+    new = tmp_path / "new.toml"
+    new.write_text(
+        "[actors]\nmode = 'serve'\n[actors.serve]\nbind = 'ipc://'\n[actors.explore]\nepsilon_decay_steps = 100\n"
+    )
+    config = load_config(new)
+    assert config.actors.serve.bind == "ipc://" and config.actors.explore.epsilon_decay_steps == 100

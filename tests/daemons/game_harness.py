@@ -65,12 +65,16 @@ def make_server(tmp_path, monkeypatch):
     monkeypatch.setattr(server_module, "probe_policy_spaces", lambda config: SPACES)
     made = []
 
-    def make(clock: Clock | None = None, bind: bool = True, run_dir: str | None = None, **actors) -> GameServer:
+    def make(clock: Clock | None = None, bind: bool = True, run_dir: str | None = None, **serve) -> GameServer:
+        """`serve`: keys of [actors.serve] besides the harness's own (`bind_address` for its `bind`, as `bind` here
+        says whether the server binds at all)."""
+        if "bind_address" in serve:
+            serve["bind"] = serve.pop("bind_address")
         config = config_from_dict(
             {
                 "run": {"dir": run_dir or str(tmp_path / "run")},
                 "eval": {"enabled": False},
-                "actors": {"mode": "serve", "serve_timeout_s": TIMEOUT_S, "serve_batch_wait_ms": 2.0, **actors},
+                "actors": {"mode": "serve", "serve": {"timeout_s": TIMEOUT_S, "batch_wait_ms": 2.0, **serve}},
             }
         )
         server = GameServer(config, 0, StopFlag(), None)

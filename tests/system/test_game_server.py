@@ -36,7 +36,7 @@ def served(tmp_path_factory):
         tmp,
         [
             "eval.enabled=false",
-            f"actors.serve_timeout_s={TIMEOUT_S}",
+            f"actors.serve.timeout_s={TIMEOUT_S}",
             "supervisor.heartbeat_interval_s=0.2",
             "algorithm.batch_size=256",
         ],

@@ -59,7 +59,7 @@ SHUTDOWN_MESSAGE = (
 class GameServer:
     """An actor in `actors.mode = 'serve'`: binds a ROUTER that games connect to and answers their steps.
 
-    Requests wait at most `serve_batch_wait_ms` for a fuller batch; one inference answers them all with the
+    Requests wait at most `actors.serve.batch_wait_ms` for a fuller batch; one inference answers them all with the
     newest weights. Each stream's steps become unrolls pushed through the same LearnerLinks (backlog, joins,
     drops, versions) as an env-stepping actor's, and reported the same way. Bad input is refused with a
     game_error, counted by code. Every step gets exactly one reply; on the way out every session gets a
@@ -86,9 +86,9 @@ class GameServer:
         self.endpoint = ""
         self.stats = ServeStats()
         a = config.actors
-        self.wait_s = a.serve_batch_wait_ms / 1000.0
-        self.max_batch, self.timeout_s = a.serve_max_batch, a.serve_timeout_s
-        self.base_eps = actor_epsilons(a.epsilon, a.epsilon_alpha, index, a.count, EPSILON_SLOTS)
+        self.wait_s = a.serve.batch_wait_ms / 1000.0
+        self.max_batch, self.timeout_s = a.serve.max_batch, a.serve.timeout_s
+        self.base_eps = actor_epsilons(a.explore.epsilon, a.explore.epsilon_alpha, index, a.count, EPSILON_SLOTS)
         self.epsilons = self.base_eps
         self.next_expire = 0.0
         self.next_weights_poll = 0.0
@@ -118,7 +118,7 @@ class GameServer:
             name,
             self.runtime.reporter.incarnation,
             a.unroll_length,
-            a.serve_max_streams,
+            a.serve.max_streams,
             ids=ids,
             state_size=self.config.model.core_state_size(),
         )
@@ -126,7 +126,7 @@ class GameServer:
     def bind(self) -> None:
         path = endpoint_file(self.config, self.runtime.name)
         path.parent.mkdir(parents=True, exist_ok=True)
-        endpoint = serve_endpoint(self.config.actors.serve_bind, self.index, path.parent)
+        endpoint = serve_endpoint(self.config.actors.serve.bind, self.index, path.parent)
         if not is_loopback(endpoint) and not self.insecure:
             raise ValueError(
                 f"binding {endpoint} exposes the action server beyond this machine; the game socket has "
@@ -210,7 +210,7 @@ class GameServer:
         if now >= self.next_weights_poll:
             self.next_weights_poll = now + WEIGHTS_POLL_S
             if link.poll_weights():  # AgentStream keeps the oldest version of each unroll: lag is never understated
-                self.epsilons = decayed(self.base_eps, games.env_steps, self.config.actors.epsilon_decay_steps)
+                self.epsilons = decayed(self.base_eps, games.env_steps, self.config.actors.explore.epsilon_decay_steps)
             self.links.follow()  # a learner restarted elsewhere (other ports, another host) is followed, as actors do
         self.links.push(games.outbox)
         self.links.flush()

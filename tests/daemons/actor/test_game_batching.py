@@ -83,7 +83,7 @@ def test_a_batch_short_of_a_stream_goes_once_steps_stop_coming_well_before_its_d
 
 
 def test_a_batch_waiting_for_its_deadline_does_not_make_the_server_spin(make_server, zmq_ctx):
-    server = make_server(serve_batch_wait_ms=20.0)  # the real clock
+    server = make_server(batch_wait_ms=20.0)  # the real clock
     waiting, quiet = Game(zmq_ctx, server.endpoint), Game(zmq_ctx, server.endpoint)
     stream = hello(server, waiting, 1)[0]
     hello(server, quiet, 1)  # stepped lately (its hello): the batch waits up to 20 ms for its step, which never comes
@@ -104,7 +104,7 @@ def test_a_batch_waiting_for_its_deadline_does_not_make_the_server_spin(make_ser
 
 
 def test_ipc_alone_serves_from_a_socket_in_the_run_directory_and_leaves_no_file(make_server, short_tmp):
-    server = make_server(bind=False, run_dir=short_tmp, serve_bind="ipc://")
+    server = make_server(bind=False, run_dir=short_tmp, bind_address="ipc://")
     serve_in_thread(server)  # binds, writes the endpoint file, serves until stopped, then closes
     socket_file = Path(short_tmp) / "games" / "actor-0.sock"
     endpoint = find_endpoint(short_tmp, timeout_s=WAIT_S)

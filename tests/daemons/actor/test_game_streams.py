@@ -156,7 +156,7 @@ def test_serve_endpoints_per_actor(tmp_path):
     assert serve_endpoint("ipc:///" + "p" * 104, 9) == "ipc:///" + "p" * 104 + "-9"  # 107 bytes: the most there is
     with pytest.raises(ValueError, match="actor 10's socket .* at most 107"):
         serve_endpoint("ipc:///" + "p" * 104, 10)
-    with pytest.raises(ValueError, match="serve_bind"):
+    with pytest.raises(ValueError, match=r"actors\.serve\.bind"):
         serve_endpoint("udp://x", 0)
 
 
@@ -164,10 +164,10 @@ def test_a_serve_bind_beyond_loopback_needs_insecure_as_other_binds_do():
     from tandem.daemons.config import config_from_dict
     from tandem.daemons.supervisor.loop import SupervisorError, prepare
 
-    exposed = config_from_dict({"actors": {"mode": "serve", "serve_bind": "tcp://0.0.0.0:7000"}})
-    with pytest.raises(SupervisorError, match="actors.serve_bind 'tcp://0.0.0.0:7000' is not loopback"):
+    exposed = config_from_dict({"actors": {"mode": "serve", "serve": {"bind": "tcp://0.0.0.0:7000"}}})
+    with pytest.raises(SupervisorError, match="actors.serve.bind 'tcp://0.0.0.0:7000' is not loopback"):
         prepare(exposed, insecure=False, no_children=False)
-    assert prepare(exposed, insecure=True, no_children=False).actors.serve_bind == "tcp://0.0.0.0:7000"
+    assert prepare(exposed, insecure=True, no_children=False).actors.serve.bind == "tcp://0.0.0.0:7000"
     local = config_from_dict({"actors": {"mode": "serve"}})
     assert prepare(local, insecure=False, no_children=False).actors.mode == "serve"
 
@@ -177,13 +177,13 @@ def test_a_serve_bind_no_actor_could_make_stops_the_run_before_it_starts(tmp_pat
     from tandem.daemons.supervisor.loop import SupervisorError, prepare
 
     def served(run_dir, bind: str):
-        return config_from_dict({"run": {"dir": str(run_dir)}, "actors": {"mode": "serve", "serve_bind": bind}})
+        return config_from_dict({"run": {"dir": str(run_dir)}, "actors": {"mode": "serve", "serve": {"bind": bind}}})
 
     with pytest.raises(SupervisorError, match="at most 107"):  # each actor would fail its bind, restart after restart
         prepare(served(tmp_path / ("deep" * 30), "ipc://"), insecure=False, no_children=False)
     with pytest.raises(SupervisorError, match="expected tcp://ADDRESS:PORT"):
         prepare(served(tmp_path, "tcp://127.0.0.1"), insecure=False, no_children=False)  # no port
-    assert prepare(served(tmp_path, "ipc://"), insecure=False, no_children=False).actors.serve_bind == "ipc://"
+    assert prepare(served(tmp_path, "ipc://"), insecure=False, no_children=False).actors.serve.bind == "ipc://"
 
 
 def test_box_actions_and_uint8_observations_have_their_wire_spaces():
