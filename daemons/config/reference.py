@@ -24,8 +24,9 @@ overrides any of them on the command line.
 
 This page is written from the config schema (`python -m tandem.daemons.config.reference`), and a test fails
 while it differs from the code. `[algorithm]` holds the keys every algorithm shares; each built-in
-algorithm's own keys follow it, in a table per algorithm. Keys of other sections marked `(dqn)` or
-`(on-policy)` apply to those algorithms only.
+algorithm's own keys follow it, in a table per algorithm. Keys of other sections marked `(replay)` apply to
+the algorithms that learn from replay (Double DQN, SAC), `(dqn)` to Double DQN and `(on-policy)` to APPO and
+IMPALA only.
 
 """
 

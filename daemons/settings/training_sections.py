@@ -123,7 +123,7 @@ class ActorsSection:
     )
     join_unrolls: int = option(
         16,
-        "(dqn) Consecutive unrolls waiting in the backlog that are sent as one message (fewer per-message costs at the learner); 1 sends each alone.",
+        "(replay) Consecutive unrolls waiting in the backlog that are sent as one message (fewer per-message costs at the learner); 1 sends each alone.",
         min=1,
         max=1024,
     )
@@ -167,13 +167,13 @@ class LearnerSection:
         False,
         "The learner runs elsewhere (`tandem learner --join`); the supervisor starts none and waits for it to register.",
     )
-    replay_capacity: int = option(100_000, "(dqn) Transitions the replay ring holds (preallocated).", min=1)
-    replay_min_size: int = option(1_000, "(dqn) Transitions needed before the first update.", min=1)
+    replay_capacity: int = option(100_000, "(replay) Transitions the replay ring holds (preallocated).", min=1)
+    replay_min_size: int = option(1_000, "(replay) Transitions needed before the first update.", min=1)
     samples_per_insert: float = option(
-        4.0, "(dqn) Target ratio of sampled to inserted transitions (Reverb-style rate limit).", above=0.0
+        4.0, "(replay) Target ratio of sampled to inserted transitions (Reverb-style rate limit).", above=0.0
     )
     publish_interval_updates: int = option(
-        10, "(dqn) Updates between two published weight versions; on-policy learners publish after every update.", min=1
+        10, "(replay) Updates between two published weight versions; on-policy learners publish after every update.", min=1
     )
     pace_headroom: float = option(
         1.1,
@@ -198,12 +198,12 @@ class LearnerSection:
         "Updates between checkpoints too, whichever of this and checkpoint_interval_s comes first: a kill loses at most this many (0: by time only); never so often that writing takes over 5% of the learner's time.",
         min=0,
     )
-    checkpoint_replay: bool = option(False, "(dqn) Also save the replay buffer in checkpoints.")
+    checkpoint_replay: bool = option(False, "(replay) Also save the replay buffer in checkpoints.")
     torch_threads: int = option(1, "torch.set_num_threads in the learner.", min=1)
     intake_thread: bool = option(True, "Receive, check and insert batches on a thread of their own, beside training.")
     prefetch: bool = option(
         False,
-        "(dqn) Sample the next replay batch (as tensors on the device, pinned and non-blocking on CUDA) while an update runs; no gain measured on a CPU.",
+        "(replay) Sample the next replay batch (as tensors on the device, pinned and non-blocking on CUDA) while an update runs; no gain measured on a CPU.",
     )
     pool_every: int = option(
         0,
