@@ -35,14 +35,14 @@ API = {
     # the network [model] describes (an MLP, the Nature CNN or model.kind = "module:callable"), with an output size
     "build_network": "tandem.daemons.algorithms.models:build_q_network",
     # the built-in algorithms and their sections, to build on (a spec of yours may reuse their factories)
-    "APPO": "tandem.daemons.algorithms.appo:APPO",
-    "APPOSection": "tandem.daemons.algorithms.appo:APPOSection",
-    "IMPALA": "tandem.daemons.algorithms.appo:IMPALA",
-    "IMPALASection": "tandem.daemons.algorithms.appo:IMPALASection",
-    "DOUBLE_DQN": "tandem.daemons.algorithms.dqn:DOUBLE_DQN",
-    "DQNSection": "tandem.daemons.algorithms.dqn:DQNSection",
-    "SAC": "tandem.daemons.algorithms.sac:SAC",
-    "SACSection": "tandem.daemons.algorithms.sac:SACSection",
+    "APPO": "tandem.daemons.algorithms.appo.spec:APPO",
+    "APPOSection": "tandem.daemons.algorithms.appo.spec:APPOSection",
+    "IMPALA": "tandem.daemons.algorithms.appo.spec:IMPALA",
+    "IMPALASection": "tandem.daemons.algorithms.appo.spec:IMPALASection",
+    "DOUBLE_DQN": "tandem.daemons.algorithms.dqn.spec:DOUBLE_DQN",
+    "DQNSection": "tandem.daemons.algorithms.dqn.spec:DQNSection",
+    "SAC": "tandem.daemons.algorithms.sac.spec:SAC",
+    "SACSection": "tandem.daemons.algorithms.sac.spec:SACSection",
 }
 __all__ = list(API)
 

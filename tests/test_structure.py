@@ -186,17 +186,17 @@ def test_the_graph_sees_the_imports():
     edges = graph()
     assert "tandem.protocol.framing" in edges["tandem.protocol"], "imports under tandem.* are not being followed"
     # the spec builds the torch half lazily (an edge); the torch half names the spec's types only (none)
-    assert "tandem.daemons.algorithms.dqn_torch" in edges["tandem.daemons.algorithms.dqn"]
-    assert "tandem.daemons.algorithms.dqn" not in edges["tandem.daemons.algorithms.dqn_torch"]
+    assert "tandem.daemons.algorithms.dqn.learner" in edges["tandem.daemons.algorithms.dqn.spec"]
+    assert "tandem.daemons.algorithms.dqn.spec" not in edges["tandem.daemons.algorithms.dqn.learner"]
 
 
 # Each built-in algorithm's name is written in its own module only: everything else asks its AlgorithmSpec.
 ALGORITHM_MODULES = {
-    "double_dqn": "daemons/algorithms/dqn.py",
-    "appo": "daemons/algorithms/appo.py",
-    "impala": "daemons/algorithms/appo.py",
+    "double_dqn": "daemons/algorithms/dqn/spec.py",
+    "appo": "daemons/algorithms/appo/spec.py",
+    "impala": "daemons/algorithms/appo/spec.py",
 }
-# The name as a word, not a module's path (tandem.daemons.algorithms.appo, appo.py) nor part of a file name.
+# The name as a word, not a module's path (tandem.daemons.algorithms.appo.spec, appo.py) nor part of a file name.
 ALGORITHM_NAME = re.compile(r"(?<![\w.])(" + "|".join(ALGORITHM_MODULES) + r")(?!\w|\.py\b)")
 # A line that picks an algorithm for a run (a benchmark's config) is a config, as examples/ are.
 PICKS_ONE = re.compile(r"algorithm\.name\s*=")
@@ -222,7 +222,7 @@ def test_the_name_check_finds_a_name_and_passes_module_paths():
         "impala",
         "double_dqn",
     ]
-    assert not ALGORITHM_NAME.findall("tandem.daemons.algorithms.appo:APPO appo.py pong_appo.toml APPOSection")
+    assert not ALGORITHM_NAME.findall("tandem.daemons.algorithms.appo.spec:APPO appo.py pong_appo.toml APPOSection")
 
 
 def test_no_algorithm_name_is_written_outside_its_own_module():

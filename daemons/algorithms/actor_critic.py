@@ -17,7 +17,7 @@ from tandem.daemons.settings.schema import ModelSection, RunConfig
 from tandem.protocol import keyed
 
 if TYPE_CHECKING:
-    from tandem.daemons.algorithms.appo import VtraceSection
+    from tandem.daemons.algorithms.appo.spec import VtraceSection
 
 
 class ActorCritic(NormalizedInputs):

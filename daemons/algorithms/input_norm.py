@@ -13,7 +13,7 @@ from tandem.daemons.algorithms.net_parts import is_image_space
 from tandem.daemons.algorithms.running_norm import RunningMeanStd
 
 if TYPE_CHECKING:
-    from tandem.daemons.algorithms.appo import VtraceSection
+    from tandem.daemons.algorithms.appo.spec import VtraceSection
 
 OBS_CLIP = 10.0  # normalized observations are clamped here (SB3's VecNormalize and cleanRL's default)
 # Images are normalized per pixel after scaling to [0, 1], as Sample Factory's normalize_input: a pixel that

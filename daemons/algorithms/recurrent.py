@@ -22,7 +22,7 @@ from tandem.daemons.settings.schema import ModelSection
 from tandem.protocol import keyed
 
 if TYPE_CHECKING:
-    from tandem.daemons.algorithms.appo import VtraceSection
+    from tandem.daemons.algorithms.appo.spec import VtraceSection
     from tandem.daemons.algorithms.unroll_tensors import UnrollTensors
 
 CELLS = {"lstm": nn.LSTMCell, "gru": nn.GRUCell}

@@ -11,10 +11,10 @@ from tandem.daemons.settings.setup_errors import SetupError
 # The built-in algorithms, found the way a plug-in is (so that no name is written twice); the first is the
 # default. Each module defines its spec without importing torch, so reading a config stays light.
 BUILT_IN = (
-    "tandem.daemons.algorithms.dqn:DOUBLE_DQN",
-    "tandem.daemons.algorithms.appo:APPO",
-    "tandem.daemons.algorithms.appo:IMPALA",
-    "tandem.daemons.algorithms.sac:SAC",
+    "tandem.daemons.algorithms.dqn.spec:DOUBLE_DQN",
+    "tandem.daemons.algorithms.appo.spec:APPO",
+    "tandem.daemons.algorithms.appo.spec:IMPALA",
+    "tandem.daemons.algorithms.sac.spec:SAC",
 )
 KEY = "algorithm.name"
 PLUGIN_FORM = "package.module:NAME"

@@ -173,7 +173,9 @@ class LearnerSection:
         4.0, "(replay) Target ratio of sampled to inserted transitions (Reverb-style rate limit).", above=0.0
     )
     publish_interval_updates: int = option(
-        10, "(replay) Updates between two published weight versions; on-policy learners publish after every update.", min=1
+        10,
+        "(replay) Updates between two published weight versions; on-policy learners publish after every update.",
+        min=1,
     )
     pace_headroom: float = option(
         1.1,

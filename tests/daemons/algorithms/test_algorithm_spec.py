@@ -163,7 +163,7 @@ def test_a_plugin_module_beside_the_config_file_is_found(tmp_path, monkeypatch):
         textwrap.dedent(
             """
             import dataclasses
-            from tandem.daemons.algorithms.dqn import DOUBLE_DQN
+            from tandem.daemons.algorithms.dqn.spec import DOUBLE_DQN
             MINE = dataclasses.replace(DOUBLE_DQN, name="mine")
             """
         )

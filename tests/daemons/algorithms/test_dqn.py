@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 from tandem.daemons.algorithms import make_algorithm, make_policy
-from tandem.daemons.algorithms.dqn import DQNSection
-from tandem.daemons.algorithms.dqn_torch import DoubleDQN, DQNPolicy
+from tandem.daemons.algorithms.dqn.learner import DoubleDQN, DQNPolicy
+from tandem.daemons.algorithms.dqn.spec import DQNSection
 from tandem.daemons.replay import SampledBatch
 from tandem.daemons.settings.schema import ModelSection, RunConfig
 from tandem.protocol.weights import WeightBlob

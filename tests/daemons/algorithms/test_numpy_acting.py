@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from tandem.daemons.algorithms.actor_critic import seeded_actor_critic
-from tandem.daemons.algorithms.appo_policy import BEHAVIOUR_LOGP, StochasticPolicy
-from tandem.daemons.algorithms.dqn_torch import DQNPolicy
+from tandem.daemons.algorithms.appo.policy import BEHAVIOUR_LOGP, StochasticPolicy
+from tandem.daemons.algorithms.dqn.learner import DQNPolicy
 from tandem.daemons.algorithms.numpy_acting import MAX_ROWS, NumpyActing
 from tandem.daemons.config.loader import load_config
 

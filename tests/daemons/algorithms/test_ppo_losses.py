@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from tandem.daemons.algorithms.ppo_batch import FlatSteps, minibatch_rows
-from tandem.daemons.algorithms.ppo_losses import (
+from tandem.daemons.algorithms.appo.losses import (
     clipped_surrogate,
     explained_variance,
     normalized_advantages,
     value_loss,
 )
+from tandem.daemons.algorithms.appo.minibatches import FlatSteps, minibatch_rows
 from tandem.daemons.algorithms.running_norm import RunningMeanStd
 
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from tandem.daemons.algorithms.sac import SACSection
-from tandem.daemons.algorithms.sac_nets import SquashedGaussianPolicy, squashed_log_prob
-from tandem.daemons.algorithms.sac_torch import SAC, SACPolicy
+from tandem.daemons.algorithms.sac.learner import SAC, SACPolicy
+from tandem.daemons.algorithms.sac.nets import SquashedGaussianPolicy, squashed_log_prob
+from tandem.daemons.algorithms.sac.spec import SACSection
 from tandem.daemons.config.loader import load_config
 from tandem.daemons.replay.batch import SampledBatch
 from tandem.daemons.serial.loop import run_serial

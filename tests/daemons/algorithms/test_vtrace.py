@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tandem.daemons.algorithms.vtrace import vtrace
+from tandem.daemons.algorithms.appo.vtrace import vtrace
 
 
 def reference_vtrace(log_rhos, rewards, values, bootstrap, terminated, truncated, gamma, rho_bar, c_bar, lam):

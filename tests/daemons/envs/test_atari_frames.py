@@ -153,8 +153,8 @@ def test_an_appo_learner_scores_the_actors_actions_on_the_screens_the_actor_saw(
     frame, step or column show (a uniform policy would hide it)."""
     import torch
 
-    from tandem.daemons.algorithms.appo_policy import BEHAVIOUR_LOGP, StochasticPolicy
-    from tandem.daemons.algorithms.appo_torch import APPO
+    from tandem.daemons.algorithms.appo.learner import APPO
+    from tandem.daemons.algorithms.appo.policy import BEHAVIOUR_LOGP, StochasticPolicy
     from tandem.daemons.algorithms.unroll_tensors import stack_unrolls
     from tandem.daemons.feeds.unroll_feed import UnrollFeed
 

@@ -131,7 +131,7 @@ def test_action_mask_observations_are_flattened_with_the_mask_last():
 def test_masked_policy_explores_and_exploits_only_legal_actions():
     import gymnasium as gym
 
-    from tandem.daemons.algorithms.dqn_torch import DQNPolicy
+    from tandem.daemons.algorithms.dqn.learner import DQNPolicy
 
     config = config_from_dict({})
     policy = DQNPolicy(config, gym.spaces.Box(-1, 1, (13,), np.float32), gym.spaces.Discrete(4), seed=0, mask_size=4)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from tandem.daemons.algorithms.dqn import DQNSection
-from tandem.daemons.algorithms.dqn_torch import DoubleDQN
+from tandem.daemons.algorithms.dqn.learner import DoubleDQN
+from tandem.daemons.algorithms.dqn.spec import DQNSection
 from tandem.daemons.checkpoints.files import checkpoint_path, load_latest_checkpoint, save_checkpoint
 from tandem.daemons.replay import SampledBatch
 from tandem.daemons.settings.schema import ModelSection

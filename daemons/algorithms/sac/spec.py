@@ -11,8 +11,8 @@ from tandem.daemons.settings.schema import AlgorithmSection, ReplaySection, RunC
 
 if TYPE_CHECKING:
     from tandem.daemons.algorithms.base import Feed
-    from tandem.daemons.algorithms.sac_torch import SAC as SACLearner
-    from tandem.daemons.algorithms.sac_torch import SACPolicy
+    from tandem.daemons.algorithms.sac.learner import SAC as SACLearner
+    from tandem.daemons.algorithms.sac.learner import SACPolicy
 
 NAME = "sac"
 
@@ -56,7 +56,7 @@ class SACSection(ReplaySection):
 
 
 def check_action_space(action_space: Any) -> None:
-    from tandem.daemons.algorithms.sac_nets import box_dims
+    from tandem.daemons.algorithms.sac.nets import box_dims
 
     try:
         box_dims(action_space)
@@ -65,13 +65,13 @@ def check_action_space(action_space: Any) -> None:
 
 
 def make_learner(config: RunConfig, obs_space: Any, action_space: Any, device: str, mask_size: int) -> SACLearner:
-    from tandem.daemons.algorithms.sac_torch import SAC as Learner
+    from tandem.daemons.algorithms.sac.learner import SAC as Learner
 
     return Learner(config, obs_space, action_space, device=device, mask_size=mask_size)
 
 
 def make_policy(config: RunConfig, obs_space: Any, action_space: Any, seed: int | None, mask_size: int) -> SACPolicy:
-    from tandem.daemons.algorithms.sac_torch import SACPolicy as Policy
+    from tandem.daemons.algorithms.sac.learner import SACPolicy as Policy
 
     return Policy(config, obs_space, action_space, seed, mask_size, device=config.actors.device)
 

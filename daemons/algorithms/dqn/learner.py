@@ -1,6 +1,6 @@
 """Double DQN with n-step targets (learner side) and its epsilon-greedy, double-buffered policy (actor side).
 
-The torch half of the algorithm: its spec, name and keys are in dqn.py, which imports this module only to build.
+The torch half of the algorithm: its spec, name and keys are in spec.py, which imports this module only to build.
 """
 
 from __future__ import annotations

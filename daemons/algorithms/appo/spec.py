@@ -10,8 +10,8 @@ from tandem.daemons.settings.fields import ConfigError
 from tandem.daemons.settings.schema import AlgorithmSection, RunConfig, option, redefault
 
 if TYPE_CHECKING:
-    from tandem.daemons.algorithms.appo_policy import StochasticPolicy
-    from tandem.daemons.algorithms.appo_torch import APPO as APPOLearner
+    from tandem.daemons.algorithms.appo.learner import APPO as APPOLearner
+    from tandem.daemons.algorithms.appo.policy import StochasticPolicy
     from tandem.daemons.algorithms.base import Feed
 
 ON_POLICY_LEARNER = {"max_lag": 32}  # an unroll more than this many versions old is not worth a V-trace correction
@@ -163,7 +163,7 @@ def check_action_space(action_space: Any) -> None:
 
 def make_learner(clipped: bool) -> LearnerFactory:
     def build(config: RunConfig, obs_space: Any, action_space: Any, device: str, mask_size: int) -> APPOLearner:
-        from tandem.daemons.algorithms.appo_torch import APPO
+        from tandem.daemons.algorithms.appo.learner import APPO
 
         return APPO(config, obs_space, action_space, device=device, mask_size=mask_size, clipped=clipped)
 
@@ -173,7 +173,7 @@ def make_learner(clipped: bool) -> LearnerFactory:
 def make_policy(
     config: RunConfig, obs_space: Any, action_space: Any, seed: int | None, mask_size: int
 ) -> StochasticPolicy:
-    from tandem.daemons.algorithms.appo_policy import StochasticPolicy
+    from tandem.daemons.algorithms.appo.policy import StochasticPolicy
 
     return StochasticPolicy(config, obs_space, action_space, seed, mask_size, device=config.actors.device)
 

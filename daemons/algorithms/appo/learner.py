@@ -1,11 +1,11 @@
 """APPO (PPO's clipped objective on V-trace targets) and IMPALA (V-trace policy gradient): the learner (the actor's
-policy is appo_policy.py).
+policy is policy.py).
 
 The learner trains on whole unrolls in arrival order. Each batch's actions were chosen by an older version
 (the behaviour policy mu); V-trace corrects the value targets and the advantages for that lag with the
 importance ratio pi/mu of the current weights, which is why actors send log mu(a|x) with every step.
 
-The torch half of both algorithms: their specs, names and keys are in appo.py, which imports this module only
+The torch half of both algorithms: their specs, names and keys are in spec.py, which imports this module only
 to build.
 """
 
@@ -23,15 +23,16 @@ from torch import nn
 
 from tandem.daemons.algorithms.actor_critic import network_form_hint, seeded_actor_critic
 from tandem.daemons.algorithms.adam import Adam
-from tandem.daemons.algorithms.base import UpdateResult
-from tandem.daemons.algorithms.ppo_batch import FlatSteps, minibatch_rows
-from tandem.daemons.algorithms.ppo_losses import (
+from tandem.daemons.algorithms.appo.losses import (
     clipped_surrogate,
     explained_variance,
     normalized_advantages,
     scalar_metrics,
     value_loss,
 )
+from tandem.daemons.algorithms.appo.minibatches import FlatSteps, minibatch_rows
+from tandem.daemons.algorithms.appo.vtrace import vtrace
+from tandem.daemons.algorithms.base import UpdateResult
 from tandem.daemons.algorithms.recurrent import check_core_state
 from tandem.daemons.algorithms.running_norm import RunningMeanStd
 from tandem.daemons.algorithms.torch_util import (
@@ -43,12 +44,11 @@ from tandem.daemons.algorithms.torch_util import (
     torch_device,
 )
 from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP, UnrollTensors, select_columns, stack_unrolls
-from tandem.daemons.algorithms.vtrace import vtrace
 from tandem.daemons.settings.schema import RunConfig
 from tandem.protocol import TransitionBatch, keyed
 
 if TYPE_CHECKING:
-    from tandem.daemons.algorithms.appo import APPOSection
+    from tandem.daemons.algorithms.appo.spec import APPOSection
 
 log = logging.getLogger(__name__)
 

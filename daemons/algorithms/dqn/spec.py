@@ -11,7 +11,7 @@ from tandem.daemons.settings.schema import AlgorithmSection, ReplaySection, RunC
 
 if TYPE_CHECKING:
     from tandem.daemons.algorithms.base import Feed
-    from tandem.daemons.algorithms.dqn_torch import DoubleDQN, DQNPolicy
+    from tandem.daemons.algorithms.dqn.learner import DoubleDQN, DQNPolicy
 
 NAME = "double_dqn"
 
@@ -44,13 +44,13 @@ def check_action_space(action_space: Any) -> None:
 
 
 def make_learner(config: RunConfig, obs_space: Any, action_space: Any, device: str, mask_size: int) -> DoubleDQN:
-    from tandem.daemons.algorithms.dqn_torch import DoubleDQN
+    from tandem.daemons.algorithms.dqn.learner import DoubleDQN
 
     return DoubleDQN(config, obs_space, action_space, device=device, mask_size=mask_size)
 
 
 def make_policy(config: RunConfig, obs_space: Any, action_space: Any, seed: int | None, mask_size: int) -> DQNPolicy:
-    from tandem.daemons.algorithms.dqn_torch import DQNPolicy
+    from tandem.daemons.algorithms.dqn.learner import DQNPolicy
 
     return DQNPolicy(config, obs_space, action_space, seed, mask_size, device=config.actors.device)
 

@@ -1,4 +1,4 @@
-"""Soft Actor-Critic: its learner and its stochastic actor policy, for Box actions (torch; the spec is sac.py).
+"""Soft Actor-Critic: its learner and its stochastic actor policy, for Box actions (torch; the spec is spec.py).
 
 Twin Q-networks with Polyak-averaged targets, a tanh-squashed Gaussian policy, and the entropy temperature
 learned towards a target entropy (Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications").
@@ -20,7 +20,7 @@ from torch import nn
 
 from tandem.daemons.algorithms.adam import Adam
 from tandem.daemons.algorithms.base import UpdateResult
-from tandem.daemons.algorithms.sac_nets import SquashedGaussianPolicy, TwinQ, box_dims
+from tandem.daemons.algorithms.sac.nets import SquashedGaussianPolicy, TwinQ, box_dims
 from tandem.daemons.algorithms.torch_util import (
     SwappableNet,
     check_tensors,
