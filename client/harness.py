@@ -27,9 +27,12 @@ class RunFailed(RuntimeError):
     """The run ended, or never reached what the caller waited for: the message says what it was doing."""
 
 
-def up_command(config: str | Path, overrides: Sequence[str] = (), flags: Sequence[str] = ()) -> list[str]:
-    """`tandem up CONFIG --json FLAGS --set ...` run by this Python (no PATH needed)."""
-    args = [sys.executable, "-m", "tandem", "up", str(config), "--json", *flags]
+def up_command(
+    config: str | Path, overrides: Sequence[str] = (), flags: Sequence[str] = (), as_json: bool = True
+) -> list[str]:
+    """`tandem up CONFIG [--json] FLAGS --set ...` run by this Python (no PATH needed): how every test, benchmark
+    and drill starts a run."""
+    args = [sys.executable, "-m", "tandem", "up", str(config), *(["--json"] if as_json else []), *flags]
     for item in overrides:
         args += ["--set", item]
     return args

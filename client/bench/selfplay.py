@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ import click
 import numpy as np
 
 from tandem.client.bench.examples import example_config
+from tandem.client.harness import up_command
 from tandem.protocol import WeightBlob
 
 TARGET_SHARE = 0.9  # steps/s against a pool of 50 within 10% of steps/s against a fixed opponent (issue 31)
@@ -60,9 +60,7 @@ def run_mode(config_path: Path, mode: str, seconds: float, tmp: Path, round_no: 
     run_dir = tmp / f"{mode}-{round_no}"
     overrides = [f"run.dir='{run_dir}'", *COMMON, *MODES[mode], f"stop.seconds={seconds}"]
     write_pool(config_path, run_dir, 1 if mode == "fixed" else 50, overrides)
-    command = [sys.executable, "-m", "tandem", "up", str(config_path)]
-    for override in overrides:
-        command += ["--set", override]
+    command = up_command(config_path, overrides, as_json=False)
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 120)
     if done.returncode != 0:

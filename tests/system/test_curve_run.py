@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+from tandem.client.harness import up_command
 from tandem.daemons.runtime.control_channel import ControlChannel
 from tandem.daemons.runtime.exit_codes import ExitCode
 from tandem.daemons.security import keystore
@@ -84,17 +85,11 @@ def test_a_secret_key_readable_by_others_stops_the_run_before_it_starts(tmp_path
     keystore.create(keys, "host")
     (keys / "host.key_secret").chmod(0o644)
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tandem",
-            "up",
-            str(ROOT / "examples" / "cartpole.toml"),
-            "--set",
-            f"run.dir='{tmp_path}/run'",
-            "--set",
-            f"security.key_dir='{keys}'",
-        ],
+        up_command(
+            ROOT / "examples" / "cartpole.toml",
+            [f"run.dir='{tmp_path}/run'", f"security.key_dir='{keys}'"],
+            as_json=False,
+        ),
         capture_output=True,
         text=True,
         timeout=120,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from tandem.client.harness import up_command
 from tests.system.harness import ROOT
 from tests.system.test_supervisor import Run, rows
 
@@ -61,17 +62,9 @@ def test_binding_beyond_loopback_needs_insecure(tmp_path):
 
 def test_up_refuses_a_non_loopback_host_without_insecure(tmp_path):
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tandem",
-            "up",
-            str(ROOT / "examples" / "cartpole.toml"),
-            "--set",
-            "transport.host=0.0.0.0",
-            "--set",
-            f"run.dir='{tmp_path}/run'",
-        ],
+        up_command(
+            ROOT / "examples" / "cartpole.toml", ["transport.host=0.0.0.0", f"run.dir='{tmp_path}/run'"], as_json=False
+        ),
         capture_output=True,
         text=True,
         timeout=60,

@@ -15,6 +15,7 @@ import textwrap
 import pytest
 import torch
 
+from tandem.client.harness import up_command
 from tandem.daemons.runtime.exit_codes import ExitCode
 from tests.system.harness import ROOT, finish
 
@@ -77,9 +78,7 @@ def tandem(*args: str, cwd, timeout_s: float = CHECK_TIMEOUT_S) -> subprocess.Co
 def up(config: str, cwd, *overrides: str, flags: tuple[str, ...] = ()) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(ROOT)
-    args = [sys.executable, "-m", "tandem", "up", config, "--json", *flags]
-    for item in overrides:
-        args += ["--set", item]
+    args = up_command(config, overrides, flags)
     return subprocess.Popen(
         args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env, start_new_session=True
     )

@@ -7,10 +7,10 @@ import json
 import os
 import struct
 import subprocess
-import sys
 
 import pytest
 
+from tandem.client.harness import up_command
 from tandem.daemons.runtime.exit_codes import ExitCode
 from tests.system.harness import ROOT, finish
 
@@ -33,20 +33,10 @@ def wandb_env(tmp_path) -> dict[str, str]:
 
 
 def up(tmp_path, *overrides: str) -> subprocess.Popen:
-    args = [
-        sys.executable,
-        "-m",
-        "tandem",
-        "up",
-        str(ROOT / "examples" / "cartpole.toml"),
-        "--json",
-        "--set",
-        f"run.dir='{tmp_path}/run'",
-        "--set",
-        "supervisor.heartbeat_interval_s=0.2",
-    ]
-    for item in overrides:
-        args += ["--set", item]
+    args = up_command(
+        ROOT / "examples" / "cartpole.toml",
+        [f"run.dir='{tmp_path}/run'", "supervisor.heartbeat_interval_s=0.2", *overrides],
+    )
     return subprocess.Popen(
         args,
         stdout=subprocess.PIPE,
