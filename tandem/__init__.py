@@ -24,9 +24,15 @@ API = {
 __all__ = list(API)
 
 
-def __getattr__(name: str) -> Any:
-    if name not in API:
-        raise AttributeError(f"module 'tandem' has no attribute {name!r}")
+def lazy_attribute(api: dict[str, str], owner: str, name: str) -> Any:
+    """`name` of a lazily loaded API: `api` maps it to "module" (the same name there) or "module:attribute"."""
+    if name not in api:
+        raise AttributeError(f"module {owner!r} has no attribute {name!r}; it offers {', '.join(api)}")
     import importlib
 
-    return getattr(importlib.import_module(API[name]), name)
+    module, _, attribute = api[name].partition(":")
+    return getattr(importlib.import_module(module), attribute or name)
+
+
+def __getattr__(name: str) -> Any:
+    return lazy_attribute(API, "tandem", name)

@@ -11,8 +11,9 @@ reading a config must stay light; the rest is imported on first use (PEP 562), i
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
+
+from tandem import lazy_attribute
 
 # name -> "module:attribute" it comes from; looked up on first use.
 API = {
@@ -48,7 +49,4 @@ __all__ = list(API)
 
 
 def __getattr__(name: str) -> Any:
-    if name not in API:
-        raise AttributeError(f"module 'tandem.algorithms' has no attribute {name!r}; it offers {', '.join(API)}")
-    module, _, attribute = API[name].partition(":")
-    return getattr(importlib.import_module(module), attribute)
+    return lazy_attribute(API, __name__, name)
