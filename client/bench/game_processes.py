@@ -99,10 +99,11 @@ def warm_up(run: UpRun, endpoint: str) -> None:
 
 
 def processes_run(
-    config: Path, counts: list[int], seconds: float, overrides: tuple[str, ...]
+    config: Path, counts: list[int], seconds: float, overrides: tuple[str, ...], ipc: bool = False
 ) -> tuple[list[dict], list[dict]]:
     """One `tandem up` of `config`: per game count, its game processes served, then as many against a raw echo
-    (the transport alone, the learner still training on what the served phase sent); (served, echo) phases."""
+    over the same transport (the transport alone, beside the run's daemons; an on-policy learner has little
+    left to train on by then, the record says how much); (served, echo) phases."""
     from tandem.client.game import find_endpoint
     from tandem.daemons.config import render_toml
 
@@ -112,7 +113,8 @@ def processes_run(
         file.write_text(render_toml(served_config(config, run_dir, limit_s, overrides)))
         mp = multiprocessing.get_context("spawn")
         stop, bound = mp.Event(), mp.Queue()
-        echo_proc = mp.Process(target=echo, args=("tcp://127.0.0.1:*", bound, stop))
+        # the echo over the same transport as the served games
+        echo_proc = mp.Process(target=echo, args=(f"ipc://{tmp}/echo" if ipc else "tcp://127.0.0.1:*", bound, stop))
         try:
             run = UpRun(file, run_dir, Path(tmp) / "up.out")
         except RunFailed as exc:
@@ -151,7 +153,7 @@ def processes_record(
     base = alone(min(seconds, 5.0))
     served_runs, echo_runs = [], []
     for r in range(repeats):
-        served, echoed = processes_run(config, counts, seconds, overrides)
+        served, echoed = processes_run(config, counts, seconds, overrides, how == "ipc")
         served_runs.append(served)
         echo_runs.append(echoed)
         say(
