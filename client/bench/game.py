@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from tandem.client.bench.game_drive import alone, echo, play
+from tandem.client.bench.game_drive import alone, echo, end_echo, play
 from tandem.client.bench.game_phases import TARGET_FRAMES_PER_S, game_figures, median_phases, paired_median
 from tandem.client.bench.game_processes import DEFAULT_CONFIG, print_processes, processes_record
 from tandem.client.bench.isolation import IDLE, TRAINING
@@ -120,12 +120,7 @@ def served_run(
                 raise click.ClickException("the idle learner trained: its replay filled within the phases")
             return served, echoed
         finally:
-            stop.set()
-            if echo_proc.is_alive():
-                echo_proc.join(timeout=10)
-            if echo_proc.is_alive():
-                echo_proc.kill()
-                echo_proc.join(timeout=10)
+            end_echo(stop, echo_proc)
             up.send_signal(signal.SIGTERM)
             try:
                 up.wait(timeout=60)

@@ -225,3 +225,13 @@ def play(
     if errors:
         raise click.ClickException(f"{games} games{' (echo)' if echoed else ''}: {errors[0]}")
     return results
+
+
+def end_echo(stop: multiprocessing.Event, proc: multiprocessing.Process) -> None:
+    """Stop the echo process started with `stop`: it ends within its poll; one that does not is killed."""
+    stop.set()
+    if proc.is_alive():
+        proc.join(timeout=10)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(timeout=10)

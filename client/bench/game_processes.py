@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tandem.client.bench.examples import example_config
-from tandem.client.bench.game_drive import alone, echo, play
+from tandem.client.bench.game_drive import alone, echo, end_echo, play
 from tandem.client.bench.game_phases import TARGET_FRAMES_PER_S, game_figures, median_phases, paired_median
 from tandem.client.harness import RunFailed, UpRun, rows, tree
 
@@ -130,12 +130,7 @@ def processes_run(
                 echoed.append(process_phase(run, echo_endpoint, n, seconds, echoed=True))
             return served, echoed
         finally:
-            stop.set()
-            if echo_proc.is_alive():
-                echo_proc.join(timeout=10)
-            if echo_proc.is_alive():
-                echo_proc.kill()
-                echo_proc.join(timeout=10)
+            end_echo(stop, echo_proc)
             run.close()
 
 
