@@ -140,19 +140,8 @@ def read_header(frames: Any, limits: Limits = DEFAULT_LIMITS) -> tuple[dict[str,
     views = [as_buffer(f, i) for i, f in enumerate(frames)]
     if len(views[0]) > limits.max_header_bytes:
         raise ProtocolError(f"{len(views[0])} bytes, at most {limits.max_header_bytes}", "header")
-    size = len(views[0])
     try:
-        header = msgpack.unpackb(
-            views[0],
-            raw=False,
-            strict_map_key=True,
-            use_list=True,
-            max_ext_len=0,
-            max_str_len=size,
-            max_bin_len=size,
-            max_array_len=size,
-            max_map_len=size,
-        )
+        header = unpack_header(views[0])
     except Exception as exc:  # msgpack raises many types (ValueError, ExtraData, UnicodeDecodeError, ...)
         raise ProtocolError(f"not a valid msgpack document ({type(exc).__name__}: {exc})", "header") from exc
     if not isinstance(header, dict):
@@ -160,6 +149,23 @@ def read_header(frames: Any, limits: Limits = DEFAULT_LIMITS) -> tuple[dict[str,
     if nesting_depth(header, limits.max_depth) > limits.max_depth:
         raise ProtocolError(f"nested deeper than {limits.max_depth}", "header")
     return header, views
+
+
+def unpack_header(frame: bytes | memoryview) -> Any:
+    """The msgpack document of a header frame, with no string, binary, list or map longer than the frame itself
+    (so a few bytes cannot claim a huge allocation) and no extension types; raises what msgpack raises."""
+    size = len(frame)
+    return msgpack.unpackb(
+        frame,
+        raw=False,
+        strict_map_key=True,
+        use_list=True,
+        max_ext_len=0,
+        max_str_len=size,
+        max_bin_len=size,
+        max_array_len=size,
+        max_map_len=size,
+    )
 
 
 def request_id_of(header: Mapping[str, Any]) -> int:

@@ -38,21 +38,10 @@ def plain_header(frames: Sequence[Any], limits: Limits, count: int) -> dict[str,
     for frame in frames:
         if type(frame) is not bytes:
             return None
-    size = len(frames[0])
-    if size > limits.max_header_bytes:
+    if len(frames[0]) > limits.max_header_bytes:
         return None
     try:
-        header = msgpack.unpackb(
-            frames[0],
-            raw=False,
-            strict_map_key=True,
-            use_list=True,
-            max_ext_len=0,
-            max_str_len=size,
-            max_bin_len=size,
-            max_array_len=size,
-            max_map_len=size,
-        )
+        header = framing.unpack_header(frames[0])
     except Exception:  # the general path says what is wrong
         return None
     if type(header) is not dict or type(header.get("v")) is not int or header["v"] != PROTOCOL_VERSION:

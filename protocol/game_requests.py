@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import msgpack
-
 from tandem.protocol import framing
 from tandem.protocol.errors import ProtocolError
 from tandem.protocol.game import GAME_LIMITS, GameBye, GameHello, GameStep
@@ -30,7 +28,7 @@ def decode_request(frames: Sequence[Any], limits: Limits = GAME_LIMITS) -> GameH
 
     Order: frames, header size and msgpack (malformed, id 0), version (malformed), kind (bad_kind), then
     the kind's fields and arrays (malformed). Once the header is a readable map, the refusal carries its
-    `request_id` when that is a non-negative integer, whatever else is wrong.
+    `request_id` when that is an integer in [0, 2**63) (framing.request_id_of), whatever else is wrong.
     """
     step = plain_step(frames, limits)  # a game's every frame: read fast when plain (game_plain.py)
     if step is not None:
@@ -41,12 +39,12 @@ def decode_request(frames: Sequence[Any], limits: Limits = GAME_LIMITS) -> GameH
         if exc.field not in ("v", "kind"):
             raise BadRequest("malformed", str(exc), 0) from exc
         # decode_header got past msgpack and the map checks: the header is readable, only v or kind is wrong
-        header = readable_header(frames)
-        request_id = request_id_of(header)
+        header, _ = framing.read_header(frames, limits)  # cannot fail: decode_header got past these checks
+        request_id = framing.request_id_of(header)
         if exc.field == "kind" and isinstance(header.get("kind"), str):
             raise BadRequest("bad_kind", kind_message(header["kind"]), request_id) from exc
         raise BadRequest("malformed", str(exc), request_id) from exc
-    request_id = request_id_of(header)
+    request_id = framing.request_id_of(header)
     cls = SERVER_KINDS.get(header["kind"])
     if cls is None:
         raise BadRequest("bad_kind", kind_message(header["kind"]), request_id)
@@ -58,27 +56,3 @@ def decode_request(frames: Sequence[Any], limits: Limits = GAME_LIMITS) -> GameH
 
 def kind_message(kind: str) -> str:
     return f"kind: a server takes {', '.join(SERVER_KINDS)}, not {kind[:100]!r}"
-
-
-def readable_header(frames: Sequence[Any]) -> dict[str, Any]:
-    """The header map of a message whose msgpack decode_header already read (so this cannot fail)."""
-    view = framing.as_buffer(frames[0], 0)
-    size = len(view)
-    header = msgpack.unpackb(
-        view,
-        raw=False,
-        strict_map_key=True,
-        use_list=True,
-        max_ext_len=0,
-        max_str_len=size,
-        max_bin_len=size,
-        max_array_len=size,
-        max_map_len=size,
-    )
-    return header if isinstance(header, dict) else {}
-
-
-def request_id_of(header: dict[str, Any]) -> int:
-    """The header's request_id where it is usable as one (a non-negative int, not a bool), else 0."""
-    value = header.get("request_id")
-    return value if type(value) is int and value >= 0 else 0

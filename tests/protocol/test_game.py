@@ -153,6 +153,7 @@ def test_a_hello_may_leave_out_its_spaces():
         (frames_with(GOOD_STEP, reward="x"), "malformed", 3),
         (frames_with(GOOD_STEP, request_id=-1), "malformed", 0),
         (frames_with(GOOD_STEP, request_id=1.0), "malformed", 0),
+        (frames_with(GOOD_STEP, request_id=1 << 63, reward="x"), "malformed", 0),  # an id is below 2**63
         (frames_with(GOOD_STEP, stream=-1), "malformed", 3),
         (GameHello(9, "g", 0).to_frames(), "malformed", 9),
         (GameHello(9, "g", 257).to_frames(), "malformed", 9),
