@@ -5,32 +5,48 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from tandem.protocol import framing
 from tandem.protocol.errors import ProtocolError
 from tandem.protocol.limits import DEFAULT_LIMITS, Limits
 
 
-class HeaderOnly:
-    """`to_frames`/`from_frames` for a dataclass whose fields all live in the header (one frame)."""
+class HeaderFields:
+    """A message of one KIND whose header fields FIELDS checks: `from_frames` reads the header and hands it to
+    `from_header`, which a server that has read the header already calls itself (so it is read once)."""
 
     KIND: ClassVar[str]
     FIELDS: ClassVar[Mapping[str, framing.Checker]]
+    LIMITS: ClassVar[Limits] = DEFAULT_LIMITS  # the caps `from_frames` checks when given none
+
+    @classmethod
+    def from_frames(cls, frames: Sequence[Any], limits: Limits | None = None) -> Self:
+        limits = limits or cls.LIMITS
+        return cls.from_header(*framing.decode_header(frames, limits), limits)
+
+    @classmethod
+    def from_header(cls, header: dict[str, Any], views: list[memoryview], limits: Limits | None = None) -> Self:
+        """The message of a header-only kind: its FIELDS, in one frame (a kind with more overrides this)."""
+        return cls(**cls.header_fields(header, views))
+
+    @classmethod
+    def header_fields(cls, header: Mapping[str, Any], views: list[memoryview], one_frame: bool = True) -> dict:
+        """Check 6 for FIELDS of a header of this KIND; `one_frame`: the message has no array frames either."""
+        framing.expect_kind(header, cls.KIND)
+        if one_frame and len(views) != 1:
+            raise ProtocolError(f"a {cls.KIND} has exactly one frame, got {len(views)}", "frames")
+        return framing.take_fields(header, cls.FIELDS)
+
+
+class HeaderOnly(HeaderFields):
+    """`to_frames` for a dataclass whose fields all live in the header (one frame), each checked before it goes."""
 
     def to_frames(self) -> list[framing.Frame]:
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         for name, check in self.FIELDS.items():
             check(name, fields[name])
         return framing.encode(self.KIND, fields)
-
-    @classmethod
-    def from_frames(cls, frames: Sequence[Any], limits: Limits = DEFAULT_LIMITS):
-        header, views = framing.decode_header(frames, limits)
-        framing.expect_kind(header, cls.KIND)
-        if len(views) != 1:
-            raise ProtocolError(f"a {cls.KIND} has exactly one frame, got {len(views)}", "frames")
-        return cls(**framing.take_fields(header, cls.FIELDS))
 
 
 @dataclass(frozen=True)

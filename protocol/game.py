@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tandem.protocol import framing
-from tandem.protocol.control import HeaderOnly
+from tandem.protocol.control import HeaderFields, HeaderOnly
 from tandem.protocol.errors import ProtocolError
 from tandem.protocol.limits import Limits
 
@@ -111,19 +111,10 @@ class GameSpaces:
         return [f"{key} {mine[key]!r} != {theirs[key]!r}" for key in mine if mine[key] != theirs[key]]
 
 
-class HeaderOnlyGame(HeaderOnly):
-    """A game message whose fields all live in its one frame; `from_header` as the other game messages have."""
+class GameMessage(HeaderFields):
+    """A message of the game protocol: `from_frames` checks GAME_LIMITS unless given others."""
 
-    @classmethod
-    def from_frames(cls, frames: Sequence[Any], limits: Limits = GAME_LIMITS):
-        return cls.from_header(*framing.decode_header(frames, limits), limits)
-
-    @classmethod
-    def from_header(cls, header: dict[str, Any], views: list[memoryview], limits: Limits = GAME_LIMITS):
-        framing.expect_kind(header, cls.KIND)
-        if len(views) != 1:
-            raise ProtocolError(f"a {cls.KIND} has exactly one frame, got {len(views)}", "frames")
-        return cls(**framing.take_fields(header, cls.FIELDS))
+    LIMITS: ClassVar[Limits] = GAME_LIMITS
 
 
 def optional_spaces(name: str, value: Any) -> GameSpaces | None:
@@ -131,7 +122,7 @@ def optional_spaces(name: str, value: Any) -> GameSpaces | None:
 
 
 @dataclass(frozen=True)
-class GameHello(HeaderOnly):
+class GameHello(GameMessage):
     """Game -> server: open a session of `streams` env streams; `spaces` (optional) must equal the server's."""
 
     request_id: int
@@ -156,23 +147,15 @@ class GameHello(HeaderOnly):
         return framing.encode(self.KIND, fields)
 
     @classmethod
-    def from_frames(cls, frames: Sequence[Any], limits: Limits = GAME_LIMITS) -> GameHello:
-        return cls.from_header(*framing.decode_header(frames, limits), limits)
-
-    @classmethod
     def from_header(cls, header: dict[str, Any], views: list[memoryview], limits: Limits = GAME_LIMITS) -> GameHello:
-        """The rest of `from_frames` once `framing.decode_header` has read the header (so it is read once)."""
-        framing.expect_kind(header, cls.KIND)
-        if len(views) != 1:
-            raise ProtocolError(f"a {cls.KIND} has exactly one frame, got {len(views)}", "frames")
-        fields = framing.take_fields(header, cls.FIELDS)
+        fields = cls.header_fields(header, views)
         if not 1 <= fields["streams"] <= MAX_GAME_STREAMS:
             raise ProtocolError(f"must be 1 to {MAX_GAME_STREAMS}, got {fields['streams']}", "streams")
         return cls(**fields, spaces=optional_spaces("spaces", header.get("spaces")))
 
 
 @dataclass(frozen=True)
-class GameWelcome(HeaderOnly):
+class GameWelcome(GameMessage):
     """Server -> game: the session is open; the stream ids to step, the spaces, and the silence timeout."""
 
     request_id: int
@@ -201,13 +184,8 @@ class GameWelcome(HeaderOnly):
         )
 
     @classmethod
-    def from_frames(cls, frames: Sequence[Any], limits: Limits = GAME_LIMITS) -> GameWelcome:
-        return cls.from_header(*framing.decode_header(frames, limits), limits)
-
-    @classmethod
     def from_header(cls, header: dict[str, Any], views: list[memoryview], limits: Limits = GAME_LIMITS) -> GameWelcome:
-        framing.expect_kind(header, cls.KIND)
-        fields = framing.take_fields(header, cls.FIELDS)
+        fields = cls.header_fields(header, views, one_frame=False)
         streams = header.get("streams")
         if not isinstance(streams, list) or not 1 <= len(streams) <= MAX_GAME_STREAMS:
             raise ProtocolError(f"must be a list of 1 to {MAX_GAME_STREAMS} stream ids", "streams")
@@ -216,7 +194,7 @@ class GameWelcome(HeaderOnly):
 
 
 @dataclass(frozen=True, eq=False)
-class GameStep:
+class GameStep(GameMessage):
     """Game -> server: the outcome of the stream's last action (reward, done, truncated) and `obs`.
 
     Without done or truncated, `obs` is the observation to act on and an action comes back. With either,
@@ -254,13 +232,8 @@ class GameStep:
         )
 
     @classmethod
-    def from_frames(cls, frames: Sequence[Any], limits: Limits = GAME_LIMITS) -> GameStep:
-        return cls.from_header(*framing.decode_header(frames, limits), limits)
-
-    @classmethod
     def from_header(cls, header: dict[str, Any], views: list[memoryview], limits: Limits = GAME_LIMITS) -> GameStep:
-        framing.expect_kind(header, cls.KIND)
-        fields = framing.take_fields(header, cls.FIELDS)
+        fields = cls.header_fields(header, views, one_frame=False)
         arrays = framing.take_arrays(header, views, limits)
         if set(arrays) != {"obs"}:
             raise ProtocolError(f"a game_step carries exactly one array, 'obs'; got {sorted(arrays)}", "arrays")
@@ -268,7 +241,7 @@ class GameStep:
 
 
 @dataclass(frozen=True, eq=False)
-class GameAction:
+class GameAction(GameMessage):
     """Server -> game: the action for the step `request_id` of `stream` (None after an episode's end)."""
 
     request_id: int
@@ -291,13 +264,8 @@ class GameAction:
         )
 
     @classmethod
-    def from_frames(cls, frames: Sequence[Any], limits: Limits = GAME_LIMITS) -> GameAction:
-        return cls.from_header(*framing.decode_header(frames, limits), limits)
-
-    @classmethod
     def from_header(cls, header: dict[str, Any], views: list[memoryview], limits: Limits = GAME_LIMITS) -> GameAction:
-        framing.expect_kind(header, cls.KIND)
-        fields = framing.take_fields(header, cls.FIELDS)
+        fields = cls.header_fields(header, views, one_frame=False)
         arrays = framing.take_arrays(header, views, limits) if "arrays" in header else {}
         if set(arrays) - {"action"}:
             raise ProtocolError(f"a game_action carries at most the array 'action'; got {sorted(arrays)}", "arrays")
@@ -308,7 +276,7 @@ class GameAction:
 
 
 @dataclass(frozen=True)
-class GameError(HeaderOnlyGame):
+class GameError(HeaderOnly, GameMessage):
     """Server -> game: request `request_id` was refused (0: unreadable, or a notice); `fatal`: the session is gone."""
 
     request_id: int
@@ -326,7 +294,7 @@ class GameError(HeaderOnlyGame):
 
 
 @dataclass(frozen=True)
-class GameBye(HeaderOnlyGame):
+class GameBye(HeaderOnly, GameMessage):
     """Game -> server: the game is leaving; its open episodes end here (truncated). No reply."""
 
     request_id: int = 0
