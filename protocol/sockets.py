@@ -3,7 +3,7 @@ socket_monitor.py, which watches their handshakes, the only modules of the daemo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,7 +83,10 @@ def close_context(ctx: zmq.Context, linger_ms: int = DEFAULT_SOCKET_OPTIONS.ling
     ctx.destroy(linger=linger_ms)
 
 
-def _make(ctx: zmq.Context, kind: int, role: str, opts: SocketOptions, endpoint: str) -> zmq.Socket:
+def _make(
+    ctx: zmq.Context, kind: int, role: str, opts: SocketOptions, endpoint: str, own: Mapping[int, Any]
+) -> zmq.Socket:
+    """A socket with the options every socket has, then its role's `own` ones, in their order."""
     try:
         sock = ctx.socket(kind)
     except zmq.ZMQError as exc:
@@ -101,6 +104,8 @@ def _make(ctx: zmq.Context, kind: int, role: str, opts: SocketOptions, endpoint:
         # two minutes after the link came back, during which the actors sent nothing. Abandoning it after this
         # long lets the next attempt choose again.
         sock.setsockopt(zmq.CONNECT_TIMEOUT, opts.connect_timeout_ms)
+    for option, value in own.items():
+        sock.setsockopt(option, value)
     return sock
 
 
@@ -152,7 +157,7 @@ def _secure_client(sock: zmq.Socket, role: str, endpoint: str, curve: CurveKeys 
         sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret_key)
 
 
-def _bind(sock: zmq.Socket, role: str, endpoint: str, curve: CurveKeys | None = None) -> str:
+def _bind(sock: zmq.Socket, role: str, endpoint: str, curve: CurveKeys | None) -> zmq.Socket:
     _secure_server(sock, endpoint, curve)
     try:
         sock.bind(endpoint)
@@ -160,16 +165,31 @@ def _bind(sock: zmq.Socket, role: str, endpoint: str, curve: CurveKeys | None = 
         sock.close(linger=0)
         hint = " (ipc paths are limited to about 100 characters)" if endpoint.startswith("ipc://") else ""
         raise TransportError(f"{role}: cannot bind {endpoint}: {exc}{hint}") from exc
-    return sock.getsockopt_string(zmq.LAST_ENDPOINT)
+    return sock
 
 
-def _connect(sock: zmq.Socket, role: str, endpoint: str, curve: CurveKeys | None = None) -> None:
+def _connect(sock: zmq.Socket, role: str, endpoint: str, curve: CurveKeys | None) -> zmq.Socket:
     _secure_client(sock, role, endpoint, curve)
     try:
         sock.connect(endpoint)
     except zmq.ZMQError as exc:
         sock.close(linger=0)
         raise TransportError(f"{role}: cannot connect to {endpoint}: {exc}") from exc
+    return sock
+
+
+def _bound(
+    ctx: zmq.Context, kind: int, role: str, endpoint: str, opts: SocketOptions, own: Mapping[int, Any]
+) -> zmq.Socket:
+    """A socket of `role` with the common options and its `own`, bound to `endpoint` (CURVE where opts ask)."""
+    return _bind(_make(ctx, kind, role, opts, endpoint, own), role, endpoint, opts.curve)
+
+
+def _connected(
+    ctx: zmq.Context, kind: int, role: str, endpoint: str, opts: SocketOptions, own: Mapping[int, Any]
+) -> zmq.Socket:
+    """A socket of `role` with the common options and its `own`, connected to `endpoint` (CURVE where opts ask)."""
+    return _connect(_make(ctx, kind, role, opts, endpoint, own), role, endpoint, opts.curve)
 
 
 def bound_endpoint(sock: zmq.Socket) -> str:
@@ -179,50 +199,35 @@ def bound_endpoint(sock: zmq.Socket) -> str:
 
 def transitions_pull(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
     """Learner side of the transitions path: binds, accepts batches from every actor of its policy."""
-    sock = _make(ctx, zmq.PULL, "transitions_pull", opts, endpoint)
-    sock.setsockopt(zmq.RCVHWM, opts.transitions_rcvhwm_msgs)
-    sock.setsockopt(zmq.RCVBUF, opts.transitions_buffer_bytes)
-    sock.setsockopt(zmq.MAXMSGSIZE, opts.max_message_bytes)
-    _bind(sock, "transitions_pull", endpoint, opts.curve)
-    return sock
+    own = {
+        zmq.RCVHWM: opts.transitions_rcvhwm_msgs,
+        zmq.RCVBUF: opts.transitions_buffer_bytes,
+        zmq.MAXMSGSIZE: opts.max_message_bytes,
+    }
+    return _bound(ctx, zmq.PULL, "transitions_pull", endpoint, opts, own)
 
 
 def transitions_push(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
     """Actor side: connects to one learner; IMMEDIATE so nothing queues for a learner that is not there."""
-    sock = _make(ctx, zmq.PUSH, "transitions_push", opts, endpoint)
-    sock.setsockopt(zmq.SNDHWM, opts.transitions_sndhwm_msgs)
-    sock.setsockopt(zmq.SNDBUF, opts.transitions_buffer_bytes)
-    sock.setsockopt(zmq.IMMEDIATE, 1)
-    _connect(sock, "transitions_push", endpoint, opts.curve)
-    return sock
+    own = {zmq.SNDHWM: opts.transitions_sndhwm_msgs, zmq.SNDBUF: opts.transitions_buffer_bytes, zmq.IMMEDIATE: 1}
+    return _connected(ctx, zmq.PUSH, "transitions_push", endpoint, opts, own)
 
 
 def weights_pub(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
     """Learner side: publishes each new version; a tiny SNDHWM so a stalled subscriber costs at most a blob or two."""
-    sock = _make(ctx, zmq.PUB, "weights_pub", opts, endpoint)
-    sock.setsockopt(zmq.SNDHWM, opts.weights_hwm_msgs)
-    _bind(sock, "weights_pub", endpoint, opts.curve)
-    return sock
+    return _bound(ctx, zmq.PUB, "weights_pub", endpoint, opts, {zmq.SNDHWM: opts.weights_hwm_msgs})
 
 
 def weights_sub(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
     """Actor side: subscribes to everything its policy's learner publishes (no CONFLATE: messages are multipart)."""
-    sock = _make(ctx, zmq.SUB, "weights_sub", opts, endpoint)
-    sock.setsockopt(zmq.RCVHWM, opts.weights_hwm_msgs)
-    sock.setsockopt(zmq.MAXMSGSIZE, opts.max_message_bytes)
-    sock.setsockopt(zmq.SUBSCRIBE, b"")
-    _connect(sock, "weights_sub", endpoint, opts.curve)
-    return sock
+    own = {zmq.RCVHWM: opts.weights_hwm_msgs, zmq.MAXMSGSIZE: opts.max_message_bytes, zmq.SUBSCRIBE: b""}
+    return _connected(ctx, zmq.SUB, "weights_sub", endpoint, opts, own)
 
 
 def snapshot_router(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
-    """Learner side of the Clone pattern: answers `WeightRequest`s with the latest blob."""
-    sock = _make(ctx, zmq.ROUTER, "snapshot_router", opts, endpoint)
-    sock.setsockopt(zmq.SNDHWM, opts.weights_hwm_msgs)
-    sock.setsockopt(zmq.RCVHWM, opts.control_hwm_msgs)
-    sock.setsockopt(zmq.MAXMSGSIZE, 1 << 20)  # requests are small
-    _bind(sock, "snapshot_router", endpoint, opts.curve)
-    return sock
+    """Learner side of the Clone pattern: answers `WeightRequest`s (small: 1 MiB at most) with the latest blob."""
+    own = {zmq.SNDHWM: opts.weights_hwm_msgs, zmq.RCVHWM: opts.control_hwm_msgs, zmq.MAXMSGSIZE: 1 << 20}
+    return _bound(ctx, zmq.ROUTER, "snapshot_router", endpoint, opts, own)
 
 
 def snapshot_dealer(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
@@ -238,10 +243,8 @@ def watched_snapshot_dealer(
     The monitor is attached before `connect()`: attached after, a connection made at once (the learner
     already bound) reports before anyone listens and the event is lost.
     """
-    sock = _make(ctx, zmq.DEALER, "snapshot_dealer", opts, endpoint)
-    sock.setsockopt(zmq.IMMEDIATE, 1)
-    sock.setsockopt(zmq.RCVHWM, opts.weights_hwm_msgs)
-    sock.setsockopt(zmq.MAXMSGSIZE, opts.max_message_bytes)
+    own = {zmq.IMMEDIATE: 1, zmq.RCVHWM: opts.weights_hwm_msgs, zmq.MAXMSGSIZE: opts.max_message_bytes}
+    sock = _make(ctx, zmq.DEALER, "snapshot_dealer", opts, endpoint, own)
     monitor = watch_connects(sock) if watch else None
     try:
         _connect(sock, "snapshot_dealer", endpoint, opts.curve)
@@ -254,21 +257,14 @@ def watched_snapshot_dealer(
 
 def control_router(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
     """Supervisor side: CLI requests, registrations and heartbeats from every daemon."""
-    sock = _make(ctx, zmq.ROUTER, "control_router", opts, endpoint)
-    sock.setsockopt(zmq.SNDHWM, opts.control_hwm_msgs)
-    sock.setsockopt(zmq.RCVHWM, opts.control_hwm_msgs)
-    sock.setsockopt(zmq.MAXMSGSIZE, 1 << 20)
-    _bind(sock, "control_router", endpoint, opts.curve)
-    return sock
+    own = {zmq.SNDHWM: opts.control_hwm_msgs, zmq.RCVHWM: opts.control_hwm_msgs, zmq.MAXMSGSIZE: 1 << 20}
+    return _bound(ctx, zmq.ROUTER, "control_router", endpoint, opts, own)
 
 
 def control_dealer(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
     """Daemon or CLI side of the control socket."""
-    sock = _make(ctx, zmq.DEALER, "control_dealer", opts, endpoint)
-    sock.setsockopt(zmq.SNDHWM, opts.control_hwm_msgs)
-    sock.setsockopt(zmq.MAXMSGSIZE, opts.max_message_bytes)
-    _connect(sock, "control_dealer", endpoint, opts.curve)
-    return sock
+    own = {zmq.SNDHWM: opts.control_hwm_msgs, zmq.MAXMSGSIZE: opts.max_message_bytes}
+    return _connected(ctx, zmq.DEALER, "control_dealer", endpoint, opts, own)
 
 
 def game_router(
@@ -280,23 +276,16 @@ def game_router(
 ) -> zmq.Socket:
     """Action server side of the game protocol: binds; games connect. ROUTER_MANDATORY so a reply to a game
     that is gone or not reading fails (counted) instead of vanishing; MAXMSGSIZE drops a sender of a huge frame."""
-    sock = _make(ctx, zmq.ROUTER, "game_router", opts, endpoint)
-    sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
-    sock.setsockopt(zmq.SNDHWM, hwm_msgs)
-    sock.setsockopt(zmq.RCVHWM, hwm_msgs)
-    sock.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
-    _bind(sock, "game_router", endpoint)
-    return sock
+    own = {zmq.ROUTER_MANDATORY: 1, zmq.SNDHWM: hwm_msgs, zmq.RCVHWM: hwm_msgs, zmq.MAXMSGSIZE: max_message_bytes}
+    return _bind(_make(ctx, zmq.ROUTER, "game_router", opts, endpoint, own), "game_router", endpoint, None)
 
 
 def game_dealer(ctx: zmq.Context, endpoint: str, opts: SocketOptions = DEFAULT_SOCKET_OPTIONS) -> zmq.Socket:
     """A game's side: connects to one action server; replies are matched to requests by their request_id."""
-    sock = _make(ctx, zmq.DEALER, "game_dealer", opts, endpoint)
     # No IMMEDIATE: with it, libzmq discards what came in but was not yet read when the connection closes,
     # and a stopping server's `shutdown` notice arrives just before it closes (PROTOCOL.md 7.5).
-    sock.setsockopt(zmq.MAXMSGSIZE, 64 << 20)
-    _connect(sock, "game_dealer", endpoint)
-    return sock
+    sock = _make(ctx, zmq.DEALER, "game_dealer", opts, endpoint, {zmq.MAXMSGSIZE: 64 << 20})
+    return _connect(sock, "game_dealer", endpoint, None)
 
 
 def send_to(sock: zmq.Socket, identity: bytes, frames: Sequence[Any]) -> bool:
