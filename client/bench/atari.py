@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
 import click
 
-from tandem.client.bench.examples import example_config
+from tandem.client.bench.options import counts_option, example_config_option, json_option, quick_option
+from tandem.client.bench.report import finish, progress
 from tandem.client.bench.runs import RunFigures, timed_run
 from tandem.client.config_cmd import bench_set_option
 from tandem.daemons.config import ConfigError, load_config
-
-DEFAULT_CONFIG = example_config("pong_appo.toml")
 
 
 def mean(values: list[float]) -> float | None:
@@ -46,14 +44,8 @@ def throughput(figures: RunFigures, actors: int, frame_skip: int, batch_size: in
 
 
 @click.command("atari")
-@click.option(
-    "--config",
-    "config",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="An Atari run.  [default: examples/pong_appo.toml of a checkout]",
-)
-@click.option("--actors", "counts", default="1,2", show_default=True, help="Actor counts to run, comma-separated.")
+@example_config_option("pong_appo.toml", "An Atari run.")
+@counts_option("--actors", "actor_counts", "1,2", "Actor counts to run, comma-separated.")
 @click.option("--seconds", default=60.0, show_default=True, help="Length of each throughput run (no evaluator).")
 @click.option(
     "--learn-seconds",
@@ -62,11 +54,11 @@ def throughput(figures: RunFigures, actors: int, frame_skip: int, batch_size: in
     help="Then one learning run this long with the evaluator, reporting its return over time (0: none).",
 )
 @bench_set_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
-@click.option("--quick", is_flag=True, help="One actor for 15 s, no learning run (a smoke run, not a figure to quote).")
+@json_option
+@quick_option("One actor for 15 s, no learning run")
 def atari_cmd(
-    config: Path | None,
-    counts: str,
+    config: Path,
+    actor_counts: list[int],
     seconds: float,
     learn_seconds: float,
     overrides: tuple[str, ...],
@@ -74,50 +66,34 @@ def atari_cmd(
     quick: bool,
 ) -> None:
     """Env frames/s, learner samples/s and updates/s, lag, drops, CPU/GPU use with 1..N actors; a learning curve."""
-    if config is None:
-        config = DEFAULT_CONFIG
     try:
         resolved = load_config(config, overrides)
-        actor_counts = [int(c) for c in counts.split(",") if c.strip()]
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    except ValueError:
-        raise click.BadParameter(
-            f"{counts!r} is not a comma-separated list of integers", param_hint="--actors"
-        ) from None
     if quick:
         actor_counts, seconds, learn_seconds = actor_counts[:1], min(seconds, 15.0), 0.0
     frame_skip = resolved.env.atari.frame_skip if resolved.env.atari.enabled else 1
-    runs = []
+    say, runs = progress(as_json), []
     for count in actor_counts:
         figures = timed_run(
             config, seconds, [*overrides, f"actors.count={count}", "eval.enabled=false", "stop.eval_return=1e9"]
         )
-        runs.append(throughput(figures, count, frame_skip, resolved.algorithm.batch_size))
-        if not as_json:
-            r = runs[-1]
-            click.echo(
-                f"{count} actor(s): {r['frames_per_s']:.0f} frames/s ({r['env_steps_per_s']:.0f} steps/s), "
-                f"learner {r['learner_samples_per_s']:.0f} samples/s ({r['updates_per_s']} updates/s), "
-                f"lag {r['lag_mean']}, dropped by actors {r['batches_dropped_by_actors']}, by the learner "
-                f"{100 * r['learner_dropped_share']:.1f}%, CPU {r['cpu_percent_mean']}%, GPU {r['gpu_percent_mean']}%"
-            )
-    curve = []
-    if learn_seconds > 0:
-        curve = timed_run(config, learn_seconds, list(overrides)).eval_curve
-        if not as_json:
-            for elapsed, steps, ret in curve:
-                click.echo(f"  {elapsed:7.1f} s  {steps * frame_skip:>11} frames  evaluation return {ret:.1f}")
-    if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "benchmark": "atari",
-                    "quick": quick,
-                    "config": str(config),
-                    "seconds": seconds,
-                    "runs": runs,
-                    "learning_curve": curve,
-                }
-            )
+        runs.append(r := throughput(figures, count, frame_skip, resolved.algorithm.batch_size))
+        say(
+            f"{count} actor(s): {r['frames_per_s']:.0f} frames/s ({r['env_steps_per_s']:.0f} steps/s), "
+            f"learner {r['learner_samples_per_s']:.0f} samples/s ({r['updates_per_s']} updates/s), "
+            f"lag {r['lag_mean']}, dropped by actors {r['batches_dropped_by_actors']}, by the learner "
+            f"{100 * r['learner_dropped_share']:.1f}%, CPU {r['cpu_percent_mean']}%, GPU {r['gpu_percent_mean']}%"
         )
+    curve = timed_run(config, learn_seconds, list(overrides)).eval_curve if learn_seconds > 0 else []
+    for elapsed, steps, ret in curve:
+        say(f"  {elapsed:7.1f} s  {steps * frame_skip:>11} frames  evaluation return {ret:.1f}")
+    record = {
+        "benchmark": "atari",
+        "quick": quick,
+        "config": str(config),
+        "seconds": seconds,
+        "runs": runs,
+        "learning_curve": curve,
+    }
+    finish(record, as_json, [])

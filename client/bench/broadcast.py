@@ -16,6 +16,7 @@ import numpy as np
 import psutil
 import zmq
 
+from tandem.client.bench.options import json_option, quick_option
 from tandem.protocol import WeightBlob, sockets
 
 SIZES = {"100KiB": 100 * 1024, "10MiB": 10 * 1024 * 1024, "100MiB": 100 * 1024 * 1024}
@@ -198,8 +199,8 @@ def stalled_subscriber_rss(nbytes: int, actors: int, versions: int) -> dict:
 
 
 @click.command("broadcast")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
-@click.option("--quick", is_flag=True, help="100 KiB and 10 MiB to 1 and 4 actors, 3 versions (a smoke run).")
+@json_option
+@quick_option("100 KiB and 10 MiB to 1 and 4 actors, 3 versions")
 @click.option("--versions", default=7, show_default=True, help="Timed versions per (path, size, actors).")
 def broadcast_cmd(as_json: bool, quick: bool, versions: int) -> None:
     """Median ms from publish until every actor has the new version; target: Tandem <= 1.5x raw at 10 MiB x 16."""

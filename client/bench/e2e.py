@@ -8,36 +8,28 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import click
 
-from tandem.client.bench.examples import example_config
+from tandem.client.bench.options import example_config_option, json_option, quick_option
+from tandem.client.bench.report import finish, progress
 from tandem.client.config_cmd import bench_set_option
 
-DEFAULT_CONFIG = example_config("cartpole.toml")
+
+def up_args(config: Path, run_dir: str, seed: int, limit_s: float, settings: Iterable[str]) -> list[str]:
+    """The command line of one timed `tandem up --json` in `run_dir`: its seed, its time limit, then `settings`."""
+    args = [sys.executable, "-m", "tandem", "up", str(config), "--json", "--quiet"]
+    for item in (f"run.seed={seed}", f"run.dir='{run_dir}'", f"stop.seconds={limit_s}", *settings):
+        args += ["--set", item]
+    return args
 
 
 def run_seed(config: Path, seed: int, limit_s: float, extra: tuple[str, ...]) -> dict:
     """One `tandem up` from process start to exit; solved when it stopped on its eval_return condition."""
     with tempfile.TemporaryDirectory(prefix="tandem-e2e-") as tmp:
-        args = [
-            sys.executable,
-            "-m",
-            "tandem",
-            "up",
-            str(config),
-            "--json",
-            "--quiet",
-            "--set",
-            f"run.seed={seed}",
-            "--set",
-            f"run.dir='{tmp}/run'",
-            "--set",
-            f"stop.seconds={limit_s}",
-        ]
-        for item in extra:
-            args += ["--set", item]
+        args = up_args(config, f"{tmp}/run", seed, limit_s, extra)
         started, started_unix = time.monotonic(), time.time()
         proc = subprocess.run(args, capture_output=True, text=True, timeout=limit_s + 60)
         wall = time.monotonic() - started
@@ -72,39 +64,29 @@ def median_solve_s(runs: list[dict], limit_s: float) -> float:
 
 
 @click.command("e2e")
-@click.option(
-    "--config",
-    "config",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="The run to time; it must set stop.eval_return.  [default: examples/cartpole.toml of a checkout]",
-)
+@example_config_option("cartpole.toml", "The run to time; it must set stop.eval_return.")
 @click.option("--seeds", default=3, show_default=True, help="Seeds 0..N-1, one full run each.")
 @click.option(
     "--limit-s", default=120.0, show_default=True, help="Give up on a seed after this long (counted as unsolved)."
 )
 @click.option("--target-s", default=10.0, show_default=True, help="Target for the median time to solve.")
 @bench_set_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
-@click.option("--quick", is_flag=True, help="One seed, at most 30 s (a smoke run, not a figure to quote).")
+@json_option
+@quick_option("One seed, at most 30 s")
 def e2e_cmd(
     config: Path, seeds: int, limit_s: float, target_s: float, overrides: tuple[str, ...], as_json: bool, quick: bool
 ) -> None:
     """Median time from `tandem up` to a greedy evaluation mean >= stop.eval_return (start-up included)."""
-    if config is None:
-        config = DEFAULT_CONFIG
     if quick:
         seeds, limit_s = 1, min(limit_s, 30.0)
-    runs = []
+    say, runs = progress(as_json), []
     for seed in range(seeds):
-        runs.append(run_seed(config, seed, limit_s, overrides))
-        if not as_json:
-            r = runs[-1]
-            click.echo(
-                f"seed {seed}: {r['solve_s']:7.2f} s (exit {r['wall_s']:.2f} s)  "
-                f"{'solved' if r['solved'] else 'NOT solved'}  "
-                f"updates {r['updates']}  env steps {r['env_steps']}  ({r['reason']})"
-            )
+        runs.append(r := run_seed(config, seed, limit_s, overrides))
+        say(
+            f"seed {seed}: {r['solve_s']:7.2f} s (exit {r['wall_s']:.2f} s)  "
+            f"{'solved' if r['solved'] else 'NOT solved'}  "
+            f"updates {r['updates']}  env steps {r['env_steps']}  ({r['reason']})"
+        )
     median = median_solve_s(runs, limit_s)
     record = {
         "benchmark": "e2e",
@@ -116,10 +98,5 @@ def e2e_cmd(
         "met": median <= target_s and all(r["solved"] for r in runs),
         "solved": sum(r["solved"] for r in runs),
     }
-    if as_json:
-        click.echo(json.dumps(record))
-    else:
-        click.echo(
-            f"median {median:.2f} s over {seeds} seeds (target <= {target_s:g} s): "
-            f"{'met' if record['met'] else 'NOT met'}"
-        )
+    verdict = "met" if record["met"] else "NOT met"
+    finish(record, as_json, [f"median {median:.2f} s over {seeds} seeds (target <= {target_s:g} s): {verdict}"])

@@ -17,6 +17,7 @@ from tandem.client.bench.game_drive import alone, echo, end_echo, play
 from tandem.client.bench.game_phases import TARGET_FRAMES_PER_S, game_figures, median_phases, paired_median
 from tandem.client.bench.game_processes import DEFAULT_CONFIG, print_processes, processes_record
 from tandem.client.bench.isolation import IDLE, TRAINING
+from tandem.client.bench.options import counts_option, json_option, quick_option
 from tandem.client.config_cmd import bench_set_option
 
 # The served run, pinned here (an installed package has no examples/): CartPole-v1 games served by one
@@ -130,7 +131,7 @@ def served_run(
 
 
 @click.command("game")
-@click.option("--games", "counts", default="1,8", show_default=True, help="Game counts, comma-separated.")
+@counts_option("--games", "game_counts", "1,8", "Game counts, comma-separated.", least=1)
 @click.option("--seconds", default=10.0, show_default=True, help="Length of each phase.")
 @click.option(
     "--repeats", default=3, show_default=True, help="Idle and training runs, alternated; medians are reported."
@@ -150,11 +151,11 @@ def served_run(
     default=None,
     help="(--processes) The served run.  [default: the example game_cartpole.toml]",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
-@click.option("--quick", is_flag=True, help="1 and 8 games, 3 s each, one repeat (a smoke run, not a figure to quote).")
+@json_option
+@quick_option("1 and 8 games, 3 s each, one repeat")
 @bench_set_option
 def game_cmd(
-    counts: str,
+    game_counts: list[int],
     seconds: float,
     repeats: int,
     ipc: bool,
@@ -167,12 +168,6 @@ def game_cmd(
     """Served games' frames/s and latency with the learner idle and training flat out, beside a raw ZeroMQ
     ROUTER echo driven by the same games in the same training runs; medians over repeats. With --processes:
     a served config as it is, each game its own process, as games that follow the protocol run."""
-    try:
-        game_counts = [int(c) for c in counts.split(",") if c.strip()]
-    except ValueError:
-        raise click.BadParameter(f"{counts!r}: expected game counts such as 1,8", param_hint="--games") from None
-    if not game_counts or min(game_counts) < 1:
-        raise click.BadParameter(f"{counts!r}: expected positive game counts such as 1,8", param_hint="--games")
     if quick:
         game_counts, seconds, repeats = [c for c in game_counts if c <= 8][:2] or [1], 3.0, 1
     if config is not None and not processes:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -14,12 +12,11 @@ from queue import Empty
 
 import click
 
-from tandem.client.bench.e2e import median_solve_s, run_seed, solve_record
-from tandem.client.bench.examples import example_config
+from tandem.client.bench.e2e import median_solve_s, run_seed, solve_record, up_args
 from tandem.client.bench.game_drive import drive
+from tandem.client.bench.options import example_config_option, json_option, quick_option
+from tandem.client.bench.report import finish, progress
 from tandem.client.config_cmd import bench_set_option
-
-DEFAULT_CONFIG = example_config("game_cartpole.toml")
 
 
 def player(endpoint: str, seconds: float, out: multiprocessing.Queue) -> None:
@@ -53,25 +50,7 @@ def served_seed(config: Path, seed: int, games: int, limit_s: float, extra: tupl
     players: list = []
     failed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="tandem-game-solve-") as tmp:
-        args = [
-            sys.executable,
-            "-m",
-            "tandem",
-            "up",
-            str(config),
-            "--json",
-            "--quiet",
-            "--set",
-            "actors.mode='serve'",
-            "--set",
-            f"run.seed={seed}",
-            "--set",
-            f"run.dir='{tmp}/run'",
-            "--set",
-            f"stop.seconds={limit_s}",
-        ]
-        for item in extra:
-            args += ["--set", item]
+        args = up_args(config, f"{tmp}/run", seed, limit_s, ("actors.mode='serve'", *extra))
         started, started_unix = time.monotonic(), time.time()
         up = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         out = err = ""
@@ -109,12 +88,7 @@ def served_seed(config: Path, seed: int, games: int, limit_s: float, extra: tupl
 
 
 @click.command("game-solve")
-@click.option(
-    "--config",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="The run; it must set stop.eval_return and have an evaluator.  [default: the example game_cartpole.toml]",
-)
+@example_config_option("game_cartpole.toml", "The run; it must set stop.eval_return and have an evaluator.")
 @click.option(
     "--games",
     default=8,
@@ -126,31 +100,28 @@ def served_seed(config: Path, seed: int, games: int, limit_s: float, extra: tupl
     "--limit-s", default=180.0, show_default=True, help="Give up on a run after this long (counted as unsolved)."
 )
 @bench_set_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
-@click.option("--quick", is_flag=True, help="One seed, 2 games, at most 30 s (a smoke run, not a figure to quote).")
+@json_option
+@quick_option("One seed, 2 games, at most 30 s")
 def game_solve_cmd(
-    config: Path | None, games: int, seeds: int, limit_s: float, overrides: tuple[str, ...], as_json: bool, quick: bool
+    config: Path, games: int, seeds: int, limit_s: float, overrides: tuple[str, ...], as_json: bool, quick: bool
 ) -> None:
     """Median time from `tandem up` to the evaluation target with games served vs the built-in actor."""
-    if config is None:
-        config = DEFAULT_CONFIG
     if games < 1:
         raise click.BadParameter("at least 1", param_hint="--games")
     if quick:
         seeds, games, limit_s = 1, 2, min(limit_s, 30.0)
-    served, builtin = [], []
+    say, served, builtin = progress(as_json), [], []
     for seed in range(seeds):
         served.append(served_seed(config, seed, games, limit_s, overrides))
         # the same run with the actor stepping `games` CartPole envs itself
         builtin.append(run_seed(config, seed, limit_s, (*overrides, "actors.mode='env'", f"env.num_envs={games}")))
-        if not as_json:
-            for name, r in (("served", served[-1]), ("built-in", builtin[-1])):
-                click.echo(
-                    f"seed {seed} {name:8}: {r['solve_s']:7.2f} s  {'solved' if r['solved'] else 'NOT solved'}  "
-                    f"env steps {r['env_steps']}  updates {r['updates']}  ({r['reason']})"
-                )
-            for error in served[-1]["game_errors"]:
-                click.echo(f"seed {seed} served  : a game failed: {error}")
+        for name, r in (("served", served[-1]), ("built-in", builtin[-1])):
+            say(
+                f"seed {seed} {name:8}: {r['solve_s']:7.2f} s  {'solved' if r['solved'] else 'NOT solved'}  "
+                f"env steps {r['env_steps']}  updates {r['updates']}  ({r['reason']})"
+            )
+        for error in served[-1]["game_errors"]:
+            say(f"seed {seed} served  : a game failed: {error}")
     record = {
         "benchmark": "game-solve",
         "quick": quick,
@@ -163,10 +134,8 @@ def game_solve_cmd(
         "builtin_median_s": median_solve_s(builtin, limit_s),
         "solved": {"served": sum(r["solved"] for r in served), "builtin": sum(r["solved"] for r in builtin)},
     }
-    if as_json:
-        click.echo(json.dumps(record))
-        return
-    click.echo(
+    summary = (
         f"median time to the evaluation target over {seeds} seeds: served ({games} game processes) "
         f"{record['served_median_s']:.1f} s, built-in actor ({games} envs) {record['builtin_median_s']:.1f} s"
     )
+    finish(record, as_json, [summary])

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 import zmq
 
+from tandem.client.bench.options import json_option, quick_option
 from tandem.client.bench.transport import START_TIMEOUT_S, end_process, tandem_send_loop
 from tandem.client.bench.transport_figures import machine
 from tandem.client.bench.transport_payloads import JOIN, make_batch
@@ -242,8 +243,8 @@ def rate(step, dev: torch.device, duration_s: float) -> float:
 @click.option("--device", default=None, help="Learner device.  [default: cuda:0 when a GPU exists, else cpu]")
 @click.option("--senders", default=4, show_default=True, help="Flooding sender processes.")
 @click.option("--seconds", default=5.0, show_default=True, help="Timed length of each learner run.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
-@click.option("--quick", is_flag=True, help="2 senders, 1 s runs (a smoke run, not a figure to quote).")
+@json_option
+@quick_option("2 senders, 1 s runs")
 def intake_cmd(device: str | None, senders: int, seconds: float, as_json: bool, quick: bool) -> None:
     """A learner's samples/s alone and flooded by senders (receiver thread vs inline), against its model's limit."""
     device = device or default_device()

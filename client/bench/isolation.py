@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import statistics
@@ -14,6 +13,8 @@ from pathlib import Path
 
 import click
 
+from tandem.client.bench.options import json_option, quick_option
+from tandem.client.bench.report import finish, progress
 from tandem.daemons.config import apply_overrides, config_from_dict, render_toml
 from tandem.daemons.supervisor.collector import HeartbeatCollector
 from tandem.daemons.supervisor.ports import fix_ports
@@ -112,23 +113,22 @@ def run_phase(training: bool, seconds: float, actors: int = 1) -> dict:
 @click.option(
     "--repeats", default=3, show_default=True, help="Fresh processes per phase; medians are reported (--quick: 1)."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
-@click.option("--quick", is_flag=True, help="One 3 s window per phase (a smoke run, not a figure to quote).")
+@json_option
+@quick_option("One 3 s window per phase")
 def isolation_cmd(seconds: float, repeats: int, as_json: bool, quick: bool) -> None:
     """One actor's env steps/s with its learner training flat out, as a fraction of that with the learner idle."""
     if quick:
         seconds, repeats = 3.0, 1
-    idle, busy = [], []
+    say, idle, busy = progress(as_json), [], []
     for r in range(repeats):
         idle.append(run_phase(False, seconds))
         busy.append(run_phase(True, seconds))
         if idle[-1]["updates"] > 0:
             raise click.ClickException("the idle learner trained: its replay filled within the window")
-        if not as_json:
-            click.echo(
-                f"repeat {r}: idle {idle[-1]['steps_per_s']:9.0f} steps/s   training {busy[-1]['steps_per_s']:9.0f} "
-                f"steps/s   learner {busy[-1]['updates_per_s']:7.1f} updates/s"
-            )
+        say(
+            f"repeat {r}: idle {idle[-1]['steps_per_s']:9.0f} steps/s   training {busy[-1]['steps_per_s']:9.0f} "
+            f"steps/s   learner {busy[-1]['updates_per_s']:7.1f} updates/s"
+        )
     idle_rate = statistics.median(p["steps_per_s"] for p in idle)
     busy_rate = statistics.median(p["steps_per_s"] for p in busy)
     ratio = busy_rate / idle_rate if idle_rate > 0 else 0.0
@@ -143,11 +143,9 @@ def isolation_cmd(seconds: float, repeats: int, as_json: bool, quick: bool) -> N
         "target": {"ratio_min": 0.9},
         "met": ratio >= 0.9,
     }
-    if as_json:
-        click.echo(json.dumps(record))
-    else:
-        click.echo(
-            f"actor steps/s: idle learner {idle_rate:.0f}, training learner {busy_rate:.0f} "
-            f"({record['learner_updates_per_s']:g} updates/s) on {os.cpu_count()} CPUs; "
-            f"ratio {ratio:.3f} (target >= 0.9): {'met' if record['met'] else 'NOT met'}"
-        )
+    summary = (
+        f"actor steps/s: idle learner {idle_rate:.0f}, training learner {busy_rate:.0f} "
+        f"({record['learner_updates_per_s']:g} updates/s) on {os.cpu_count()} CPUs; "
+        f"ratio {ratio:.3f} (target >= 0.9): {'met' if record['met'] else 'NOT met'}"
+    )
+    finish(record, as_json, [summary])

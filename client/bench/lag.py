@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
 import click
 
-from tandem.client.bench.examples import example_config
+from tandem.client.bench.options import counts_option, example_config_option, json_option, quick_option
+from tandem.client.bench.report import finish, progress
 from tandem.client.bench.runs import learner_rows, timed_run
 from tandem.client.config_cmd import bench_set_option
-
-DEFAULT_CONFIG = example_config("cartpole_appo.toml")
 
 
 def run_actors(config: Path, actors: int, seconds: float, overrides: tuple[str, ...], pace: str = "on") -> dict:
@@ -64,14 +62,8 @@ def run_actors(config: Path, actors: int, seconds: float, overrides: tuple[str, 
 
 
 @click.command("lag")
-@click.option(
-    "--config",
-    "config",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="An on-policy run.  [default: examples/cartpole_appo.toml of a checkout]",
-)
-@click.option("--actors", "counts", default="1,2,4", show_default=True, help="Actor counts to run, comma-separated.")
+@example_config_option("cartpole_appo.toml", "An on-policy run.")
+@counts_option("--actors", "actor_counts", "1,2,4", "Actor counts to run, comma-separated.")
 @click.option("--seconds", default=20.0, show_default=True, help="Length of each run.")
 @click.option(
     "--pace",
@@ -82,11 +74,11 @@ def run_actors(config: Path, actors: int, seconds: float, overrides: tuple[str, 
 )
 @click.option("--repeat", default=1, show_default=True, help="Runs per cell; figures are their medians.")
 @bench_set_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
-@click.option("--quick", is_flag=True, help="1 actor, 8 s, pacing on and off (a smoke run, not a figure to quote).")
+@json_option
+@quick_option("1 actor, 8 s, pacing on and off")
 def lag_cmd(
-    config: Path | None,
-    counts: str,
+    config: Path,
+    actor_counts: list[int],
     seconds: float,
     pace: str,
     repeat: int,
@@ -99,46 +91,31 @@ def lag_cmd(
     Works with on-policy runs (unrolls dropped from a full queue) and off-policy ones (`--config
     examples/cartpole.toml`: batches dropped over the samples-per-insert ratio).
     """
-    if config is None:
-        config = DEFAULT_CONFIG
-    try:
-        actor_counts = [int(c) for c in counts.split(",") if c.strip()]
-    except ValueError:
-        raise click.BadParameter(
-            f"{counts!r} is not a comma-separated list of integers", param_hint="--actors"
-        ) from None
     if quick:
         actor_counts, seconds, repeat = actor_counts[:1], min(seconds, 8.0), 1
     paces = ["on", "off"] if pace == "both" else [pace]
-    results = []
+    say, results = progress(as_json), []
     for count in actor_counts:
         for mode in paces:
-            results.append(
-                median_run([run_actors(config, count, seconds, overrides, mode) for _ in range(max(1, repeat))])
+            r = median_run([run_actors(config, count, seconds, overrides, mode) for _ in range(max(1, repeat))])
+            results.append(r)
+            say(
+                f"{count} actor(s), pacing {mode}: lag on arrival {r['arrival_lag_mean']}, when trained "
+                f"{r['train_lag_mean']} versions; learner threw away {100 * r['thrown_away_share']:.1f}% "
+                f"({100 * r['thrown_away_share_training']:.1f}% once training) "
+                f"(queue full {100 * r['dropped_queue_full_share']:.1f}%, for lag "
+                f"{100 * r['dropped_for_lag_share']:.1f}%); actors waited {100 * r['paced_share']:.0f}% "
+                f"of the time; {r['updates_per_s']} updates/s, {r['env_steps_per_s']:.0f} env steps/s"
             )
-            if not as_json:
-                r = results[-1]
-                click.echo(
-                    f"{count} actor(s), pacing {mode}: lag on arrival {r['arrival_lag_mean']}, when trained "
-                    f"{r['train_lag_mean']} versions; learner threw away {100 * r['thrown_away_share']:.1f}% "
-                    f"({100 * r['thrown_away_share_training']:.1f}% once training) "
-                    f"(queue full {100 * r['dropped_queue_full_share']:.1f}%, for lag "
-                    f"{100 * r['dropped_for_lag_share']:.1f}%); actors waited {100 * r['paced_share']:.0f}% "
-                    f"of the time; {r['updates_per_s']} updates/s, {r['env_steps_per_s']:.0f} env steps/s"
-                )
-    if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "benchmark": "lag",
-                    "quick": quick,
-                    "config": str(config),
-                    "seconds": seconds,
-                    "repeat": repeat,
-                    "runs": results,
-                }
-            )
-        )
+    record = {
+        "benchmark": "lag",
+        "quick": quick,
+        "config": str(config),
+        "seconds": seconds,
+        "repeat": repeat,
+        "runs": results,
+    }
+    finish(record, as_json, [])
 
 
 def median_run(runs: list[dict]) -> dict:

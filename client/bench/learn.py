@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from tandem.client.bench.options import json_option, seed_options
 from tandem.client.bench.references import load_reference
 from tandem.client.bench.runs import RunFigures, timed_run
 from tandem.client.config_cmd import bench_set_option
@@ -192,16 +193,7 @@ def print_table(record: dict) -> None:
     required=True,
     help="Env frames per seed (Atari: agent steps x frame skip); the run stops there.",
 )
-@click.option(
-    "--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="How many seeds: S..S+N-1, one run each."
-)
-@click.option(
-    "--first-seed",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="S: the first seed (to add seeds to an earlier measurement, one call at a time).",
-)
+@seed_options(3)
 @click.option(
     "--limit-s", type=click.FloatRange(min=1.0), default=600.0, show_default=True, help="Wall-time limit of each run."
 )
@@ -230,7 +222,7 @@ def print_table(record: dict) -> None:
     "are temporary. Each must not exist yet.",
 )
 @bench_set_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
+@json_option
 def learn_cmd(
     config: Path,
     frames: int,

@@ -13,6 +13,7 @@ import time
 import click
 import numpy as np
 
+from tandem.client.bench.options import json_option, quick_option
 from tandem.daemons.replay import FrameReplay, NStepTransitions, ReplayBuffer
 from tandem.protocol import TransitionBatch
 
@@ -140,8 +141,8 @@ def atari_bytes(batches: int) -> dict:
 
 
 @click.command("replay")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
-@click.option("--quick", is_flag=True, help="3 repeats of 50 samples (a smoke run, not a figure to quote).")
+@json_option
+@quick_option("3 repeats of 50 samples")
 @click.option("--repeats", default=7, show_default=True, help="Timed measurements per (kind, capacity).")
 def replay_cmd(as_json: bool, quick: bool, repeats: int) -> None:
     """Median microseconds per ReplayBuffer.sample(256) on full buffers; target: 1M costs <= 1.5x 10k."""

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from tandem.client.bench.examples import example_config
+from tandem.client.bench.options import counts_option, example_config_option, json_option, quick_option
+from tandem.client.bench.report import finish, progress
 from tandem.client.bench.runs import json_rows, timed_run
 from tandem.client.config_cmd import bench_set_option
 from tandem.daemons.config import load_config
 
-DEFAULT_CONFIG = example_config("cartpole_appo.toml")
 MIN_TRAINED_S = 2.0  # metrics rows come once a second: a rate needs a few of them
 
 
@@ -83,14 +82,8 @@ def replica_figures(config: Path, replicas: int, actors: int, seconds: float, ov
 
 
 @click.command("replicas")
-@click.option(
-    "--config",
-    "config",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="The run (APPO or Double DQN).  [default: examples/cartpole_appo.toml of a checkout]",
-)
-@click.option("--replicas", "counts", default="1,2", show_default=True, help="Replica counts to run, comma-separated.")
+@example_config_option("cartpole_appo.toml", "The run (APPO or Double DQN).")
+@counts_option("--replicas", "replica_counts", "1,2", "Replica counts to run, comma-separated.")
 @click.option("--actors", default=2, show_default=True, help="Actors in every run (at least the most replicas).")
 @click.option(
     "--seconds",
@@ -99,13 +92,11 @@ def replica_figures(config: Path, replicas: int, actors: int, seconds: float, ov
     help="Length of each run, counted from when every replica has made its first update.",
 )
 @bench_set_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
-@click.option(
-    "--quick", is_flag=True, help="1 and 2 replicas for 12 s of training each (a smoke run, not a figure to quote)."
-)
+@json_option
+@quick_option("1 and 2 replicas for 12 s of training each")
 def replicas_cmd(
-    config: Path | None,
-    counts: str,
+    config: Path,
+    replica_counts: list[int],
     actors: int,
     seconds: float,
     overrides: tuple[str, ...],
@@ -118,13 +109,6 @@ def replicas_cmd(
     time in gradient all-reduces per update (waiting for the slowest replica included); the collective share
     is the part of its time spent in any collective.
     """
-    config = config or DEFAULT_CONFIG
-    try:
-        replica_counts = [int(c) for c in counts.split(",") if c.strip()]
-    except ValueError:
-        raise click.BadParameter(
-            f"{counts!r} is not a comma-separated list of integers", param_hint="--replicas"
-        ) from None
     if not replica_counts or min(replica_counts) < 1 or max(replica_counts) > actors:
         raise click.BadParameter(
             f"replica counts must be 1..{actors} (each replica needs an actor; --actors {actors})",
@@ -132,28 +116,18 @@ def replicas_cmd(
         )
     if quick:
         seconds = min(seconds, 12.0)
-    results = []
+    say, results = progress(as_json), []
     for count in replica_counts:
-        results.append(replica_figures(config, count, actors, seconds, overrides))
-        if not as_json:
-            r = results[-1]
-            click.echo(
-                f"{count} replica(s), {actors} actors: {r['updates_per_s']} updates/s, {r['samples_per_s']:.0f} "
-                f"samples/s, gradient all-reduce {r['allreduce_ms_per_update']} ms/update, "
-                f"{100 * r['collective_wait_share']:.0f}% of the time in collectives, "
-                f"{r['env_steps_per_s']:.0f} env steps/s, weight mismatches {r['replica_mismatches']}"
-            )
+        results.append(r := replica_figures(config, count, actors, seconds, overrides))
+        say(
+            f"{count} replica(s), {actors} actors: {r['updates_per_s']} updates/s, {r['samples_per_s']:.0f} "
+            f"samples/s, gradient all-reduce {r['allreduce_ms_per_update']} ms/update, "
+            f"{100 * r['collective_wait_share']:.0f}% of the time in collectives, "
+            f"{r['env_steps_per_s']:.0f} env steps/s, weight mismatches {r['replica_mismatches']}"
+        )
     base = results[0]["samples_per_s"] or 1.0
     for r in results:
         r["samples_per_s_ratio"] = round(r["samples_per_s"] / base, 3)
-    if as_json:
-        click.echo(
-            json.dumps(
-                {"benchmark": "replicas", "quick": quick, "config": str(config), "seconds": seconds, "runs": results}
-            )
-        )
-    else:
-        click.echo(
-            "samples/s against the first: "
-            + ", ".join(f"{r['replicas']}: {r['samples_per_s_ratio']}x" for r in results)
-        )
+    record = {"benchmark": "replicas", "quick": quick, "config": str(config), "seconds": seconds, "runs": results}
+    ratios = ", ".join(f"{r['replicas']}: {r['samples_per_s_ratio']}x" for r in results)
+    finish(record, as_json, [f"samples/s against the first: {ratios}"])

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
+from collections.abc import Iterator
 
 import click
 
 from tandem.client.bench.isolation import run_phase
+from tandem.client.bench.options import json_option, quick_option
+from tandem.client.bench.report import finish
 
 COUNTS = (1, 2, 4, 8)
 
@@ -26,8 +28,8 @@ def usable_cores() -> int:
 @click.option(
     "--repeats", default=3, show_default=True, help="Fresh processes per count; medians are reported (--quick: 1)."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
-@click.option("--quick", is_flag=True, help="1 and 2 actors, one 2 s window each (a smoke run, not a figure to quote).")
+@json_option
+@quick_option("1 and 2 actors, one 2 s window each")
 def scale_cmd(seconds: float, repeats: int, as_json: bool, quick: bool) -> None:
     """Total env steps/s of 1, 2, 4 and 8 real actor daemons (beside a learner that only receives)."""
     counts = COUNTS
@@ -52,9 +54,11 @@ def scale_cmd(seconds: float, repeats: int, as_json: bool, quick: bool) -> None:
         "target": None,
         "met": None,
     }
-    if as_json:
-        click.echo(json.dumps(record))
-        return
-    click.echo(f"{'actors':>6} {'steps/s':>10} {'speed-up':>9} {'per-core eff.':>14}   ({cores} usable cores)")
+    finish(record, as_json, table(rows, cores))
+
+
+def table(rows: list[dict], cores: int) -> Iterator[str]:
+    """The rows as a table for people."""
+    yield f"{'actors':>6} {'steps/s':>10} {'speed-up':>9} {'per-core eff.':>14}   ({cores} usable cores)"
     for row in rows:
-        click.echo(f"{row['actors']:>6} {row['steps_per_s']:>10.0f} {row['speedup']:>9.2f} {row['efficiency']:>14.2f}")
+        yield f"{row['actors']:>6} {row['steps_per_s']:>10.0f} {row['speedup']:>9.2f} {row['efficiency']:>14.2f}"

@@ -14,6 +14,7 @@ import click
 import numpy as np
 
 from tandem.client.bench.examples import example_config
+from tandem.client.bench.options import json_option
 from tandem.client.harness import up_command
 from tandem.protocol import WeightBlob
 
@@ -82,7 +83,7 @@ def run_mode(config_path: Path, mode: str, seconds: float, tmp: Path, round_no: 
 @click.option(
     "--rounds", default=2, show_default=True, type=click.IntRange(min=1), help="Runs of each mode, alternated."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
+@json_option
 def selfplay_cmd(seconds: float, rounds: int, as_json: bool) -> None:
     """An actor's env steps/s drawing opponents from 50 pooled versions vs one fixed opponent; target: within 10%.
 

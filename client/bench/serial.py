@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from pathlib import Path
@@ -10,6 +9,8 @@ from pathlib import Path
 import click
 import numpy as np
 
+from tandem.client.bench.options import json_option, seed_options
+from tandem.client.bench.report import finish, progress
 from tandem.client.config_cmd import bench_set_option
 
 EVAL_EPISODES = 20  # episodes of one greedy evaluation, as the references were judged
@@ -126,17 +127,10 @@ def run_seed(
             last = run.greedy_return(target, max_return)
             eval_s += time.monotonic() - began
             if last is not None and last >= target:
-                return {
-                    "seed": seed,
-                    "solved": True,
-                    "env_steps": run.env_steps,
-                    "updates": run.version,
-                    "train_s": round(time.monotonic() - started - eval_s, 2),
-                    "eval_return": last,
-                }
+                break
     return {
         "seed": seed,
-        "solved": False,
+        "solved": last is not None and last >= target,
         "env_steps": run.env_steps,
         "updates": run.version,
         "train_s": round(time.monotonic() - started - eval_s, 2),
@@ -152,8 +146,7 @@ def run_seed(
     required=True,
     help="An on-policy run (APPO or IMPALA) of one gymnasium env.",
 )
-@click.option("--seeds", type=click.IntRange(min=1), default=8, show_default=True, help="Seeds FIRST..FIRST+N-1.")
-@click.option("--first-seed", type=click.IntRange(min=0), default=0, show_default=True)
+@seed_options(8)
 @click.option(
     "--target", type=float, default=None, help="Greedy mean return that counts as solved  [default: stop.eval_return]."
 )
@@ -186,7 +179,7 @@ def run_seed(
     help="Act with the weights this many versions behind the learner's (an async run's actor is about 1).",
 )
 @bench_set_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
+@json_option
 def serial_cmd(
     config_path: Path,
     seeds: int,
@@ -217,15 +210,13 @@ def serial_cmd(
     if target is None:
         raise click.UsageError("no target: set stop.eval_return in the config or pass --target")
     set_torch_threads(1)
-    runs = []
+    say, runs = progress(as_json), []
     for seed in range(first_seed, first_seed + seeds):
-        runs.append(run_seed(config, seed, target, max_steps, eval_every, max_return, lag))
-        if not as_json:
-            r = runs[-1]
-            click.echo(
-                f"seed {seed}: {'solved' if r['solved'] else 'NOT solved'} at {r['env_steps']} env steps, "
-                f"{r['updates']} updates, {r['train_s']:.2f} s of training"
-            )
+        runs.append(r := run_seed(config, seed, target, max_steps, eval_every, max_return, lag))
+        say(
+            f"seed {seed}: {'solved' if r['solved'] else 'NOT solved'} at {r['env_steps']} env steps, "
+            f"{r['updates']} updates, {r['train_s']:.2f} s of training"
+        )
     steps = [r["env_steps"] if r["solved"] else max_steps for r in runs]  # unsolved counts as the limit
     record = {
         "benchmark": "serial",
@@ -239,10 +230,8 @@ def serial_cmd(
         "median_train_s": statistics.median(r["train_s"] for r in runs),
         "solved": sum(r["solved"] for r in runs),
     }
-    if as_json:
-        click.echo(json.dumps(record))
-    else:
-        click.echo(
-            f"median {record['median_env_steps']:.0f} env steps (worst {record['max_env_steps']}), "
-            f"{record['median_train_s']:.2f} s of training; {record['solved']}/{seeds} solved"
-        )
+    summary = (
+        f"median {record['median_env_steps']:.0f} env steps (worst {record['max_env_steps']}), "
+        f"{record['median_train_s']:.2f} s of training; {record['solved']}/{seeds} solved"
+    )
+    finish(record, as_json, [summary])

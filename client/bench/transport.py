@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import multiprocessing as mp
 import queue
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 
 import click
 import msgpack
 import zmq
 
+from tandem.client.bench.options import json_option, quick_option
+from tandem.client.bench.report import finish, progress
 from tandem.client.bench.transport_figures import TARGETS, machine, met_flags, ratios, summary
 from tandem.client.bench.transport_payloads import (
     BACKLOG_BATCHES,
@@ -318,8 +320,8 @@ def measure_payload(payload: str, repeats: int, warmup_s: float, duration_s: flo
 
 
 @click.command("transport")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
-@click.option("--quick", is_flag=True, help="1 repeat of 0.5 s each (a smoke run, not a figure to quote).")
+@json_option
+@quick_option("1 repeat of 0.5 s each")
 @click.option(
     "--repeats", default=3, show_default=True, help="Timed runs per (path, transport, payload); medians reported."
 )
@@ -335,17 +337,16 @@ def transport_cmd(as_json: bool, quick: bool, repeats: int) -> None:
     tandem-receiver run one half of tandem's path against a bare socket, to show which half bounds it.
     """
     repeats, warmup_s, duration_s = (1, 0.2, 0.5) if quick else (max(1, repeats), 0.5, 2.0)
-    results = []
+    say, results = progress(as_json), []
     for payload in PAYLOADS:
         measured = measure_payload(payload, repeats, warmup_s, duration_s)
         results += measured
-        if not as_json:
-            for r in measured:
-                click.echo(
-                    f"{payload:9s} {r['path']:13s} {r['transport']:9s} {r['batches_per_s']:10.1f} batches/s "
-                    f"{r['transitions_per_s']:>11,d} transitions/s {r['mb_per_s']:8.1f} MB/s as made "
-                    f"{r['wire_mb_per_s']:8.1f} MB/s on the wire"
-                )
+        for r in measured:
+            say(
+                f"{payload:9s} {r['path']:13s} {r['transport']:9s} {r['batches_per_s']:10.1f} batches/s "
+                f"{r['transitions_per_s']:>11,d} transitions/s {r['mb_per_s']:8.1f} MB/s as made "
+                f"{r['wire_mb_per_s']:8.1f} MB/s on the wire"
+            )
     rat = ratios(results)
     met = met_flags(rat)
     record = {
@@ -362,11 +363,13 @@ def transport_cmd(as_json: bool, quick: bool, repeats: int) -> None:
         "targets": TARGETS,
         "met": met,
     }
-    if as_json:
-        click.echo(json.dumps(record))
-        return
+    finish(record, as_json, summary_lines(rat, met))
+
+
+def summary_lines(rat: dict, met: dict) -> Iterator[str]:
+    """What each path sends, then each ratio, with its target's verdict where it has one."""
     for path, what in SENDS.items():
-        click.echo(f"{path}: {what}")
+        yield f"{path}: {what}"
     for key, value in rat.items():
         flag = f"  ({'met' if met[key] else 'NOT met'})" if key in met else ""
-        click.echo(f"{key:36s} {value:7.2f}x{flag}")
+        yield f"{key:36s} {value:7.2f}x{flag}"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import time
@@ -11,7 +10,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from tandem.client.bench.examples import example_config
+from tandem.client.bench.options import example_config_option, json_option, quick_option
+from tandem.client.bench.report import finish
 from tandem.client.config_cmd import bench_set_option
 from tandem.daemons.acting.stepping import actor_envs, make_stepping
 from tandem.daemons.actor.exploration import actor_epsilons
@@ -51,13 +51,7 @@ def steps_per_s(config_path: Path, mode: str, overrides: list[str], seconds: flo
 
 
 @click.command("vector")
-@click.option(
-    "--config",
-    "config",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="The run whose env and model are stepped.  [default: examples/cartpole.toml of a checkout]",
-)
+@example_config_option("cartpole.toml", "The run whose env and model are stepped.")
 @click.option(
     "--modes",
     default=",sync,async",
@@ -70,10 +64,10 @@ def steps_per_s(config_path: Path, mode: str, overrides: list[str], seconds: flo
 )
 @bench_set_option
 @click.option("--random-actions", is_flag=True, help="Act at random without the network: the envs' share alone.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON record.")
-@click.option("--quick", is_flag=True, help="One 1 s window per mode (a smoke run, not a figure to quote).")
+@json_option
+@quick_option("One 1 s window per mode")
 def vector_cmd(
-    config: Path | None,
+    config: Path,
     modes: str,
     seconds: float,
     repeats: int,
@@ -83,8 +77,6 @@ def vector_cmd(
     quick: bool,
 ) -> None:
     """One actor's env steps/s (stepping + batched inference) with each env.vector mode, and each over ''."""
-    if config is None:
-        config = example_config("cartpole.toml")
     if quick:
         seconds, repeats = 1.0, 1
     names = [m.strip() for m in modes.split(",")]
@@ -116,15 +108,13 @@ def vector_cmd(
         "machine": {"cpu_count": os.cpu_count()},
         "rows": rows,
     }
-    if as_json:
-        click.echo(json.dumps(record))
-        return
     acting = "random actions" if random_actions else "the policy network acting"
-    click.echo(
+    head = (
         f"{cfg.env.id}, {cfg.env.num_envs} envs, {acting}, {os.cpu_count()} CPUs, medians of {repeats} x {seconds:g} s"
     )
-    for row in rows:
-        click.echo(
-            f"  env.vector = {row['vector']!r:10} {row['steps_per_s']:>10.0f} env steps/s  "
-            f"x{row['ratio']:.2f} of {names[0]!r}"
-        )
+    lines = (
+        f"  env.vector = {row['vector']!r:10} {row['steps_per_s']:>10.0f} env steps/s  "
+        f"x{row['ratio']:.2f} of {names[0]!r}"
+        for row in rows
+    )
+    finish(record, as_json, [head, *lines])
