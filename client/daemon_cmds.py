@@ -22,10 +22,13 @@ parent_option = click.option(
 )
 
 
-def run_daemon(**fields) -> None:
+def run_daemon(
+    role: str, config_file: str, overrides: tuple[str, ...], control: str | None, die_with_parent: bool, **fields
+) -> None:
+    """Run one daemon here until it ends, then exit with its code; `fields` are its role's own (DaemonSpec)."""
     from tandem.daemons.main import DaemonSpec, run
 
-    sys.exit(run(DaemonSpec(**fields)))
+    sys.exit(run(DaemonSpec(role, config_file, overrides, control, die_with_parent=die_with_parent, **fields)))
 
 
 @click.command("actor")
@@ -44,15 +47,7 @@ def actor_cmd(config_file, index, control, insecure, die_with_parent, overrides)
 
     With actors.mode = "serve" it is an action server: game processes connect and ask for actions.
     """
-    run_daemon(
-        role="actor",
-        config_file=config_file,
-        overrides=overrides,
-        control=control,
-        index=index,
-        insecure=insecure,
-        die_with_parent=die_with_parent,
-    )
+    run_daemon("actor", config_file, overrides, control, die_with_parent, index=index, insecure=insecure)
 
 
 @click.command("learner")
@@ -88,18 +83,8 @@ def learner_cmd(config_file, policy, device, control, join, bind, insecure, rank
     """Run the learner of POLICY: replay, training, weight publishing, checkpoints."""
     if rank > 0 and bind is None:
         raise click.UsageError("--rank above 0 needs --bind tcp://ADDR:PORT: the replica's own fixed ports")
-    run_daemon(
-        role="learner",
-        rank=rank,
-        config_file=config_file,
-        overrides=overrides,
-        control=join or control,
-        policy=policy,
-        device=device,
-        bind=bind,
-        insecure=insecure,
-        die_with_parent=die_with_parent,
-    )
+    fields = {"rank": rank, "policy": policy, "device": device, "bind": bind, "insecure": insecure}
+    run_daemon("learner", config_file, overrides, join or control, die_with_parent, **fields)
 
 
 @click.command("evaluator")
@@ -109,6 +94,4 @@ def learner_cmd(config_file, policy, device, control, join, bind, insecure, rank
 @set_option
 def evaluator_cmd(config_file, control, die_with_parent, overrides):
     """Run the greedy evaluator: rounds of episodes with the newest weights, mean return reported."""
-    run_daemon(
-        role="evaluator", config_file=config_file, overrides=overrides, control=control, die_with_parent=die_with_parent
-    )
+    run_daemon("evaluator", config_file, overrides, control, die_with_parent)

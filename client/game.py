@@ -14,15 +14,7 @@ from typing import Any
 import numpy as np
 
 from tandem.protocol import ProtocolError, game_socket, sockets
-from tandem.protocol.game import (
-    GameAction,
-    GameBye,
-    GameError,
-    GameHello,
-    GameSpaces,
-    GameStep,
-    GameWelcome,
-)
+from tandem.protocol.game import GameAction, GameBye, GameError, GameHello, GameSpaces, GameStep, GameWelcome
 from tandem.protocol.game_plain import decode_reply
 
 RUN_OVER_POLL_S = 0.1
