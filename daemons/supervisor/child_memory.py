@@ -27,20 +27,16 @@ def read_rss_bytes(pid: int) -> int | None:
 
 
 class ChildMemory:
-    """The newest RSS of each local child: read at most every READ_EVERY_S, else the last read."""
+    """The newest RSS of one local child: read at most every READ_EVERY_S, else the last read."""
 
     def __init__(self) -> None:
-        self.read_at: dict[str, float] = {}
-        self.rss: dict[str, int] = {}
+        self.read_at = -1e9
+        self.rss: int | None = None
 
-    def current(self, name: str, pid: int | None, now: float) -> int | None:
+    def current(self, pid: int | None, now: float) -> int | None:
         if pid is None:
             return None
-        if now - self.read_at.get(name, -1e9) >= READ_EVERY_S:
-            self.read_at[name] = now
-            rss = read_rss_bytes(pid)
-            if rss is None:
-                self.rss.pop(name, None)
-            else:
-                self.rss[name] = rss
-        return self.rss.get(name)
+        if now - self.read_at >= READ_EVERY_S:
+            self.read_at = now
+            self.rss = read_rss_bytes(pid)
+        return self.rss

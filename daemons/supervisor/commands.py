@@ -12,7 +12,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tandem.daemons.supervisor import states
 from tandem.daemons.supervisor.status import status_data
@@ -26,10 +26,15 @@ if TYPE_CHECKING:  # the supervisor builds these helpers' arguments; they never 
 class Command:
     """A control command: its handler, who sends it, its arguments and what the reply's `data` holds."""
 
-    handler: Callable[[Any, ControlRequest, float], ControlReply]
+    handler: Callable[[Supervisor, ControlRequest, float], ControlReply]
     sender: str
     args: str
     reply: str
+
+
+def unknown_process(sup: Supervisor, request_id: int, name: object) -> ControlReply:
+    known = ", ".join(proc.name for proc in sup.managed())
+    return ControlReply(request_id, False, "unknown_process", f"no process named {name!r}; known: {known}")
 
 
 def status(sup: Supervisor, request: ControlRequest, now: float) -> ControlReply:
@@ -38,7 +43,7 @@ def status(sup: Supervisor, request: ControlRequest, now: float) -> ControlReply
 
 def stop(sup: Supervisor, request: ControlRequest, now: float) -> ControlReply:
     sup.stop(now, by=str(request.args.get("by", "tandem stop")))
-    if sup.remote and not sup.records:
+    if sup.processes and not sup.managed():
         return ControlReply(
             request.request_id,
             True,
@@ -50,7 +55,8 @@ def stop(sup: Supervisor, request: ControlRequest, now: float) -> ControlReply:
 
 def restart(sup: Supervisor, request: ControlRequest, now: float) -> ControlReply:
     rid, name = request.request_id, request.args.get("name")
-    if name in sup.remote:
+    proc = sup.processes.get(name)
+    if proc is not None and not proc.managed:
         return ControlReply(
             rid,
             False,
@@ -58,15 +64,12 @@ def restart(sup: Supervisor, request: ControlRequest, now: float) -> ControlRepl
             f"{name} was not started by this supervisor; restart it "
             "where it runs (e.g. systemctl restart tandem-actor@N)",
         )
-    if name not in sup.records:
-        return ControlReply(
-            rid, False, "unknown_process", f"no process named {name!r}; known: {', '.join(sup.records)}"
-        )
-    rec = sup.records[name]
-    was_alive = states.is_alive(rec)
-    states.restart_requested(rec, now)
+    if proc is None:
+        return unknown_process(sup, rid, name)
+    was_alive = states.is_alive(proc.record)
+    states.restart_requested(proc.record, now)
     if was_alive:
-        sup.signal(name, signal.SIGTERM)
+        proc.signal(signal.SIGTERM)
     return ControlReply(rid, True, message=f"restarting {name}")
 
 
@@ -81,7 +84,7 @@ def lookup(sup: Supervisor, request: ControlRequest, now: float) -> ControlReply
         return ControlReply(
             request.request_id, False, "not_registered", f"no learner registered for policy {policy!r} yet"
         )
-    endpoints, learner = dict(entry["endpoints"]), entry["name"]
+    endpoints, learner = dict(entry.endpoints), entry.name
     if isinstance(actor, int) and actor >= 0 and sup.replicas.replicated(str(policy)):
         # data-parallel replicas: the actor's transitions go to its own replica, the weights come from replica 0
         feeding = sup.replicas.feeding(str(policy), actor)
@@ -92,11 +95,11 @@ def lookup(sup: Supervisor, request: ControlRequest, now: float) -> ControlReply
                 "not_registered",
                 f"the replica of policy {policy!r} that actor {actor} feeds has not registered yet",
             )
-        endpoints["transitions"], learner = feeding["endpoints"]["transitions"], feeding["name"]
+        endpoints["transitions"], learner = feeding.endpoints["transitions"], feeding.name
     return ControlReply(
         request.request_id,
         True,
-        data={"endpoints": endpoints, "learner": learner, "public_key": entry.get("public_key", "")},
+        data={"endpoints": endpoints, "learner": learner, "public_key": entry.public_key},
     )
 
 
@@ -109,11 +112,10 @@ def start_token(sup: Supervisor, request: ControlRequest, now: float) -> Control
     name = request.args.get("name")
     if not isinstance(name, str) or not name:
         return ControlReply(request.request_id, False, "bad_args", "start_token needs name: the asking daemon's name")
-    if name not in sup.records and not sup.adopt:
+    proc = sup.processes.get(name)
+    if (proc is None or not proc.managed) and not sup.adopt:
         # A slot held by a name that never heartbeats here would never be given back.
-        return ControlReply(
-            request.request_id, False, "unknown_process", f"no process named {name!r}; known: {', '.join(sup.records)}"
-        )
+        return unknown_process(sup, request.request_id, name)
     granted = sup.tokens.acquire(name)
     return ControlReply(request.request_id, True, data={"granted": granted, "holders": sorted(sup.tokens.holders)})
 

@@ -9,13 +9,14 @@ an older state.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from tandem.daemons.config.policies import policy_config
 from tandem.daemons.runtime.names import learner_name, learner_policy, replica_rank
 from tandem.daemons.settings.agents import policy_names
 from tandem.daemons.settings.schema import RunConfig
+from tandem.daemons.supervisor.registration import Registration
 
 
 @dataclass
@@ -25,7 +26,7 @@ class Group:
     size: int
     generation: int = 0
     master: str = ""  # "host:port" of replica 0's store; empty while none is posted
-    registered: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> what it registered
+    registered: dict[int, Registration] = field(default_factory=dict)  # rank -> what it registered
     joined: set[int] = field(default_factory=set)  # ranks that were given this generation's address
 
 
@@ -42,7 +43,7 @@ class ReplicaSets:
     def group_of(self, name: str) -> Group | None:
         return self.groups.get(learner_policy(name)) if name.startswith("learner-") else None
 
-    def rendezvous(self, args: dict[str, Any]) -> tuple[bool, str, dict[str, Any]]:
+    def rendezvous(self, args: Mapping[str, object]) -> tuple[bool, str, dict[str, object]]:
         """A replica posting (rank 0, with `master`) or asking for the group's address: (ok, error, data)."""
         policy, rank, size = args.get("policy"), args.get("rank"), args.get("world_size")
         group = self.groups.get(policy) if isinstance(policy, str) else None
@@ -88,7 +89,7 @@ class ReplicaSets:
         policy = learner_policy(name)
         return [learner_name(policy, member) for member in members]
 
-    def register(self, name: str, entry: dict[str, Any]) -> bool:
+    def register(self, name: str, entry: Registration) -> bool:
         """Keep a replica's registration; False if `name` is no replica (registered as a lone learner is)."""
         group = self.group_of(name)
         if group is None:
@@ -96,7 +97,7 @@ class ReplicaSets:
         group.registered[replica_rank(name)] = entry
         return True
 
-    def feeding(self, policy: str, actor: int) -> dict[str, Any] | None:
+    def feeding(self, policy: str, actor: int) -> Registration | None:
         """What the replica that `actor` sends its transitions to registered (actor i -> replica i mod N), or
         None while it has not registered; an actor's stream always goes to the same replica."""
         group = self.groups[policy]

@@ -14,72 +14,83 @@ from tandem.daemons.supervisor.faults import disk_fault, unhealthy_reasons
 from tandem.protocol.sockets import link_security
 
 if TYPE_CHECKING:  # the supervisor builds these helpers' arguments; they never import it at run time
+    from tandem.daemons.supervisor.supervised import Supervised
     from tandem.daemons.supervisor.supervisor import Supervisor
+    from tandem.protocol import Heartbeat
 
 
-def process_row(sup: Supervisor, name: str, now: float) -> dict[str, Any]:
-    rec = sup.records[name]
-    beat = sup.beats.get(name)
-    counters = dict(beat.counters) if beat else {}
-    beat_age = now - sup.beat_times[name] if name in sup.beat_times else None
-    hung = states.is_alive(rec) and beat_age is not None and beat_age > sup.heartbeat_policy.liveness_timeout_s
-    rate_key = "updates" if rec.role == Role.LEARNER else "env_steps"
+def heard(proc: Supervised, now: float) -> dict[str, Any]:
+    """A row's figures from the process's heartbeats, read alike whoever started it."""
+    beat, age = proc.beat, proc.heartbeat_age(now)
+    counters = beat.counters if beat else {}
+    rate_key = "updates" if proc.record.role == Role.LEARNER else "env_steps"
     return {
-        "name": name,
-        "role": rec.role,
-        "host": beat.host if beat else socket.gethostname(),
-        "pid": rec.pid,
-        "state": rec.state.value,
-        "hung": hung,
-        "stage": rec.stage if states.is_alive(rec) else rec.last_stage,
-        "stage_s": round(now - rec.stage_since, 1) if states.is_alive(rec) and rec.stage else None,
-        "uptime_s": round(now - rec.started_at, 1) if rec.started_at is not None and states.is_alive(rec) else None,
-        "restarts": rec.restarts,
-        "recycles": rec.recycles,
-        "last_recycle": rec.last_recycle,
-        "heartbeat_age_s": round(beat_age, 2) if beat_age is not None else None,
+        "heartbeat_age_s": round(age, 2) if age is not None else None,
         "rss_mb": round(beat.rss_bytes / 2**20, 1) if beat else None,
         "cpu_percent": round(beat.cpu_percent, 1) if beat else None,
-        "rate_per_s": rate_from(sup, name, rate_key),
+        "rate_per_s": proc.rate(rate_key),
         "rate_of": rate_key,
         "version": counters.get("version"),
         "lag": counters.get("lag_mean"),
         "dropped": counters.get("batches_dropped", counters.get("batches_over_ratio")),
-        "exit_code": rec.last_exit_code,
-        "last_error": rec.last_error,
-        "fault": rec.fault,
-        "counters": counters,
     }
 
 
-def remote_state(sup: Supervisor, name: str, now: float) -> str:
+def process_row(sup: Supervisor, proc: Supervised, now: float) -> dict[str, Any]:
+    """A daemon this supervisor started: its state machine's record and its heartbeats."""
+    rec, beat, age = proc.record, proc.beat, proc.heartbeat_age(now)
+    alive = states.is_alive(rec)
+    return {
+        "name": rec.name,
+        "role": rec.role,
+        "host": beat.host if beat else socket.gethostname(),
+        "pid": rec.pid,
+        "state": rec.state.value,
+        "hung": alive and age is not None and age > sup.heartbeat_policy.liveness_timeout_s,
+        "stage": rec.stage if alive else rec.last_stage,
+        "stage_s": round(now - rec.stage_since, 1) if alive and rec.stage else None,
+        "uptime_s": round(now - rec.started_at, 1) if rec.started_at is not None and alive else None,
+        "restarts": rec.restarts,
+        "recycles": rec.recycles,
+        "last_recycle": rec.last_recycle,
+        **heard(proc, now),
+        "exit_code": rec.last_exit_code,
+        "last_error": rec.last_error,
+        "fault": rec.fault,
+        "counters": dict(beat.counters) if beat else {},
+    }
+
+
+def remote_state(sup: Supervisor, proc: Supervised, now: float) -> str:
     """REMOTE while a daemon started elsewhere heartbeats, REMOTE-LOST once silent for the liveness timeout."""
-    age = now - sup.beat_times[name] if name in sup.beat_times else None
+    age = proc.heartbeat_age(now)
     return "REMOTE-LOST" if age is None or age > sup.heartbeat_policy.liveness_timeout_s else "REMOTE"
+
+
+def state_of(sup: Supervisor, proc: Supervised, now: float) -> str:
+    return proc.record.state.value if proc.managed else remote_state(sup, proc, now)
 
 
 def state_summary(sup: Supervisor, now: float) -> str:
     """`supervising: 2 REMOTE, 1 REMOTE-LOST`: how many processes are in each state (systemd's STATUS=)."""
     counts: dict[str, int] = {}
-    states_now = [rec.state.value for rec in sup.records.values()] + [remote_state(sup, n, now) for n in sup.remote]
-    for state in states_now:
+    for proc in sup.processes.values():
+        state = state_of(sup, proc, now)
         counts[state] = counts.get(state, 0) + 1
     return "supervising: " + (", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "no daemons yet")
 
 
-def remote_row(sup: Supervisor, name: str, now: float) -> dict[str, Any]:
+def remote_row(sup: Supervisor, proc: Supervised, now: float) -> dict[str, Any]:
     """A daemon started elsewhere (another machine, systemd, tmux): watched through its heartbeats, not managed."""
-    entry, beat = sup.remote[name], sup.beats.get(name)
-    age = now - sup.beat_times[name] if name in sup.beat_times else None
-    state = remote_state(sup, name, now)
+    beat = proc.beat
+    state = remote_state(sup, proc, now)
     counters = dict(beat.counters) if beat else {}
-    rate_key = "updates" if entry["role"] == Role.LEARNER else "env_steps"
     fault = disk_fault(counters) if state == "REMOTE" else ""
     return {
-        "name": name,
-        "role": entry["role"],
-        "host": entry["host"],
-        "pid": entry["pid"],
+        "name": proc.name,
+        "role": proc.record.role,
+        "host": proc.host,
+        "pid": proc.record.pid,
         "state": state,
         "hung": False,
         "stage": beat.stage if beat else "",
@@ -88,32 +99,25 @@ def remote_row(sup: Supervisor, name: str, now: float) -> dict[str, Any]:
         "restarts": 0,
         "recycles": 0,
         "last_recycle": "",
-        "heartbeat_age_s": round(age, 2) if age is not None else None,
-        "rss_mb": round(beat.rss_bytes / 2**20, 1) if beat else None,
-        "cpu_percent": round(beat.cpu_percent, 1) if beat else None,
-        "rate_per_s": rate_from(sup, name, rate_key),
-        "rate_of": rate_key,
-        "version": counters.get("version"),
-        "lag": counters.get("lag_mean"),
-        "dropped": counters.get("batches_dropped", counters.get("batches_over_ratio")),
+        **heard(proc, now),
         "exit_code": None,
-        "last_error": "INSECURE: unauthenticated bind" if entry["insecure"] else fault,
+        "last_error": "INSECURE: unauthenticated bind" if proc.insecure else fault,
         "fault": fault,
         "counters": counters,
-        "insecure": entry["insecure"],
+        "insecure": proc.insecure,
     }
 
 
-def rate_from(sup: Supervisor, name: str, key: str) -> float | None:
-    meter = getattr(sup, "rates", {}).get((name, key))
-    return round(meter.rate(), 1) if meter else None
+def beats(sup: Supervisor) -> list[Heartbeat]:
+    """The last heartbeat of each process's current incarnation."""
+    return [proc.beat for proc in sup.processes.values() if proc.beat is not None]
 
 
 def actor_sum(sup: Supervisor, key: str, policy: str, single: bool) -> int | None:
     """A per-policy actor counter (`key.POLICY`; plain `key` in a one-policy run) summed over live actors."""
     values = [
         b.counters.get(f"{key}.{policy}", b.counters.get(key) if single else None)
-        for b in sup.beats.values()
+        for b in beats(sup)
         if b.role == Role.ACTOR
     ]
     values = [v for v in values if v is not None]
@@ -122,13 +126,14 @@ def actor_sum(sup: Supervisor, key: str, policy: str, single: bool) -> int | Non
 
 def actor_seconds(sup: Supervisor, key: str) -> float | None:
     """A per-actor time counter summed over live actors (an actor waits for every policy at once)."""
-    values = [b.counters[key] for b in sup.beats.values() if b.role == Role.ACTOR and key in b.counters]
+    values = [b.counters[key] for b in beats(sup) if b.role == Role.ACTOR and key in b.counters]
     return round(sum(values), 1) if values else None
 
 
 def policy_return(sup: Supervisor, policy: str, single: bool) -> float | None:
     """The evaluator's return for the policy, else None."""
-    beat = sup.beats.get("evaluator")
+    evaluator = sup.processes.get("evaluator")
+    beat = evaluator.beat if evaluator is not None else None
     if beat is None:
         return None
     return beat.counters.get(f"eval_return.{policy}", beat.counters.get("eval_return") if single else None)
@@ -136,12 +141,13 @@ def policy_return(sup: Supervisor, policy: str, single: bool) -> float | None:
 
 def policy_lines(sup: Supervisor, now: float) -> list[dict[str, Any]]:
     lines = []
-    learners = [(n, r) for n, r in sup.records.items() if r.role == Role.LEARNER]
-    learners += [(n, None) for n, e in sup.remote.items() if e.get("role") == Role.LEARNER]
-    single = len({learner_policy(name) for name, _ in learners}) <= 1  # replicas of one policy are one policy
-    for name, rec in learners:
-        c = dict(sup.beats[name].counters) if name in sup.beats else {}
-        entry = next((e for e in sup.registry.values() if e["name"] == name), {})
+    learners = [proc for proc in sup.processes.values() if proc.record.role == Role.LEARNER]
+    single = len({learner_policy(proc.name) for proc in learners}) <= 1  # replicas of one policy are one policy
+    for proc in learners:
+        name = proc.name
+        c = dict(proc.beat.counters) if proc.beat is not None else {}
+        entry = next((e for e in sup.registry.values() if e.name == name), None)
+        insecure = entry is not None and entry.insecure
         policy = learner_policy(name)
         learner_dropped = [
             c.get(k) for k in ("batches_over_ratio", "unrolls_dropped_full", "batches_stale", "batches_malformed")
@@ -150,13 +156,13 @@ def policy_lines(sup: Supervisor, now: float) -> list[dict[str, Any]]:
             {
                 "policy": policy,
                 "learner": name,
-                "state": rec.state.value if rec is not None else "REMOTE",
-                "insecure": entry.get("insecure", False),
+                "state": proc.record.state.value if proc.managed else "REMOTE",
+                "insecure": insecure,
                 # how its three sockets are reached: curve, loopback or insecure (unauthenticated beyond loopback)
-                "link": entry.get("link") or ("insecure" if entry.get("insecure") else None),
+                "link": (entry.link if entry is not None else "") or ("insecure" if insecure else None),
                 "version": c.get("version"),
                 "updates": c.get("updates"),
-                "updates_per_s": rate_from(sup, name, "updates"),
+                "updates_per_s": proc.rate("updates"),
                 "replay_fill": c.get("replay_fill"),
                 "lag": c.get("lag_mean"),
                 "last_checkpoint_age_s": c.get("checkpoint_age_s"),
@@ -199,8 +205,7 @@ def game_servers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def status_data(sup: Supervisor, now: float) -> dict[str, Any]:
-    rows = [process_row(sup, name, now) for name in sup.records]
-    rows += [remote_row(sup, name, now) for name in sup.remote]
+    rows = [(process_row if proc.managed else remote_row)(sup, proc, now) for proc in sup.processes.values()]
     reasons = unhealthy_reasons(rows, sup.faults)
     return {
         "run": sup.config.run.name,

@@ -8,22 +8,21 @@ import signal
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from tandem.daemons.main import DaemonSpec
 from tandem.daemons.runtime import stack_dump
 from tandem.daemons.runtime.logs import log_dropped
 from tandem.daemons.runtime.names import Role, learner_policy, replica_rank
-from tandem.daemons.runtime.rate_meter import RateMeter
 from tandem.daemons.settings.schema import RunConfig
 from tandem.daemons.supervisor import commands, states
-from tandem.daemons.supervisor.child_memory import ChildMemory
 from tandem.daemons.supervisor.children import Child
 from tandem.daemons.supervisor.exit_reason import STACK_LINES, hung_at, last_error_line
 from tandem.daemons.supervisor.faults import disk_fault
 from tandem.daemons.supervisor.progress import RunView
+from tandem.daemons.supervisor.registration import Registration, parse_registration
 from tandem.daemons.supervisor.replicas import ReplicaSets
 from tandem.daemons.supervisor.states import Action, HeartbeatPolicy, ProcessRecord, RestartPolicy, State
+from tandem.daemons.supervisor.supervised import Supervised
 from tandem.daemons.supervisor.tokens import StartTokens
 from tandem.protocol import ControlReply, ControlRequest, Heartbeat
 
@@ -61,7 +60,8 @@ def token_lease_s(lease_s: float, build_deadline_s: float) -> float:
 
 
 class Supervisor:
-    """Owns the process table of one run. Call `step(now)` often and `handle()` for each control message."""
+    """Owns the process table of one run (`processes`: one `Supervised` per name, those it starts and those it
+    watches). Call `step(now)` often and `handle()` for each control message."""
 
     def __init__(
         self,
@@ -78,28 +78,15 @@ class Supervisor:
         # adopt: watch any daemon that heartbeats here (started by systemd or tmux), as joined learners are watched
         self.adopt = adopt
         self.restart_policy, self.heartbeat_policy = policies(config)
-        self.specs = {
-            spec.name: replace(
-                spec,
-                config_file=str(config_path),
-                control=control_endpoint,
-                die_with_parent=True,
-                supervisor_pid=os.getpid(),
-                plugin_paths=plugin_paths,
-            )
-            for spec in specs
-        }
+        self.plugin_paths = plugin_paths
         self.view = RunView(config.stop, time.monotonic() if started is None else started)
-        self.records = {spec.name: ProcessRecord(spec.name, spec.role) for spec in specs}
-        self.children: dict[str, Child | None] = {spec.name: None for spec in specs}
-        self.worker_dumps: dict[str, stack_dump.WorkerDumps] = {}  # terminated daemons' env workers, in turn
-        self.beats: dict[str, Heartbeat] = {}
-        self.beat_times: dict[str, float] = {}
-        self.rates: dict[tuple[str, str], RateMeter] = {}
+        # the ones it starts first, in plan order; daemons that join by themselves (a GPU learner) come after
+        self.processes: dict[str, Supervised] = {}
+        for spec in specs:
+            self.add(spec)
         self.tokens = StartTokens(config.supervisor.max_concurrent_starts)
-        self.registry: dict[str, dict[str, Any]] = {}  # policy -> what its learner (replica 0) registered
+        self.registry: dict[str, Registration] = {}  # policy -> what its learner (replica 0) registered
         self.replicas = ReplicaSets(config)  # policies trained by several learner replicas
-        self.remote: dict[str, dict[str, Any]] = {}  # daemons that joined by themselves (e.g. a GPU learner)
         self.stopping = False
         self.stop_requested_by: str | None = None
         s = config.supervisor
@@ -108,41 +95,52 @@ class Supervisor:
             "learner": s.learner_rss_limit_mb << 20,
             "evaluator": s.evaluator_rss_limit_mb << 20,
         }
-        self.child_memory = ChildMemory()
         self.policies_down: set[str] = set()  # learners said to be FATAL while the run goes on
         self.faults: dict[str, str] = {}  # the supervisor's own faults it runs on with (metrics.jsonl refused)
 
     # ------------------------------------------------------------------ processes
 
+    def add(self, spec: DaemonSpec) -> Supervised:
+        """Supervise a daemon this supervisor starts (it runs with the run's config file and control socket)."""
+        spec = replace(
+            spec,
+            config_file=str(self.config_path),
+            control=self.control_endpoint,
+            die_with_parent=True,
+            supervisor_pid=os.getpid(),
+            plugin_paths=self.plugin_paths,
+        )
+        proc = self.processes[spec.name] = Supervised(ProcessRecord(spec.name, spec.role), spec)
+        return proc
+
+    def managed(self) -> list[Supervised]:
+        """The processes this supervisor starts, in the order they were planned."""
+        return [proc for proc in self.processes.values() if proc.managed]
+
     def start_all(self, now: float) -> None:
-        for name in self.records:
-            self._start(name, now)
+        for proc in self.managed():
+            self._start(proc, now)
 
-    def _start(self, name: str, now: float) -> None:
-        child = Child(name, self.specs[name], self.logs / f"{name}.log")
+    def _start(self, proc: Supervised, now: float) -> None:
+        assert proc.spec is not None  # only a managed process is started
+        child = Child(proc.name, proc.spec, self.logs / f"{proc.name}.log")
         child.start()
-        self.children[name] = child
-        self.beats.pop(name, None)
-        for key in ("env_steps", "updates"):
-            self.rates.pop((name, key), None)
-        states.started(self.records[name], child.pid, now)
-        log.info("started %s (pid %s)", name, child.pid)
-
-    def signal(self, name: str, sig: int) -> None:
-        child = self.children.get(name)
-        if child is not None:
-            child.signal(sig)
+        proc.child = child
+        proc.new_incarnation()
+        states.started(proc.record, child.pid, now)
+        log.info("started %s (pid %s)", proc.name, child.pid)
 
     def step(self, now: float) -> None:
         """Reap exits, then start, terminate or kill whatever the state machine says is due."""
         self._release_lost_tokens(now)
-        for name in [n for n, dumps in self.worker_dumps.items() if dumps.poll(now)]:
-            del self.worker_dumps[name]
-        for name, rec in self.records.items():
-            child = self.children.get(name)
+        for proc in self.processes.values():
+            if proc.worker_dumps is not None and proc.worker_dumps.poll(now):
+                proc.worker_dumps = None
+        for proc in self.managed():
+            name, rec, child = proc.name, proc.record, proc.child
             if child is not None and (code := child.poll()) is not None:
-                self.children[name] = None
-                self.worker_dumps.pop(name, None)  # no marker may land in the next incarnation's log
+                proc.child = None
+                proc.worker_dumps = None  # no marker may land in the next incarnation's log
                 self.tokens.release(name)
                 pid = child.pid
                 if rec.state == State.STOPPING:
@@ -152,7 +150,7 @@ class Supervisor:
                 elif rec.kill_reason:  # hung or over a deadline: where it hung, from the stack it dumped
                     error = why = rec.kill_reason + hung_at(child.log_tail(STACK_LINES))
                 else:
-                    error = why = self.last_error(name, child, code)
+                    error = why = self.last_error(proc, child, code)
                 states.exited(rec, code, now, self.restart_policy, error=error)
                 self._replica_ended(name, now)
                 log.log(
@@ -164,20 +162,20 @@ class Supervisor:
                     rec.state.value,
                     rec.last_error if rec.state == State.FATAL else why,  # FATAL adds why it gave up
                 )
-            self._check_memory(name, rec, now)
+            self._check_memory(proc, now)
             action, reason = states.due(rec, now, self.heartbeat_policy)
             if action == Action.START and not self.stopping:
-                self._start(name, now)
+                self._start(proc, now)
             elif action == Action.TERMINATE:
                 if rec.state != State.STOPPING:
                     states.terminate(rec, reason, now)
                     log.warning("terminating %s: %s", name, reason)
-                    self.signal(name, stack_dump.STACK_DUMP_SIGNAL)  # every thread's stack into its log, hung or not
-                    if (child := self.children.get(name)) is not None and child.pid is not None:
-                        self.worker_dumps[name] = stack_dump.WorkerDumps(child.pid, child.log_path, now)
+                    proc.signal(stack_dump.STACK_DUMP_SIGNAL)  # every thread's stack into its log, hung or not
+                    if proc.child is not None and proc.child.pid is not None:
+                        proc.worker_dumps = stack_dump.WorkerDumps(proc.child.pid, proc.child.log_path, now)
                 else:
                     rec.terminate_sent_at = now
-                self.signal(name, signal.SIGTERM)
+                proc.signal(signal.SIGTERM)
             elif action == Action.KILL:
                 log.warning(
                     "killing %s after %.1f s of grace: %s",
@@ -185,19 +183,22 @@ class Supervisor:
                     states.kill_grace_s(rec, self.heartbeat_policy),
                     reason,
                 )
-                self.signal(name, signal.SIGKILL)
+                proc.signal(signal.SIGKILL)
                 states.killed(rec, now)
 
     def _replica_ended(self, name: str, now: float) -> None:
         """A learner replica ended: the group it had joined is gone, so that group's others are restarted with it
         (a planned restart, no failure of theirs) and all meet again from replica 0's last checkpoint."""
         for sibling in self.replicas.lost(name):  # none for a learner with no replicas, or any other daemon
-            rec = self.records.get(sibling)
-            if rec is not None and states.is_alive(rec) and not self.stopping:
+            proc = self.processes.get(sibling)
+            if proc is None or not proc.managed:
+                continue
+            rec = proc.record
+            if states.is_alive(rec) and not self.stopping:
                 states.recycle(rec, f"{name} ended: its replica group restarts together", now)
                 if rec.recycle_pending:
                     log.warning("restarting %s: %s ended, and replicas train only as a whole group", sibling, name)
-                    self.signal(sibling, signal.SIGTERM)
+                    proc.signal(signal.SIGTERM)
 
     def _release_lost_tokens(self, now: float) -> None:
         """Give back start tokens that nobody would: a daemon we did not start that went silent while
@@ -206,11 +207,12 @@ class Supervisor:
         timeout = self.heartbeat_policy.liveness_timeout_s
         lease = token_lease_s(self.config.supervisor.start_token_lease_s, self.config.supervisor.build_env_deadline_s)
         for name in list(self.tokens.holders):
-            rec = self.records.get(name)
-            if rec is None:
-                if now - self.beat_times.get(name, now) > timeout:
+            proc = self.processes.get(name)
+            if proc is None or not proc.managed:
+                age = proc.heartbeat_age(now) if proc is not None else None
+                if age is not None and age > timeout:
                     self.tokens.release(name)
-            elif lease > 0 and rec.stage and now - rec.stage_since > lease:
+            elif lease > 0 and (rec := proc.record).stage and now - rec.stage_since > lease:
                 self.tokens.release(name)
                 log.warning(
                     "%s has been in stage %s for %.0f s: its start token goes to the next builder",
@@ -219,16 +221,16 @@ class Supervisor:
                     now - rec.stage_since,
                 )
 
-    def _check_memory(self, name: str, rec: ProcessRecord, now: float) -> None:
+    def _check_memory(self, proc: Supervised, now: float) -> None:
+        rec = proc.record
         limit = self.rss_limits.get(rec.role, 0)
-        beat = self.beats.get(name)
         if not states.is_alive(rec) or rec.terminate_sent_at is not None:
             return
         # Read from the kernel between heartbeats (a heartbeat's figure is up to a second old, and a process
         # stuck in native code sends none); the heartbeat's figure serves where the read fails.
-        rss = self.child_memory.current(name, rec.pid, now) if limit else None
-        if rss is None and beat is not None:
-            rss = beat.rss_bytes
+        rss = proc.memory.current(rec.pid, now) if limit else None
+        if rss is None and proc.beat is not None:
+            rss = proc.beat.rss_bytes
         if limit and rss is not None and rss > limit:
             reason = f"rss {rss >> 20} MiB over its limit of {limit >> 20} MiB"
         elif rec.role != Role.LEARNER and states.max_age_due(rec, now, self.config.supervisor.max_age_s):
@@ -236,21 +238,21 @@ class Supervisor:
         else:
             return
         states.recycle(rec, reason, now)
-        log.warning("recycling %s: %s", name, reason)
-        self.signal(name, signal.SIGTERM)  # a learner checkpoints on SIGTERM before it exits
+        log.warning("recycling %s: %s", proc.name, reason)
+        proc.signal(signal.SIGTERM)  # a learner checkpoints on SIGTERM before it exits
 
     def stop(self, now: float, by: str = "") -> None:
         """Stop every daemon (SIGTERM now, SIGKILL after the grace, through `step`)."""
         self.stopping = True
         self.stop_requested_by = self.stop_requested_by or by
-        for name, rec in self.records.items():
-            was_alive = states.is_alive(rec)
-            states.stop_requested(rec, now)
+        for proc in self.managed():
+            was_alive = states.is_alive(proc.record)
+            states.stop_requested(proc.record, now)
             if was_alive:
-                self.signal(name, signal.SIGTERM)
+                proc.signal(signal.SIGTERM)
 
     def all_down(self) -> bool:
-        return not any(states.is_alive(rec) for rec in self.records.values())
+        return not any(states.is_alive(proc.record) for proc in self.managed())
 
     def shutdown(self, timeout_s: float) -> None:
         """Stop everything and wait, at most `timeout_s` beyond the grace, until no child is left."""
@@ -259,15 +261,15 @@ class Supervisor:
         while not self.all_down() and time.monotonic() < deadline:
             self.step(time.monotonic())
             time.sleep(0.02)
-        for child in self.children.values():
-            if child is not None:
-                child.signal(signal.SIGKILL)
-                child.wait(5.0)
+        for proc in self.processes.values():
+            if proc.child is not None:
+                proc.child.signal(signal.SIGKILL)
+                proc.child.wait(5.0)
 
     def fatal_reason(self) -> str | None:
         """Why the run cannot go on: every learner is FATAL (any one with supervisor.end_run_on_learner_fatal), or
         every actor is. One policy's learner down in a multi-policy run is said once; the others train on."""
-        recs = self.records.values()
+        recs = [proc.record for proc in self.managed()]
         learners = [r for r in recs if r.role == Role.LEARNER]
         fatal = [r for r in learners if r.state == State.FATAL]
         if fatal and (len(fatal) == len(learners) or self.config.supervisor.end_run_on_learner_fatal):
@@ -290,11 +292,11 @@ class Supervisor:
     # ------------------------------------------------------------------ control messages
 
     def heartbeat(self, beat: Heartbeat, now: float) -> None:
-        rec = self.records.get(beat.name)
-        if rec is None and (beat.name in self.remote or self.adopt):
-            self._remote_heartbeat(beat, now)  # a daemon started elsewhere: watched, not managed
+        proc = self.processes.get(beat.name)
+        if proc is None and self.adopt or proc is not None and not proc.managed:
+            self._watched_heartbeat(proc, beat, now)  # a daemon started elsewhere: watched, not managed
             return
-        if rec is None:
+        if proc is None:
             self.view.unknown_heartbeats += 1
             log_dropped(
                 log,
@@ -303,71 +305,64 @@ class Supervisor:
                 "start it with --control only under `tandem supervise --no-children`",
             )
             return
+        rec = proc.record
         if beat.pid != rec.pid:
             return  # a killed incarnation's last words
-        self.beats[beat.name] = beat
-        self.beat_times[beat.name] = now
+        proc.heard(beat, now)
         states.heartbeat(rec, beat.stage, beat.stage_elapsed_s, now)
         if states.reported_fault(rec, disk_fault(beat.counters)):
             log.warning("%s: %s", beat.name, rec.fault)
-        self._count(beat, now)
-        self.view.heartbeat(beat, now)
+        self._heard(beat, now)
 
-    def _remote_heartbeat(self, beat: Heartbeat, now: float) -> None:
-        entry = self.remote.setdefault(beat.name, {"name": beat.name, "role": beat.role, "insecure": False})
-        previous = self.beats.get(beat.name)
+    def _watched(self, name: str, role: str) -> Supervised:
+        """The record of a daemon started elsewhere, made when it is first heard of."""
+        proc = self.processes.get(name)
+        if proc is None:
+            proc = self.processes[name] = Supervised(ProcessRecord(name, role))
+        return proc
+
+    def _watched_heartbeat(self, proc: Supervised | None, beat: Heartbeat, now: float) -> None:
+        if proc is None:
+            proc = self._watched(beat.name, beat.role)
+        previous = proc.beat
         if previous is None or previous.incarnation != beat.incarnation:
-            for key in ("env_steps", "updates"):  # a restarted daemon counts from 0 again
-                self.rates.pop((beat.name, key), None)
+            proc.new_incarnation()  # a restarted daemon counts from 0 again
             if previous is None:
                 log.info("%s joined from %s (pid %s)", beat.name, beat.host, beat.pid)
-        entry.update(host=beat.host, pid=beat.pid)
-        self.beats[beat.name] = beat
-        self.beat_times[beat.name] = now
-        self._count(beat, now)
-        self.view.heartbeat(beat, now)
+        proc.host, proc.record.pid = beat.host, beat.pid
+        proc.heard(beat, now)
+        self._heard(beat, now)
 
-    def _count(self, beat: Heartbeat, now: float) -> None:
-        for key in ("env_steps", "updates"):
-            if key in beat.counters:
-                self.rates.setdefault((beat.name, key), RateMeter()).add(now, beat.counters[key])
+    def _heard(self, beat: Heartbeat, now: float) -> None:
         if not beat.stage.startswith(BUILD_STAGES):
             self.tokens.release(beat.name)
+        self.view.heartbeat(beat, now)
 
     def register(self, request: ControlRequest, now: float) -> ControlReply:
         args = request.args
-        endpoints = args.get("endpoints")
-        if not isinstance(endpoints, dict) or not all(
-            isinstance(endpoints.get(k), str) for k in ("transitions", "weights", "snapshot")
-        ):
+        entry = parse_registration(args)
+        if entry is None:
             return ControlReply(
                 request.request_id, False, "bad_args", "register needs endpoints.transitions, .weights and .snapshot"
             )
-        entry = {
-            "name": str(args.get("name", "")),
-            "endpoints": dict(endpoints),
-            "host": str(args.get("host", "")),
-            "pid": args.get("pid"),
-            "insecure": bool(args.get("insecure", False)),
-            "role": str(args.get("role", "")),
-            "public_key": args.get("public_key") if isinstance(args.get("public_key"), str) else "",
-            "link": args.get("link") if args.get("link") in ("curve", "loopback", "insecure") else "",
-        }
-        policy, rank = str(args.get("policy", "")), replica_rank(entry["name"])
-        group = self.replicas.group_of(entry["name"])
+        policy, rank = str(args.get("policy", "")), replica_rank(entry.name)
+        group = self.replicas.group_of(entry.name)
         previous = group.registered.get(rank) if group is not None and rank > 0 else self.registry.get(policy)
-        self.replicas.register(entry["name"], entry)
+        self.replicas.register(entry.name, entry)
         if rank == 0:  # a lone learner, or replica 0: the one that publishes the policy's weights
             self.registry[policy] = entry
-        if entry["name"] not in self.records:
-            self.remote[entry["name"]] = entry
-        if previous is None or previous["endpoints"] != entry["endpoints"]:
+        proc = self.processes.get(entry.name)
+        if proc is None or not proc.managed:
+            proc = self._watched(entry.name, entry.role)  # what it registers is what status shows of it
+            proc.record.role, proc.record.pid = entry.role, entry.pid
+            proc.host, proc.insecure = entry.host, entry.insecure
+        if previous is None or previous.endpoints != entry.endpoints:
             log.info(
                 "%s registered policy %r at %s%s",
-                entry["name"],
+                entry.name,
                 args.get("policy"),
-                entry["endpoints"],
-                " (INSECURE)" if entry["insecure"] else "",
+                entry.endpoints,
+                " (INSECURE)" if entry.insecure else "",
             )
         return ControlReply(request.request_id, True)
 
@@ -375,9 +370,9 @@ class Supervisor:
         """Answer one control request (the table of commands is in `commands.py`)."""
         return commands.handle(self, request, now)
 
-    def last_error(self, name: str, child: Child, code: int) -> str:
+    def last_error(self, proc: Supervised, child: Child, code: int) -> str:
         """Why a child ended: the error its last heartbeat carried, else its log's last error line or exit code."""
-        beat = self.beats.get(name)
+        beat = proc.beat
         if beat is not None and beat.pid == child.pid and beat.error:
             return beat.error
         return last_error_line(child, code)

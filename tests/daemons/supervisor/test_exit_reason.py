@@ -6,40 +6,26 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from tandem.daemons.config import load_config
 from tandem.daemons.main import DaemonSpec
 from tandem.daemons.supervisor import states
 from tandem.daemons.supervisor.children import Child
 from tandem.daemons.supervisor.exit_reason import ERROR_LINE_CHARS, clip_words, last_error_line
-from tandem.daemons.supervisor.ports import plan_children
-from tandem.daemons.supervisor.states import State
-from tandem.daemons.supervisor.supervisor import Supervisor
+from tests.daemons.supervisor.builders import as_started, supervisor
 
-ROOT = Path(__file__).resolve().parents[3]
 GLOO = (
     "2026-11-28 22:41:07,512 learner-default ERROR tandem.daemons.main: RuntimeError: "
     "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Read error [127.0.0.1]:41234: Connection reset by peer"
 )
 
 
-def make(tmp_path) -> Supervisor:
-    config = load_config(ROOT / "examples" / "cartpole.toml", [])
-    sup = Supervisor(
-        config, tmp_path / "config.toml", "tcp://127.0.0.1:1", tmp_path / "logs", plan_children(config), started=0.0
-    )
-    for rec in sup.records.values():
-        rec.pid, rec.state = 100, State.RUNNING  # as if started and running (nothing is spawned here)
-    return sup
-
-
 def test_the_exit_line_of_a_recycled_process_says_why_it_was_recycled(tmp_path, caplog):
     """Not an earlier incarnation's error (the exit line printed the stale last error of a recycled replica)."""
-    sup = make(tmp_path)
-    rec = sup.records["actor-0"]
+    sup = as_started(supervisor(tmp_path))
+    rec = sup.processes["actor-0"].record
     rec.last_error = "killed by SIGKILL"  # an earlier incarnation's
     states.recycle(rec, "rss 300 MiB over its limit of 100 MiB", 1.0)  # what the memory check does
     assert rec.last_error == rec.last_recycle == "rss 300 MiB over its limit of 100 MiB"
-    sup.children["actor-0"] = ExitedChild(tmp_path, 0)
+    sup.processes["actor-0"].child = ExitedChild(tmp_path, 0)
     sup.stopping = True  # no start of the next incarnation: nothing is spawned here
     with caplog.at_level(logging.INFO, logger="tandem.daemons.supervisor.supervisor"):
         sup.step(1.5)

@@ -9,21 +9,7 @@ from tandem.daemons.supervisor.progress import RunView
 from tandem.daemons.supervisor.resume import move_previous
 from tandem.daemons.supervisor.run_metrics import RunMetricsLog
 from tandem.daemons.supervisor.segments import Earlier, earlier_starts
-from tandem.protocol import Heartbeat
-
-
-def beat(name, role, **counters):
-    return Heartbeat(
-        role=role,
-        name=name,
-        pid=1,
-        host="h",
-        incarnation=1,
-        seq=0,
-        stage="running",
-        stage_elapsed_s=0.0,
-        counters=counters,
-    )
+from tests.daemons.supervisor.builders import beat
 
 
 def test_earlier_starts_are_read_from_the_last_whole_record(tmp_path):
@@ -48,15 +34,15 @@ def test_a_resumed_view_counts_on_and_stops_at_the_runs_total():
     view.continue_from(Earlier(segment=1, env_steps=5000, episodes=40))
     fig = view.figures(0.0)
     assert (fig["segment"], fig["env_steps"], fig["episodes"], fig["env_steps_per_s"]) == (2, 5000, 40, 0.0)
-    view.heartbeat(beat("actor-0", "actor", env_steps=0), 0.0)
-    view.heartbeat(beat("actor-0", "actor", env_steps=500), 1.0)
+    view.heartbeat(beat("actor-0", env_steps=0), 0.0)
+    view.heartbeat(beat("actor-0", env_steps=500), 1.0)
     view.episodes_report([10.0, 12.0], 1.0)
     fig = view.figures(1.0)
     assert fig["env_steps"] == 5500 and fig["episodes"] == 42
     assert fig["env_steps_per_s"] == 500.0  # the carried steps are no burst of speed
     assert fig["elapsed_s"] == 1.0  # this start's seconds, as stop.seconds counts them
     assert view.stop_reason(1.0) is None
-    view.heartbeat(beat("actor-0", "actor", env_steps=1000), 2.0)
+    view.heartbeat(beat("actor-0", env_steps=1000), 2.0)
     assert view.stop_reason(2.0) == "6000 env steps >= 6000"
 
 

@@ -2,36 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from tandem.daemons.config import load_config
 from tandem.daemons.supervisor.status import state_summary, status_data
 from tandem.daemons.supervisor.supervisor import Supervisor
-from tandem.protocol import ControlRequest, Heartbeat
-
-ROOT = Path(__file__).resolve().parents[3]
+from tandem.protocol import ControlRequest
+from tests.daemons.supervisor.builders import beat, supervisor
 
 
 def make(tmp_path) -> Supervisor:
-    config = load_config(
-        ROOT / "examples" / "cartpole.toml", ["supervisor.liveness_timeout_s=3.0", "supervisor.max_concurrent_starts=1"]
-    )
-    return Supervisor(config, tmp_path / "config.toml", "tcp://127.0.0.1:1", tmp_path / "logs", [], adopt=True)
-
-
-def beat(name: str, stage: str, pid: int = 100, incarnation: int = 1, **counters) -> Heartbeat:
-    role = name.split("-")[0]
-    return Heartbeat(
-        role=role,
-        name=name,
-        pid=pid,
-        host="box",
-        incarnation=incarnation,
-        seq=0,
-        stage=stage,
-        stage_elapsed_s=0.0,
-        counters=counters,
-    )
+    overrides = ("supervisor.liveness_timeout_s=3.0", "supervisor.max_concurrent_starts=1")
+    return supervisor(tmp_path, *overrides, specs=[], adopt=True)
 
 
 def rows(sup: Supervisor, now: float) -> dict:

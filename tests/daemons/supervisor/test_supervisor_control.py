@@ -2,28 +2,29 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import msgpack
 import pytest
 
-from tandem.daemons.config import load_config
 from tandem.daemons.main import DaemonSpec
 from tandem.daemons.supervisor import states
 from tandem.daemons.supervisor.loop import handle_control
 from tandem.daemons.supervisor.status import status_data
 from tandem.daemons.supervisor.supervisor import Supervisor
-from tandem.protocol import ControlReply, ControlRequest, Heartbeat, WeightRequest, decode, sockets
+from tandem.protocol import ControlReply, ControlRequest, WeightRequest, decode, sockets
 from tandem.protocol.limits import PROTOCOL_VERSION
+from tests.daemons.supervisor.builders import beat, supervisor
 
-ROOT = Path(__file__).resolve().parents[3]
 WAIT_MS = 2000
 
 
 def make(tmp_path) -> Supervisor:
-    config = load_config(ROOT / "examples" / "cartpole.toml", ["supervisor.max_concurrent_starts=1"])
     specs = [DaemonSpec("actor", "x.toml", index=0), DaemonSpec("learner", "x.toml")]
-    return Supervisor(config, tmp_path / "config.toml", "tcp://127.0.0.1:1", tmp_path / "logs", specs)
+    return supervisor(tmp_path, "supervisor.max_concurrent_starts=1", specs=specs)
+
+
+def granted(sup: Supervisor, name: str, now: float) -> bool:
+    """Whether `name` holds a start token after asking for one at `now`."""
+    return sup.handle(ControlRequest(1, "start_token", {"name": name}), now).data["granted"]
 
 
 def test_start_token_needs_a_name_the_supervisor_knows(tmp_path):
@@ -33,28 +34,21 @@ def test_start_token_needs_a_name_the_supervisor_knows(tmp_path):
     assert (nameless.ok, nameless.code, nameless.request_id) == (False, "bad_args", 4)
     assert (stranger.ok, stranger.code) == (False, "unknown_process")
     assert sup.tokens.holders == set()  # neither took the one slot
-    assert sup.handle(ControlRequest(6, "start_token", {"name": "actor-0"}), 0.0).data["granted"]
+    assert granted(sup, "actor-0", 0.0)
 
 
 def test_heartbeats_from_daemons_it_did_not_start_are_counted(tmp_path):
     sup = make(tmp_path)
-    sup.heartbeat(
-        Heartbeat(
-            role="actor", name="actor-7", pid=1, host="h", incarnation=1, seq=0, stage="running", stage_elapsed_s=0.0
-        ),
-        0.0,
-    )
+    sup.heartbeat(beat("actor-7", pid=1), 0.0)
     assert status_data(sup, 0.0)["dropped"]["heartbeats_unknown"] == 1
     assert "actor-7" not in {r["name"] for r in status_data(sup, 0.0)["processes"]}
 
 
 @pytest.fixture
-def control(tmp_path):
-    ctx = sockets.new_context()
-    router = sockets.control_router(ctx, f"ipc://{tmp_path}/control")
-    dealer = sockets.control_dealer(ctx, f"ipc://{tmp_path}/control")
-    yield router, dealer
-    sockets.close_context(ctx, linger_ms=0)
+def control(tmp_path, zmq_ctx):
+    """The supervisor's control ROUTER, and a DEALER connected to it."""
+    endpoint = f"ipc://{tmp_path}/control"
+    return sockets.control_router(zmq_ctx, endpoint), sockets.control_dealer(zmq_ctx, endpoint)
 
 
 def exchange(sup, router, dealer, frames) -> ControlReply | None:
@@ -90,62 +84,35 @@ def test_a_message_of_another_kind_is_counted_and_answered(tmp_path, control):
     assert status_data(sup, 0.0)["dropped"]["control_malformed"] == 1
 
 
+def one_builds(sup: Supervisor) -> None:
+    """actor-0 and actor-1 started at 0 s; actor-0 builds its envs from 1 s, with the one start token."""
+    for name, pid in (("actor-0", 10), ("actor-1", 11)):
+        states.started(sup.processes[name].record, pid, 0.0)
+    sup.heartbeat(beat("actor-0", "build_env 1/8", pid=10), 1.0)
+    assert granted(sup, "actor-0", 1.0)
+
+
 def test_a_builder_stuck_in_one_stage_lends_its_start_token_on(tmp_path):
     sup = make(tmp_path)  # max_concurrent_starts = 1, start_token_lease_s = 30
-    sup.specs["actor-1"] = DaemonSpec("actor", "x.toml", index=1)
-    sup.records["actor-1"] = type(sup.records["actor-0"])("actor-1", "actor")
-    for name, pid in (("actor-0", 10), ("actor-1", 11)):
-        states.started(sup.records[name], pid, 0.0)
-    sup.heartbeat(
-        Heartbeat(
-            role="actor",
-            name="actor-0",
-            pid=10,
-            host="h",
-            incarnation=1,
-            seq=0,
-            stage="build_env 1/8",
-            stage_elapsed_s=0.0,
-        ),
-        1.0,
-    )
-    assert sup.handle(ControlRequest(1, "start_token", {"name": "actor-0"}), 1.0).data["granted"]
-    assert not sup.handle(ControlRequest(2, "start_token", {"name": "actor-1"}), 2.0).data["granted"]
+    sup.add(DaemonSpec("actor", "x.toml", index=1))
+    one_builds(sup)
+    assert not granted(sup, "actor-1", 2.0)
     sup.step(20.0)  # building for 19 s: still its token
-    assert not sup.handle(ControlRequest(3, "start_token", {"name": "actor-1"}), 20.0).data["granted"]
+    assert not granted(sup, "actor-1", 20.0)
     sup.step(31.5)  # stuck past the lease
-    assert sup.handle(ControlRequest(4, "start_token", {"name": "actor-1"}), 31.5).data["granted"]
+    assert granted(sup, "actor-1", 31.5)
 
 
 def test_a_lease_longer_than_the_build_deadline_still_fires_before_it(tmp_path):
     """start_token_lease_s 30 with build_env_deadline_s 15: the token moves on after 7.5 s, not after the kill."""
-    config = load_config(
-        ROOT / "examples" / "cartpole.toml",
-        [
-            "supervisor.max_concurrent_starts=1",
-            "supervisor.build_env_deadline_s=15",
-            "supervisor.start_token_lease_s=30",
-        ],
+    overrides = (
+        "supervisor.max_concurrent_starts=1",
+        "supervisor.build_env_deadline_s=15",
+        "supervisor.start_token_lease_s=30",
     )
-    specs = [DaemonSpec("actor", "x.toml", index=0), DaemonSpec("actor", "x.toml", index=1)]
-    sup = Supervisor(config, tmp_path / "config.toml", "tcp://127.0.0.1:1", tmp_path / "logs", specs)
-    for name, pid in (("actor-0", 10), ("actor-1", 11)):
-        states.started(sup.records[name], pid, 0.0)
-    sup.heartbeat(
-        Heartbeat(
-            role="actor",
-            name="actor-0",
-            pid=10,
-            host="h",
-            incarnation=1,
-            seq=0,
-            stage="build_env 1/8",
-            stage_elapsed_s=0.0,
-        ),
-        1.0,
-    )
-    assert sup.handle(ControlRequest(1, "start_token", {"name": "actor-0"}), 1.0).data["granted"]
+    sup = supervisor(tmp_path, *overrides, specs=[DaemonSpec("actor", "x.toml", index=i) for i in (0, 1)])
+    one_builds(sup)
     sup.step(8.0)  # 7 s in the stage: still its token
-    assert not sup.handle(ControlRequest(2, "start_token", {"name": "actor-1"}), 8.0).data["granted"]
+    assert not granted(sup, "actor-1", 8.0)
     sup.step(9.0)  # past half the deadline, long before the 16 s it would take to be killed
-    assert sup.handle(ControlRequest(3, "start_token", {"name": "actor-1"}), 9.0).data["granted"]
+    assert granted(sup, "actor-1", 9.0)

@@ -5,41 +5,21 @@ from __future__ import annotations
 
 import errno
 import logging
-from pathlib import Path
 
 import pytest
 
-from tandem.daemons.config import load_config
 from tandem.daemons.supervisor import states
 from tandem.daemons.supervisor.metrics_http import health
 from tandem.daemons.supervisor.observer import Observer
-from tandem.daemons.supervisor.ports import plan_children
 from tandem.daemons.supervisor.run_metrics import RunMetricsLog
-from tandem.daemons.supervisor.states import State
 from tandem.daemons.supervisor.status import status_data
-from tandem.daemons.supervisor.supervisor import Supervisor
-from tandem.protocol import Heartbeat
+from tests.daemons.supervisor.builders import as_started, beat, supervisor
 
-ROOT = Path(__file__).resolve().parents[3]
 LEARNER = "learner-default"
 
 
-def make(tmp_path) -> Supervisor:
-    config = load_config(ROOT / "examples" / "cartpole.toml", [])
-    sup = Supervisor(
-        config, tmp_path / "config.toml", "tcp://127.0.0.1:1", tmp_path / "logs", plan_children(config), started=0.0
-    )
-    for rec in sup.records.values():
-        rec.pid, rec.state = 100, State.RUNNING  # as if started and running (nothing is spawned here)
-    return sup
-
-
-def beat(name: str, **counters) -> Heartbeat:
-    return Heartbeat(name.split("-")[0], name, 100, "box", 1, 0, "running", 5.0, counters)
-
-
 def test_a_learner_whose_disk_refuses_writes_is_unhealthy_with_the_reason_as_its_last_error(tmp_path):
-    sup = make(tmp_path)
+    sup = as_started(supervisor(tmp_path))
     sup.heartbeat(beat(LEARNER, disk_write_failures=3, disk_write_errno=errno.ENOSPC), now=1.0)
     data = status_data(sup, 1.0)
     row = next(r for r in data["processes"] if r["name"] == LEARNER)
@@ -54,7 +34,7 @@ def test_a_learner_whose_disk_refuses_writes_is_unhealthy_with_the_reason_as_its
 
 
 def test_the_supervisor_that_cannot_append_its_metrics_says_so_in_status_and_logs_it_throttled(tmp_path, caplog):
-    sup = make(tmp_path)
+    sup = as_started(supervisor(tmp_path))
     observer = Observer(sup.config, tmp_path)
     good = observer.curves.file
     observer.curves.file = open("/dev/full", "a")  # noqa: SIM115 - every flush fails with ENOSPC, as a full disk

@@ -7,7 +7,6 @@ import socket
 import sys
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -15,39 +14,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from tandem.daemons.config import load_config
 from tandem.daemons.supervisor.metrics_http import MetricsPortBusy, MetricsServer, health
 from tandem.daemons.supervisor.observer import Observer, ObserverError
-from tandem.daemons.supervisor.ports import plan_children
 from tandem.daemons.supervisor.run_metrics import RunMetricsLog, flatten
 from tandem.daemons.supervisor.states import State
 from tandem.daemons.supervisor.status import status_data
-from tandem.daemons.supervisor.supervisor import Supervisor
-from tandem.protocol import Heartbeat
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.daemons.supervisor.builders import ROOT, as_started, beat, supervisor
 
 
-def make(tmp_path, *overrides: str) -> Supervisor:
-    config = load_config(ROOT / "examples" / "cartpole.toml", list(overrides))
-    sup = Supervisor(
-        config, tmp_path / "config.toml", "tcp://127.0.0.1:1", tmp_path / "logs", plan_children(config), started=0.0
-    )
-    for rec in sup.records.values():
-        rec.pid = 100  # as if started: heartbeats of pid 100 are its own (nothing is spawned here)
-    return sup
-
-
-def beat(name: str, **counters) -> Heartbeat:
-    return Heartbeat(
-        role=name.split("-")[0],
-        name=name,
-        pid=100,
-        host="box",
-        incarnation=1,
-        seq=0,
-        stage="running",
-        stage_elapsed_s=0.0,
-        counters=counters,
-        rss_bytes=50 * 2**20,
-    )
+def make(tmp_path, *overrides: str):
+    """Every process as if started and not yet heard from (nothing is spawned)."""
+    return as_started(supervisor(tmp_path, *overrides), State.STOPPED)
 
 
 def get(url: str) -> tuple[int, str]:
@@ -102,7 +77,7 @@ def test_health_is_503_while_a_process_is_fatal_or_the_loop_is_stuck(tmp_path):
     assert health(snapshot, 1.0)[0] == 200
     assert health(snapshot, 60.0)[0] == 503  # nothing published for a minute
     assert health(None, 0.0)[0] == 503
-    rec = sup.records["actor-0"]
+    rec = sup.processes["actor-0"].record
     rec.state, rec.last_error = State.FATAL, "crash loop"
     code, body = health({"status": status_data(sup, 0.0), "figures": {}, "published": 0.0}, 1.0)
     assert code == 503 and body["unhealthy"] == ["actor-0"]
@@ -132,7 +107,7 @@ def test_endpoint_serves_metrics_and_healthz_from_the_published_snapshot(tmp_pat
             if s.labels["process"] == "evaluator"
         }
         assert state["STOPPED"] == 1 and state["RUNNING"] == 0
-        sup.records["learner-default"].state = State.FATAL  # the main loop's next snapshot says so
+        sup.processes["learner-default"].record.state = State.FATAL  # the main loop's next snapshot says so
         server.publish({"status": status_data(sup, 2.0), "figures": sup.view.figures(2.0)})
         code, body = get(base + "/healthz")
         assert code == 503 and json.loads(body)["unhealthy"] == ["learner-default"]
@@ -181,7 +156,7 @@ def test_the_kill_message_names_the_grace_that_applied(tmp_path, caplog):
     from tandem.daemons.supervisor import states
 
     sup = make(tmp_path, "supervisor.stop_grace_s=10")
-    rec = sup.records["actor-0"]
+    rec = sup.processes["actor-0"].record
     rec.state = State.STARTING
     states.terminate(rec, "build_env 1/8 over its deadline", now=0.0)
     with caplog.at_level("WARNING", logger="tandem.daemons.supervisor.supervisor"):
