@@ -15,8 +15,9 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from multiprocessing.context import ForkServerContext
+from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
 
 from tandem.daemons.main import DaemonSpec, run
 
@@ -26,10 +27,10 @@ PRELOAD = [
     "tandem.daemons.learner.daemon",
     "tandem.daemons.evaluator.daemon",
 ]
-_forkserver: Any = None
+_forkserver: ForkServerContext | None = None
 
 
-def forkserver_context() -> Any:
+def forkserver_context() -> ForkServerContext:
     global _forkserver
     if _forkserver is None:
         _forkserver = multiprocessing.get_context("forkserver")
@@ -72,7 +73,7 @@ class Child:
     name: str
     spec: DaemonSpec
     log_path: Path
-    process: Any = field(default=None, repr=False)
+    process: BaseProcess | None = field(default=None, repr=False)
     log_start: int = 0
 
     @property

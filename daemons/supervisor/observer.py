@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tandem.daemons.runtime.logs import log_dropped
 from tandem.daemons.supervisor.run_metrics import RunMetricsLog
 from tandem.daemons.supervisor.status import status_data
 
 if TYPE_CHECKING:  # the supervisor builds these helpers' arguments; they never import it at run time
+    from tandem.daemons.settings.schema import RunConfig
     from tandem.daemons.supervisor.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ class ObserverError(RuntimeError):
 class Observer:
     """Owns the run's curves and the optional HTTP endpoint; reads the supervisor only on the main loop's thread."""
 
-    def __init__(self, config: Any, directory: Path):
+    def __init__(self, config: RunConfig, directory: Path):
         self.server = None
         section = config.supervisor
         if section.metrics_port:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -54,7 +53,7 @@ def family(kind: str, name: str, doc: str, labels: list[str]):
     return cls(name, doc, labels=labels)
 
 
-def number(value: Any) -> float | None:
+def number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 

@@ -6,7 +6,10 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tandem.daemons.supervisor.wandb_sink import WandbSink
 
 log = logging.getLogger(__name__)
 # Figures that are labels or repeat another record's content, not curves.
@@ -66,13 +69,13 @@ class RunMetricsLog:
     appended to metrics.jsonl again (there is room again).
     """
 
-    def __init__(self, directory: Path, tensorboard: bool = True, wandb: Any = None):
+    def __init__(self, directory: Path, tensorboard: bool = True, wandb: WandbSink | None = None):
         self.path = directory / "metrics.jsonl"
         self.file = self.path.open("a", encoding="utf-8")
         self.tensorboard_dir = directory / "tensorboard" if tensorboard else None
         self.tensorboard = open_tensorboard(self.tensorboard_dir) if self.tensorboard_dir else None
         self.tensorboard_lost = False  # dropped after a failed write, to be started again
-        self.wandb = wandb  # a WandbSink, with [tracking] wandb = true
+        self.wandb = wandb  # with [tracking] wandb = true
         self.records = 0
 
     def write(self, figures: dict[str, Any], wall_time: float | None = None) -> None:

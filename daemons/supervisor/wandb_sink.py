@@ -11,7 +11,11 @@ import logging
 import secrets
 import threading
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tandem.daemons.settings.schema import TrackingSection
 
 log = logging.getLogger(__name__)
 RUN_ID_FILE = "wandb_run_id"
@@ -25,7 +29,7 @@ class TrackingError(RuntimeError):
 class WandbSink:
     """One W&B run for the Tandem run in `directory`; `add` logs a record, `close` finishes within a bound."""
 
-    def __init__(self, directory: Path, tracking: Any, run_name: str, config: dict[str, Any]):
+    def __init__(self, directory: Path, tracking: TrackingSection, run_name: str, config: dict[str, object]):
         try:
             import wandb
         except ImportError as exc:
@@ -74,7 +78,7 @@ class WandbSink:
             )
 
 
-def _has_api_key(wandb: Any) -> bool:
+def _has_api_key(wandb: ModuleType) -> bool:
     try:
         return bool(wandb.api.api_key)
     except Exception:  # noqa: BLE001 - an unreadable netrc is no key
