@@ -12,54 +12,40 @@ over (given only --endpoint, it stops when its server says it stops).
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import sys
 import time
 
 import gymnasium as gym
 
-from tandem.client.game import Agent, AgentError, ServerGone, find_endpoint, find_endpoint_again
+from tandem.client.game import Agent
+from tandem.client.game_sessions import play_sessions, run_game_processes
 
 
 def play(index: int, endpoint: str | None, run_dir: str, seconds: float, fps: float, timeout_s: float) -> int:
     """One game: its own loop, its own clock (`fps` frames a second; 0 is as fast as it can)."""
     env = gym.make("CartPole-v1")
-    deadline, frame_s = time.monotonic() + seconds, (1.0 / fps if fps > 0 else 0.0)
+    frame_s = 1.0 / fps if fps > 0 else 0.0
     episodes = steps = 0
-    address = endpoint
-    while time.monotonic() < deadline:
-        try:
-            address = address or find_endpoint(run_dir, timeout_s=max(1.0, deadline - time.monotonic()))
-            with Agent(address, game=f"cartpole-{index}", timeout_s=timeout_s) as agent:
-                obs, _ = env.reset(seed=index * 100_003 + episodes)
-                reward, done, truncated = 0.0, False, False
-                while time.monotonic() < deadline:
-                    tick = time.monotonic()
-                    action = agent.act(obs, reward, done, truncated)
-                    if action is None:  # the episode ended: start the next one
-                        episodes += 1
-                        obs, _ = env.reset()
-                        reward, done, truncated = 0.0, False, False
-                        continue
-                    obs, reward, done, truncated, _ = env.step(action)
-                    steps += 1
-                    if frame_s:
-                        time.sleep(max(0.0, tick + frame_s - time.monotonic()))
-        except (ServerGone, AgentError) as exc:
-            print(f"game {index}: {exc}", file=sys.stderr)
-            if endpoint:  # given only an address, nothing tells a restart from the end of the run
-                if exc.code == "shutdown":
-                    break
-                time.sleep(0.5)
-                continue
-            try:  # the run directory tells: a restarted server's new address, or the end of the run
-                address = find_endpoint_again(run_dir, timeout_s=max(1.0, deadline - time.monotonic()))
-            except ServerGone:
-                address = None
-                continue
-            if address is None:
-                print(f"game {index}: the run is over", file=sys.stderr)
-                break
+
+    def session(address: str, deadline: float) -> None:
+        nonlocal episodes, steps
+        with Agent(address, game=f"cartpole-{index}", timeout_s=timeout_s) as agent:
+            obs, _ = env.reset(seed=index * 100_003 + episodes)
+            reward, done, truncated = 0.0, False, False
+            while time.monotonic() < deadline:
+                tick = time.monotonic()
+                action = agent.act(obs, reward, done, truncated)
+                if action is None:  # the episode ended: start the next one
+                    episodes += 1
+                    obs, _ = env.reset()
+                    reward, done, truncated = 0.0, False, False
+                    continue
+                obs, reward, done, truncated, _ = env.step(action)
+                steps += 1
+                if frame_s:
+                    time.sleep(max(0.0, tick + frame_s - time.monotonic()))
+
+    play_sessions(session, run_dir, seconds, f"game {index}", endpoint)
     # One write for the whole line: the games are processes sharing one stdout, and print() writes the text
     # and its newline separately (unbuffered, two games' lines ran together).
     sys.stdout.write(f"game {index}: {episodes} episodes, {steps} steps\n")
@@ -80,17 +66,8 @@ def main() -> int:
     )
     parser.add_argument("--timeout-s", type=float, default=10.0, help="Longest wait for one action.")
     args = parser.parse_args()
-    games = [
-        multiprocessing.Process(
-            target=play, args=(i, args.endpoint, args.run_dir, args.seconds, args.fps, args.timeout_s)
-        )
-        for i in range(args.games)
-    ]
-    for game in games:
-        game.start()
-    for game in games:
-        game.join()
-    return max((game.exitcode or 0) for game in games)
+    each = [(i, args.endpoint, args.run_dir, args.seconds, args.fps, args.timeout_s) for i in range(args.games)]
+    return run_game_processes(play, each)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ the server and the learner take the spaces from it, and the evaluator measures t
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import sys
 import time
 
@@ -115,25 +114,16 @@ def play_games(agent, seconds: float, ends: dict[str, int]) -> None:
 
 def play(index: int, run_dir: str, seconds: float, timeout_s: float) -> int:
     """One game process: both seats connected (one session), boards until the time is up or the run is over."""
-    from tandem.client.game import Agent, AgentError, ServerGone, find_endpoint, find_endpoint_again
+    from tandem.client.game import Agent
+    from tandem.client.game_sessions import play_sessions
 
-    deadline, address = time.monotonic() + seconds, None
     ends: dict[str, int] = {}
-    while time.monotonic() < deadline:
-        try:
-            address = address or find_endpoint(run_dir, timeout_s=max(1.0, deadline - time.monotonic()))
-            with Agent(address, game=f"tictactoe-{index}", timeout_s=timeout_s, streams=2) as agent:
-                play_games(agent, deadline - time.monotonic(), ends)
-        except (ServerGone, AgentError) as exc:
-            print(f"game {index}: {exc}", file=sys.stderr)
-            try:  # a restarted server's new address, or the end of the run
-                address = find_endpoint_again(run_dir, timeout_s=max(1.0, deadline - time.monotonic()))
-            except ServerGone:
-                address = None
-                continue
-            if address is None:
-                print(f"game {index}: the run is over", file=sys.stderr)
-                break
+
+    def session(address: str, deadline: float) -> None:
+        with Agent(address, game=f"tictactoe-{index}", timeout_s=timeout_s, streams=2) as agent:
+            play_games(agent, deadline - time.monotonic(), ends)
+
+    play_sessions(session, run_dir, seconds, f"game {index}")
     summary = ", ".join(f"{k} {v}" for k, v in sorted(ends.items()))
     sys.stdout.write(f"game {index}: {sum(ends.values())} boards ({summary})\n")  # one write: the games share stdout
     sys.stdout.flush()
@@ -147,15 +137,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=300.0, help="How long each game plays.")
     parser.add_argument("--timeout-s", type=float, default=10.0, help="Longest wait for one move.")
     args = parser.parse_args()
-    games = [
-        multiprocessing.Process(target=play, args=(i, args.run_dir, args.seconds, args.timeout_s))
-        for i in range(args.games)
-    ]
-    for game in games:
-        game.start()
-    for game in games:
-        game.join()
-    return max((game.exitcode or 0) for game in games)
+    from tandem.client.game_sessions import run_game_processes
+
+    return run_game_processes(play, [(i, args.run_dir, args.seconds, args.timeout_s) for i in range(args.games)])
 
 
 if __name__ == "__main__":
