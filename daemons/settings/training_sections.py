@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from tandem.daemons.settings.fields import ConfigError
 from tandem.daemons.settings.option import option
 
 if TYPE_CHECKING:
@@ -61,6 +62,17 @@ class ReplaySection(AlgorithmSection):
     prioritized: bool = option(False, "Prioritized replay through a sum-tree instead of uniform sampling.")
     priority_alpha: float = option(0.6, "How strongly priorities shape sampling (0 is uniform).", min=0.0, max=1.0)
     priority_beta: float = option(0.4, "Importance-sampling correction exponent.", min=0.0, max=1.0)
+
+    def check(self, config: RunConfig, where: str) -> None:
+        learner = config.learner
+        if learner.replay_min_size > learner.replay_capacity:
+            raise ConfigError(
+                f"{where}learner.replay_min_size",
+                f"{learner.replay_min_size} is more than "
+                f"learner.replay_capacity ({learner.replay_capacity}): training would never start",
+            )
+        if self.batch_size > learner.replay_capacity:
+            raise ConfigError(f"{where}algorithm.batch_size", "is larger than learner.replay_capacity")
 
 
 def default_algorithm() -> AlgorithmSection:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from tandem.daemons.algorithms.spec import AlgorithmSpec, LearnerFactory
+from tandem.daemons.algorithms.factories import learner_factory, policy_factory
+from tandem.daemons.algorithms.spec import AlgorithmSpec
 from tandem.daemons.settings.fields import ConfigError
 from tandem.daemons.settings.schema import AlgorithmSection, RunConfig, option, redefault
 
@@ -23,6 +24,8 @@ class VtraceSection(AlgorithmSection):
 
     recurrent_core: ClassVar[bool] = True
 
+    learning_rate: float = redefault(AlgorithmSection, "learning_rate", 3e-4)
+    batch_size: int = redefault(AlgorithmSection, "batch_size", 1024)
     vtrace_rho_clip: float = option(
         1.0, "V-trace rho-bar: clip of the importance weight in the targets and the policy gradient.", above=0.0
     )
@@ -120,8 +123,6 @@ class IMPALASection(VtraceSection):
     """[algorithm] of impala: the V-trace policy gradient, without a clipped objective."""
 
     name: str = redefault(AlgorithmSection, "name", "impala")
-    learning_rate: float = redefault(AlgorithmSection, "learning_rate", 3e-4)
-    batch_size: int = redefault(AlgorithmSection, "batch_size", 1024)
     max_grad_norm: float = redefault(AlgorithmSection, "max_grad_norm", 40.0)
     vtrace_lambda: float = redefault(VtraceSection, "vtrace_lambda", 1.0)
 
@@ -131,8 +132,6 @@ class APPOSection(VtraceSection):
     """[algorithm] of appo: PPO's clipped objective on V-trace targets."""
 
     name: str = redefault(AlgorithmSection, "name", "appo")
-    learning_rate: float = redefault(AlgorithmSection, "learning_rate", 3e-4)
-    batch_size: int = redefault(AlgorithmSection, "batch_size", 1024)
     max_grad_norm: float = redefault(AlgorithmSection, "max_grad_norm", 0.5)
     # targets once per update, single-step minibatches, value clipping: measured best on CartPole (docs/learning.md)
     targets: str = redefault(VtraceSection, "targets", "per_update")
@@ -161,21 +160,12 @@ def check_action_space(action_space: Any) -> None:
     ActionHead(action_space)
 
 
-def make_learner(clipped: bool) -> LearnerFactory:
-    def build(config: RunConfig, obs_space: Any, action_space: Any, device: str, mask_size: int) -> APPOLearner:
-        from tandem.daemons.algorithms.appo.learner import APPO
-
-        return APPO(config, obs_space, action_space, device=device, mask_size=mask_size, clipped=clipped)
-
-    return build
-
-
-def make_policy(
-    config: RunConfig, obs_space: Any, action_space: Any, seed: int | None, mask_size: int
-) -> StochasticPolicy:
+def torch_classes() -> tuple[type[APPOLearner], type[StochasticPolicy]]:
+    """The learner and the policy, imported when one is built (reading a config needs no torch)."""
+    from tandem.daemons.algorithms.appo.learner import APPO as APPOLearner
     from tandem.daemons.algorithms.appo.policy import StochasticPolicy
 
-    return StochasticPolicy(config, obs_space, action_space, seed, mask_size, device=config.actors.device)
+    return APPOLearner, StochasticPolicy
 
 
 def make_feed(config: RunConfig, obs_space: Any, action_space: Any) -> Feed:
@@ -185,30 +175,29 @@ def make_feed(config: RunConfig, obs_space: Any, action_space: Any) -> Feed:
     return UnrollFeed(config.algorithm.batch_size, config.learner.max_lag)
 
 
-APPO = AlgorithmSpec(
-    name="appo",
-    summary="APPO: PPO's clipped objective on V-trace targets, trained on fresh unrolls.",
-    section=APPOSection,
-    check_action_space=check_action_space,
-    make_learner=make_learner(clipped=True),
-    make_policy=make_policy,
-    make_feed=make_feed,
-    acting_network="net",
-    on_policy=True,
-    dict_observations=True,
-    defaults={"learner": ON_POLICY_LEARNER},
-)
+def vtrace_spec(name: str, summary: str, section: type[VtraceSection], clipped: bool) -> AlgorithmSpec:
+    """APPO (`clipped`: PPO's objective) or IMPALA: one learner and policy, trained on fresh unrolls."""
+    return AlgorithmSpec(
+        name=name,
+        summary=summary,
+        section=section,
+        check_action_space=check_action_space,
+        make_learner=learner_factory(torch_classes, clipped=clipped),
+        make_policy=policy_factory(torch_classes),
+        make_feed=make_feed,
+        acting_network="net",
+        on_policy=True,
+        dict_observations=True,
+        defaults={"learner": ON_POLICY_LEARNER},
+    )
 
-IMPALA = AlgorithmSpec(
-    name="impala",
-    summary="IMPALA: the V-trace policy gradient (no clipping), trained on fresh unrolls.",
-    section=IMPALASection,
-    check_action_space=check_action_space,
-    make_learner=make_learner(clipped=False),
-    make_policy=make_policy,
-    make_feed=make_feed,
-    acting_network="net",
-    on_policy=True,
-    dict_observations=True,
-    defaults={"learner": ON_POLICY_LEARNER},
+
+APPO = vtrace_spec(
+    "appo", "APPO: PPO's clipped objective on V-trace targets, trained on fresh unrolls.", APPOSection, clipped=True
+)
+IMPALA = vtrace_spec(
+    "impala",
+    "IMPALA: the V-trace policy gradient (no clipping), trained on fresh unrolls.",
+    IMPALASection,
+    clipped=False,
 )

@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tandem.daemons.algorithms.spec import AlgorithmSpec
+from tandem.daemons.algorithms.factories import replay_spec
 from tandem.daemons.settings.fields import ConfigError
 from tandem.daemons.settings.schema import AlgorithmSection, ReplaySection, RunConfig, option, redefault
 
 if TYPE_CHECKING:
-    from tandem.daemons.algorithms.base import Feed
     from tandem.daemons.algorithms.sac.learner import SAC as SACLearner
     from tandem.daemons.algorithms.sac.learner import SACPolicy
 
@@ -48,11 +47,7 @@ class SACSection(ReplaySection):
     def check(self, config: RunConfig, where: str) -> None:
         if self.prioritized:
             raise ConfigError(f"{where}algorithm.prioritized", "sac reports no priorities: replay stays uniform")
-        learner = config.learner
-        if learner.replay_min_size > learner.replay_capacity:
-            raise ConfigError(f"{where}learner.replay_min_size", "is more than learner.replay_capacity")
-        if self.batch_size > learner.replay_capacity:
-            raise ConfigError(f"{where}algorithm.batch_size", "is larger than learner.replay_capacity")
+        super().check(config, where)
 
 
 def check_action_space(action_space: Any) -> None:
@@ -64,35 +59,21 @@ def check_action_space(action_space: Any) -> None:
         raise ValueError(f"{NAME} {exc}") from exc
 
 
-def make_learner(config: RunConfig, obs_space: Any, action_space: Any, device: str, mask_size: int) -> SACLearner:
-    from tandem.daemons.algorithms.sac.learner import SAC as Learner
+def torch_classes() -> tuple[type[SACLearner], type[SACPolicy]]:
+    """The learner and the policy, imported when one is built (reading a config needs no torch)."""
+    from tandem.daemons.algorithms.sac.learner import SAC as SACLearner
+    from tandem.daemons.algorithms.sac.learner import SACPolicy
 
-    return Learner(config, obs_space, action_space, device=device, mask_size=mask_size)
-
-
-def make_policy(config: RunConfig, obs_space: Any, action_space: Any, seed: int | None, mask_size: int) -> SACPolicy:
-    from tandem.daemons.algorithms.sac.learner import SACPolicy as Policy
-
-    return Policy(config, obs_space, action_space, seed, mask_size, device=config.actors.device)
+    return SACLearner, SACPolicy
 
 
-def make_feed(config: RunConfig, obs_space: Any, action_space: Any) -> Feed:
-    """Transitions in a replay ring (n-step with algorithm.n_step), sampled at learner.samples_per_insert."""
-    from tandem.daemons.feeds.replay_feed import ReplayFeed
-
-    return ReplayFeed(config, obs_space, action_space)
-
-
-SAC = AlgorithmSpec(
-    name=NAME,
-    summary="Soft Actor-Critic: twin Q with Polyak targets, a tanh-squashed Gaussian policy, a learned temperature.",
-    section=SACSection,
-    check_action_space=check_action_space,
-    make_learner=make_learner,
-    make_policy=make_policy,
-    make_feed=make_feed,
+SAC = replay_spec(
+    NAME,
+    "Soft Actor-Critic: twin Q with Polyak targets, a tanh-squashed Gaussian policy, a learned temperature.",
+    SACSection,
+    check_action_space,
+    torch_classes,
     acting_network="policy",
-    on_policy=False,
     # one update of 256 per env step, as SB3's train_freq = gradient_steps = 1; start after 1000 transitions
     defaults={"learner": {"samples_per_insert": 256.0, "replay_min_size": 1000}},
 )
