@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -26,7 +26,10 @@ COUNTER_SERIES = [
     ("tandem_process_env_steps", "counter", "Env steps of the process's current incarnation.", "env_steps", "actor"),
     ("tandem_process_updates", "counter", "Updates of the learner's current incarnation.", "updates", "learner"),
 ]
-POLICY_SERIES = [
+POLICY_PREFIX = "tandem_policy_"
+# (metric, kind, help, key): a tandem_policy_* series has a sample per policy, from its line in status; the others
+# one for the run, from the figures (and are left out while the figure is unknown)
+SNAPSHOT_SERIES = [
     ("tandem_policy_version", "gauge", "The policy's weight version.", "version"),
     ("tandem_policy_updates", "counter", "The policy's updates.", "updates"),
     ("tandem_policy_updates_per_second", "gauge", "The policy's updates per second.", "updates_per_s"),
@@ -37,8 +40,6 @@ POLICY_SERIES = [
     ("tandem_policy_eval_return", "gauge", "The evaluator's mean return of the policy.", "eval_return"),
     ("tandem_policy_rating", "gauge", "Self-play: the policy's OpenSkill rating (mu).", "rating"),
     ("tandem_policy_pool_win_rate", "gauge", "Self-play: the policy's recent score against its pool.", "pool_win_rate"),
-]
-RUN_SERIES = [
     ("tandem_env_steps", "counter", "Env steps of the run (restarted actors' earlier steps included).", "env_steps"),
     ("tandem_env_steps_per_second", "gauge", "Env steps per second of the run.", "env_steps_per_s"),
     ("tandem_updates_per_second", "gauge", "Updates per second of every learner.", "updates_per_s"),
@@ -57,6 +58,17 @@ def number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def series(
+    kind: str, name: str, doc: str, labels: list[str], samples: Iterable[tuple[list[str], object]], scale: float = 1
+):
+    """A family with a sample for each (label values, value) whose value is a number, times `scale`."""
+    metric = family(kind, name, doc, labels)
+    for values, value in samples:
+        if (sample := number(value)) is not None:
+            metric.add_metric(values, sample * scale)
+    return metric
+
+
 class SnapshotCollector(Collector):
     """Reads whatever snapshot `get()` returns at scrape time: a dict the main loop built and no longer touches."""
 
@@ -70,12 +82,12 @@ class SnapshotCollector(Collector):
         status, figures = snapshot["status"], snapshot["figures"]
         run = str(status.get("run", ""))
         yield from self._processes(run, status["processes"])
-        yield from self._policies(run, status["policies"])
-        for name, kind, doc, key in RUN_SERIES:
-            if (value := number(figures.get(key))) is not None:
-                metric = family(kind, name, doc, ["run"])
-                metric.add_metric([run], value)
-                yield metric
+        for name, kind, doc, key in SNAPSHOT_SERIES:
+            if name.startswith(POLICY_PREFIX):
+                lines = status["policies"]
+                yield series(kind, name, doc, ["run", "policy"], [([run, p["policy"]], p.get(key)) for p in lines])
+            elif number(figures.get(key)) is not None:
+                yield series(kind, name, doc, ["run"], [([run], figures[key])])
         unhealthy = family(
             "gauge",
             "tandem_unhealthy_processes",
@@ -105,23 +117,7 @@ class SnapshotCollector(Collector):
         yield state
         yield hung
         for name, kind, doc, key, scale in PROCESS_SERIES:
-            metric = family(kind, name, doc, labels)
-            for row in rows:
-                if (value := number(row.get(key))) is not None:
-                    metric.add_metric([run, row["name"], row["role"]], value * scale)
-            yield metric
+            yield series(kind, name, doc, labels, [([run, r["name"], r["role"]], r.get(key)) for r in rows], scale)
         for name, kind, doc, key, role in COUNTER_SERIES:
-            metric = family(kind, name, doc, labels)
-            for row in rows:
-                if row["role"] == role and (value := number(row["counters"].get(key))) is not None:
-                    metric.add_metric([run, row["name"], row["role"]], value)
-            yield metric
-
-    @staticmethod
-    def _policies(run: str, lines: list[dict]) -> Iterator:
-        for name, kind, doc, key in POLICY_SERIES:
-            metric = family(kind, name, doc, ["run", "policy"])
-            for line in lines:
-                if (value := number(line.get(key))) is not None:
-                    metric.add_metric([run, line["policy"]], value)
-            yield metric
+            counted = [([run, r["name"], r["role"]], r["counters"].get(key)) for r in rows if r["role"] == role]
+            yield series(kind, name, doc, labels, counted)
