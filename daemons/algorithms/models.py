@@ -17,6 +17,7 @@ from tandem.daemons.algorithms.net_parts import (
     NATURE_CNN_MIN_SIZE,
     image_channels_last,
     is_image_space,
+    mlp,
 )
 from tandem.daemons.envs.dict_obs import is_dict_space, key_spaces
 from tandem.daemons.settings.plugins import import_callable
@@ -40,13 +41,7 @@ class MLPQNetwork(nn.Module):
         super().__init__()
         self.one_hot = one_hot
         self.one_hot_start = one_hot_start
-        layers: list[nn.Module] = []
-        width = in_features
-        for size in hidden_sizes:
-            layers += [nn.Linear(width, int(size)), ACTIVATIONS[activation]()]
-            width = int(size)
-        layers.append(nn.Linear(width, num_actions))
-        self.layers = nn.Sequential(*layers)
+        self.layers = mlp(in_features, num_actions, hidden_sizes, activation)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         if self.one_hot is not None:

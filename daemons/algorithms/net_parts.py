@@ -1,4 +1,4 @@
-"""Pieces every built-in network shares: activations, and what counts as an image and how it is laid out."""
+"""Pieces every built-in network shares: activations, the MLP, and what counts as an image and how it is laid out."""
 
 from __future__ import annotations
 
@@ -11,6 +11,17 @@ from torch import nn
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU}
 BUILTIN_KINDS = ("auto", "mlp", "nature_cnn")
 NATURE_CNN_MIN_SIZE = 36  # the smallest height/width the three Nature convolutions accept
+
+
+def mlp(in_features: int, out_features: int, hidden_sizes: Sequence[int], activation: str) -> nn.Sequential:
+    """Linear layers of `hidden_sizes` with `activation` after each, then a linear output of `out_features`."""
+    layers: list[nn.Module] = []
+    width = in_features
+    for size in hidden_sizes:
+        layers += [nn.Linear(width, int(size)), ACTIVATIONS[activation]()]
+        width = int(size)
+    layers.append(nn.Linear(width, out_features))
+    return nn.Sequential(*layers)
 
 
 def is_image_space(space: gym.Space) -> bool:

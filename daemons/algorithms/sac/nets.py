@@ -10,20 +10,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from tandem.daemons.algorithms.net_parts import ACTIVATIONS
+from tandem.daemons.algorithms.net_parts import mlp
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # as SB3 and the SAC paper's code bound the policy's log-std
 EPSILON = 1e-6  # keeps log(1 - tanh(u)^2) finite at the bounds
-
-
-def mlp(in_features: int, out_features: int, hidden_sizes: Sequence[int], activation: str) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    width = in_features
-    for size in hidden_sizes:
-        layers += [nn.Linear(width, int(size)), ACTIVATIONS[activation]()]
-        width = int(size)
-    layers.append(nn.Linear(width, out_features))
-    return nn.Sequential(*layers)
 
 
 def box_dims(action_space: gym.Space) -> int:
