@@ -59,13 +59,13 @@ def test_the_supervisor_that_cannot_append_its_metrics_says_so_in_status_and_log
 
 
 class BrokenEvents:
-    """The run's TensorBoard writer after its thread met a full disk: it raises that on every call."""
+    """The run's TensorBoard writer after its thread met a full disk: whatever is called raises that."""
 
-    def add(self, *args):
-        raise OSError(28, "No space left on device")
+    def __getattr__(self, name: str):
+        def full(*args):
+            raise OSError(errno.ENOSPC, "No space left on device")
 
-    def close(self):
-        raise OSError(28, "No space left on device")
+        return full
 
 
 def test_the_runs_tensorboard_writer_is_started_again_once_there_is_room(tmp_path):
