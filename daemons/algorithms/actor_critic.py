@@ -9,8 +9,7 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from tandem.daemons.algorithms.distributions import ActionHead
-from tandem.daemons.algorithms.input_norm import NormalizedInputs
+from tandem.daemons.algorithms.actor_critic_base import ActorCriticBase
 from tandem.daemons.algorithms.models import build_q_network, policy_output_gain
 from tandem.daemons.algorithms.recurrent import RecurrentActorCritic
 from tandem.daemons.settings.schema import ModelSection, RunConfig
@@ -20,7 +19,7 @@ if TYPE_CHECKING:
     from tandem.daemons.algorithms.appo.spec import VtraceSection
 
 
-class ActorCritic(NormalizedInputs):
+class ActorCritic(ActorCriticBase):
     """A policy network (distribution parameters) and a value network, each built from the `[model]` section.
 
     With `algorithm.shared_torso` one network gives both: its last layer has one output more, the value.
@@ -30,16 +29,7 @@ class ActorCritic(NormalizedInputs):
 
     recurrent = False
 
-    def __init__(
-        self,
-        model_cfg: ModelSection,
-        obs_space: gym.Space,
-        action_space: gym.Space,
-        algo_cfg: VtraceSection,
-        mask_size: int = 0,
-    ):
-        super().__init__()
-        self.head = ActionHead(action_space, algo_cfg.log_std_init, algo_cfg.state_dependent_std, mask_size)
+    def build(self, model_cfg: ModelSection, obs_space: gym.Space, algo_cfg: VtraceSection, mask_size: int) -> None:
         self.shared = algo_cfg.shared_torso
         outputs = self.head.num_outputs
         self.policy = build_q_network(model_cfg, obs_space, outputs + 1 if self.shared else outputs)

@@ -14,8 +14,7 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from tandem.daemons.algorithms.distributions import ActionHead
-from tandem.daemons.algorithms.input_norm import NormalizedInputs
+from tandem.daemons.algorithms.actor_critic_base import ActorCriticBase
 from tandem.daemons.algorithms.models import build_q_network, policy_output_gain
 from tandem.daemons.algorithms.net_parts import ACTIVATIONS
 from tandem.daemons.settings.schema import ModelSection
@@ -28,7 +27,7 @@ if TYPE_CHECKING:
 CELLS = {"lstm": nn.LSTMCell, "gru": nn.GRUCell}
 
 
-class RecurrentActorCritic(NormalizedInputs):
+class RecurrentActorCritic(ActorCriticBase):
     """encoder (the `[model]` network, its last layer `core_size` wide, then the activation) -> core -> heads.
 
     The policy and the value share the encoder and the core (one state per env), as Sample Factory's and
@@ -38,16 +37,7 @@ class RecurrentActorCritic(NormalizedInputs):
     recurrent = True
     shared = True
 
-    def __init__(
-        self,
-        model_cfg: ModelSection,
-        obs_space: gym.Space,
-        action_space: gym.Space,
-        algo_cfg: VtraceSection,
-        mask_size: int = 0,
-    ):
-        super().__init__()
-        self.head = ActionHead(action_space, algo_cfg.log_std_init, algo_cfg.state_dependent_std, mask_size)
+    def build(self, model_cfg: ModelSection, obs_space: gym.Space, algo_cfg: VtraceSection, mask_size: int) -> None:
         self.kind, width = model_cfg.core, model_cfg.core_size
         self.width, self.state_size = width, model_cfg.core_state_size()
         network = build_q_network(model_cfg, obs_space, width)
