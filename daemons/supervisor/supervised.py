@@ -30,6 +30,7 @@ class Supervised:
     memory: ChildMemory = field(default_factory=ChildMemory)  # its RSS, read from the kernel between heartbeats
     host: str = ""  # started elsewhere: the host it said it runs on
     insecure: bool = False  # started elsewhere: it registered sockets bound without authentication
+    said_down: bool = False  # a learner FATAL while the run goes on: its policy was said to be down
 
     @property
     def name(self) -> str:

@@ -95,7 +95,6 @@ class Supervisor:
             "learner": s.learner_rss_limit_mb << 20,
             "evaluator": s.evaluator_rss_limit_mb << 20,
         }
-        self.policies_down: set[str] = set()  # learners said to be FATAL while the run goes on
         self.faults: dict[str, str] = {}  # the supervisor's own faults it runs on with (metrics.jsonl refused)
 
     # ------------------------------------------------------------------ processes
@@ -269,22 +268,22 @@ class Supervisor:
     def fatal_reason(self) -> str | None:
         """Why the run cannot go on: every learner is FATAL (any one with supervisor.end_run_on_learner_fatal), or
         every actor is. One policy's learner down in a multi-policy run is said once; the others train on."""
-        recs = [proc.record for proc in self.managed()]
-        learners = [r for r in recs if r.role == Role.LEARNER]
-        fatal = [r for r in learners if r.state == State.FATAL]
+        procs = self.managed()
+        learners = [proc for proc in procs if proc.record.role == Role.LEARNER]
+        fatal = [proc.record for proc in learners if proc.record.state == State.FATAL]
         if fatal and (len(fatal) == len(learners) or self.config.supervisor.end_run_on_learner_fatal):
             return f"{fatal[0].name} is FATAL: {fatal[0].last_error}"
-        for rec in fatal:
-            if rec.name not in self.policies_down:
-                self.policies_down.add(rec.name)
+        for proc in learners:
+            rec = proc.record
+            if rec.state == State.FATAL and not proc.said_down:
                 log.error(
                     "policy %s is down (%s is FATAL: %s); the other policies train on",
                     learner_policy(rec.name),
                     rec.name,
                     rec.last_error,
                 )
-        self.policies_down &= {r.name for r in fatal}  # a restarted learner can go down, and be said, again
-        actors = [r for r in recs if r.role == Role.ACTOR]
+            proc.said_down = rec.state == State.FATAL  # a restarted learner can go down, and be said, again
+        actors = [proc.record for proc in procs if proc.record.role == Role.ACTOR]
         if actors and all(r.state == State.FATAL for r in actors):
             return f"every actor is FATAL; {actors[0].name}: {actors[0].last_error}"
         return None
