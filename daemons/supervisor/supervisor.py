@@ -292,7 +292,7 @@ class Supervisor:
 
     def heartbeat(self, beat: Heartbeat, now: float) -> None:
         proc = self.processes.get(beat.name)
-        if proc is None and self.adopt or proc is not None and not proc.managed:
+        if (proc is None and self.adopt) or (proc is not None and not proc.managed):
             self._watched_heartbeat(proc, beat, now)  # a daemon started elsewhere: watched, not managed
             return
         if proc is None:
