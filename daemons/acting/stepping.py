@@ -8,7 +8,7 @@ version is the version that chose its actions.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -29,13 +29,39 @@ MAX_UNREPORTED_EPISODES = 1000
 Episode = tuple[str | None, float, int]  # (agent, or None for a gymnasium env; return; length)
 
 
-class GymStepping:
+class Stepping:
+    """What both steppings share: `stepper` (an env group, or the worlds' rollout) steps the envs, counts their
+    steps and episodes and closes them; `new_episodes` keeps the episodes ended since the actor last took them."""
+
+    def __init__(self, stepper: EnvGroup | VectorGroup | MultiAgentRollout):
+        self.stepper = stepper
+        self.new_episodes: list[Episode] = []
+
+    @property
+    def env_steps(self) -> int:
+        return self.stepper.env_steps
+
+    @property
+    def episodes(self) -> int:
+        return self.stepper.episodes
+
+    def episodes_ended(self, episodes: Iterable[Episode]) -> None:
+        """Keep `episodes` for the actor's next report, the newest MAX_UNREPORTED_EPISODES at most."""
+        self.new_episodes.extend(episodes)
+        del self.new_episodes[:-MAX_UNREPORTED_EPISODES]
+
+    def close(self) -> None:
+        self.stepper.close()
+
+
+class GymStepping(Stepping):
     """K gymnasium envs stepped together; one policy ('default') plays them; a batch is T steps of all K.
     `group` steps them: EnvGroup (the built-in loop) or VectorGroup (env.vector), the same StepResults."""
 
     multi_agent = False
 
     def __init__(self, group: EnvGroup | VectorGroup, config: RunConfig, stream_id: str, incarnation: int):
+        super().__init__(group)
         self.group = group
         self.stream_id, self.incarnation = stream_id, incarnation
         self.unroll_length = config.actors.unroll_length
@@ -58,18 +84,9 @@ class GymStepping:
         self.version = -1
         self.seq = 0
         self.outbox: list[TransitionBatch] = []
-        self.new_episodes: list[Episode] = []
 
     def __len__(self) -> int:
         return len(self.group)
-
-    @property
-    def env_steps(self) -> int:
-        return self.group.env_steps
-
-    @property
-    def episodes(self) -> int:
-        return self.group.episodes
 
     def at_boundary(self) -> bool:
         return self.unroll is None
@@ -98,8 +115,7 @@ class GymStepping:
         if self.core_state is not None:
             self.core_state[result.terminated | result.truncated] = 0.0  # the next observation starts an episode
         if result.episodes:
-            self.new_episodes.extend((None, r, n) for r, n in result.episodes)
-            del self.new_episodes[:-MAX_UNREPORTED_EPISODES]
+            self.episodes_ended((None, r, n) for r, n in result.episodes)
         if self.unroll.add(actions, result, extras):
             u = self.unroll
             self.outbox.append(
@@ -128,11 +144,8 @@ class GymStepping:
     def agent_returns(self) -> dict[str, float]:
         return {}
 
-    def close(self) -> None:
-        self.group.close()
 
-
-class WorldStepping:
+class WorldStepping(Stepping):
     """K PettingZoo worlds; each (world, agent) is its own stream, so every tick is a boundary."""
 
     multi_agent = True
@@ -163,28 +176,19 @@ class WorldStepping:
             incarnation=incarnation,
             state_sizes=sizes,
         )
+        super().__init__(self.rollout)
         self.outbox = self.rollout.outbox
-        self.new_episodes: list[Episode] = []
 
     def __len__(self) -> int:
         return len(self.worlds)
-
-    @property
-    def env_steps(self) -> int:
-        return self.rollout.env_steps
-
-    @property
-    def episodes(self) -> int:
-        return self.rollout.episodes
 
     def at_boundary(self) -> bool:
         return True
 
     def tick(self, choose: Chooser, versions: dict[str, int]) -> None:
         self.rollout.tick(choose, versions)
-        self.new_episodes.extend(self.rollout.new_episodes)
+        self.episodes_ended(self.rollout.new_episodes)
         self.rollout.new_episodes.clear()
-        del self.new_episodes[:-MAX_UNREPORTED_EPISODES]
 
     def restart(self, seed: int) -> None:
         """Reset every world now (an evaluation round starts all its episodes with the same weights)."""
@@ -197,9 +201,6 @@ class WorldStepping:
 
     def agent_returns(self) -> dict[str, float]:
         return self.rollout.recent_returns()
-
-    def close(self) -> None:
-        self.rollout.close()
 
 
 def env_builder(config: RunConfig, training: bool = True) -> tuple[str, Callable[[], Any]]:
