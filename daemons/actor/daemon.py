@@ -8,43 +8,31 @@ import numpy as np
 
 from tandem.daemons.acting.stepping import actor_envs, actor_seed, make_stepping
 from tandem.daemons.actor.exploration import actor_epsilons, decayed
-from tandem.daemons.actor.links import LearnerLinks
 from tandem.daemons.actor.pacing import Pacing
+from tandem.daemons.actor.process import ActorProcess
 from tandem.daemons.actor.report import ActorReport
 from tandem.daemons.actor.selfplay import SelfPlay
 from tandem.daemons.actor.warmup import UniformActions, explore_or_warm_up, uniform_warmup
 from tandem.daemons.config.policies import policy_config
 from tandem.daemons.config.selfplay import actor_member
 from tandem.daemons.envs.gym_envs import close_all
-from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
 from tandem.daemons.runtime.signals import StopFlag
-from tandem.daemons.runtime.torch_threads import set_torch_threads
 from tandem.daemons.settings.schema import RunConfig
 from tandem.daemons.settings.setup_errors import SetupError
 
 
-class Actor:
+class Actor(ActorProcess):
     """One actor process: build envs, wait for every policy's weights, then act, push and report until stopped."""
 
     def __init__(self, config: RunConfig, index: int, stop: StopFlag, control_endpoint: str | None):
-        self.config, self.index, self.stop = config, index, stop
-        self.runtime = DaemonRuntime("actor", f"actor-{index}", config, control_endpoint, stop)
-        self.links = LearnerLinks(self.runtime, config, index)
+        super().__init__(config, index, stop, control_endpoint)
         self.pacing = Pacing(following=config.actors.follow_pace)
         self.reports = ActorReport(self.runtime, self.links, self.pacing)
         self.stepping: Any = None  # GymStepping or WorldStepping, once built
         self.selfplay: SelfPlay | None = None
-        self.runtime.on_close(self.links.close)
-
-    def run(self) -> int:
-        return self.runtime.run(self.main, last_report=lambda: self.report(force=True))
 
     def main(self) -> None:
-        set_torch_threads(self.config.actors.torch_threads)
-        self.stepping = self.build()
-        self.runtime.on_close(self.stepping.close)  # before the links: the envs stop first
-        self.links.connect(self.stepping.spaces)
-        self.links.wait_weights(self.report)
+        self.stepping = self.start()
         if self.config.selfplay.enabled:
             self.seat_selfplay()
         self.runtime.reporter.set_stage("running")

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from tandem.daemons.actor.exploration import actor_epsilons, decayed
-from tandem.daemons.actor.links import LearnerLinks
 from tandem.daemons.actor.pacing import Pacing
+from tandem.daemons.actor.process import ActorProcess
 from tandem.daemons.actor.report import ActorReport
 from tandem.daemons.actor.serve.stats import ServeStats, server_counters
 from tandem.daemons.actor.serve.stream_ids import reserve_stream_ids, stream_ids_file
@@ -19,12 +19,10 @@ from tandem.daemons.actor.serve.streams import GameStreams, StepRefused
 from tandem.daemons.actor.warmup import UniformActions, explore_or_warm_up, uniform_warmup
 from tandem.daemons.envs.probe import probe_policy_spaces
 from tandem.daemons.envs.spaces import env_actions
-from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
 from tandem.daemons.runtime.endpoints import is_loopback, socket_options
 from tandem.daemons.runtime.logs import log_dropped
 from tandem.daemons.runtime.serve_address import endpoint_file, serve_endpoint
 from tandem.daemons.runtime.signals import StopFlag
-from tandem.daemons.runtime.torch_threads import set_torch_threads
 from tandem.daemons.settings.agents import DEFAULT_POLICY
 from tandem.daemons.settings.schema import RunConfig
 from tandem.protocol import game_socket, sockets
@@ -56,7 +54,7 @@ SHUTDOWN_MESSAGE = (
 )
 
 
-class GameServer:
+class GameServer(ActorProcess):
     """An actor in `actors.mode = 'serve'`: binds a ROUTER that games connect to and answers their steps.
 
     Requests wait at most `actors.serve.batch_wait_ms` for a fuller batch; one inference answers them all with the
@@ -71,9 +69,8 @@ class GameServer:
     ):
         if config.policies:
             raise ValueError("actors.mode = 'serve' plays one policy; remove the [policies] sections")
-        self.config, self.index, self.stop, self.insecure = config, index, stop, insecure
-        self.runtime = DaemonRuntime("actor", f"actor-{index}", config, control_endpoint, stop)
-        self.links = LearnerLinks(self.runtime, config, index)
+        super().__init__(config, index, stop, control_endpoint)
+        self.insecure = insecure
         # Games set their own pace: never advised, it reports no limit and no time waited, as an unpaced actor.
         self.reports = ActorReport(
             self.runtime,
@@ -94,17 +91,9 @@ class GameServer:
         self.next_weights_poll = 0.0
         self.warmup: UniformActions | None = None
         self.clock = time.monotonic  # tests drive a server's time (silence, expiry) without sleeping
-        self.runtime.on_close(self.links.close)
-
-    def run(self) -> int:
-        return self.runtime.run(self.main, last_report=lambda: self.report(force=True))
 
     def main(self) -> None:
-        set_torch_threads(self.config.actors.torch_threads)
-        self.games = self.build()
-        self.runtime.on_close(self.games.close)
-        self.links.connect(self.games.spaces)
-        self.links.wait_weights(self.report)
+        self.games = self.start()
         self.runtime.reporter.set_stage("running")
         self.act()
 
