@@ -11,8 +11,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import IO
 
 import psutil
 
@@ -38,6 +39,28 @@ def up_command(
     return args
 
 
+def start_session(args: Sequence[str], out: IO, cwd: str | Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`args` in a session of their own (so that one killpg ends all they start), stdout and stderr to `out`, no
+    stdin, Python unbuffered; `env` adds to this process's environment."""
+    return subprocess.Popen(
+        list(args),
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        cwd=cwd,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        start_new_session=True,
+    )
+
+
+def kill_session(proc: subprocess.Popen) -> None:
+    """SIGKILL whatever is left of the session `proc` leads (it was started with start_new_session)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def end_session(proc: subprocess.Popen, grace_s: float) -> None:
     """SIGTERM `proc` (started with start_new_session), then SIGKILL whatever of its session is left."""
     if proc.poll() is None:
@@ -46,12 +69,37 @@ def end_session(proc: subprocess.Popen, grace_s: float) -> None:
             proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
             pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # anything of its session still there
-    except (ProcessLookupError, PermissionError):
-        pass
+    kill_session(proc)  # anything of its session still there
     if proc.poll() is None:
         proc.wait(timeout=10)
+
+
+def end_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """SIGTERM every process of the session `proc` leads at once, SIGKILL them all if `proc` has not exited after
+    `grace_s`. Unlike end_session, what outlives a clean exit is left for the caller to find (a test of orphans)."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        kill_session(proc)
+        proc.wait(timeout=10)
+
+
+def end_all(procs: Iterable[subprocess.Popen], grace_s: float) -> None:
+    """SIGTERM each of `procs` at once, SIGKILL each one not exited `grace_s` later (processes, not sessions)."""
+    procs = list(procs)
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
 
 
 def rows(data: dict) -> dict[str, dict]:
@@ -85,6 +133,11 @@ def tree(pid: int) -> list[psutil.Process]:
         return []
 
 
+def descendants(pid: int) -> list[psutil.Process]:
+    """Every process below `pid` (those that exist now; none once `pid` is gone)."""
+    return tree(pid)[1:]
+
+
 def live(proc: psutil.Process) -> bool:
     try:
         return proc.status() != psutil.STATUS_ZOMBIE
@@ -112,15 +165,7 @@ class UpRun:
     ):
         self.run_dir, self.out_path = run_dir, out_path
         self.out = out_path.open("w")
-        self.proc = subprocess.Popen(
-            [*wrap, *up_command(config, overrides, flags)],
-            stdout=self.out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=cwd or out_path.parent,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-            start_new_session=True,
-        )
+        self.proc = start_session([*wrap, *up_command(config, overrides, flags)], self.out, cwd or out_path.parent, env)
         self.ctx = sockets.new_context()
         self.channel: ControlChannel | None = None
         endpoint = self.path("endpoint")

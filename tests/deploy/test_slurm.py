@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -16,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from tandem.client.harness import end_group, end_session, start_session
 from tandem.daemons.runtime.control_channel import ControlChannel, ControlTimeout
 from tandem.protocol import sockets
-from tests.system.harness import ROOT, end_group, write_config
+from tests.system.harness import ROOT, write_config
 
 SLURM_START_S = 30.0
 TRAIN_S = 150.0
@@ -202,13 +202,11 @@ def test_the_sbatch_scripts_run_a_learner_and_an_actor_array_that_train(tmp_path
     )
     control = f"tcp://127.0.0.1:{config.transport.control_port}"
     supervisor_log = (tmp_path / "supervisor.log").open("w")
-    supervisor = subprocess.Popen(
+    supervisor = start_session(
         [sys.executable, "-m", "tandem", "supervise", str(config_path), "--no-children"],
-        stdout=supervisor_log,
-        stderr=subprocess.STDOUT,
-        cwd=tmp_path,
-        start_new_session=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        supervisor_log,
+        tmp_path,
+        {"PYTHONPATH": str(ROOT)},
     )
     ctx = sockets.new_context()
     channel = ControlChannel(ctx, control)
@@ -226,22 +224,11 @@ def test_the_sbatch_scripts_run_a_learner_and_an_actor_array_that_train(tmp_path
             "OMP_NUM_THREADS": "1",
         }
         # Command-line options override the scripts' #SBATCH lines: no GPU and less memory on this machine.
-        slurm_node.sbatch(
-            "--gres=none",
-            "--mem=1500M",
-            "--cpus-per-task=1",
-            f"--output={tmp_path}/learner-%j.out",
-            str(ROOT / "deploy" / "slurm" / "learner.sbatch"),
-            env=job_env,
-        )
-        slurm_node.sbatch(
-            "--array=0-1",
-            "--mem=1000M",
-            "--cpus-per-task=1",
-            f"--output={tmp_path}/actor-%a.out",
-            str(ROOT / "deploy" / "slurm" / "actors.sbatch"),
-            env=job_env,
-        )
+        for script, options in (
+            ("learner.sbatch", ["--gres=none", "--mem=1500M", f"--output={tmp_path}/learner-%j.out"]),
+            ("actors.sbatch", ["--array=0-1", "--mem=1000M", f"--output={tmp_path}/actor-%a.out"]),
+        ):
+            slurm_node.sbatch(*options, "--cpus-per-task=1", str(ROOT / "deploy" / "slurm" / script), env=job_env)
 
         def status() -> dict:
             try:
@@ -272,12 +259,7 @@ def test_the_sbatch_scripts_run_a_learner_and_an_actor_array_that_train(tmp_path
         channel.close()
         sockets.close_context(ctx, 0)
         slurm_node.stop()  # scancel: the jobs' daemons get SIGTERM (then SIGKILL after KillWait)
-        if supervisor.poll() is None:
-            supervisor.send_signal(signal.SIGTERM)
-            try:
-                supervisor.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(supervisor.pid, signal.SIGKILL)
+        end_session(supervisor, 30)
         supervisor_log.close()
     # Nothing the jobs started outlives them.
     left = [pid for pid in pids if pid != supervisor.pid and _alive(pid)]

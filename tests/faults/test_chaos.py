@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 
 import pytest
 
+from tandem.client.harness import kill_session
 from tests.system.harness import ROOT
 
 
@@ -27,7 +26,7 @@ def chaos(tmp_path, only: str, timeout_s: float) -> dict:
     try:
         stdout, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_session(proc)
         stdout, stderr = proc.communicate(timeout=30)
         pytest.fail(f"tandem chaos --only {only} ran past {timeout_s} s:\n{stderr[-3000:]}")
     record = json.loads(out.read_text())

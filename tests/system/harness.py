@@ -7,12 +7,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import psutil
-
-from tandem.client.harness import up_command
+from tandem.client.harness import end_all, kill_session, start_session, up_command
 from tandem.daemons.config import RunConfig, load_config, render_toml
 from tandem.daemons.supervisor.collector import HeartbeatCollector
 from tandem.daemons.supervisor.ports import fix_ports
@@ -94,16 +92,7 @@ class Procs:
         self.procs[name].wait(timeout=10)
 
     def stop_all(self, timeout_s: float = 10.0) -> dict[str, int | None]:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        end_all(self.procs.values(), timeout_s)
         return {name: proc.returncode for name, proc in self.procs.items()}
 
 
@@ -125,29 +114,25 @@ def up(
     )
 
 
-def descendants(proc: subprocess.Popen) -> list[psutil.Process]:
-    try:
-        return psutil.Process(proc.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-
-
-def end_group(proc: subprocess.Popen, timeout_s: float) -> None:
-    """SIGTERM the process group `proc` leads (started with start_new_session), SIGKILL it after `timeout_s`."""
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+def join_learner(
+    tmp_path: Path, control: str, bind: str, log_name: str, *flags: str, wrap: Sequence[str] = ()
+) -> subprocess.Popen:
+    """`tandem learner` of the run in `tmp_path` joining it at `control`, bound to `bind`, as a learner started on
+    another host joins: in a session of its own (`wrap` prefixes the command), its output in `tmp_path/log_name`."""
+    config = str(tmp_path / "run" / "config.toml")
+    with (tmp_path / log_name).open("ab") as log:
+        return start_session(
+            [*wrap, sys.executable, "-m", "tandem", "learner", config, "--join", control, "--bind", bind, *flags],
+            log,
+            ROOT,
+        )
 
 
 def finish(proc: subprocess.Popen, timeout_s: float) -> tuple[str, str]:
+    """Wait for `tandem up` to end by itself: its stdout and stderr. Past `timeout_s`, kill its session and fail."""
     try:
         return proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_session(proc)
         out, err = proc.communicate(timeout=10)
         raise AssertionError(f"tandem up did not finish in {timeout_s} s:\n{out[-2000:]}\n{err[-2000:]}") from None

@@ -7,7 +7,8 @@ import subprocess
 import sys
 import time
 
-from tests.system.harness import ROOT, end_group, up
+from tandem.client.harness import end_group
+from tests.system.harness import ROOT, up
 
 WAIT_S = 90
 

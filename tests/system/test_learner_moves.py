@@ -3,44 +3,21 @@ servers follow it."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 
 import pytest
 
-from tandem.client.harness import UpRun
-from tests.system.harness import ROOT
+from tandem.client.harness import UpRun, kill_session
+from tests.system.harness import ROOT, join_learner
 from tests.system.test_supervisor import QUICK, Run, rows
 
 
-def start_learner(tmp_path, control: str, n: int) -> subprocess.Popen:
-    with (tmp_path / f"learner-{n}.log").open("ab") as log:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tandem",
-                "learner",
-                str(tmp_path / "run" / "config.toml"),
-                "--join",
-                control,
-                "--bind",
-                "tcp://127.0.0.1:*",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            start_new_session=True,
-        )
-
-
 def end(proc: subprocess.Popen | None) -> None:
-    if proc is not None and proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
+    """SIGKILL whatever the session `proc` leads still runs (None: never started)."""
+    if proc is not None:
+        kill_session(proc)
         proc.wait(timeout=10)
 
 
@@ -79,7 +56,7 @@ def test_an_actor_follows_its_learner_to_new_ports_without_restarting(tmp_path, 
     games = start_games(tmp_path) if served else None
     first = second = None
     try:
-        first = start_learner(tmp_path, run.endpoint, 1)
+        first = join_learner(tmp_path, run.endpoint, "tcp://127.0.0.1:*", "learner-1.log")
 
         def learner(d) -> dict:
             return rows(d).get("learner-default", {})
@@ -96,7 +73,7 @@ def test_an_actor_follows_its_learner_to_new_ports_without_restarting(tmp_path, 
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)
         # Its replacement binds other free ports and registers them; nobody tells the actor.
-        second = start_learner(tmp_path, run.endpoint, 2)
+        second = join_learner(tmp_path, run.endpoint, "tcp://127.0.0.1:*", "learner-2.log")
         data = run.wait(
             lambda d: (
                 learner(d).get("pid") == second.pid and (rows(d)["actor-0"]["counters"].get("learner_moves") or 0) >= 1

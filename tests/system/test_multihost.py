@@ -6,12 +6,12 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
-from tests.system.harness import ROOT, end_group
+from tandem.client.harness import end_group
+from tests.system.harness import join_learner
 from tests.system.test_supervisor import Run, rows
 
 # A private /30 unlikely to be in use; the head keeps .1 in the test's own namespace, the "GPU host" has .2.
@@ -56,29 +56,15 @@ def start_learner_in(
 ) -> subprocess.Popen:
     """A learner inside namespace `ns` (None: the test's own, the head's), bound to `address`, which only that
     namespace has: nothing can reach it over loopback by accident. `rank`: a data-parallel replica."""
-    with (tmp_path / f"learner-{rank}.log").open("ab") as log:
-        return subprocess.Popen(
-            [
-                *(["ip", "netns", "exec", ns] if ns else []),
-                sys.executable,
-                "-m",
-                "tandem",
-                "learner",
-                str(tmp_path / "run" / "config.toml"),
-                "--join",
-                control,
-                "--bind",
-                f"tcp://{address}:*",
-                *(["--insecure"] if insecure else []),
-                *(["--rank", str(rank)] if rank else []),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            start_new_session=True,
-        )
+    return join_learner(
+        tmp_path,
+        control,
+        f"tcp://{address}:*",
+        f"learner-{rank}.log",
+        *(["--insecure"] if insecure else []),
+        *(["--rank", str(rank)] if rank else []),
+        wrap=["ip", "netns", "exec", ns] if ns else [],
+    )
 
 
 def stop_learner(learner: subprocess.Popen | None) -> None:

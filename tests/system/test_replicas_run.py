@@ -11,8 +11,9 @@ import time
 import psutil
 import pytest
 
+from tandem.client.harness import descendants, end_group, kill_session
 from tandem.daemons.runtime.exit_codes import ExitCode
-from tests.system.harness import descendants, end_group, finish, up
+from tests.system.harness import finish, up
 
 REPLICAS = ("learner.replicas=2", "actors.count=2", "learner.replica_check_every=1")
 
@@ -76,7 +77,7 @@ def test_a_lost_replica_restarts_its_group_and_training_goes_on(tmp_path, sig):
         )
         victim = next(
             p
-            for p in descendants(proc)
+            for p in descendants(proc.pid)
             if "learner-default@1" in " ".join(p.cmdline()) or p.name().endswith("default@1")
         )
         victim.send_signal(sig)
@@ -99,7 +100,7 @@ def test_a_lost_replica_restarts_its_group_and_training_goes_on(tmp_path, sig):
             30,
         )
         assert second["replica_mismatches"] == 0
-        everyone = descendants(proc)
+        everyone = descendants(proc.pid)
     finally:
         if sig == signal.SIGSTOP:
             try:
@@ -108,4 +109,5 @@ def test_a_lost_replica_restarts_its_group_and_training_goes_on(tmp_path, sig):
                 pass
         end_group(proc, 30)
     _, alive = psutil.wait_procs(everyone, timeout=15)
+    kill_session(proc)  # what a failing check finds left must not outlive the test
     assert not alive, f"processes left after the run: {[(p.pid, p.name()) for p in alive]}"

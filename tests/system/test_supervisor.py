@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tandem.client.harness import UpRun, replaced, rows, running
+from tandem.client.harness import UpRun, live, replaced, rows, running, tree
 from tests.system.harness import ROOT
 
 QUICK = [
@@ -195,13 +195,6 @@ def test_fifty_actor_restarts_leave_supervisor_and_learner_flat(run_up):
         assert rss < 20 and threads <= 0 and fds <= 2, (name, rss, threads, fds)
 
 
-def live(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def test_async_vector_env_whose_worker_hangs_is_killed_at_its_deadline_with_every_worker(run_up, tmp_path):
     marker = tmp_path / "hung-worker"
     run = run_up(
@@ -214,10 +207,8 @@ def test_async_vector_env_whose_worker_hangs_is_killed_at_its_deadline_with_ever
     )
     run.wait(lambda d: marker.exists(), 60, "a vector env worker hanging in its constructor")
     hung, actor = map(int, marker.read_text().split())
-    try:  # the actor and its workers, as long as it has not been killed yet (the deadline is 3 s)
-        pids = {actor, hung, *(p.pid for p in psutil.Process(actor).children(recursive=True))}
-    except psutil.NoSuchProcess:
-        pids = {actor, hung}
+    # the actor and its workers, as long as it has not been killed yet (the deadline is 3 s)
+    procs = {*tree(actor), *tree(hung)[:1]}
     data = run.wait(
         lambda d: rows(d)["actor-0"]["restarts"] >= 1 and rows(d)["actor-0"]["state"] == "RUNNING",
         60,
@@ -228,7 +219,7 @@ def test_async_vector_env_whose_worker_hangs_is_killed_at_its_deadline_with_ever
     # where it hung: not only the actor's wait for its workers, but the worker's own constructor
     assert f"env worker pid {hung} at" in error and "in hang_once_in_vector_worker" in error, error
     deadline = time.monotonic() + 10
-    while (alive := [p for p in pids if live(p)]) and time.monotonic() < deadline:
+    while (alive := [p.pid for p in procs if live(p)]) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive, f"processes of the killed actor live on: {alive} (the hung worker was {hung})"
     # the rebuilt actor steps its vector env and its batches reach the learner

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import time
 
 import psutil
 
+from tandem.client.harness import descendants, kill_session
 from tandem.daemons.runtime.exit_codes import ExitCode
-from tests.system.harness import descendants, finish, up
+from tests.system.harness import finish, up
 
 
 def test_up_stops_at_env_steps_with_exit_0(tmp_path):
@@ -41,10 +41,10 @@ def test_sigterm_stops_every_child_and_exits_130(tmp_path):
     proc = up(tmp_path, "stop.seconds=120", "stop.eval_return=1e9")
     daemons = {"tandem-learner-default", "tandem-actor-0", "tandem-evaluator"}  # the example has one actor
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not daemons <= titles(descendants(proc)):  # ps shows each whole name
+    while time.monotonic() < deadline and not daemons <= titles(descendants(proc.pid)):  # ps shows each whole name
         time.sleep(0.2)
     time.sleep(3)  # let them get going
-    children = descendants(proc)
+    children = descendants(proc.pid)
     assert daemons <= titles(children), titles(children)
     started = time.monotonic()
     proc.send_signal(signal.SIGTERM)
@@ -62,19 +62,16 @@ def test_sigkilled_up_leaves_no_daemon_training_headless(tmp_path):
     daemons = {"tandem-learner-default", "tandem-actor-0"}
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not daemons <= titles(descendants(proc)):
+        while time.monotonic() < deadline and not daemons <= titles(descendants(proc.pid)):
             time.sleep(0.2)
-        children = descendants(proc)  # the daemons, the forkserver and multiprocessing's resource tracker
+        children = descendants(proc.pid)  # the daemons, the forkserver and multiprocessing's resource tracker
         assert daemons <= titles(children), titles(children)
         proc.kill()
         proc.wait(10)
         gone, alive = psutil.wait_procs(children, timeout=20)
         assert not alive, f"left running after SIGKILL of tandem up: {sorted(titles(alive))}"
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of its process group, test failed or not
-        except ProcessLookupError:
-            pass
+        kill_session(proc)  # whatever is left of its session, test failed or not
         proc.communicate(timeout=10)
 
 
