@@ -5,21 +5,11 @@ from __future__ import annotations
 from tandem.client.display import format_line
 from tandem.daemons.settings.schema import StopSection
 from tandem.daemons.supervisor.progress import RunView
-from tandem.protocol import Heartbeat
+from tests.protocol.samples import heartbeat
 
 
 def beat(name, role, **counters):
-    return Heartbeat(
-        role=role,
-        name=name,
-        pid=1,
-        host="h",
-        incarnation=1,
-        seq=0,
-        stage="running",
-        stage_elapsed_s=0.0,
-        counters=counters,
-    )
+    return heartbeat(name, role, counters)
 
 
 def test_rates_and_totals():
@@ -57,18 +47,7 @@ def test_stop_conditions():
 def test_a_restarted_actor_keeps_its_earlier_steps():
     view = RunView(StopSection(), started=0.0)
     view.heartbeat(beat("actor-0", "actor", env_steps=5000), 1.0)
-    restarted = Heartbeat(
-        role="actor",
-        name="actor-0",
-        pid=2,
-        host="h",
-        incarnation=2,
-        seq=0,
-        stage="running",
-        stage_elapsed_s=0.0,
-        counters={"env_steps": 100},
-    )
-    view.heartbeat(restarted, 2.0)
+    view.heartbeat(heartbeat("actor-0", "actor", {"env_steps": 100}, pid=2, incarnation=2), 2.0)
     assert view.env_steps() == 5100
     assert view.figures(2.0)["env_steps_per_s"] >= 0
 

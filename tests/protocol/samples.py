@@ -8,6 +8,26 @@ from tandem.protocol import ControlReply, ControlRequest, Heartbeat, TransitionB
 from tandem.protocol.game import GameAction, GameBye, GameError, GameHello, GameSpaces, GameStep, GameWelcome
 
 
+def batch_of(
+    obs,
+    actions,
+    rewards,
+    terminated,
+    truncated,
+    final_obs,
+    extras=None,
+    *,
+    actor: str = "actor-0",
+    incarnation: int = 7,
+    seq: int = 0,
+    version: int = 3,
+    env_steps: int = 1234,
+) -> TransitionBatch:
+    """A batch of policy "default" with these arrays; the header fields a test does not set have fixed values."""
+    header = ("default", actor, incarnation, seq, version, env_steps)
+    return TransitionBatch(*header, obs, actions, rewards, terminated, truncated, final_obs, extras or {})
+
+
 def unroll(
     steps: int = 5,
     envs: int = 3,
@@ -27,21 +47,9 @@ def unroll(
         (terminated if how == "terminated" else truncated)[t, k] = True
     final_obs = (rng.random((int(truncated.sum()), *obs_shape)) * 100).astype(obs_dtype)
     extra = {"logits": rng.standard_normal((steps, envs, 2)).astype("<f4")} if extras else {}
-    return TransitionBatch(
-        policy_id="default",
-        actor_id="actor-0",
-        incarnation=7,
-        seq=seq,
-        policy_version=3,
-        env_steps=1234,
-        obs=obs,
-        actions=rng.integers(0, 2, (steps, envs)).astype("<i8"),
-        rewards=rng.standard_normal((steps, envs)).astype("<f4"),
-        terminated=terminated,
-        truncated=truncated,
-        final_obs=final_obs,
-        extras=extra,
-    )
+    actions = rng.integers(0, 2, (steps, envs)).astype("<i8")
+    rewards = rng.standard_normal((steps, envs)).astype("<f4")
+    return batch_of(obs, actions, rewards, terminated, truncated, final_obs, extra, seq=seq)
 
 
 def blob(version: int = 1, sizes=((64, 4), (64,), (2, 64), (2,)), seed: int = 0) -> WeightBlob:
@@ -50,21 +58,25 @@ def blob(version: int = 1, sizes=((64, 4), (64,), (2, 64), (2,)), seed: int = 0)
     return WeightBlob.build("default", version, train_step=10 * version, tensors=tensors)
 
 
+def heartbeat(name: str = "actor-0", role: str = "actor", counters=None, **fields) -> Heartbeat:
+    """A first heartbeat of `name` on host "h" in stage "running"; `fields` set any other of its fields."""
+    start = {"pid": 1, "host": "h", "incarnation": 1, "seq": 0, "stage": "running", "stage_elapsed_s": 0.0}
+    return Heartbeat(role=role, name=name, counters=dict(counters or {}), **{**start, **fields})
+
+
 def every_kind() -> list:
     return [
         unroll(ends=[(1, 0, "terminated"), (3, 2, "truncated")], extras=True),
         blob(),
         WeightRequest("default", have_version=4, requester="actor-1"),
-        Heartbeat(
-            role="actor",
-            name="actor-1",
+        heartbeat(
+            "actor-1",
+            counters={"env_steps": 100, "fps": 1234.5},
             pid=123,
             host="box",
             incarnation=2,
             seq=9,
-            stage="running",
             stage_elapsed_s=1.5,
-            counters={"env_steps": 100, "fps": 1234.5},
             rss_bytes=1 << 20,
             cpu_percent=50.0,
             error="",

@@ -15,7 +15,7 @@ import numpy as np
 
 from tandem.protocol import ControlReply, ControlRequest, Heartbeat, TransitionBatch, WeightBlob, WeightRequest
 from tandem.protocol.limits import PROTOCOL_VERSION
-from tests.protocol.samples import unchecked_frames
+from tests.protocol.samples import batch_of, unchecked_frames
 
 PATH = Path(__file__).resolve().parents[2] / "protocol" / "test_vectors.json"
 
@@ -23,20 +23,9 @@ PATH = Path(__file__).resolve().parents[2] / "protocol" / "test_vectors.json"
 def tiny_batch() -> TransitionBatch:
     """T=2 steps of K=1 env, obs float32[2]; the episode is truncated at step 1 (so final_obs has a row)."""
     obs = np.arange(6, dtype=np.float32).reshape(3, 1, 2)
-    return TransitionBatch(
-        policy_id="default",
-        actor_id="actor-0",
-        incarnation=7,
-        seq=0,
-        policy_version=3,
-        env_steps=2,
-        obs=obs,
-        actions=np.array([[0], [1]], np.int64),
-        rewards=np.array([[1.0], [1.0]], np.float32),
-        terminated=np.zeros((2, 1), bool),
-        truncated=np.array([[False], [True]]),
-        final_obs=np.array([[9.0, 9.5]], np.float32),
-    )
+    actions, rewards = np.array([[0], [1]], np.int64), np.array([[1.0], [1.0]], np.float32)
+    terminated, truncated = np.zeros((2, 1), bool), np.array([[False], [True]])
+    return batch_of(obs, actions, rewards, terminated, truncated, np.array([[9.0, 9.5]], np.float32), env_steps=2)
 
 
 def with_state(batch: TransitionBatch, state: np.ndarray) -> list[bytes]:

@@ -12,7 +12,7 @@ from tandem.daemons.actor.exploration import actor_epsilons, decayed
 from tandem.daemons.envs.gym_envs import EnvGroup, make_env
 from tandem.daemons.evaluator.rounds import episode_quotas
 from tandem.daemons.settings.schema import EnvSection
-from tandem.protocol import TransitionBatch
+from tests.protocol.samples import batch_of
 
 
 def test_backlog_drops_oldest_and_counts():
@@ -50,20 +50,8 @@ def test_unrolls_from_real_envs_encode_episode_ends():
     while not done:
         actions = rng.integers(0, 2, 3)
         done = unroll.add(actions, envs.step(actions))
-    batch = TransitionBatch(
-        "default",
-        "a",
-        1,
-        0,
-        0,
-        envs.env_steps,
-        unroll.obs,
-        unroll.actions,
-        unroll.rewards,
-        unroll.terminated,
-        unroll.truncated,
-        unroll.final_obs(),
-    )
+    arrays = (unroll.obs, unroll.actions, unroll.rewards, unroll.terminated, unroll.truncated, unroll.final_obs())
+    batch = batch_of(*arrays, actor="a", incarnation=1, version=0, env_steps=envs.env_steps)
     batch.check_shapes()
     assert batch.truncated.any(), "a 7-step limit must truncate within 20 steps"
     for t, k in np.argwhere(batch.truncated | batch.terminated):

@@ -8,25 +8,26 @@ import pytest
 from tandem.daemons.actor.pacer import CREDIT_VERSIONS, MAX_SLICE_S, Pacer
 from tandem.daemons.feeds.unroll_feed import UnrollFeed
 from tandem.protocol import TransitionBatch
+from tests.protocol.samples import batch_of
 
 STEPS, ENVS, BATCH = 32, 8, 1024  # the Pong APPO example: unrolls of 256 transitions, 1024 per update
 
 
 def unroll(actor: int, seq: int, version: int) -> TransitionBatch:
     zeros = np.zeros((STEPS, ENVS), np.float32)
-    return TransitionBatch(
-        policy_id="default",
-        actor_id=f"actor-{actor}",
+    obs, final_obs, ends = np.zeros((STEPS + 1, ENVS, 1), np.float32), np.zeros((0, 1), np.float32), zeros.astype(bool)
+    return batch_of(
+        obs,
+        zeros.astype(np.int64),
+        zeros,
+        ends,
+        ends,
+        final_obs,
+        actor=f"actor-{actor}",
         incarnation=0,
         seq=seq,
-        policy_version=version,
+        version=version,
         env_steps=0,
-        obs=np.zeros((STEPS + 1, ENVS, 1), np.float32),
-        actions=zeros.astype(np.int64),
-        rewards=zeros,
-        terminated=zeros.astype(bool),
-        truncated=zeros.astype(bool),
-        final_obs=np.zeros((0, 1), np.float32),
     )
 
 

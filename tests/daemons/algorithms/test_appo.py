@@ -17,6 +17,7 @@ from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP
 from tandem.daemons.config.loader import config_from_dict
 from tandem.daemons.envs.spaces import env_actions
 from tandem.protocol import TransitionBatch, WeightBlob
+from tests.protocol.samples import batch_of
 
 VECTOR = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 SPACES = {
@@ -91,21 +92,11 @@ def unroll_from_policy(policy, steps=8, envs=4, seed=0, version=0) -> Transition
         logps.append(extras[BEHAVIOUR_LOGP])
     terminated, truncated = np.zeros((steps, envs), bool), np.zeros((steps, envs), bool)
     terminated[2, 1], truncated[5, 3] = True, True
-    return TransitionBatch(
-        "default",
-        "actor-0",
-        0,
-        seed,
-        version,
-        0,
-        obs,
-        np.stack(actions),
-        rng.normal(size=(steps, envs)).astype(np.float32),
-        terminated,
-        truncated,
-        rng.uniform(-1, 1, (1, 3)).astype(np.float32),
-        {BEHAVIOUR_LOGP: np.stack(logps)},
-    )
+    rewards = rng.normal(size=(steps, envs)).astype(np.float32)
+    final_obs = rng.uniform(-1, 1, (1, 3)).astype(np.float32)
+    extras = {BEHAVIOUR_LOGP: np.stack(logps)}
+    arrays = (obs, np.stack(actions), rewards, terminated, truncated, final_obs, extras)
+    return batch_of(*arrays, incarnation=0, seq=seed, version=version, env_steps=0)
 
 
 @pytest.mark.parametrize("kind", list(SPACES))
@@ -134,33 +125,29 @@ def test_actor_and_learner_agree_and_an_update_runs(kind, name, shared):
     assert np.asarray(env_actions(space, greedy)).shape == (4, *(space.shape or ()))
 
 
+def play_the_bandit(learner, policy, updates: int = 60) -> float:
+    """`updates` rounds of one-step episodes in 32 envs, where arm 1 pays 1 and arm 0 pays 0, the policy acting with
+    the learner's latest weights: the probability of arm 1 the learner ends with."""
+    obs = np.zeros((2, 32, 3), np.float32)
+    for update in range(updates):
+        policy.load_weights(learner.weights())
+        actions, extras = policy.explore(obs[0], np.zeros(32))
+        # every step ends its episode, rewarded with the arm taken
+        ends, rewards = (np.ones((1, 32), bool), np.zeros((1, 32), bool)), actions[None].astype(np.float32)
+        arrays = (obs, actions[None], rewards, *ends, np.zeros((0, 3), np.float32))
+        behaviour = {BEHAVIOUR_LOGP: extras[BEHAVIOUR_LOGP][None]}
+        batch = batch_of(*arrays, behaviour, actor="a", incarnation=0, seq=update, version=update, env_steps=0)
+        learner.update([batch])
+    with torch.no_grad():
+        return learner.net.distribution(torch.zeros(1, 3)).log_prob(torch.ones(1, 1, dtype=torch.long)).exp().item()
+
+
 def test_appo_learns_a_two_armed_bandit():
     """Arm 1 pays 1, arm 0 pays 0, every step ends its episode: the policy must come to prefer arm 1."""
     config = appo_config(learning_rate=3e-3, epochs=4, entropy_coef=0.0)
     space = gym.spaces.Discrete(2)
     learner, policy = make_algorithm(config, VECTOR, space, "cpu"), make_policy(config, VECTOR, space, seed=1)
-    obs = np.zeros((2, 32, 3), np.float32)
-    for update in range(60):
-        policy.load_weights(learner.weights())
-        actions, extras = policy.explore(obs[0], np.zeros(32))
-        batch = TransitionBatch(
-            "default",
-            "a",
-            0,
-            update,
-            update,
-            0,
-            obs,
-            actions[None],
-            actions[None].astype(np.float32),
-            np.ones((1, 32), bool),
-            np.zeros((1, 32), bool),
-            np.zeros((0, 3), np.float32),
-            {BEHAVIOUR_LOGP: extras[BEHAVIOUR_LOGP][None]},
-        )
-        learner.update([batch])
-    with torch.no_grad():
-        p_arm_1 = learner.net.distribution(torch.zeros(1, 3)).log_prob(torch.ones(1, 1, dtype=torch.long)).exp().item()
+    p_arm_1 = play_the_bandit(learner, policy)
     assert p_arm_1 > 0.9, p_arm_1
 
 
@@ -185,32 +172,7 @@ def test_a_shared_torso_is_one_network_whose_last_output_is_the_value():
             dist.log_prob(actions).numpy(), learner.net.distribution(obs[:4]).log_prob(actions).numpy(), rtol=1e-6
         )
     # it learns: the bandit of the test above, with one network
-    policy = make_policy(config, VECTOR, space, seed=1)
-    zeros = np.zeros((2, 32, 3), np.float32)
-    for update in range(60):
-        policy.load_weights(learner.weights())
-        chosen, extras = policy.explore(zeros[0], np.zeros(32))
-        learner.update(
-            [
-                TransitionBatch(
-                    "default",
-                    "a",
-                    0,
-                    update,
-                    update,
-                    0,
-                    zeros,
-                    chosen[None],
-                    chosen[None].astype(np.float32),
-                    np.ones((1, 32), bool),
-                    np.zeros((1, 32), bool),
-                    np.zeros((0, 3), np.float32),
-                    {BEHAVIOUR_LOGP: extras[BEHAVIOUR_LOGP][None]},
-                )
-            ]
-        )
-    with torch.no_grad():
-        p_arm_1 = learner.net.distribution(torch.zeros(1, 3)).log_prob(torch.ones(1, 1, dtype=torch.long)).exp().item()
+    p_arm_1 = play_the_bandit(learner, make_policy(config, VECTOR, space, seed=1))
     assert p_arm_1 > 0.9, p_arm_1
     # a checkpoint of the other form is refused, saying which setting it was trained with
     with pytest.raises(

@@ -9,6 +9,7 @@ import pytest
 
 from tandem.daemons.replay import NStepAccumulator, NStepTransitions, ReplayBuffer, SumTree
 from tandem.protocol import TransitionBatch
+from tests.protocol.samples import batch_of
 
 GAMMA = 0.9
 
@@ -29,6 +30,10 @@ class Episodes:
         self.step = [0] * envs
         self.seq = 0
         self.steps: list[list[dict]] = [[] for _ in range(envs)]  # per env, every step ever taken
+
+    def header(self, version: int) -> dict:
+        """The next unroll's header fields: this actor's, its next seq, `version`."""
+        return {"actor": self.actor_id, "incarnation": self.incarnation, "seq": self.seq, "version": version}
 
     def _obs(self, k: int) -> tuple[int, int]:
         return (self.episode[k], self.step[k])
@@ -75,20 +80,8 @@ class Episodes:
                 self.steps[k].append(record)
         for k in range(envs):
             obs[steps, k] = self._obs(k)
-        batch = TransitionBatch(
-            policy_id="default",
-            actor_id=self.actor_id,
-            incarnation=self.incarnation,
-            seq=self.seq,
-            policy_version=version,
-            env_steps=0,
-            obs=obs,
-            actions=actions,
-            rewards=rewards,
-            terminated=terminated,
-            truncated=truncated,
-            final_obs=np.array(final, np.int64).reshape(-1, 2),
-        )
+        final_obs = np.array(final, np.int64).reshape(-1, 2)
+        batch = batch_of(obs, actions, rewards, terminated, truncated, final_obs, **self.header(version), env_steps=0)
         batch.check_shapes()
         self.seq += 1
         return batch
