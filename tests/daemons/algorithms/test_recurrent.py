@@ -15,6 +15,7 @@ from tandem.daemons.config import ConfigError, load_config
 from tandem.daemons.serial.parts import SerialActor, SerialEvaluator
 from tandem.protocol import ProtocolError, TransitionBatch, framing
 from tandem.protocol.joining import join_unrolls
+from tests.daemons.unrolls import collect, wire
 from tests.protocol.samples import unchecked_frames
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -32,21 +33,6 @@ def recurrent_config(tmp_path, core="lstm", *more):
         [f"run.dir='{tmp_path}'", f"model.core='{core}'", "model.core_size=16", f"env.num_envs={ENVS}"]
         + [f"actors.unroll_length={STEPS}", "env.max_episode_steps=11", *more],
     )
-
-
-def collect(config, count: int, weights=None) -> list[TransitionBatch]:
-    """`count` consecutive unrolls of one serial actor (the actor daemon's stepping and policy), acting with
-    `weights` (a learner's) where given."""
-    actor = SerialActor(config)
-    try:
-        if weights is not None:
-            actor.load(0, weights)
-        out: list[TransitionBatch] = []
-        while len(out) < count:
-            out += actor.unrolls()
-        return out[:count]
-    finally:
-        actor.close()
 
 
 def learner_logp(algorithm, unrolls: list[TransitionBatch]) -> np.ndarray:
@@ -125,10 +111,10 @@ def test_an_update_trains_the_core_and_keeps_weights_finite(tmp_path):
 
 def test_the_core_state_travels_bit_exact_and_bad_ones_are_refused_by_name(tmp_path):
     batch = collect(recurrent_config(tmp_path), 2)[1]
-    again = TransitionBatch.from_frames([bytes(f) for f in batch.to_frames()])
+    again = wire(batch)
     assert again.core_state.tobytes() == batch.core_state.tobytes() and again.core_state.dtype == np.float32
     plain = dataclasses.replace(batch, core_state=None)
-    assert TransitionBatch.from_frames([bytes(f) for f in plain.to_frames()]).core_state is None
+    assert wire(plain).core_state is None
     bad = {
         "float64": batch.core_state.astype(np.float64),
         "one env short": batch.core_state[:-1],

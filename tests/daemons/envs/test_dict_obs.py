@@ -16,9 +16,10 @@ from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP, stack_unrol
 from tandem.daemons.checkpoints.files import save_checkpoint
 from tandem.daemons.config import load_config, render_toml
 from tandem.daemons.envs.probe import probe_policy_spaces
-from tandem.daemons.serial.parts import SerialActor, SerialEvaluator
+from tandem.daemons.serial.parts import SerialEvaluator
 from tandem.daemons.settings.setup_errors import SetupError
 from tandem.protocol import ProtocolError, TransitionBatch, framing
+from tests.daemons.unrolls import collect, wire
 from tests.protocol.samples import unchecked_frames
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -44,23 +45,6 @@ def learner_of(config):
         head = algorithm.net.policy_head if algorithm.net.recurrent else algorithm.net.policy.head[-1]
         head.weight.mul_(1000.0)
     return algorithm
-
-
-def collect(config, count: int, weights) -> list[TransitionBatch]:
-    actor = SerialActor(config)
-    try:
-        if weights is not None:
-            actor.load(0, weights)
-        out: list[TransitionBatch] = []
-        while len(out) < count:
-            out += actor.unrolls()
-        return out[:count]
-    finally:
-        actor.close()
-
-
-def wire(batch: TransitionBatch) -> TransitionBatch:
-    return TransitionBatch.from_frames([bytes(f) for f in batch.to_frames()])
 
 
 @pytest.mark.parametrize("core", ["none", "lstm"])
