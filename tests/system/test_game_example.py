@@ -11,6 +11,7 @@ import time
 import pytest
 
 from tandem.daemons.runtime.exit_codes import ExitCode
+from tests.example_games import killed_if_left, python_game
 from tests.system.harness import ROOT, finish, up
 
 # A recurrent policy's server keeps a state per game stream and sends each unroll's initial one: its learner
@@ -29,30 +30,10 @@ def test_two_game_processes_train_the_learner_through_the_action_server(tmp_path
         *core,
         example="game_cartpole.toml",
     )
-    games = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "examples" / "cartpole_game.py"),
-            "--run-dir",
-            str(tmp_path / "run"),
-            "--games",
-            "2",
-            "--seconds",
-            "300",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-    )
-    try:
+    with killed_if_left(python_game(tmp_path / "run", 2, 300, tmp_path), 10) as games:
         server = status_while_served(tmp_path, deadline_s=60)
         # asked to play 300 s, the games stop when the run does (its server's `shutdown`, then no run)
         game_out, game_err = games.communicate(timeout=90)
-    finally:
-        if games.poll() is None:
-            games.kill()
-            games.wait(timeout=10)
     out, err = finish(proc, 60)
     assert server["games"] == 2 and server["serve_requests_per_s"] > 0 and server["serve_batch_mean"] >= 1, server
     assert 0 < server["serve_latency_p50_ms"] <= server["serve_latency_p99_ms"], server

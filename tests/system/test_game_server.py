@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import time
 
@@ -22,7 +20,8 @@ from tandem.protocol.game import (
     GameWelcome,
     decode_game,
 )
-from tests.system.harness import ROOT, Collector, Procs, write_config
+from tests.example_games import build_c_game, needs_c_toolchain
+from tests.system.harness import Collector, Procs, write_config
 
 SERVER = "actor-0"
 TIMEOUT_S = 1.5  # the server's silence timeout in these tests
@@ -265,28 +264,12 @@ def test_games_that_leave_stall_or_reconnect_end_their_episodes_and_get_fresh_st
     fresh.close()
 
 
-def c_toolchain_missing() -> str | None:
-    import shutil
-
-    if not shutil.which("gcc") or not shutil.which("make"):
-        return "gcc or make is not installed"
-    for header in ("/usr/include/zmq.h", "/usr/include/msgpack.h"):
-        if not os.path.exists(header):
-            return f"{header} is missing (apt-get install -y libzmq3-dev libmsgpack-dev; Debian 13: libmsgpack-c-dev)"
-    return None
-
-
-@pytest.mark.skipif(c_toolchain_missing() is not None, reason=str(c_toolchain_missing()))
+@needs_c_toolchain
 def test_a_game_written_in_c_from_the_protocol_alone_is_served(served, tmp_path):
     endpoint, collector, _, _ = served
-    for name in ("Makefile", "cartpole_game.c"):
-        shutil.copy(ROOT / "examples" / "c_game" / name, tmp_path / name)
-    build = subprocess.run(["make", "-C", str(tmp_path)], capture_output=True, text=True, timeout=120)
-    assert build.returncode == 0, build.stdout + build.stderr
+    binary = build_c_game(tmp_path)
     steps_before = counter(collector, "env_steps")
-    run = subprocess.run(
-        [str(tmp_path / "cartpole_game"), endpoint, "1500"], capture_output=True, text=True, timeout=60
-    )
+    run = subprocess.run([str(binary), endpoint, "1500"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     steps, episodes, version = (int(x) for x in run.stdout.split()[1::2])
     assert steps == 1500 and episodes >= 1 and version >= 0, run.stdout

@@ -1,0 +1,60 @@
+"""The example games as their users start them: examples/cartpole_game.py, and examples/c_game built with make."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def python_game(run_dir: Path, games: int, seconds: int, cwd: Path, *flags: str) -> subprocess.Popen:
+    """`examples/cartpole_game.py --run-dir RUN_DIR --games N --seconds S FLAGS...`, its output in text pipes."""
+    return subprocess.Popen(
+        [sys.executable, str(EXAMPLES / "cartpole_game.py"), "--run-dir", str(run_dir)]
+        + ["--games", str(games), "--seconds", str(seconds), *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+    )
+
+
+@contextmanager
+def killed_if_left(game: subprocess.Popen, timeout_s: float) -> Iterator[subprocess.Popen]:
+    """`game` for the with block; still running after it (a failed check), it is killed and its pipes drained."""
+    try:
+        yield game
+    finally:
+        if game.poll() is None:
+            game.kill()
+            game.communicate(timeout=timeout_s)
+
+
+def c_toolchain_missing() -> str | None:
+    """Why the C example cannot be built here, or None."""
+    if not shutil.which("gcc") or not shutil.which("make"):
+        return "gcc or make is not installed"
+    for header in ("/usr/include/zmq.h", "/usr/include/msgpack.h"):
+        if not os.path.exists(header):
+            return f"{header} is missing (apt-get install -y libzmq3-dev libmsgpack-dev; Debian 13: libmsgpack-c-dev)"
+    return None
+
+
+needs_c_toolchain = pytest.mark.skipif(c_toolchain_missing() is not None, reason=str(c_toolchain_missing()))
+
+
+def build_c_game(tmp_path: Path) -> Path:
+    """examples/c_game copied into `tmp_path` and built there with make, as its README says: the game binary."""
+    for name in ("Makefile", "cartpole_game.c"):
+        shutil.copy(EXAMPLES / "c_game" / name, tmp_path / name)
+    build = subprocess.run(["make", "-C", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert build.returncode == 0, build.stdout + build.stderr
+    return tmp_path / "cartpole_game"
