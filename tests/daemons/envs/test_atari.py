@@ -9,6 +9,7 @@ from tandem.daemons.config.loader import config_from_dict
 from tandem.daemons.envs.atari import GAME_RETURN
 from tandem.daemons.envs.gym_envs import EnvBuildError, EnvGroup, make_env
 from tandem.daemons.settings.fields import ConfigError
+from tests.daemons.envs.atari_play import play_until_a_game_is_reported
 
 
 def atari_env(game: str, training: bool, **atari):
@@ -51,12 +52,17 @@ def play_until_game_over(env, rng, limit=20_000):
     raise AssertionError(f"no game over in {limit} random steps")
 
 
-def test_training_envs_end_episodes_at_lost_lives_clip_rewards_and_keep_the_games_return():
-    env = atari_env("Breakout", training=True)
+def breakout_game(training: bool) -> list:
+    """The steps of one game of Breakout in a training env or an evaluator's, played at random (seed 0)."""
+    env = atari_env("Breakout", training)
     try:
-        steps = play_until_game_over(env, np.random.default_rng(0))
+        return play_until_game_over(env, np.random.default_rng(0))
     finally:
         env.close()
+
+
+def test_training_envs_end_episodes_at_lost_lives_clip_rewards_and_keep_the_games_return():
+    steps = breakout_game(training=True)
     ends = [lives for _, ended, _, lives in steps if ended]
     assert len(ends) == 5, f"one learner episode per life of Breakout's 5, got {len(ends)}"
     assert ends[:-1] == [4, 3, 2, 1] and ends[-1] == 0  # the game went on after each lost life
@@ -67,11 +73,7 @@ def test_training_envs_end_episodes_at_lost_lives_clip_rewards_and_keep_the_game
 
 
 def test_the_evaluators_envs_play_whole_games_with_the_games_own_rewards():
-    env = atari_env("Breakout", training=False)
-    try:
-        steps = play_until_game_over(env, np.random.default_rng(0))
-    finally:
-        env.close()
+    steps = breakout_game(training=False)
     assert sum(ended for _, ended, _, _ in steps) == 1  # a lost life does not end the episode
     assert steps[-1][2][GAME_RETURN] == pytest.approx(sum(reward for reward, *_ in steps))
 
@@ -79,15 +81,7 @@ def test_the_evaluators_envs_play_whole_games_with_the_games_own_rewards():
 def test_an_env_group_reports_games_not_lives():
     envs = [atari_env("Breakout", training=True) for _ in range(2)]
     group = EnvGroup(envs, seed=0, games=True)
-    rng = np.random.default_rng(0)
-    ended, reported = 0, []
-    try:
-        while not reported:
-            result = group.step(rng.integers(4, size=2))
-            ended += int(np.count_nonzero(result.terminated | result.truncated))
-            reported += result.episodes
-    finally:
-        group.close()
+    ended, reported = play_until_a_game_is_reported(group)
     assert ended >= 5, "the learner saw every lost life of the first game as an episode end"
     assert group.episodes == len(reported) and reported[0][0] >= 0 and reported[0][1] > 0
 

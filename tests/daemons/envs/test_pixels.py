@@ -3,6 +3,9 @@ frames sent once, and the config mistakes named by their keys."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import cv2
 import numpy as np
 import pytest
@@ -47,6 +50,17 @@ def processed(t: int) -> np.ndarray:
     return cv2.resize(gray, (SIZE, SIZE), interpolation=cv2.INTER_AREA)
 
 
+@contextmanager
+def started(env_section, training: bool = True) -> Iterator[tuple]:
+    """The env `env_section` builds, reset with seed 0: (env, its first observation); closed afterwards."""
+    env = make_env(env_section, training)
+    try:
+        obs, _ = env.reset(seed=0)
+        yield env, obs
+    finally:
+        env.close()
+
+
 def test_toml_keys_alone_give_stacks_of_skipped_max_pooled_grayscale_84x84_frames(tmp_path):
     config = toml_config(tmp_path, env="kwargs = { episode_frames = 30 }")
     assert config.env.frames_per_obs((STACK, SIZE, SIZE)) == STACK
@@ -76,9 +90,7 @@ def test_toml_keys_alone_give_stacks_of_skipped_max_pooled_grayscale_84x84_frame
 def test_the_max_pool_shows_the_last_two_frames_and_no_earlier_one(tmp_path):
     # The block moves 8 columns a frame: a pooled frame shows it at frames 4k-1 and 4k (16 columns wide, 8.4
     # after resizing 160 -> 84), not where it was at 4k-2.
-    env = make_env(toml_config(tmp_path, pixels="frame_stack = 1").env)
-    try:
-        env.reset(seed=0)
+    with started(toml_config(tmp_path, pixels="frame_stack = 1").env) as (env, _):
         obs, *_ = env.step(0)
         obs, *_ = env.step(0)  # raw frames 5..8; the block at x = 56..64 (frame 7) and 64..72 (frame 8)
         assert obs.shape == (1, SIZE, SIZE)
@@ -89,27 +101,17 @@ def test_the_max_pool_shows_the_last_two_frames_and_no_earlier_one(tmp_path):
             (block_x(8) + 8) * scale, abs=1
         )
         assert row[int(block_x(6) * scale) - 1] < 50, "frame 6 is not in the pool"
-    finally:
-        env.close()
 
 
 def test_a_short_episode_ends_inside_a_skip_and_truncation_counts_agent_steps(tmp_path):
-    env = make_env(toml_config(tmp_path, env="kwargs = { episode_frames = 10 }").env)
-    try:
-        env.reset(seed=0)
+    with started(toml_config(tmp_path, env="kwargs = { episode_frames = 10 }").env) as (env, _):
         env.step(0), env.step(0)
         _, reward, terminated, _, info = env.step(0)  # frames 9, 10: the episode ends after two of the four
         assert terminated and env.unwrapped.t == 10 and reward == 9 + 10
         assert info[GAME_RETURN] == sum(range(11)), "the env's own return is reported when the episode ends"
-    finally:
-        env.close()
-    env = make_env(toml_config(tmp_path, env="max_episode_steps = 3").env)
-    try:
-        env.reset(seed=0)
+    with started(toml_config(tmp_path, env="max_episode_steps = 3").env) as (env, _):
         results = [env.step(0) for _ in range(3)]
         assert [r[3] for r in results] == [False, False, True] and env.unwrapped.t == 3 * SKIP
-    finally:
-        env.close()
 
 
 def test_rewards_are_clipped_for_training_only_and_returns_stay_the_envs_own(tmp_path):
@@ -121,35 +123,23 @@ def test_rewards_are_clipped_for_training_only_and_returns_stay_the_envs_own(tmp
         assert [e[0] for e in rewards[-1].episodes] == [float(sum(range(13)))] * 2  # the env's own return, 78
     finally:
         group.close()
-    evaluator_env = make_env(config.env, training=False)
-    try:
-        evaluator_env.reset(seed=0)
+    with started(config.env, training=False) as (evaluator_env, _):
         assert evaluator_env.step(0)[1] == 1 + 2 + 3 + 4
-    finally:
-        evaluator_env.close()
 
 
 def test_colour_and_single_channel_frames(tmp_path):
     colour = toml_config(tmp_path, pixels="grayscale = false")
-    env = make_env(colour.env)
-    try:
-        obs, _ = env.reset(seed=0)
+    with started(colour.env) as (env, obs):
         assert obs.shape == (STACK * 3, SIZE, SIZE) and colour.env.frames_per_obs(obs.shape) == 1  # sent whole
         resized = cv2.resize(frame(0), (SIZE, SIZE), interpolation=cv2.INTER_AREA)
         np.testing.assert_array_equal(obs[:3], np.moveaxis(resized, -1, 0))  # channels first, oldest frame first
-    finally:
-        env.close()
     for channels in (0, 1):  # HxW and HxWx1 frames are grayscale already
         config = toml_config(tmp_path, env=f"kwargs = {{ channels = {channels} }}")
-        env = make_env(config.env)
-        try:
-            obs, _ = env.reset(seed=0)
+        with started(config.env) as (env, obs):
             obs, *_ = env.step(0)
             assert obs.shape == (STACK, SIZE, SIZE)
             raw = np.maximum(frame(3, 1), frame(4, 1))[..., 0]
             np.testing.assert_array_equal(obs[-1], cv2.resize(raw, (SIZE, SIZE), interpolation=cv2.INTER_AREA))
-        finally:
-            env.close()
 
 
 def play(config, unrolls: int, seed: int, frames: bool = True) -> list[TransitionBatch]:

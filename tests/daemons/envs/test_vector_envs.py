@@ -13,6 +13,7 @@ from tandem.daemons.config import config_from_dict, load_config
 from tandem.daemons.envs.gym_envs import EnvBuildError
 from tandem.daemons.envs.vector import VECTOR_API
 from tandem.daemons.settings.fields import ConfigError
+from tests.daemons.envs.atari_play import play_until_a_game_is_reported
 from tests.system.harness import ROOT
 
 K, T = 3, 10
@@ -112,15 +113,7 @@ def play_games(kind: str):
     )
     api, build = actor_envs(cfg, 0)
     group = make_stepping(build(lambda stage: None), api, cfg, "actor-0", seed=0, incarnation=0).group
-    rng = np.random.default_rng(0)
-    ends, reported = 0, []
-    try:
-        while not reported:
-            result = group.step(rng.integers(4, size=2))
-            ends += int(np.count_nonzero(result.terminated | result.truncated))
-            reported += result.episodes
-    finally:
-        group.close()
+    ends, reported = play_until_a_game_is_reported(group)
     return ends, reported, group.env_steps
 
 
