@@ -20,12 +20,10 @@ OBS_SPACE = gym.spaces.Box(0.0, 1e9, (4,), np.float32)
 ACTION_SPACE = gym.spaces.Discrete(2)
 
 
-class TurnAEC(AECEnv):
-    """Three agents taking turns in the order a_0, a_1, b_0 (a_1 dropping out), as AEC."""
+class ThreeAgents:
+    """What both forms share: the agents, their spaces, the episode count and an agent's observation."""
 
-    metadata = {"name": "turn_aec_v0", "is_parallelizable": False}
-
-    def __init__(self, cycles: int = 12, leave_at: int = 3):
+    def __init__(self, cycles: int, leave_at: int):
         super().__init__()
         self.possible_agents = list(AGENTS)
         self.cycles, self.leave_at = cycles, leave_at
@@ -36,6 +34,18 @@ class TurnAEC(AECEnv):
 
     def action_space(self, agent):
         return ACTION_SPACE
+
+    def _obs(self, agent):
+        return np.array([INDEX[agent], self.turn, self.episode, self.own_turns[agent]], np.float32)
+
+
+class TurnAEC(ThreeAgents, AECEnv):
+    """Three agents taking turns in the order a_0, a_1, b_0 (a_1 dropping out), as AEC."""
+
+    metadata = {"name": "turn_aec_v0", "is_parallelizable": False}
+
+    def __init__(self, cycles: int = 12, leave_at: int = 3):
+        super().__init__(cycles, leave_at)
 
     def reset(self, seed=None, options=None):
         self.agents = list(self.possible_agents)
@@ -49,7 +59,7 @@ class TurnAEC(AECEnv):
         self.agent_selection = self.agents[0]
 
     def observe(self, agent):
-        return np.array([INDEX[agent], self.turn, self.episode, self.own_turns[agent]], np.float32)
+        return self._obs(agent)
 
     def step(self, action):
         agent = self.agent_selection
@@ -71,24 +81,13 @@ class TurnAEC(AECEnv):
         self._deads_step_first()
 
 
-class TurnParallel(ParallelEnv):
+class TurnParallel(ThreeAgents, ParallelEnv):
     """The same three agents acting together each step, as a parallel env."""
 
     metadata = {"name": "turn_parallel_v0"}
 
     def __init__(self, cycles: int = 6, leave_at: int = 3):
-        self.possible_agents = list(AGENTS)
-        self.cycles, self.leave_at = cycles, leave_at
-        self.episode = -1
-
-    def observation_space(self, agent):
-        return OBS_SPACE
-
-    def action_space(self, agent):
-        return ACTION_SPACE
-
-    def _obs(self, agent):
-        return np.array([INDEX[agent], self.turn, self.episode, self.own_turns[agent]], np.float32)
+        super().__init__(cycles, leave_at)
 
     def reset(self, seed=None, options=None):
         self.agents = list(self.possible_agents)

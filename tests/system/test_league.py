@@ -5,16 +5,10 @@ its policy against the other's versions."""
 from __future__ import annotations
 
 from tests.system.harness import write_config
+from tests.system.test_multiagent import POOLED
 
 LEAGUE = [
-    "model.kind='mlp'",  # the league is under test, not the example's network (which imports from beside its config)
-    "env.num_envs=8",
-    "actors.unroll_length=8",
-    "algorithm.batch_size=256",
-    "algorithm.minibatches=2",
-    "learner.pool_every=2",
-    "learner.pool_size=3",
-    "selfplay.games_per_draw=8",  # a new opponent every 8 games: both pools come up within the test's games
+    *POOLED,  # a new opponent every 8 games: both pools come up within the test's games
     "eval.enabled=false",
     "supervisor.heartbeat_interval_s=0.2",
     "actors.weights_refresh_s=0.5",

@@ -32,15 +32,24 @@ def start_learner(procs, collector, path, policy):
     procs.start(f"learner-{policy}", "learner", str(path), "--policy", policy, "--control", collector.endpoint)
 
 
-def test_two_policies_train_apart_and_a_dead_learner_stalls_nobody(tmp_path, procs, collector):
-    config, path = write_config(tmp_path, MULTI)
+def train_alpha_and_beta(procs, collector, path, updates: int) -> tuple[str, str]:
+    """Both policies' learners and actor-0 as processes, until each learner is past `updates`: their names."""
     for policy in ("alpha", "beta"):
         start_learner(procs, collector, path, policy)
     procs.start("actor-0", "actor", str(path), "--index", "0", "--control", collector.endpoint)
     learners = ("learner-alpha", "learner-beta")
     collector.wait_for(
-        lambda: all(collector.counter(n, "updates", 0) > 50 for n in learners), 90, "both learners training", procs
+        lambda: all(collector.counter(n, "updates", 0) > updates for n in learners),
+        90,
+        "both learners training",
+        procs,
     )
+    return learners
+
+
+def test_two_policies_train_apart_and_a_dead_learner_stalls_nobody(tmp_path, procs, collector):
+    config, path = write_config(tmp_path, MULTI)
+    learners = train_alpha_and_beta(procs, collector, path, 50)
     for name in learners:
         assert collector.counter(name, "batches_foreign", 0) == 0
         assert collector.counter(name, "batches_malformed", 0) == 0
@@ -222,13 +231,7 @@ def test_one_policy_learner_joins_from_elsewhere(tmp_path, procs):
 def test_each_policy_can_train_with_its_own_algorithm(tmp_path, procs, collector):
     # alpha keeps the run's double_dqn; beta learns with APPO from the same actor's worlds.
     config, path = write_config(tmp_path, MULTI + ["policies.beta.algorithm={name='appo', batch_size=64}"])
-    for policy in ("alpha", "beta"):
-        start_learner(procs, collector, path, policy)
-    procs.start("actor-0", "actor", str(path), "--index", "0", "--control", collector.endpoint)
-    learners = ("learner-alpha", "learner-beta")
-    collector.wait_for(
-        lambda: all(collector.counter(n, "updates", 0) > 10 for n in learners), 90, "both learners training", procs
-    )
+    learners = train_alpha_and_beta(procs, collector, path, 10)
     for name in learners:
         assert collector.counter(name, "batches_malformed", 0) == 0, f"{name} dropped batches as malformed"
     # APPO publishes after every update; DQN every publish_interval_updates (10).
@@ -287,7 +290,7 @@ def test_one_policy_down_leaves_the_other_training_and_status_says_which(tmp_pat
         run.close()
 
 
-SELFPLAY = [
+POOLED = [  # Connect Four self-play with a small pool, for this test and the league's
     "model.kind='mlp'",  # the pool, seats and ratings are under test, not the example's network (beside its config)
     "env.num_envs=8",
     "actors.unroll_length=8",
@@ -295,7 +298,10 @@ SELFPLAY = [
     "algorithm.minibatches=2",
     "learner.pool_every=2",
     "learner.pool_size=3",
-    "selfplay.games_per_draw=8",  # a new opponent drawn every 8 games: several loads within the test's games
+    "selfplay.games_per_draw=8",  # a new opponent drawn every 8 games: several loads within a test's games
+]
+SELFPLAY = [
+    *POOLED,
     "learner.checkpoint_interval_s=1.0",
     "supervisor.heartbeat_interval_s=0.2",
     "actors.weights_refresh_s=0.5",
