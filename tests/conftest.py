@@ -18,6 +18,13 @@ def zmq_ctx():
 
 
 @pytest.fixture
+def control_pair(zmq_ctx, tmp_path):
+    """(ROUTER, DEALER): a control socket's two ends, connected over ipc:// in the test's own directory."""
+    endpoint = f"ipc://{tmp_path}/control"
+    return sockets.control_router(zmq_ctx, endpoint), sockets.control_dealer(zmq_ctx, endpoint)
+
+
+@pytest.fixture
 def short_tmp():
     """A short temporary directory: ipc:// paths must stay under about 100 characters."""
     with tempfile.TemporaryDirectory(prefix="tdm-", dir="/tmp") as path:

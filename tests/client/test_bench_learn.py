@@ -78,32 +78,31 @@ def test_references_by_name_or_file_and_clear_errors(tmp_path):
         load_reference(str(bad))
 
 
+def bench_learn(frames: str, *args: str):
+    """`tandem bench learn --config examples/cartpole_appo.toml --frames FRAMES ARGS...`, run in this process."""
+    return CliRunner().invoke(
+        cli, ["bench", "learn", "--config", "examples/cartpole_appo.toml", "--frames", frames, *args]
+    )
+
+
 @pytest.mark.timeout(150)
 def test_bench_learn_runs_real_seeds_and_prints_a_complete_record(tmp_path):
     # an unreachable target: the run goes on to the frames
-    result = CliRunner().invoke(
-        cli,
-        [
-            "bench",
-            "learn",
-            "--config",
-            "examples/cartpole_appo.toml",
-            "--frames",
-            "40000",
-            "--seeds",
-            "1",
-            "--first-seed",
-            "2",
-            "--limit-s",
-            "60",
-            "--reference",
-            "cartpole-cleanrl-ppo",
-            "--set",
-            "stop.eval_return=1e9",
-            "--keep",
-            str(tmp_path / "kept"),
-            "--json",
-        ],
+    result = bench_learn(
+        "40000",
+        "--seeds",
+        "1",
+        "--first-seed",
+        "2",
+        "--limit-s",
+        "60",
+        "--reference",
+        "cartpole-cleanrl-ppo",
+        "--set",
+        "stop.eval_return=1e9",
+        "--keep",
+        str(tmp_path / "kept"),
+        "--json",
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output.strip().splitlines()[-1])
@@ -119,28 +118,12 @@ def test_bench_learn_runs_real_seeds_and_prints_a_complete_record(tmp_path):
     kept = tmp_path / "kept" / "seed-2"
     assert (kept / "metrics.jsonl").stat().st_size > 0
     assert tomllib.loads((kept / "config.toml").read_text())["run"]["seed"] == 2
-    again = CliRunner().invoke(
-        cli,
-        [
-            "bench",
-            "learn",
-            "--config",
-            "examples/cartpole_appo.toml",
-            "--frames",
-            "100",
-            "--seeds",
-            "3",
-            "--keep",
-            str(tmp_path / "kept"),
-        ],
-    )
+    again = bench_learn("100", "--seeds", "3", "--keep", str(tmp_path / "kept"))
     assert again.exit_code == 2 and "seed-2 exists" in again.output
 
 
 def test_bench_learn_names_a_bad_reference():
-    result = CliRunner().invoke(
-        cli, ["bench", "learn", "--config", "examples/cartpole_appo.toml", "--frames", "100", "--reference", "nope"]
-    )
+    result = bench_learn("100", "--reference", "nope")
     assert result.exit_code == 2 and "no reference named 'nope'" in result.output
 
 

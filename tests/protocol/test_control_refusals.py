@@ -64,16 +64,6 @@ def test_a_long_unknown_kind_is_cut_in_the_refusal():
     assert len(str(refused.value)) < 1000
 
 
-@pytest.fixture
-def wire(tmp_path):
-    """A ROUTER and a DEALER connected over ipc:// in the test's own directory."""
-    ctx = sockets.new_context()
-    router = sockets.control_router(ctx, f"ipc://{tmp_path}/control")
-    dealer = sockets.control_dealer(ctx, f"ipc://{tmp_path}/control")
-    yield router, dealer
-    sockets.close_context(ctx, linger_ms=0)
-
-
 def exchange(router, dealer, message: list[bytes], serve) -> ControlReply:
     """Send `message`, let `serve(router)` answer what waits, and return the reply (within bounded waits)."""
     assert sockets.send_frames(dealer, message, timeout_ms=WAIT_MS)
@@ -85,24 +75,26 @@ def exchange(router, dealer, message: list[bytes], serve) -> ControlReply:
 
 
 @pytest.mark.parametrize("what", list(BAD))
-def test_the_supervisor_answers_a_malformed_request_with_its_own_id(tmp_path, wire, what):
+def test_the_supervisor_answers_a_malformed_request_with_its_own_id(tmp_path, control_pair, what):
     config = load_config(ROOT / "examples" / "cartpole.toml", [])
     sup = Supervisor(
         config, tmp_path / "config.toml", "tcp://127.0.0.1:1", tmp_path / "logs", [DaemonSpec("actor", "x")]
     )
     header, request_id, says = BAD[what]
-    reply = exchange(*wire, frames(header), lambda router: handle_control(router, sup, 0.0))
+    reply = exchange(*control_pair, frames(header), lambda router: handle_control(router, sup, 0.0))
     assert isinstance(reply, ControlReply)
     assert (reply.ok, reply.code, reply.request_id) == (False, "bad_message", request_id)
     assert reply.message.startswith(says)
     assert status_data(sup, 0.0)["dropped"]["control_malformed"] == 1
 
 
-def test_a_learner_snapshot_socket_answers_a_request_of_another_version_with_its_id(wire):
+def test_a_learner_snapshot_socket_answers_a_request_of_another_version_with_its_id(control_pair):
     counts = {"snapshot_requests_refused": 0}
     request = {"v": 2, "kind": "weight_request", "policy_id": "default", "have_version": -1, "requester": "a"}
     reply = exchange(
-        *wire, frames({**request, "request_id": 77}), lambda router: serve_snapshots(router, "default", 3, None, counts)
+        *control_pair,
+        frames({**request, "request_id": 77}),
+        lambda router: serve_snapshots(router, "default", 3, None, counts),
     )
     assert (reply.ok, reply.code, reply.request_id) == (False, "bad_message", 77)
     assert counts["snapshot_requests_refused"] == 1

@@ -11,9 +11,7 @@ import pytest
 
 from tandem.daemons.acting.weights_client import RETRY_S, WeightsClient
 from tandem.daemons.config import load_config
-from tandem.daemons.learner.daemon import Learner
 from tandem.daemons.learner.snapshots import SnapshotServer
-from tandem.daemons.runtime.signals import StopFlag
 from tandem.protocol import WeightBlob, sockets
 from tests.system.harness import ROOT
 
@@ -75,15 +73,11 @@ def test_an_actor_started_before_its_learner_binds_gets_the_first_weights_at_onc
 
 
 @pytest.fixture
-def learner(tmp_path):
-    config = load_config(ROOT / "examples" / "cartpole.toml", [f"run.dir='{tmp_path}'"])
-    learner = Learner(config, "default", StopFlag(), control_endpoint=None)
-    learner.build()
-    learner.binding.bind()
+def learner(tmp_path, built_learner):
+    """The example's learner, built, bound and publishing its first weights."""
+    learner = built_learner(load_config(ROOT / "examples" / "cartpole.toml", [f"run.dir='{tmp_path}'"]))
     learner.publish()
-    yield learner
-    learner.metrics.close()
-    sockets.close_context(learner.runtime.ctx, 0)
+    return learner
 
 
 def test_a_late_joiner_is_served_while_the_learner_is_in_the_middle_of_an_update(learner, zmq_ctx):
