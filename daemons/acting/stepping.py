@@ -242,13 +242,12 @@ def make_stepping(
     stream_id: str,
     seed: int,
     incarnation: int,
-    record: bool = True,
     first: str | None = None,
 ) -> GymStepping | WorldStepping:
     """The stepping for `envs` already built by `env_builder`'s or `actor_envs`'s function (`first`: a policy
     whose agent patterns are tried before the others', as a self-play league's member in its own actors)."""
     if api in MULTI_AGENT_APIS:
-        return WorldStepping(envs, api, config, stream_id, seed, incarnation, record=record, first=first)
+        return WorldStepping(envs, api, config, stream_id, seed, incarnation, first=first)
     games = config.env.games
     group = VectorGroup(envs[0], seed, games=games) if api == VECTOR_API else EnvGroup(envs, seed=seed, games=games)
     return GymStepping(group, config, stream_id, incarnation)
