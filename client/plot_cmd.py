@@ -31,6 +31,8 @@ CHARTS = [
     ("Entropy", lambda k: diagnostic(k) == "entropy"),
     ("KL and clip fraction", lambda k: diagnostic(k) in ("approx_kl", "clip_fraction")),
     ("Explained variance", lambda k: diagnostic(k) == "explained_variance"),
+    # where the learner's loop spent its time (share of wall time): which of them bounds the run
+    ("Learner time (share)", lambda k: (diagnostic(k) or "").startswith("time_")),
     # self-play learners only
     ("Self-play rating", lambda k: diagnostic(k) in ("rating", "rating_ordinal")),
     ("Self-play win rate against the pool", lambda k: diagnostic(k) == "pool_win_rate"),

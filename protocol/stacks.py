@@ -221,3 +221,40 @@ def unpack(batch: TransitionBatch) -> TransitionBatch:
         return batch
     obs, final = rebuild(batch.obs, batch.obs_history, done, batch.final_obs, batch.truncated)
     return dataclasses.replace(batch, obs=obs, final_obs=final, obs_stack=1, obs_history=None)
+
+
+def unpack_side_by_side(batches: list[TransitionBatch]) -> list[TransitionBatch]:
+    """`unpack` of each batch; unrolls of one length, framed alike, are rebuilt into one array [T+1, N, S, ...]
+    whose column blocks become their obs, so that joining them again along K (keyed.concat) copies nothing."""
+    first = batches[0] if batches else None
+    alike = first is not None and all(
+        b.obs_stack == first.obs_stack > 1
+        and not b.keyed
+        and b.num_steps == first.num_steps
+        and b.obs.shape[2:] == first.obs.shape[2:]
+        and b.obs.dtype == first.obs.dtype
+        for b in batches
+    )
+    if not alike or len(batches) < 2:
+        return [unpack(b) for b in batches]
+    stack, widths = first.obs_stack, [b.num_envs for b in batches]
+    frame, envs = first.obs.shape[2:], sum(widths)
+    ext = np.empty((stack - 1 + first.num_steps + 1, envs, *frame), first.obs.dtype)  # every column's, side by side
+    sources = np.empty((first.num_steps + 1, envs, stack), np.int64)
+    unpacked, start = [], 0
+    for b, width in zip(batches, widths):
+        cols = slice(start, start + width)
+        ext[: stack - 1, cols] = np.swapaxes(b.obs_history, 0, 1)
+        ext[stack - 1 :, cols] = b.obs
+        src = stack_sources(b.terminated | b.truncated, stack)
+        sources[:, cols] = src * envs + np.arange(start, start + width)[None, :, None]  # rows of ext laid flat
+        old, k_idx = final_sources(src, b.truncated)
+        final = np.concatenate([ext[old, (k_idx + start)[:, None]], b.final_obs[:, None]], axis=1)
+        unpacked.append((b, cols, final))
+        start += width
+    obs = np.empty((first.num_steps + 1, envs, stack, *frame), first.obs.dtype)
+    np.take(ext.reshape(-1, *frame), sources.reshape(-1), axis=0, out=obs.reshape(-1, *frame))
+    return [
+        dataclasses.replace(b, obs=obs[:, cols], final_obs=final, obs_stack=1, obs_history=None)
+        for b, cols, final in unpacked
+    ]

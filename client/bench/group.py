@@ -46,6 +46,10 @@ BENCHMARKS = {
         "tandem.client.bench.game:game_cmd",
         "Served games' frames/s and latency with the learner idle and training flat...",
     ),
+    "learner": (
+        "tandem.client.bench.learner_work:learner_cmd",
+        "The learner's own work per sample, with a network of almost no compute: what...",
+    ),
     "game-solve": (
         "tandem.client.bench.game_solve:game_solve_cmd",
         "Median time from `tandem up` to the evaluation target with games served vs...",

@@ -31,6 +31,13 @@ class UnrollTensors:
     core_state: torch.Tensor | None = None  # [N, S] the recurrent state each column's first step acted from
 
 
+@dataclass
+class PreparedUnrolls:
+    """An update's unrolls made ready: those of one length side by side as one UnrollTensors per length."""
+
+    parts: list[UnrollTensors]
+
+
 def stack_unrolls(
     unrolls: Sequence[TransitionBatch], head: ActionHead, device: torch.device, reward_scale: float
 ) -> UnrollTensors:

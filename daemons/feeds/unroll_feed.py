@@ -74,8 +74,9 @@ class UnrollFeed:
             taken.append(unroll)
             count += unroll.num_transitions
         self.queued -= count
-        # Queued unrolls keep frame stacks as frames (PROTOCOL.md 2.1.2); only the ones trained on now are rebuilt.
-        return [stacks.unpack(u) for u in taken]
+        # Queued unrolls keep frame stacks as frames (PROTOCOL.md 2.1.2); only the ones trained on now are rebuilt,
+        # side by side in one array, which the update takes as it is
+        return stacks.unpack_side_by_side(taken)
 
     @staticmethod
     def lag_of(unrolls: list[TransitionBatch], version: int) -> float:

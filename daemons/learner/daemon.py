@@ -18,6 +18,7 @@ from tandem.daemons.learner.progress import Progress
 from tandem.daemons.learner.publisher import Publisher
 from tandem.daemons.learner.replica_error import ReplicaError
 from tandem.daemons.learner.replica_parts import GroupStep, LoneStep, duties_of, join_replicas, replica_device
+from tandem.daemons.learner.time_split import TimeSplit
 from tandem.daemons.learner.training import Training
 from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
 from tandem.daemons.runtime.names import learner_name
@@ -41,6 +42,7 @@ class Learner:
         checkpointer the training state on disk, restored at start
         metrics      the heartbeat's counters and metrics.jsonl
         pace         the insert budget each version carries to the actors
+        split        where the loop's time goes (waiting, preparing, computing, publishing), in the metrics
 
     `progress` (counters, version, env steps) is what they share; `run()` builds, binds and loops.
     """
@@ -65,6 +67,7 @@ class Learner:
         self.device = replica_device(device or config.learner.device, rank)
         self.runtime = DaemonRuntime("learner", learner_name(policy_id, rank), config, control_endpoint, stop)
         self.progress = Progress()
+        self.split = TimeSplit()
         self.disk = LearnerDisk(run_dir(config) / self.runtime.name, self.progress.counts)
         self.pace = PaceMeter(learner.pace_headroom, expected_streams=self.config.actors.count)
         self.binding = Binding(self.runtime, self.config, policy_id, bind, insecure, replica_port)
@@ -103,7 +106,7 @@ class Learner:
         set_torch_threads(cfg.learner.torch_threads)
         reporter.set_stage("build")
         spaces = probe_policy_spaces(cfg, self.policy_id)
-        self.training = Training(cfg, spaces, self.device, progress.counts, heartbeat=reporter.tick)
+        self.training = Training(cfg, spaces, self.device, progress.counts, heartbeat=reporter.tick, split=self.split)
         feed = self.training.feed
         self.intake = Intake(
             feed,
@@ -132,7 +135,13 @@ class Learner:
         self.publisher.start_above(self.restored)
         self.publisher.pool.load()  # the opponents an earlier run of this learner kept
         self.metrics = LearnerMetrics(
-            progress, self.training, self.pace, self.checkpointer, self.disk, extra=self.publisher.pool.counters
+            progress,
+            self.training,
+            self.pace,
+            self.checkpointer,
+            self.disk,
+            extra=self.publisher.pool.counters,
+            split=self.split,
         )
         self.runtime.on_close(self.metrics.close)
 
@@ -203,14 +212,16 @@ class Learner:
         if self.intake.on_thread:
             self.intake.check()
             return 0
-        return self.intake.drain(self.binding.transitions_pull)
+        with self.split.timing("prepare"):  # decoding and checking what came in, inline
+            return self.intake.drain(self.binding.transitions_pull)
 
     def idle(self) -> None:
         """Nothing came in and nothing to train on: wait a moment (for a batch, with the intake inline)."""
-        if self.intake.on_thread:
-            time.sleep(IDLE_POLL_MS / 1000)
-        else:
-            sockets.poll([self.binding.transitions_pull], IDLE_POLL_MS)
+        with self.split.timing("wait"):
+            if self.intake.on_thread:
+                time.sleep(IDLE_POLL_MS / 1000)
+            else:
+                sockets.poll([self.binding.transitions_pull], IDLE_POLL_MS)
 
     def train_step(self) -> bool:
         """One update if a batch is ready (False if none was), and the next version when one is due."""
@@ -226,6 +237,11 @@ class Learner:
         """This version's weights to the actors, with the insert budget they share and the env steps behind it."""
         if not self.duties.publishes:
             return  # replica 0 publishes for the group: the weights are the same
+        with self.split.timing("publish"):
+            self.send_version()
+
+    def send_version(self) -> None:
+        """Build and send this version's weight blob (see publish)."""
         progress = self.progress
         pace_per_s, streams = self.pace.advice(time.monotonic(), filling=self.training.feed.filling())
         blob = WeightBlob.build(

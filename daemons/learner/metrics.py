@@ -11,6 +11,7 @@ from tandem.daemons.learner.intake import Intake
 from tandem.daemons.learner.metrics_log import MetricsLog
 from tandem.daemons.learner.pace import PaceMeter
 from tandem.daemons.learner.progress import Progress
+from tandem.daemons.learner.time_split import TimeSplit
 from tandem.daemons.learner.training import Training
 from tandem.daemons.runtime.reporter import TRAIN_PREFIX
 
@@ -28,10 +29,12 @@ class LearnerMetrics:
         checkpointer: Checkpointer,
         disk: LearnerDisk,
         extra: Callable[[], dict[str, float]] | None = None,
+        split: TimeSplit | None = None,
     ):
         self.progress, self.training, self.pace = progress, training, pace
         self.checkpointer, self.disk = checkpointer, disk
         self.extra = extra  # counters of other parts (a self-play learner's pool and ratings)
+        self.split = split or TimeSplit()  # the loop's time shares, a window a line
         self.log = MetricsLog(disk.dir / "metrics.jsonl", disk.dir / "tensorboard")
         self.lag_mean = 0.0  # of the transitions inserted in the last second with any
         self.next_write = 0.0
@@ -43,6 +46,7 @@ class LearnerMetrics:
         lag = intake.take_lag_mean()
         if lag is not None:
             self.lag_mean = lag
+        self.split.close_window()
         self.write()
         self.next_write = now + WRITE_EVERY_S
 
@@ -53,7 +57,8 @@ class LearnerMetrics:
             counters = {k: v for k, v in self.counters().items() if not k.startswith(TRAIN_PREFIX)}
             # other parts' diagnostics (a self-play learner's rating) by their own names too
             extra = {k.removeprefix(TRAIN_PREFIX): v for k, v in (self.extra() if self.extra else {}).items()}
-            self.log.write(self.progress.counts["updates"], {**counters, **extra, **self.training.last_metrics})
+            own = {**self.training.last_metrics, **self.split.shares}
+            self.log.write(self.progress.counts["updates"], {**counters, **extra, **own})
         except OSError as exc:
             self.disk.failed("the metrics", exc)
         else:
@@ -74,9 +79,10 @@ class LearnerMetrics:
             **self.checkpointer.counters(),
             **self.disk.counters(),
             "sample_lag_mean": last.get("sample_lag_mean", 0.0),
-            # the last update's diagnostics (losses, entropy, KL, clip fraction, explained variance, ...):
-            # the supervisor puts them in the run's curves as train/NAME
+            # the last update's diagnostics (losses, entropy, KL, clip fraction, explained variance, ...) and where
+            # the loop's time went: the supervisor puts them in the run's curves as train/NAME
             **{TRAIN_PREFIX + k: v for k, v in last.items() if math.isfinite(v)},
+            **{TRAIN_PREFIX + k: v for k, v in self.split.shares.items()},
             **(self.extra() if self.extra is not None else {}),
         }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tandem.daemons.algorithms import make_algorithm, make_feed
@@ -12,7 +13,17 @@ from tandem.daemons.envs.spaces import PolicySpaces
 from tandem.daemons.learner.augment import UnrollAugment
 from tandem.daemons.learner.content import BatchContentCheck
 from tandem.daemons.learner.prefetch import Prefetcher
+from tandem.daemons.learner.time_split import TimeSplit
 from tandem.daemons.settings.schema import RunConfig
+
+
+@dataclass(frozen=True)
+class ReadyBatch:
+    """A batch taken from the feed, and what the update trains on: with learner.augment its copies too, and in the
+    algorithm's own prepared form when it has one (Algorithm.prepare: tensors on the device, targets ...)."""
+
+    taken: Any  # what the feed gave: its after_update and lag figures see this
+    trained_on: Any
 
 
 class Training:
@@ -24,7 +35,13 @@ class Training:
     """
 
     def __init__(
-        self, config: RunConfig, spaces: PolicySpaces, device: str, counts: dict[str, float], heartbeat: Callable
+        self,
+        config: RunConfig,
+        spaces: PolicySpaces,
+        device: str,
+        counts: dict[str, float],
+        heartbeat: Callable,
+        split: TimeSplit | None = None,
     ):
         obs_space, action_space = spaces.observation_space, spaces.action_space
         self.algorithm = make_algorithm(config, obs_space, action_space, device, mask_size=spaces.mask_size)
@@ -40,6 +57,8 @@ class Training:
         self.prefetcher: Prefetcher | None = None
         self.last_metrics: dict[str, float] = {}  # the last update's diagnostics (loss, entropy, KL, ...)
         self.augment = UnrollAugment(config.learner.augment) if config.learner.augment else None
+        self.split = split or TimeSplit()  # where the time goes: taking and preparing a batch, the update
+        self.prepare = getattr(self.algorithm, "prepare", None)  # optional: see ReadyBatch
 
     @property
     def consumed_per_update(self) -> float:
@@ -62,25 +81,32 @@ class Training:
 
     def step(self, version: int) -> bool:
         """One update with the next batch, if one is ready (False if not); counted in `updates`."""
-        payload = self.next_payload(version)
-        if payload is None:
+        ready = self.next_payload(version)
+        if ready is None:
             return False
-        self.train(payload, version)
+        self.train(ready, version)
         return True
 
-    def next_payload(self, version: int) -> Any | None:
+    def next_payload(self, version: int) -> ReadyBatch | None:
         """The next batch to train on (from the prefetcher when there is one), or None when none is ready."""
-        if self.prefetcher is not None:
-            return self.prefetcher.next()
-        with self.feed_lock:
-            return self.feed.next_batch(version)
+        with self.split.timing("prepare"):
+            if self.prefetcher is not None:
+                taken = self.prefetcher.next()
+            else:
+                with self.feed_lock:
+                    taken = self.feed.next_batch(version)
+            if taken is None:
+                return None
+            # the copies are trained on only: the feed and its lag figures see the unrolls that came
+            trained_on = self.augment(taken) if self.augment else taken
+            return ReadyBatch(taken, self.prepare(trained_on) if self.prepare is not None else trained_on)
 
-    def train(self, payload: Any, version: int) -> None:
-        """One update with `payload`, and what it said; counted in `updates`."""
-        # the copies are trained on only: the feed and its lag figures see the unrolls that came
-        result = self.algorithm.update(self.augment(payload) if self.augment else payload)
+    def train(self, ready: ReadyBatch, version: int) -> None:
+        """One update with `ready`, and what it said; counted in `updates`."""
+        with self.split.timing("compute"):
+            result = self.algorithm.update(ready.trained_on)
         with self.feed_lock:
-            self.feed.after_update(payload, result)
+            self.feed.after_update(ready.taken, result)
         self.counts["updates"] += 1
         self.last_metrics = {k: float(v) for k, v in result.metrics.items()}
-        self.last_metrics["sample_lag_mean"] = self.feed.lag_of(payload, version)
+        self.last_metrics["sample_lag_mean"] = self.feed.lag_of(ready.taken, version)

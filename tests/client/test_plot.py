@@ -46,6 +46,8 @@ def write_run(
                     "approx_kl": 0.01,
                     "clip_fraction": 0.1,
                     "explained_variance": 0.5,
+                    "time_compute": 0.6,  # where the learner's time went
+                    "time_wait": 0.1,
                     "grad_norm": 0.4,
                     **(extra or {}),
                 },

@@ -36,14 +36,19 @@ from tandem.daemons.algorithms.base import UpdateResult
 from tandem.daemons.algorithms.recurrent import check_core_state
 from tandem.daemons.algorithms.running_norm import RunningMeanStd
 from tandem.daemons.algorithms.torch_util import (
-    cat_obs,
     check_tensors,
     cpu_copy,
     make_adam,
     module_weights,
     torch_device,
 )
-from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP, UnrollTensors, select_columns, stack_unrolls
+from tandem.daemons.algorithms.unroll_tensors import (
+    BEHAVIOUR_LOGP,
+    PreparedUnrolls,
+    UnrollTensors,
+    select_columns,
+    stack_unrolls,
+)
 from tandem.daemons.settings.schema import RunConfig
 from tandem.protocol import TransitionBatch, keyed
 
@@ -115,7 +120,16 @@ class APPO:
             raise ValueError(f"extra.{BEHAVIOUR_LOGP} holds NaN or infinite values")
         check_core_state(batch, getattr(self.net, "state_size", 0))
 
-    def update(self, unrolls: Sequence[TransitionBatch]) -> UpdateResult:
+    def prepare(self, unrolls: Sequence[TransitionBatch]) -> PreparedUnrolls:
+        """The unrolls as tensors on the device, those of one length side by side: what `update` trains on (the
+        learner calls this apart, so that its time counts as preparing, not as the update's compute)."""
+        groups: dict[int, list[TransitionBatch]] = {}
+        for u in unrolls:
+            groups.setdefault(u.num_steps, []).append(u)
+        head, scale = self.net.head, self.cfg.reward_scale
+        return PreparedUnrolls([stack_unrolls(g, head, self.device, scale) for g in groups.values()])
+
+    def update(self, unrolls: Sequence[TransitionBatch] | PreparedUnrolls) -> UpdateResult:
         """`epochs` passes over the unrolls, each in `minibatches`; one Adam step per minibatch.
 
         targets = 'per_minibatch': V-trace runs again before every step, with the weights of that step, on
@@ -124,10 +138,7 @@ class APPO:
         cfg = self.cfg
         if cfg.learning_rate_decay_steps:
             self.set_learning_rate()
-        groups: dict[int, list[TransitionBatch]] = {}
-        for u in unrolls:
-            groups.setdefault(u.num_steps, []).append(u)
-        data = [stack_unrolls(g, self.net.head, self.device, cfg.reward_scale) for g in groups.values()]
+        data = (unrolls if isinstance(unrolls, PreparedUnrolls) else self.prepare(unrolls)).parts
         for part in data:  # statistics first: the targets below see the inputs the steps will
             if self.net.obs_norm is not None:
                 self.net.update_obs_norm(part.obs[:-1].reshape(-1, *part.obs.shape[2:]))
@@ -204,8 +215,9 @@ class APPO:
         steps, n = d.rewards.shape
         if self.net.recurrent:  # the core runs over each column from its initial state
             dist, all_values = self.net.evaluate_unroll(d)
-        else:
-            dist, all_values = self.net.evaluate(cat_obs([keyed.flat(d.obs), d.finals]), steps * n)
+        else:  # the few truncated episodes' last observations apart: no copy of every observation to join them
+            dist, values = self.net.evaluate(keyed.flat(d.obs), steps * n)
+            all_values = torch.cat([values, self.net.values(d.finals)]) if keyed.row_count(d.finals) else values
         logp = dist.log_prob(d.actions.reshape(steps * n, -1)).reshape(steps, n)
         return dist, logp, all_values
 

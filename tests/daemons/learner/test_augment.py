@@ -116,8 +116,8 @@ def test_an_update_trains_on_the_copies_while_the_feed_and_the_ratings_count_wha
     batch = first_legal_unroll(learner.config, games=((0, 1.0),))
     learner.intake.handle(unchecked_frames(batch))
     trained: list[list[TransitionBatch]] = []
-    update = learner.training.algorithm.update
-    learner.training.algorithm.update = lambda unrolls: trained.append(unrolls) or update(unrolls)
+    prepare = learner.training.prepare  # the unrolls an update trains on, before they become its tensors
+    learner.training.prepare = lambda unrolls: trained.append(unrolls) or prepare(unrolls)
     before = {k: v.clone() for k, v in learner.training.algorithm.net.state_dict().items()}
     assert learner.training.step(version=0)
     (unrolls,) = trained
