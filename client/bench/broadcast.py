@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import multiprocessing as mp
 import os
 import shutil
@@ -17,6 +16,7 @@ import psutil
 import zmq
 
 from tandem.client.bench.options import json_option, quick_option
+from tandem.client.bench.report import finish, progress
 from tandem.protocol import WeightBlob, sockets
 
 SIZES = {"100KiB": 100 * 1024, "10MiB": 10 * 1024 * 1024, "100MiB": 100 * 1024 * 1024}
@@ -207,7 +207,7 @@ def broadcast_cmd(as_json: bool, quick: bool, versions: int) -> None:
     sizes = ["100KiB", "10MiB"] if quick else ["100KiB", "10MiB", "100MiB"]
     counts = [1, 4] if quick else [1, 4, 16]
     versions = 3 if quick else versions
-    results = []
+    say, results = progress(as_json), []
     for size in sizes:
         for actors in counts:
             if size == "100MiB" and actors == 16:
@@ -219,11 +219,10 @@ def broadcast_cmd(as_json: bool, quick: bool, versions: int) -> None:
                 row[f"{path}_median_ms"] = round(statistics.median(runs) * 1e3, 3)
             row["ratio"] = round(row["tandem_median_ms"] / row["raw_median_ms"], 3)
             results.append(row)
-            if not as_json:
-                click.echo(
-                    f"{size:>7s} x {actors:2d}: raw {row['raw_median_ms']:9.2f} ms  tandem "
-                    f"{row['tandem_median_ms']:9.2f} ms  ratio {row['ratio']:.2f}"
-                )
+            say(
+                f"{size:>7s} x {actors:2d}: raw {row['raw_median_ms']:9.2f} ms  tandem "
+                f"{row['tandem_median_ms']:9.2f} ms  ratio {row['ratio']:.2f}"
+            )
     target_row = next((r for r in results if r["size"] == "10MiB" and r["actors"] == max(counts)), None)
     met = None if target_row is None else target_row["ratio"] <= TARGET_RATIO
     record = {
@@ -237,13 +236,11 @@ def broadcast_cmd(as_json: bool, quick: bool, versions: int) -> None:
         "met": met,
         "stalled_subscriber": stalled_subscriber_rss(SIZES["10MiB"], 3, 10 if quick else 50),
     }
-    if as_json:
-        click.echo(json.dumps(record))
-        return
-    click.echo(f"target: 10MiB x {max(counts)} ratio <= {TARGET_RATIO:g}: {'met' if met else 'NOT met'}")
     st = record["stalled_subscriber"]
-    click.echo(
+    stalled = (
         f"publisher RSS with 1 of {st['actors']} subscribers SIGSTOPped over {st['versions']} versions of 10 MiB: "
         f"{st['rss_before_mb']} -> {st['rss_peak_mb']} MB peak, {st['growth_blobs']:.2f} blobs "
         f"(target <= {STALLED_RSS_MAX_BLOBS:g}): {'met' if st['met'] else 'NOT met'}"
     )
+    target = f"target: 10MiB x {max(counts)} ratio <= {TARGET_RATIO:g}: {'met' if met else 'NOT met'}"
+    finish(record, as_json, [target, stalled])

@@ -9,15 +9,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
 from tandem.client.bench.game_drive import alone, echo, end_echo, play
 from tandem.client.bench.game_phases import TARGET_FRAMES_PER_S, game_figures, median_phases, paired_median
-from tandem.client.bench.game_processes import DEFAULT_CONFIG, print_processes, processes_record
+from tandem.client.bench.game_processes import DEFAULT_CONFIG, processes_lines, processes_record
 from tandem.client.bench.isolation import IDLE, TRAINING
 from tandem.client.bench.options import counts_option, json_option, quick_option
+from tandem.client.bench.report import finish, progress
 from tandem.client.config_cmd import bench_set_option
 
 # The served run, pinned here (an installed package has no examples/): CartPole-v1 games served by one
@@ -172,14 +174,11 @@ def game_cmd(
         game_counts, seconds, repeats = [c for c in game_counts if c <= 8][:2] or [1], 3.0, 1
     if config is not None and not processes:
         raise click.UsageError("--config goes with --processes (the lock-step games use a run of their own)")
+    say = progress(as_json)
     if processes:
         extra = (*(["actors.serve.bind='ipc://'"] if ipc else []), *overrides)
-        say = (lambda line: None) if as_json else click.echo
         record = processes_record(config or DEFAULT_CONFIG, game_counts, seconds, repeats, extra, quick, say)
-        if as_json:
-            click.echo(json.dumps(record))
-        else:
-            print_processes(record)
+        finish(record, as_json, processes_lines(record))
         return
     base = alone(min(seconds, 5.0))
     idle_runs, training_runs, echo_runs = [], [], []
@@ -188,17 +187,16 @@ def game_cmd(
         served, echoed = served_run(True, game_counts, seconds, ipc, overrides)
         training_runs.append(served)
         echo_runs.append(echoed)
-        if not as_json:
-            rows = zip(idle_runs[-1], training_runs[-1], echo_runs[-1])
-            click.echo(
-                f"repeat {r}: "
-                + ", ".join(
-                    f"{i['games']} games {i['frames_per_s']:.0f} idle, "
-                    f"{t['frames_per_s']:.0f} training, echo {e['frames_per_s']:.0f} "
-                    "frames/s"
-                    for i, t, e in rows
-                )
+        rows = zip(idle_runs[-1], training_runs[-1], echo_runs[-1])
+        say(
+            f"repeat {r}: "
+            + ", ".join(
+                f"{i['games']} games {i['frames_per_s']:.0f} idle, "
+                f"{t['frames_per_s']:.0f} training, echo {e['frames_per_s']:.0f} "
+                "frames/s"
+                for i, t, e in rows
             )
+        )
     idle, training, echo_rows = median_phases(idle_runs), median_phases(training_runs), median_phases(echo_runs)
     for k, row in enumerate(training):
         row["share_of_idle"] = paired_median(training_runs, idle_runs, k)
@@ -226,12 +224,17 @@ def game_cmd(
         },
         "met": met,
     }
-    if as_json:
-        click.echo(json.dumps(record))
-        return
-    click.echo(f"the game alone, no server: {base:.0f} frames/s; games connect over {record['transport']}")
-    for i, t, e in zip(idle, training, echo_rows):
-        click.echo(
+    finish(record, as_json, drivers_lines(record))
+
+
+def drivers_lines(record: dict) -> Iterator[str]:
+    """The lock-step games' record for people: a line per game count, then the targets."""
+    yield (
+        f"the game alone, no server: {record['alone_frames_per_s']:.0f} frames/s; "
+        f"games connect over {record['transport']}"
+    )
+    for i, t, e in zip(record["idle"], record["training"], record["echo"]):
+        yield (
             f"{i['games']} game(s): learner idle {i['frames_per_s']:.0f} frames/s, p50 {i['latency_p50_ms']} ms "
             f"p99 {i['latency_p99_ms']} ms, batch {i['batch_mean']} | learner training "
             f"({t['learner_updates_per_s']:g} updates/s) {t['frames_per_s']:.0f} frames/s, "
@@ -240,5 +243,5 @@ def game_cmd(
             f"p50 {e['latency_p50_ms']} ms p99 {e['latency_p99_ms']} ms ({e['learner_updates_per_s']:g} updates/s) | "
             f"served/echo {t['share_of_echo']:.3f}x, training/idle {t['share_of_idle']:.3f}x"
         )
-    for name, ok in met.items():
-        click.echo(f"target {name}: {'met' if ok else 'NOT met'}")
+    for name, ok in record["met"].items():
+        yield f"target {name}: {'met' if ok else 'NOT met'}"

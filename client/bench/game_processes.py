@@ -6,6 +6,7 @@ import multiprocessing
 import tempfile
 import time
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -183,15 +184,15 @@ def processes_record(
     }
 
 
-def print_processes(record: dict) -> None:
+def processes_lines(record: dict) -> Iterator[str]:
     """The record for people: a line per game count, then the targets."""
-    click.echo(
+    yield (
         f"{record['config']}, each game its own process over {record['transport']}; the game alone, no server: "
         f"{record['alone_frames_per_s']:.0f} frames/s"
     )
     for t, e in zip(record["training"], record["echo"]):
         cores = ", ".join(f"{role} {n:g}" for role, n in t["cores"].items())
-        click.echo(
+        yield (
             f"{t['games']} game(s): {t['frames_per_s']:.0f} frames/s, p50 {t['latency_p50_ms']} ms p99 "
             f"{t['latency_p99_ms']} ms, batch {t['batch_mean']}, learner {t['learner_updates_per_s']:g} updates/s "
             f"(dropped {t['dropped_by_learner']:g} + {t['dropped_by_actors']:g}), {t['eval_rounds']:g} eval rounds; "
@@ -199,4 +200,4 @@ def print_processes(record: dict) -> None:
             f"served/echo {t['share_of_echo']:.3f}x"
         )
     for name, ok in record["met"].items():
-        click.echo(f"target {name}: {'met' if ok else 'NOT met'}")
+        yield f"target {name}: {'met' if ok else 'NOT met'}"

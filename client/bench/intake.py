@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import multiprocessing as mp
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -18,6 +18,7 @@ import torch
 import zmq
 
 from tandem.client.bench.options import json_option, quick_option
+from tandem.client.bench.report import finish, progress
 from tandem.client.bench.transport import START_TIMEOUT_S, end_process, tandem_send_loop
 from tandem.client.bench.transport_figures import machine
 from tandem.client.bench.transport_payloads import JOIN, make_batch
@@ -249,7 +250,7 @@ def intake_cmd(device: str | None, senders: int, seconds: float, as_json: bool, 
     """A learner's samples/s alone and flooded by senders (receiver thread vs inline), against its model's limit."""
     device = device or default_device()
     senders, warmup_s, duration_s = (2, 0.3, 1.0) if quick else (max(1, senders), 1.0, seconds)
-    results = {}
+    say, results = progress(as_json), {}
     for model in MODELS:
         runs = {mode: measure_learner(model, device, mode, senders, warmup_s, duration_s) for mode in MODES}
         base = max(runs["no_intake"]["samples_per_s"], 1e-9)
@@ -261,24 +262,8 @@ def intake_cmd(device: str | None, senders: int, seconds: float, as_json: bool, 
             "share_kept": share,
             "no_intake_over_limit": round(base / max(limits["update_on_device_samples_per_s"], 1e-9), 3),
         }
-        if not as_json:
-            for mode, r in runs.items():
-                click.echo(
-                    f"{model:9s} {mode:22s} {r['samples_per_s']:10.1f} samples/s  "
-                    f"{r['batches_received_per_s']:8.1f} batches/s received  {r['senders']} senders"
-                )
-            click.echo(
-                f"{model:9s} {'limit: fwd+bwd+step':22s} "
-                f"{limits['forward_backward_step_samples_per_s']:10.1f} samples/s"
-            )
-            click.echo(
-                f"{model:9s} {'limit: update on device':22s} {limits['update_on_device_samples_per_s']:10.1f} samples/s"
-            )
-            for mode, value in share.items():
-                click.echo(
-                    f"{model:9s} share kept, {mode:12s} {value:6.2f}  "
-                    f"({'met' if value >= TARGET_SHARE else 'NOT met'}, target >= {TARGET_SHARE})"
-                )
+        for line in model_lines(model, results[model]):
+            say(line)
     met = {model: r["share_kept"]["flood_thread"] >= TARGET_SHARE for model, r in results.items()}
     record = {
         "benchmark": "intake",
@@ -291,5 +276,21 @@ def intake_cmd(device: str | None, senders: int, seconds: float, as_json: bool, 
         "target": {"share_kept_min": TARGET_SHARE},
         "met": met,
     }
-    if as_json:
-        click.echo(json.dumps(record))
+    finish(record, as_json, [])
+
+
+def model_lines(model: str, figures: dict) -> Iterator[str]:
+    """One model's figures for people: each run's rates, the model's limits, and the shares kept."""
+    limits = figures["limits"]
+    for mode, r in figures["runs"].items():
+        yield (
+            f"{model:9s} {mode:22s} {r['samples_per_s']:10.1f} samples/s  "
+            f"{r['batches_received_per_s']:8.1f} batches/s received  {r['senders']} senders"
+        )
+    yield f"{model:9s} {'limit: fwd+bwd+step':22s} {limits['forward_backward_step_samples_per_s']:10.1f} samples/s"
+    yield f"{model:9s} {'limit: update on device':22s} {limits['update_on_device_samples_per_s']:10.1f} samples/s"
+    for mode, value in figures["share_kept"].items():
+        yield (
+            f"{model:9s} share kept, {mode:12s} {value:6.2f}  "
+            f"({'met' if value >= TARGET_SHARE else 'NOT met'}, target >= {TARGET_SHARE})"
+        )

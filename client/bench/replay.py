@@ -4,7 +4,6 @@ bytes per Atari transition in replay and on the wire, whole stacks against frame
 from __future__ import annotations
 
 import gc
-import json
 import os
 import platform
 import statistics
@@ -14,6 +13,7 @@ import click
 import numpy as np
 
 from tandem.client.bench.options import json_option, quick_option
+from tandem.client.bench.report import finish, progress
 from tandem.daemons.replay import FrameReplay, NStepTransitions, ReplayBuffer
 from tandem.protocol import TransitionBatch
 
@@ -148,13 +148,11 @@ def replay_cmd(as_json: bool, quick: bool, repeats: int) -> None:
     """Median microseconds per ReplayBuffer.sample(256) on full buffers; target: 1M costs <= 1.5x 10k."""
     samples = 50 if quick else 200
     repeats = 3 if quick else repeats
-    results = []
+    say, results = progress(as_json), []
     for kind in KINDS:
         for capacity in CAPACITIES:
-            results.append(measure(kind, capacity, samples, repeats))
-            if not as_json:
-                r = results[-1]
-                click.echo(f"{kind:12s} {capacity:>9,d}  {r['median_us']:9.1f} us/sample  (runs {r['runs_us']})")
+            results.append(r := measure(kind, capacity, samples, repeats))
+            say(f"{kind:12s} {capacity:>9,d}  {r['median_us']:9.1f} us/sample  (runs {r['runs_us']})")
     rat = ratios(results)
     met = {k: rat[k] <= TARGET_RATIO for k in KINDS}
     atari = atari_bytes(4 if quick else 40)
@@ -175,14 +173,13 @@ def replay_cmd(as_json: bool, quick: bool, repeats: int) -> None:
         "met": met,
         "atari_bytes_per_transition": atari,
     }
-    if as_json:
-        click.echo(json.dumps(record))
-        return
-    for k in KINDS:
-        click.echo(f"{k}: 1M/10k = {rat[k]:.2f} (target <= {TARGET_RATIO:g}): {'met' if met[k] else 'NOT met'}")
-    click.echo(
+    verdicts = [
+        f"{k}: 1M/10k = {rat[k]:.2f} (target <= {TARGET_RATIO:g}): {'met' if met[k] else 'NOT met'}" for k in KINDS
+    ]
+    sizes = (
         f"Atari {atari['obs_shape']} uint8, bytes per transition in replay: whole stacks "
         f"{atari['whole_stacks_bytes']}, frames once {atari['frames_once_bytes']} ({atari['replay_ratio']}x; "
         f"{atari['frames_once_allocated_bytes_at_1m']} allocated at 1M); on the wire per step: "
         f"{atari['wire_whole_bytes_per_step']} -> {atari['wire_frames_bytes_per_step']} ({atari['wire_ratio']}x)"
     )
+    finish(record, as_json, [*verdicts, sizes])

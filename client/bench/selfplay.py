@@ -15,6 +15,7 @@ import numpy as np
 
 from tandem.client.bench.examples import example_config
 from tandem.client.bench.options import json_option
+from tandem.client.bench.report import finish, progress
 from tandem.client.harness import up_command
 from tandem.protocol import WeightBlob
 
@@ -91,13 +92,12 @@ def selfplay_cmd(seconds: float, rounds: int, as_json: bool) -> None:
     learner training beside it as in any run. The modes alternate, so a machine that slows down mid-run slows
     both; each run's figure is the median of its per-second rates after its first seconds."""
     config_path = example_config("connect_four_selfplay.toml")
-    runs = []
+    say, runs = progress(as_json), []
     with tempfile.TemporaryDirectory(prefix="tandem-bench-selfplay-") as tmp:
         for round_no in range(rounds):
             for mode in MODES:
                 runs.append(run_mode(config_path, mode, seconds, Path(tmp), round_no))
-                if not as_json:
-                    click.echo(f"  {mode} round {round_no + 1}: {runs[-1]['env_steps_per_s']:,.0f} env steps/s")
+                say(f"  {mode} round {round_no + 1}: {runs[-1]['env_steps_per_s']:,.0f} env steps/s")
     median = {m: float(np.median([r["env_steps_per_s"] for r in runs if r["mode"] == m])) for m in MODES}
     share = median["pool"] / median["fixed"]
     record = {
@@ -111,10 +111,8 @@ def selfplay_cmd(seconds: float, rounds: int, as_json: bool) -> None:
         "target_share": TARGET_SHARE,
         "met": share >= TARGET_SHARE,
     }
-    if as_json:
-        click.echo(json.dumps(record))
-        return
-    click.echo(
+    summary = (
         f"env steps/s, median of {rounds}: fixed opponent {median['fixed']:,.0f}, pool of 50 {median['pool']:,.0f}: "
         f"{share:.2f} of it (target >= {TARGET_SHARE}: {'met' if record['met'] else 'NOT met'})"
     )
+    finish(record, as_json, [summary])
