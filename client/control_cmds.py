@@ -205,6 +205,7 @@ def render(data: dict, width: int = 220) -> Any:
         policies,
         control,
         *evaluator_lines(data),
+        *learner_time_lines(data),
         *selfplay_lines(data),
         *game_server_lines(data),
         *(["", "last errors in full:", *errors] if errors else []),
@@ -252,7 +253,12 @@ def render_narrow(data: dict) -> Any:
         )
     errors = [f"{r['name']}: {r['last_error']}" for r in data["processes"] if r["last_error"]]
     return Group(
-        table, *lines, *evaluator_lines(data), *game_server_lines(data), *(["last errors:", *errors] if errors else [])
+        table,
+        *lines,
+        *evaluator_lines(data),
+        *learner_time_lines(data),
+        *game_server_lines(data),
+        *(["last errors:", *errors] if errors else []),
     )
 
 
@@ -279,6 +285,19 @@ def selfplay_lines(data: dict) -> list[str]:
         for p in data["policies"]
         if p.get("rating") is not None
     ]
+
+
+def learner_time_lines(data: dict) -> list[str]:
+    """A line per learner: where its loop spent the last second, the largest share first (the one that bounds it)."""
+    lines = []
+    for p in data["policies"]:
+        split = p.get("time_split")
+        if not split:
+            continue
+        shares = ", ".join(f"{part} {100 * share:.0f}%" for part, share in sorted(split.items(), key=lambda kv: -kv[1]))
+        name = str(p.get("learner") or p["policy"]).removeprefix("learner-")
+        lines.append(f"learner {name} time: {shares}")
+    return lines
 
 
 def game_server_lines(data: dict) -> list[str]:

@@ -253,7 +253,8 @@ def unpack_side_by_side(batches: list[TransitionBatch]) -> list[TransitionBatch]
         unpacked.append((b, cols, final))
         start += width
     obs = np.empty((first.num_steps + 1, envs, stack, *frame), first.obs.dtype)
-    np.take(ext.reshape(-1, *frame), sources.reshape(-1), axis=0, out=obs.reshape(-1, *frame))
+    # mode="clip": the sources are in range by construction, and "raise" would buffer the whole output first
+    np.take(ext.reshape(-1, *frame), sources.reshape(-1), axis=0, out=obs.reshape(-1, *frame), mode="clip")
     return [
         dataclasses.replace(b, obs=obs[:, cols], final_obs=final, obs_stack=1, obs_history=None)
         for b, cols, final in unpacked

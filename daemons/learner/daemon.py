@@ -18,12 +18,12 @@ from tandem.daemons.learner.progress import Progress
 from tandem.daemons.learner.publisher import Publisher
 from tandem.daemons.learner.replica_error import ReplicaError
 from tandem.daemons.learner.replica_parts import GroupStep, LoneStep, duties_of, join_replicas, replica_device
-from tandem.daemons.learner.time_split import TimeSplit
 from tandem.daemons.learner.training import Training
 from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
 from tandem.daemons.runtime.names import learner_name
 from tandem.daemons.runtime.paths import run_dir
 from tandem.daemons.runtime.signals import StopFlag
+from tandem.daemons.runtime.time_split import TimeSplit
 from tandem.daemons.runtime.torch_threads import set_torch_threads
 from tandem.daemons.settings.schema import RunConfig
 from tandem.protocol import WeightBlob, sockets

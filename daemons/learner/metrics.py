@@ -11,9 +11,9 @@ from tandem.daemons.learner.intake import Intake
 from tandem.daemons.learner.metrics_log import MetricsLog
 from tandem.daemons.learner.pace import PaceMeter
 from tandem.daemons.learner.progress import Progress
-from tandem.daemons.learner.time_split import TimeSplit
 from tandem.daemons.learner.training import Training
 from tandem.daemons.runtime.reporter import TRAIN_PREFIX
+from tandem.daemons.runtime.time_split import TimeSplit
 
 WRITE_EVERY_S = 1.0
 

@@ -13,7 +13,7 @@ from tandem.daemons.envs.spaces import PolicySpaces
 from tandem.daemons.learner.augment import UnrollAugment
 from tandem.daemons.learner.content import BatchContentCheck
 from tandem.daemons.learner.prefetch import Prefetcher
-from tandem.daemons.learner.time_split import TimeSplit
+from tandem.daemons.runtime.time_split import TimeSplit
 from tandem.daemons.settings.schema import RunConfig
 
 

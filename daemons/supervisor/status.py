@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tandem.daemons.runtime.names import Role, learner_policy
+from tandem.daemons.runtime.reporter import TRAIN_PREFIX
+from tandem.daemons.runtime.time_split import COUNTER_PREFIX
 from tandem.daemons.security.curve import curve_keys
 from tandem.daemons.supervisor import states
 from tandem.daemons.supervisor.faults import disk_fault, unhealthy_reasons
@@ -139,6 +142,13 @@ def policy_return(sup: Supervisor, policy: str, single: bool) -> float | None:
     return beat.counters.get(f"eval_return.{policy}", beat.counters.get("eval_return") if single else None)
 
 
+def time_split(counters: Mapping[str, float]) -> dict[str, float] | None:
+    """The learner's time shares (train_time_wait, ...) as {"wait": 0.1, ...}; None before its first window."""
+    prefix = TRAIN_PREFIX + COUNTER_PREFIX
+    shares = {k.removeprefix(prefix): v for k, v in counters.items() if k.startswith(prefix)}
+    return shares or None
+
+
 def policy_lines(sup: Supervisor, now: float) -> list[dict[str, Any]]:
     lines = []
     learners = [proc for proc in sup.processes.values() if proc.record.role == Role.LEARNER]
@@ -177,6 +187,8 @@ def policy_lines(sup: Supervisor, now: float) -> list[dict[str, Any]]:
                 "rating": c.get("train_rating"),
                 "pool_win_rate": c.get("train_pool_win_rate"),
                 "pool_size": c.get("pool_size"),
+                # where the learner's loop spent its last second: waiting for data, preparing, computing, publishing
+                "time_split": time_split(c),
             }
         )
     return lines

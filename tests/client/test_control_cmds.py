@@ -141,6 +141,8 @@ def status_of_a_busy_run() -> dict:
                 "dropped_by_actors": 12,
                 "eval_return": 20.5,
                 "last_checkpoint_age_s": 12.0,
+                "learner": "learner-default",
+                "time_split": {"wait": 0.05, "prepare": 0.31, "compute": 0.58, "publish": 0.04, "other": 0.02},
             }
         ],
     }
@@ -172,6 +174,7 @@ def test_status_at_80_columns_shows_every_value_whole():
         "42%",
         "606",
         "killed at its deadline",
+        "learner default time: compute 58%, prepare 31%, wait 5%, publish 4%, other 2%",
     ):
         assert value in text, (value, text)
 

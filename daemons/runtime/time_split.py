@@ -1,4 +1,4 @@
-"""Where a learner's time goes: waiting for data, preparing batches, computing updates, publishing weights."""
+"""Where a loop's time goes (a learner's: waiting for data, preparing, computing updates, publishing weights)."""
 
 from __future__ import annotations
 
