@@ -45,15 +45,7 @@ class FollowedPolicy:
         )
         self.ctx, self.config, self.requester = ctx, config, requester
         self.endpoints = endpoints
-        self.weights = WeightsClient(
-            ctx,
-            policy,
-            endpoints.weights,
-            endpoints.snapshot,
-            requester,
-            config.actors.weights_refresh_s,
-            learner_socket_options(config, endpoints),
-        )
+        self.weights = self.weights_client(endpoints)
         self.version = -1
         self.env_steps = 0  # the env steps behind the loaded version, as its learner counted them (0: unknown)
         self.pool: tuple[int, ...] = ()  # the versions its learner keeps as self-play opponents, as of that version
@@ -88,7 +80,14 @@ class FollowedPolicy:
     def reconnect(self, endpoints: LearnerEndpoints) -> None:
         """Follow the learner to new addresses (restarted on other ports or another host); versions go on rising."""
         old = self.weights
-        self.weights = WeightsClient(
+        self.weights = self.weights_client(endpoints)
+        self.weights.version, self.weights.counters = old.version, old.counters
+        old.close()
+        self.endpoints = endpoints
+
+    def weights_client(self, endpoints: LearnerEndpoints) -> WeightsClient:
+        """The sockets this policy's weights arrive on from a learner at `endpoints`."""
+        return WeightsClient(
             self.ctx,
             self.policy_id,
             endpoints.weights,
@@ -97,9 +96,6 @@ class FollowedPolicy:
             self.config.actors.weights_refresh_s,
             learner_socket_options(self.config, endpoints),
         )
-        self.weights.version, self.weights.counters = old.version, old.counters
-        old.close()
-        self.endpoints = endpoints
 
     def close(self) -> None:
         self.weights.close()
