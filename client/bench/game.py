@@ -19,7 +19,7 @@ from tandem.client.bench.game_phases import TARGET_FRAMES_PER_S, game_figures, m
 from tandem.client.bench.game_processes import DEFAULT_CONFIG, processes_lines, processes_record
 from tandem.client.bench.isolation import IDLE, TRAINING
 from tandem.client.bench.options import counts_option, json_option, quick_option
-from tandem.client.bench.report import finish, progress
+from tandem.client.bench.report import finish, progress, target_lines
 from tandem.client.config_cmd import bench_set_option
 
 # The served run, pinned here (an installed package has no examples/): CartPole-v1 games served by one
@@ -243,5 +243,4 @@ def drivers_lines(record: dict) -> Iterator[str]:
             f"p50 {e['latency_p50_ms']} ms p99 {e['latency_p99_ms']} ms ({e['learner_updates_per_s']:g} updates/s) | "
             f"served/echo {t['share_of_echo']:.3f}x, training/idle {t['share_of_idle']:.3f}x"
         )
-    for name, ok in record["met"].items():
-        yield f"target {name}: {'met' if ok else 'NOT met'}"
+    yield from target_lines(record["met"])

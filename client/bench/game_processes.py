@@ -15,6 +15,7 @@ import click
 from tandem.client.bench.examples import example_config
 from tandem.client.bench.game_drive import alone, echo, end_echo, play
 from tandem.client.bench.game_phases import TARGET_FRAMES_PER_S, game_figures, median_phases, paired_median
+from tandem.client.bench.report import target_lines
 from tandem.client.harness import RunFailed, UpRun, rows, tree
 
 DEFAULT_CONFIG = example_config("game_cartpole.toml")
@@ -199,5 +200,4 @@ def processes_lines(record: dict) -> Iterator[str]:
             f"cores: {cores} | raw echo {e['frames_per_s']:.0f} frames/s, p50 {e['latency_p50_ms']} ms | "
             f"served/echo {t['share_of_echo']:.3f}x"
         )
-    for name, ok in record["met"].items():
-        yield f"target {name}: {'met' if ok else 'NOT met'}"
+    yield from target_lines(record["met"])

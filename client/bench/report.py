@@ -20,3 +20,8 @@ def finish(record: dict, as_json: bool, summary: Iterable[str]) -> None:
         return
     for line in summary:
         click.echo(line)
+
+
+def target_lines(met: dict[str, bool]) -> list[str]:
+    """A line per target: whether it was met."""
+    return [f"target {name}: {'met' if ok else 'NOT met'}" for name, ok in met.items()]
