@@ -38,10 +38,13 @@ class Binding:
         bind: str | None,
         insecure: bool,
         replica_port: int = 0,
+        serves_weights: bool = True,
     ):
         self.runtime, self.config, self.policy_id = runtime, config, policy_id
+        # replica 0 (and a lone learner) binds all three; replicas above 0 the transitions PULL only
+        self.serves_weights = serves_weights
         self.bind_base, self.insecure = bind, insecure
-        self.replica_port = replica_port  # replicas 1..N-1: their transitions port (their weights go unused)
+        self.replica_port = replica_port  # replicas 1..N-1: their transitions port
         self.gatekeeper: Any = None  # the ZAP handler, when this learner binds with CURVE
         self.link = "loopback"  # what status shows for its links: curve, loopback or insecure
         self.public_key = ""
@@ -55,7 +58,7 @@ class Binding:
         self.runtime.reporter.set_stage("bind")
         ctx, opts = self.runtime.ctx, socket_options(self.config)
         endpoints = self.planned()
-        planned = [endpoints.transitions, endpoints.weights, endpoints.snapshot]
+        planned = [endpoints.transitions, *([endpoints.weights, endpoints.snapshot] if self.serves_weights else [])]
         exposed = [e for e in planned if not is_loopback(e) and not sockets.uses_curve(e, opts.curve)]
         if exposed and not self.insecure:
             raise ValueError(
@@ -66,13 +69,12 @@ class Binding:
         self.link = sockets.link_security(endpoints.transitions, opts.curve)
         self.public_key = opts.curve.public_key.decode() if opts.curve else ""  # registered: actors check it
         self.transitions_pull = sockets.transitions_pull(ctx, endpoints.transitions, opts)
-        self.weights_pub = sockets.weights_pub(ctx, endpoints.weights, opts)
-        self.snapshot_router = sockets.snapshot_router(ctx, endpoints.snapshot, opts)
-        self.endpoints = {
-            "transitions": sockets.bound_endpoint(self.transitions_pull),
-            "weights": sockets.bound_endpoint(self.weights_pub),
-            "snapshot": sockets.bound_endpoint(self.snapshot_router),
-        }
+        self.endpoints = {"transitions": sockets.bound_endpoint(self.transitions_pull)}
+        if self.serves_weights:
+            self.weights_pub = sockets.weights_pub(ctx, endpoints.weights, opts)
+            self.snapshot_router = sockets.snapshot_router(ctx, endpoints.snapshot, opts)
+            self.endpoints["weights"] = sockets.bound_endpoint(self.weights_pub)
+            self.endpoints["snapshot"] = sockets.bound_endpoint(self.snapshot_router)
         log.info("bound %s%s", self.endpoints, " (INSECURE: no authentication)" if exposed else "")
         self.register()
 

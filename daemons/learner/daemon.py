@@ -15,9 +15,15 @@ from tandem.daemons.learner.metrics import LearnerMetrics
 from tandem.daemons.learner.opponent_pool import OpponentPool
 from tandem.daemons.learner.pace import PaceMeter
 from tandem.daemons.learner.progress import Progress
-from tandem.daemons.learner.publisher import Publisher
 from tandem.daemons.learner.replica_error import ReplicaError
-from tandem.daemons.learner.replica_parts import GroupStep, LoneStep, duties_of, join_replicas, replica_device
+from tandem.daemons.learner.replica_parts import (
+    GroupStep,
+    LoneStep,
+    duties_of,
+    join_replicas,
+    publisher_for,
+    replica_device,
+)
 from tandem.daemons.learner.training import Training
 from tandem.daemons.runtime.daemon_runtime import DaemonRuntime
 from tandem.daemons.runtime.names import learner_name
@@ -70,9 +76,14 @@ class Learner:
         self.split = TimeSplit()
         self.disk = LearnerDisk(run_dir(config) / self.runtime.name, self.progress.counts)
         self.pace = PaceMeter(learner.pace_headroom, expected_streams=self.config.actors.count)
-        self.binding = Binding(self.runtime, self.config, policy_id, bind, insecure, replica_port)
-        pool = OpponentPool(self.disk.dir / "pool", self.duties.pool_every, learner.pool_size, self.progress.counts)
-        self.publisher = Publisher(policy_id, self.progress, self.disk, self.binding, pool)
+        self.binding = Binding(
+            self.runtime, self.config, policy_id, bind, insecure, replica_port, self.duties.publishes
+        )
+        self.pool = OpponentPool(
+            self.disk.dir / "pool", self.duties.pool_every, learner.pool_size, self.progress.counts
+        )
+        # replica 0 (or a lone learner) publishes for the group; replicas above 0 hold no publishing parts at all
+        self.publisher = publisher_for(self.duties, policy_id, self.progress, self.disk, self.binding, self.pool)
         self.stepper: LoneStep | GroupStep = LoneStep()  # a GroupStep once the replicas have met (join_replicas)
         self.runtime.on_close(self.binding.close)
         self.runtime.on_close(lambda: self.stepper.close())
@@ -117,7 +128,7 @@ class Learner:
             lambda: progress.version,
             progress.counts,
             heard=self.pace.heard,
-            games=self.publisher.pool.record,
+            games=self.pool.record,
         )
         if feed.credit_pacing and cfg.learner.pace_credit:
             self.pace.credit_per_version = int(feed.consumed_per_update) if cfg.learner.pace_headroom > 0 else 0
@@ -133,14 +144,14 @@ class Learner:
         # replicas above 0 take replica 0's state when the group forms (join_replicas); they keep no checkpoints
         self.restored = self.checkpointer.restore() if self.duties.checkpoints else -1
         self.publisher.start_above(self.restored)
-        self.publisher.pool.load()  # the opponents an earlier run of this learner kept
+        self.pool.load()  # the opponents an earlier run of this learner kept
         self.metrics = LearnerMetrics(
             progress,
             self.training,
             self.pace,
             self.checkpointer,
             self.disk,
-            extra=self.publisher.pool.counters,
+            extra=self.pool.counters,
             split=self.split,
         )
         self.runtime.on_close(self.metrics.close)
@@ -253,6 +264,6 @@ class Learner:
             streams,
             self.pace.credit_per_version,
             env_steps=progress.env_steps,
-            pool=self.publisher.pool.versions,
+            pool=self.pool.versions,
         )
         self.publisher.send(blob.to_frames())

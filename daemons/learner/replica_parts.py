@@ -13,11 +13,15 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tandem.daemons.learner.publisher import Publisher
 from tandem.daemons.learner.replica_error import ReplicaError
 from tandem.daemons.learner.replica_join import join_group
 from tandem.daemons.settings.setup_errors import SetupError
 
 if TYPE_CHECKING:
+    from tandem.daemons.learner.binding import Binding
+    from tandem.daemons.learner.disk import LearnerDisk
+    from tandem.daemons.learner.opponent_pool import OpponentPool
     from tandem.daemons.learner.progress import Progress
     from tandem.daemons.learner.replica_group import ReplicaGroup
     from tandem.daemons.learner.training import Training
@@ -45,6 +49,33 @@ def duties_of(rank: int, learner: LearnerSection) -> Duties:
         )
     first = rank == 0
     return Duties(checkpoints=first, publishes=first, pool_every=learner.pool_every if first else 0)
+
+
+class Unpublished:
+    """A replica above 0's stand-in for the Publisher: no weights socket, no snapshot thread, no version floor (its
+    weights are replica 0's, which publishes them for the group; its version comes from replica 0 when they meet)."""
+
+    def start_above(self, restored: int) -> None:
+        pass
+
+    def send(self, frames: list) -> None:
+        raise RuntimeError("a replica above 0 publishes nothing: replica 0 publishes the group's weights")
+
+    def start(self) -> None:
+        pass
+
+    def check(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+def publisher_for(
+    duties: Duties, policy_id: str, progress: Progress, disk: LearnerDisk, binding: Binding, pool: OpponentPool
+) -> Publisher | Unpublished:
+    """The Publisher for the learner that publishes (replica 0, a lone learner); nothing of it for the others."""
+    return Publisher(policy_id, progress, disk, binding, pool) if duties.publishes else Unpublished()
 
 
 def replica_device(device: str, rank: int) -> str:

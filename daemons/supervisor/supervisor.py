@@ -342,7 +342,10 @@ class Supervisor:
         entry = parse_registration(args)
         if entry is None:
             return ControlReply(
-                request.request_id, False, "bad_args", "register needs endpoints.transitions, .weights and .snapshot"
+                request.request_id,
+                False,
+                "bad_args",
+                "register needs endpoints.transitions, .weights and .snapshot (a replica above 0: .transitions)",
             )
         policy, rank = str(args.get("policy", "")), replica_rank(entry.name)
         group = self.replicas.group_of(entry.name)

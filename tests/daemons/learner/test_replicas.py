@@ -3,6 +3,7 @@ DQN, a collective that times out instead of waiting for ever, and the supervisor
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import multiprocessing
 import time
@@ -326,12 +327,17 @@ def test_the_supervisor_sends_each_actor_to_its_replica_and_the_evaluator_to_rep
     early = sup.handle(ControlRequest(1, "lookup", {"policy": "default", "actor": 1}), 0.0)
     assert not early.ok and early.code == "not_registered"
     for rank, name in enumerate(("learner-default", "learner-default@1")):
-        endpoints = {
-            key: f"tcp://127.0.0.1:{1000 * (rank + 1) + i}"
-            for i, key in enumerate(("transitions", "weights", "snapshot"))
-        }
+        # replica 0 binds all three sockets; replica 1 its transitions PULL only (replica 0 publishes the weights)
+        sockets = ("transitions", "weights", "snapshot")[: 3 if rank == 0 else 1]
+        endpoints = {key: f"tcp://127.0.0.1:{1000 * (rank + 1) + i}" for i, key in enumerate(sockets)}
         args = {"name": name, "role": "learner", "policy": "default", "endpoints": endpoints}
+        if rank == 0:  # replica 0 without its weights and snapshot endpoints: actors could not follow it
+            short = {**args, "endpoints": {"transitions": endpoints["transitions"]}}
+            refused = sup.handle(ControlRequest(2, "register", short), 0.0)
+            assert not refused.ok and refused.code == "bad_args" and ".weights and .snapshot" in refused.message
         assert sup.handle(ControlRequest(2, "register", args), 0.0).ok
+    nothing = {"name": "learner-default@1", "role": "learner", "policy": "default", "endpoints": {}}
+    assert sup.handle(ControlRequest(2, "register", nothing), 0.0).code == "bad_args"
     answers = [sup.handle(ControlRequest(3, "lookup", {"policy": "default", "actor": a}), 0.0) for a in (0, 1, 2)]
     assert [r.data["endpoints"]["transitions"] for r in answers] == [
         "tcp://127.0.0.1:1000",
@@ -429,3 +435,41 @@ def test_replica_0_alone_holds_the_group_duties():
     assert duties_of(2, learner) == Duties(checkpoints=False, publishes=False, pool_every=0)
     with pytest.raises(SetupError, match="replica rank 3 is outside 0..2"):
         duties_of(3, learner)
+
+
+def test_a_replica_above_0_holds_no_publishing_parts(tmp_path):
+    """No weights PUB, no snapshot ROUTER or thread, no version floor: replica 0 publishes for the group."""
+    from tandem.daemons.learner.publisher import Publisher
+    from tandem.daemons.learner.replica_parts import Unpublished
+    from tandem.daemons.runtime.names import learner_name
+
+    first = build_replica(tmp_path, 0)
+    second = build_replica(tmp_path, 1)
+    try:
+        assert isinstance(first.publisher, Publisher) and first.binding.weights_pub is not None
+        assert set(first.binding.endpoints) == {"transitions", "weights", "snapshot"}
+        assert isinstance(second.publisher, Unpublished)
+        assert second.binding.weights_pub is None and second.binding.snapshot_router is None
+        assert set(second.binding.endpoints) == {"transitions"}
+        assert second.runtime.name == learner_name("default", 1) and not second.duties.checkpoints
+        with pytest.raises(RuntimeError, match="replica 0 publishes"):
+            second.publisher.send([])
+    finally:
+        for learner in (first, second):
+            learner.metrics.close()
+            learner.runtime.ctx.destroy(linger=0)
+
+
+def build_replica(tmp_path, rank: int):
+    """Replica `rank` of a group of 2, built and bound on loopback (the group is not formed)."""
+    from tandem.daemons.learner.daemon import Learner
+    from tandem.daemons.runtime.signals import StopFlag
+    from tandem.daemons.supervisor.ports import fix_ports, free_port
+
+    cfg = fix_ports(config("appo", replicas=2))
+    cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, dir=str(tmp_path)))
+    port = free_port("127.0.0.1") if rank else 0
+    learner = Learner(cfg, "default", StopFlag(), control_endpoint=None, rank=rank, replica_port=port)
+    learner.build()
+    learner.binding.bind()
+    return learner
