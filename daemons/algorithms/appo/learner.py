@@ -30,7 +30,7 @@ from tandem.daemons.algorithms.appo.losses import (
     scalar_metrics,
     value_loss,
 )
-from tandem.daemons.algorithms.appo.minibatches import FlatSteps, minibatch_rows
+from tandem.daemons.algorithms.appo.minibatches import FlatSteps, RowBuffers, minibatch_rows
 from tandem.daemons.algorithms.appo.vtrace import vtrace
 from tandem.daemons.algorithms.base import UpdateResult
 from tandem.daemons.algorithms.recurrent import check_core_state
@@ -80,6 +80,7 @@ class APPO:
         self.value_norm = RunningMeanStd((1,)).to(self.device) if self.cfg.normalize_returns else None
         self._optimizer: Adam | None = None
         self.rng = torch.Generator().manual_seed(config.run.seed)
+        self.row_buffers = RowBuffers()  # each minibatch's steps gathered into the last one's tensors
         self.updates = 0
         # Called between the minibatch steps of an update when set (the learner's heartbeat; see Algorithm)
         self.progress: Callable[[], object] | None = None
@@ -162,7 +163,7 @@ class APPO:
             flat, explained = self.targets_once(data)
             for _ in range(cfg.epochs):
                 for rows in minibatch_rows(flat, cfg.minibatches, cfg.minibatch_by, self.rng):
-                    add(self.flat_step(flat.take(rows)))
+                    add(self.flat_step(flat.take(rows, self.row_buffers)))
         else:
             explained = []
             for _ in range(cfg.epochs):

@@ -27,14 +27,43 @@ class FlatSteps:
     def size(self) -> int:
         return int(self.behaviour_logp.shape[0])
 
-    def take(self, rows: torch.Tensor) -> FlatSteps:
-        return FlatSteps(**{f.name: keyed.take(getattr(self, f.name), rows) for f in fields(self)})
+    def take(self, rows: torch.Tensor, buffers: RowBuffers | None = None) -> FlatSteps:
+        """The steps at `rows`; with `buffers`, gathered into tensors reused from the last minibatch's take."""
+        if buffers is None:
+            return FlatSteps(**{f.name: keyed.take(getattr(self, f.name), rows) for f in fields(self)})
+        return FlatSteps(**{f.name: buffers.take(f.name, getattr(self, f.name), rows) for f in fields(self)})
 
     @staticmethod
     def concat(parts: list[FlatSteps]) -> FlatSteps:
         if len(parts) == 1:
             return parts[0]
         return FlatSteps(**{f.name: cat_obs([getattr(p, f.name) for p in parts]) for f in fields(FlatSteps)})
+
+
+class RowBuffers:
+    """Where minibatch rows are gathered, kept from one minibatch to the next: a fresh tensor for each minibatch
+    (7 MB of Atari stacks) costs as much again in page faults as the copy itself. A minibatch's tensors are
+    overwritten by the next take, so each must be done with (its step taken) before the next is drawn."""
+
+    def __init__(self):
+        self.buffers: dict[str, torch.Tensor] = {}
+
+    def take(self, name: str, data, rows: torch.Tensor):
+        if keyed.is_keyed(data):
+            return {key: self.take(f"{name}.{key}", value, rows) for key, value in data.items()}
+        if not keyed.is_row_numbers(rows) or not data.is_contiguous():
+            return keyed.take(data, rows)
+        count = int(rows.shape[0])
+        buffer = self.buffers.get(name)
+        if (
+            buffer is None
+            or buffer.shape[0] < count
+            or buffer.shape[1:] != data.shape[1:]
+            or buffer.dtype != data.dtype
+            or buffer.device != data.device
+        ):
+            buffer = self.buffers[name] = torch.empty((count, *data.shape[1:]), dtype=data.dtype, device=data.device)
+        return torch.index_select(data, 0, rows, out=buffer[:count])
 
 
 def minibatch_rows(flat: FlatSteps, count: int, by: str, generator: torch.Generator) -> list[torch.Tensor]:

@@ -55,3 +55,34 @@ def test_the_prepared_tensors_are_the_unrolls_side_by_side():
     assert torch.equal(part.obs, torch.as_tensor(np.concatenate([u.obs for u in whole], axis=1)))
     assert torch.equal(part.finals, torch.as_tensor(np.concatenate([u.final_obs for u in whole])))
     assert part.final_n.tolist() == [2, 5, 8]  # each unroll's truncated env, in the columns side by side
+
+
+def test_minibatch_rows_gathered_into_reused_tensors_equal_fresh_ones():
+    from dataclasses import fields
+
+    from tandem.daemons.algorithms.appo.minibatches import FlatSteps, RowBuffers
+
+    generator = torch.Generator().manual_seed(0)
+    size = 10
+    flat = FlatSteps(
+        obs={"image": torch.randint(0, 255, (size, 2, 5, 5), dtype=torch.uint8), "x": torch.rand(size, 3)},
+        actions=torch.randint(0, 6, (size, 1)),
+        behaviour_logp=torch.rand(size),
+        start_logp=torch.rand(size),
+        advantages=torch.rand(size),
+        targets=torch.rand(size),
+        old_values=torch.rand(size),
+        streams=torch.arange(size),
+    )
+    buffers = RowBuffers()
+    previous = None
+    for rows in torch.chunk(torch.randperm(size, generator=generator), 3):  # 4, 4 and 2 rows: a short last one
+        fresh, reused = flat.take(rows), flat.take(rows, buffers)
+        for f in fields(FlatSteps):
+            mine, theirs = getattr(reused, f.name), getattr(fresh, f.name)
+            for key in mine if isinstance(mine, dict) else [None]:
+                a, b = (mine, theirs) if key is None else (mine[key], theirs[key])
+                assert torch.equal(a, b), (f.name, key)
+        if previous is not None:  # the same memory as the last minibatch's: it was overwritten, not copied anew
+            assert reused.advantages.data_ptr() == previous
+        previous = reused.advantages.data_ptr()
