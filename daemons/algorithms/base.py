@@ -30,6 +30,11 @@ class Algorithm(Protocol):
     Every received batch goes through `check_batch` (ValueError: counted as malformed and dropped) before
     it reaches the feed, so `update` never sees actions outside the action space or missing extras.
 
+    An algorithm may also have `prepare(payload)`, the batch made ready for `update` (tensors on the device,
+    unrolls side by side): the learner calls it as soon as it takes the batch, counts its time as preparing
+    rather than computing (the learner's time split), and hands `update` what it returned. Without it,
+    `update` gets the payload as the feed gave it. `update` should take either, as APPO's does.
+
     An update that takes many seconds (epochs of a CNN on a busy CPU) may call `algorithm.progress()` between
     its steps when the learner has set that attribute: the learner then goes on heartbeating, and is not
     taken for hung by the supervisor in the middle of real work. It is optional; a plug-in that never calls

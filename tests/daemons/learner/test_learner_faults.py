@@ -6,9 +6,7 @@ import msgpack
 import pytest
 
 from tandem.daemons.config import load_config
-from tandem.daemons.learner.daemon import Learner
 from tandem.daemons.learner.snapshots import serve_snapshots
-from tandem.daemons.runtime.signals import StopFlag
 from tandem.protocol import ControlRequest, WeightBlob, WeightRequest, decode, sockets
 from tandem.protocol.limits import PROTOCOL_VERSION
 from tests.system.harness import ROOT
@@ -17,15 +15,10 @@ WAIT_MS = 3000
 
 
 @pytest.fixture
-def learner(tmp_path):
-    config = load_config(ROOT / "examples" / "cartpole.toml", [f"run.dir='{tmp_path}'"])
-    learner = Learner(config, "default", StopFlag(), control_endpoint=None)
-    learner.build()
-    learner.binding.bind()
+def learner(tmp_path, built_learner):
+    learner = built_learner(load_config(ROOT / "examples" / "cartpole.toml", [f"run.dir='{tmp_path}'"]))
     learner.publish()
-    yield learner
-    learner.metrics.close()
-    sockets.close_context(learner.runtime.ctx, 0)
+    return learner
 
 
 def test_a_disk_that_refuses_writes_is_counted_and_training_goes_on(learner, tmp_path):
