@@ -36,12 +36,15 @@ class Checkpointer:
         every_updates: int = 0,
     ):
         self.training, self.progress, self.disk = training, progress, disk
-        self.writes = writes  # false: never saves (data-parallel replicas 1..N-1; replica 0 saves for the group)
+        self.writes = writes  # false: never saves or restores (replicas 1..N-1; replica 0 does for the group)
         self.cadence = CheckpointCadence(interval_s, every_updates)
         self.last_saved: float | None = None
 
     def restore(self) -> int:
-        """Load the newest checkpoint that loads, if any; returns its version (-1 without one)."""
+        """Load the newest checkpoint that loads, if any; returns its version (-1 without one). A learner that keeps
+        no checkpoints (replicas above 0) restores none: it takes replica 0's state when the group forms."""
+        if not self.writes:
+            return -1
         self.disk.dir.mkdir(parents=True, exist_ok=True)
         state = load_latest_checkpoint(self.disk.dir)
         if state is None:

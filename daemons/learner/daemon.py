@@ -142,7 +142,7 @@ class Learner:
             every_updates=cfg.learner.checkpoint_every_updates,
         )
         # replicas above 0 take replica 0's state when the group forms (join_replicas); they keep no checkpoints
-        self.restored = self.checkpointer.restore() if self.duties.checkpoints else -1
+        self.restored = self.checkpointer.restore()
         self.publisher.start_above(self.restored)
         self.pool.load()  # the opponents an earlier run of this learner kept
         self.metrics = LearnerMetrics(
@@ -245,14 +245,13 @@ class Learner:
         return True
 
     def publish(self) -> None:
-        """This version's weights to the actors, with the insert budget they share and the env steps behind it."""
-        if not self.duties.publishes:
-            return  # replica 0 publishes for the group: the weights are the same
+        """This version's weights to the actors, with the insert budget they share and the env steps behind it
+        (a replica above 0 publishes nothing: replica 0 does, for the group, and its weights are the same)."""
         with self.split.timing("publish"):
-            self.send_version()
+            self.publisher.publish(self.version_frames)
 
-    def send_version(self) -> None:
-        """Build and send this version's weight blob (see publish)."""
+    def version_frames(self) -> list:
+        """This version's weight blob, as frames."""
         progress = self.progress
         pace_per_s, streams = self.pace.advice(time.monotonic(), filling=self.training.feed.filling())
         blob = WeightBlob.build(
@@ -266,4 +265,4 @@ class Learner:
             env_steps=progress.env_steps,
             pool=self.pool.versions,
         )
-        self.publisher.send(blob.to_frames())
+        return blob.to_frames()

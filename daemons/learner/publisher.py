@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tandem.daemons.learner.binding import Binding
 from tandem.daemons.learner.disk import LearnerDisk
 from tandem.daemons.learner.opponent_pool import OpponentPool
@@ -29,6 +31,10 @@ class Publisher:
 
     def start_above(self, restored: int) -> None:
         self.progress.version = max(restored, read_floor(self.disk.dir / "version")) + 1
+
+    def publish(self, frames_of_version: Callable[[], list]) -> None:
+        """Build the current version's frames and send them."""
+        self.send(frames_of_version())
 
     def send(self, frames: list) -> None:
         """The current version's weight blob, as frames: published, offered to late joiners, its floor written."""

@@ -10,6 +10,7 @@ The learner daemon holds the parts this module hands it and never asks its rank 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,9 @@ class Unpublished:
 
     def start_above(self, restored: int) -> None:
         pass
+
+    def publish(self, frames_of_version: Callable[[], list]) -> None:
+        pass  # nothing is built: replica 0 publishes the group's weights
 
     def send(self, frames: list) -> None:
         raise RuntimeError("a replica above 0 publishes nothing: replica 0 publishes the group's weights")
