@@ -24,8 +24,15 @@ def received(count: int) -> list[TransitionBatch]:
     return [TransitionBatch.from_frames([bytes(f) for f in unrolls.next_message()]) for _ in range(count)]
 
 
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("targets", ["per_update", "per_minibatch"])
-def test_a_prepared_batch_trains_exactly_as_the_unprepared_one(targets):
+def test_a_prepared_batch_trains_exactly_as_the_unprepared_one(targets, device):
     config = config_from_dict(
         {
             "algorithm": {"name": "appo", "batch_size": 96, "epochs": 2, "minibatches": 2, "targets": targets},
@@ -33,7 +40,7 @@ def test_a_prepared_batch_trains_exactly_as_the_unprepared_one(targets):
             "run": {"seed": 5},
         }
     )
-    before, after = (make_algorithm(config, STACKS, gym.spaces.Discrete(6), "cpu") for _ in range(2))
+    before, after = (make_algorithm(config, STACKS, gym.spaces.Discrete(6), device) for _ in range(2))
     unrolls = received(4)
     start = {name: value.clone() for name, value in before.net.state_dict().items()}
     prepared = after.prepare(stacks.unpack_side_by_side(unrolls))
