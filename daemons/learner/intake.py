@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tandem.daemons.runtime.logs import log_dropped
+from tandem.daemons.runtime.worker_thread import WorkerThread
 from tandem.protocol import ProtocolError, TransitionBatch, sockets
 
 log = logging.getLogger(__name__)
@@ -76,9 +77,7 @@ class Intake:
         for key in INTAKE_COUNTS:
             counts.setdefault(key, 0)
         self.lag_window = [0.0, 0]  # sum of lags and transitions since `take_lag_mean`, under `lock`
-        self.thread: threading.Thread | None = None
-        self.stop_event = threading.Event()
-        self.error: BaseException | None = None
+        self.worker = WorkerThread("intake", IntakeDied, on_error=self.count_error)
         self.refused = False  # the limiter refused a batch in this round of reading
         self.room = threading.Event()  # set by the training thread after each update
 
@@ -173,32 +172,34 @@ class Intake:
     def start(self, sock: Any) -> None:
         """Hand `sock` to a receiver thread; from now on only that thread touches it (ZeroMQ sockets are not
         thread-safe), and it closes the socket when it ends."""
-        self.thread = threading.Thread(target=self._run, args=(sock,), name="intake", daemon=True)
-        self.thread.start()
+        self.worker.start(self._run, sock)
 
     @property
     def on_thread(self) -> bool:
         """Whether a receiver thread took the socket (`start`): then nothing else reads it."""
-        return self.thread is not None
+        return self.worker.started
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self.worker.thread
 
     def _run(self, sock: Any) -> None:
         try:
-            while not self.stop_event.is_set():
+            while not self.worker.stopping:
                 self.refused = False
                 self.drain(sock, MAX_BATCHES_PER_POLL, POLL_MS)
                 if self.refused:
                     # Training is behind its ratio: read at most a round of batches per update, so that reading
                     # and dropping a flood cannot take the CPU (and the GIL) the update needs. What waits
                     # meanwhile stays in the socket (bounded by its HWM) and is read, and counted, after it.
-                    while not self.room.wait(POLL_MS / 1000) and not self.stop_event.is_set():
+                    while not self.room.wait(POLL_MS / 1000) and not self.worker.stopping:
                         pass
                     self.room.clear()
-        except BaseException as exc:  # noqa: BLE001 - anything here is a bug: record it, the learner fails loudly
-            self.error = exc
-            self.counts["intake_errors"] += 1
-            log.exception("intake thread died")
         finally:
             sockets.close(sock, linger_ms=0)
+
+    def count_error(self, exc: BaseException) -> None:
+        self.counts["intake_errors"] += 1
 
     def made_room(self) -> None:
         """The training thread sampled: a refused receiver may read again."""
@@ -206,17 +207,8 @@ class Intake:
 
     def check(self) -> None:
         """Raise IntakeDied if the receiver thread has ended on its own (the training thread calls this)."""
-        died = self.thread is not None and not self.thread.is_alive() and not self.stop_event.is_set()
-        if self.error is not None or died:
-            raise IntakeDied(f"the intake thread died: {self.error!r}") from self.error
+        self.worker.check()
 
     def stop(self, timeout_s: float = JOIN_TIMEOUT_S) -> bool:
         """Ask the thread to end and wait at most `timeout_s`; False if it is still running."""
-        self.stop_event.set()
-        if self.thread is None:
-            return True
-        self.thread.join(timeout_s)
-        if self.thread.is_alive():
-            log.warning("intake thread did not stop within %.1f s", timeout_s)
-            return False
-        return True
+        return self.worker.stop(timeout_s)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
 from tandem.daemons.learner.opponent_pool import OpponentPool
 from tandem.daemons.runtime.logs import log_dropped
+from tandem.daemons.runtime.worker_thread import WorkerThread
 from tandem.protocol import ControlReply, ProtocolError, WeightRequest, decode, sockets
 from tandem.protocol.control import reply_address
 
@@ -100,43 +100,28 @@ class SnapshotServer:
         # (version, frames) replaced as one tuple: an attribute assignment is atomic, so the thread never
         # sees a version with the frames of another.
         self.latest: tuple[int, list | None] = (-1, None)
-        self.stop_event = threading.Event()
-        self.thread: threading.Thread | None = None
-        self.error: BaseException | None = None
+        self.worker = WorkerThread("snapshot")
 
     def offer(self, version: int, frames: list | None) -> None:
         """The newest published weights (their frames are never changed after publishing)."""
         self.latest = (version, frames)
 
     def start(self, router: Any) -> None:
-        self.thread = threading.Thread(target=self._run, args=(router,), name="snapshots", daemon=True)
-        self.thread.start()
+        self.worker.start(self._run, router)
 
     def _run(self, router: Any) -> None:
         try:
-            while not self.stop_event.is_set():
+            while not self.worker.stopping:
                 if sockets.poll([router], POLL_MS):
                     version, frames = self.latest
                     serve_snapshots(router, self.policy_id, version, frames, self.counts, self.pool)
-        except BaseException as exc:  # noqa: BLE001 - a bug: recorded, and the learner fails loudly in check()
-            self.error = exc
-            log.exception("snapshot thread died")
         finally:
             sockets.close(router, linger_ms=0)
 
     def check(self) -> None:
         """Raise if the thread ended on its own: actors could no longer join (the supervisor restarts us)."""
-        died = self.thread is not None and not self.thread.is_alive() and not self.stop_event.is_set()
-        if self.error is not None or died:
-            raise RuntimeError(f"the snapshot thread died: {self.error!r}") from self.error
+        self.worker.check()
 
     def stop(self, timeout_s: float = JOIN_TIMEOUT_S) -> bool:
         """Ask the thread to end and wait at most `timeout_s`; False if it is still running."""
-        self.stop_event.set()
-        if self.thread is None:
-            return True
-        self.thread.join(timeout_s)
-        if self.thread.is_alive():
-            log.warning("snapshot thread did not stop within %.1f s", timeout_s)
-            return False
-        return True
+        return self.worker.stop(timeout_s)
