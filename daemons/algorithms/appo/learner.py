@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from tandem.daemons.algorithms.actor_critic import network_form_hint, seeded_actor_critic
+from tandem.daemons.algorithms.actor_critic import seeded_actor_critic
 from tandem.daemons.algorithms.adam import Adam
 from tandem.daemons.algorithms.appo.losses import (
     clipped_surrogate,
@@ -31,13 +31,12 @@ from tandem.daemons.algorithms.appo.losses import (
     value_loss,
 )
 from tandem.daemons.algorithms.appo.minibatches import FlatSteps, RowBuffers, minibatch_rows
+from tandem.daemons.algorithms.appo.training_state import load_training_state, training_state
 from tandem.daemons.algorithms.appo.vtrace import vtrace
 from tandem.daemons.algorithms.base import UpdateResult
 from tandem.daemons.algorithms.recurrent import check_core_state
 from tandem.daemons.algorithms.running_norm import RunningMeanStd
 from tandem.daemons.algorithms.torch_util import (
-    check_tensors,
-    cpu_copy,
     make_adam,
     module_weights,
     torch_device,
@@ -364,37 +363,8 @@ class APPO:
         return module_weights(self.net)
 
     def state_dict(self) -> dict[str, Any]:
-        state = {
-            "algorithm": self.name,
-            "net": cpu_copy(self.net.state_dict()),
-            "optimizer": cpu_copy(self.optimizer.state_dict()),
-            "updates": int(self.updates),
-        }
-        if self.value_norm is not None:
-            state["value_norm"] = cpu_copy(self.value_norm.state_dict())
-        return state
+        return training_state(self)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from `state_dict()` output; the config's learning rate (and decay) wins over the saved one."""
-        if state.get("algorithm") != self.name:
-            raise ValueError(f"state is for algorithm {state.get('algorithm')!r}, not {self.name!r}")
-        try:
-            check_tensors(self.net.state_dict(), state["net"], numpy=False)
-        except (KeyError, ValueError) as exc:
-            raise ValueError(
-                f"saved network does not fit this model{network_form_hint(self.net, state['net'])}: {exc}"
-            ) from exc
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.net.load_state_dict(state["net"])
-        self.updates = int(state["updates"])
-        self.set_learning_rate()  # the config's, decayed by the updates already made
-        saved_norm = state.get("value_norm")
-        if self.value_norm is not None and isinstance(saved_norm, Mapping):
-            check_tensors(self.value_norm.state_dict(), saved_norm, numpy=False)
-            self.value_norm.load_state_dict(saved_norm)
-        elif self.value_norm is not None:  # a checkpoint from before normalize_returns: its statistics start afresh
-            self.value_norm = RunningMeanStd((1,)).to(self.device)
-            log.warning(
-                "the checkpoint has no return statistics (trained without algorithm.normalize_returns): "
-                "they start afresh, and the value output is read in their units from now on"
-            )
+        load_training_state(self, state)
