@@ -20,7 +20,7 @@ from torch import nn
 from tandem.client.bench.examples import example_config
 from tandem.client.bench.transport_figures import machine
 from tandem.client.bench.transport_payloads import ActorUnrolls, frame_stacks
-from tandem.protocol import TransitionBatch
+from tandem.protocol import TransitionBatch, sockets
 
 ATARI_ENV = "tandem.client.bench.intake:atari_like_env"  # 4 x 84 x 84 uint8 stacks, 6 actions
 # workload -> (example config whose learner is measured, overrides that keep its learning rule on a bench's memory
@@ -133,6 +133,7 @@ def measure(workload: str, device: str, updates: int, warmup: int, extra: list[s
         finally:
             learner.metrics.close()
             learner.binding.close()
+            sockets.close_context(learner.runtime.ctx, 0)  # its bound sockets go with it
 
 
 def run_updates(learner, workload: str, updates: int, warmup: int, profile: bool) -> dict:

@@ -32,7 +32,7 @@ class Actor(ActorProcess):
         self.selfplay: SelfPlay | None = None
 
     def main(self) -> None:
-        self.stepping = self.start()
+        self.start()
         if self.config.selfplay.enabled:
             self.seat_selfplay()
         self.runtime.reporter.set_stage("running")
@@ -54,6 +54,9 @@ class Actor(ActorProcess):
         except BaseException:
             close_all(envs)
             raise
+
+    def keep(self, built: Any) -> None:
+        self.stepping = built
 
     def seat_selfplay(self) -> None:
         """[selfplay]: the learning policy (this actor's league member) takes one seat of each world, pooled

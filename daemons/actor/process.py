@@ -33,11 +33,16 @@ class ActorProcess:
         set_torch_threads(self.config.actors.torch_threads)
         built = self.build()
         self.runtime.on_close(built.close)
+        self.keep(built)  # before the wait: its reports need what was built, or no heartbeat would go meanwhile
         self.links.connect(built.spaces)
         self.links.wait_weights(self.report)
         return built
 
     def build(self) -> Any:
+        raise NotImplementedError
+
+    def keep(self, built: Any) -> None:
+        """Hold what `build` made (what `report` reads)."""
         raise NotImplementedError
 
     def report(self, force: bool = False) -> None:

@@ -6,8 +6,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-# wait: nothing to train on (idle, or starved of data); prepare: received batches decoded and checked inline, the
-# next batch taken from the feed (stacks rebuilt, replay sampled) and made ready for the update; compute: the
+# wait: nothing to train on (idle, or starved of data); prepare: the next batch taken from the feed (stacks
+# rebuilt, replay sampled) and made ready for the update, and received batches decoded and checked when that is
+# done inline (learner.intake_thread = false: the receiver thread's work is on its own thread, in no part); compute: the
 # update itself; publish: the new version's weights sent. The rest of the loop (checkpoints, metrics, chores) is
 # "other".
 PARTS = ("wait", "prepare", "compute", "publish")

@@ -93,9 +93,12 @@ class GameServer(ActorProcess):
         self.clock = time.monotonic  # tests drive a server's time (silence, expiry) without sleeping
 
     def main(self) -> None:
-        self.games = self.start()
+        self.start()
         self.runtime.reporter.set_stage("running")
         self.act()
+
+    def keep(self, built: GameStreams) -> None:
+        self.games = built
 
     def build(self) -> GameStreams:
         self.runtime.reporter.set_stage("probe_spaces")
