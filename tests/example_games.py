@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tandem.client.harness import kill_session
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
@@ -24,15 +26,18 @@ def python_game(run_dir: Path, games: int, seconds: int, cwd: Path, *flags: str)
         stderr=subprocess.PIPE,
         text=True,
         cwd=cwd,
+        start_new_session=True,  # its game processes with it: a failed check ends them all (killed_if_left)
     )
 
 
 @contextmanager
 def killed_if_left(game: subprocess.Popen, timeout_s: float) -> Iterator[subprocess.Popen]:
-    """`game` for the with block; still running after it (a failed check), it is killed and its pipes drained."""
+    """`game` for the with block; still running after it (a failed check), it is killed with what it started (a
+    game started in a session of its own) and its pipes drained."""
     try:
         yield game
     finally:
+        kill_session(game)  # the games a --games N parent runs as processes outlive it otherwise
         if game.poll() is None:
             game.kill()
             game.communicate(timeout=timeout_s)
