@@ -19,8 +19,8 @@ from torch import nn
 
 from tandem.client.bench.examples import example_config
 from tandem.client.bench.transport_figures import machine
-from tandem.client.bench.transport_payloads import ActorUnrolls, frame_stacks
-from tandem.protocol import TransitionBatch, sockets
+from tandem.client.bench.transport_payloads import ActorUnrolls, make_batch
+from tandem.protocol import sockets
 
 ATARI_ENV = "tandem.client.bench.intake:atari_like_env"  # 4 x 84 x 84 uint8 stacks, 6 actions
 # workload -> (example config whose learner is measured, overrides that keep its learning rule on a bench's memory
@@ -88,27 +88,9 @@ class Unrolls:
     (frames sent once, PROTOCOL.md 2.1.2), one stream with rising seq; made outside the timed work."""
 
     def __init__(self, steps: int, envs: int, behaviour_logp: bool):
-        rng = np.random.default_rng(0)
-        terminated, truncated = np.zeros((steps, envs), bool), np.zeros((steps, envs), bool)
-        terminated[steps // 2, 0] = True
-        truncated[steps - 1, envs - 1] = True
-        obs, final_obs = frame_stacks(rng, terminated, truncated, (4, 84, 84))
+        batch = make_batch("atari", steps_envs=(steps, envs))  # an episode end and a truncation in each unroll
         extras = {"behaviour_logp": np.full((steps, envs), -1.79, np.float32)} if behaviour_logp else {}
-        batch = TransitionBatch(
-            policy_id="default",
-            actor_id="bench-actor",
-            incarnation=0,
-            seq=0,
-            policy_version=0,
-            env_steps=0,
-            obs=obs,
-            actions=rng.integers(0, 6, (steps, envs), dtype=np.int64),
-            rewards=rng.choice(np.array([-1.0, 0.0, 1.0], np.float32), (steps, envs)),
-            terminated=terminated,
-            truncated=truncated,
-            final_obs=final_obs,
-            extras=extras,
-        )
+        batch = dataclasses.replace(batch, policy_id="default", actor_id="bench-actor", extras=extras)
         self.actor, self.seq, self.per_unroll = ActorUnrolls(batch, 4), 0, steps * envs
 
     def next_message(self) -> list:

@@ -28,12 +28,14 @@ CAPACITIES = {"cartpole": CAPACITY, "atari": 20_000}
 N_STEP, GAMMA = 3, 0.99
 
 
-def make_batch(payload: str, seq: int = 0) -> TransitionBatch:
-    """A deterministic unroll with a few terminated and truncated steps (so final_obs is not empty).
+def make_batch(payload: str, seq: int = 0, steps_envs: tuple[int, int] | None = None) -> TransitionBatch:
+    """A deterministic unroll with a few terminated and truncated steps (so final_obs is not empty), of the
+    payload's T steps of K envs or of `steps_envs`.
 
     Atari-like observations are stacks of 4 random frames as FrameStackObservation makes them (each the one
     before shifted by a frame, an episode's first one its frame repeated), so an actor cuts them to frames."""
     steps, envs, obs_shape, dtype = PAYLOADS[payload]
+    steps, envs = steps_envs or (steps, envs)
     rng = np.random.default_rng(0)
     terminated = np.zeros((steps, envs), bool)
     truncated = np.zeros((steps, envs), bool)
