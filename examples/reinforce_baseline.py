@@ -31,7 +31,7 @@ def check_action_space(action_space) -> None:
 def make_learner(config, obs_space, action_space, device, mask_size):
     import torch  # the factories import torch: reading a config never does
 
-    from tandem.algorithms import build_network
+    from tandem.algorithms import build_network, gradient_step
 
     class Learner:
         def __init__(self):
@@ -84,13 +84,8 @@ def make_learner(config, obs_space, action_space, device, mask_size):
             value_loss = ((rets - values) ** 2).mean()
             entropy = dist.entropy().mean()
             loss = pg_loss + self.cfg.value_coef * value_loss - self.cfg.entropy_coef * entropy
-            self.optimizer.zero_grad()
-            loss.backward()
-            if self.cfg.max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_(
-                    [p for g in self.optimizer.param_groups for p in g["params"]], self.cfg.max_grad_norm
-                )
-            self.optimizer.step()
+            params = [p for g in self.optimizer.param_groups for p in g["params"]]
+            gradient_step(self.optimizer, loss, params, self.cfg.max_grad_norm)
             metrics = {
                 "loss": loss.item(),
                 "pg_loss": pg_loss.item(),

@@ -33,6 +33,9 @@ API = {
     # the built-in feeds: whole unrolls in arrival order (on-policy), n-step transitions in a replay (off-policy)
     "UnrollFeed": "tandem.daemons.feeds.unroll_feed:UnrollFeed",
     "ReplayFeed": "tandem.daemons.feeds.replay_feed:ReplayFeed",
+    # one optimizer step from a loss: zero, backward, clip, step; with replicas, the gradients averaged first and
+    # their all-reduce overlapped with backward
+    "gradient_step": "tandem.daemons.algorithms.gradient_step:gradient_step",
     # the network [model] describes (an MLP, the Nature CNN or model.kind = "module:callable"), with an output size
     "build_network": "tandem.daemons.algorithms.models:build_q_network",
     # the built-in algorithms and their sections, to build on (a spec of yours may reuse their factories)

@@ -1,4 +1,5 @@
-"""`tandem bench replicas`: updates/s and samples/s of one policy with 1, 2, ... data-parallel learner replicas."""
+"""`tandem bench replicas`: updates/s and samples/s of one policy with 1, 2, ... data-parallel learner replicas, and
+the gradient all-reduce's cost with and without overlapping it with the backward pass."""
 
 from __future__ import annotations
 
@@ -32,10 +33,17 @@ def all_training(names: list[str]) -> Callable[[Path], bool]:
     return test
 
 
-def replica_figures(config: Path, replicas: int, actors: int, seconds: float, overrides: tuple[str, ...]) -> dict:
+def delta(first: dict, last: dict, key: str) -> float:
+    return float(last.get(key, 0) - first.get(key, 0))
+
+
+def replica_figures(
+    config: Path, replicas: int, actors: int, seconds: float, overrides: tuple[str, ...], overlap: bool = True
+) -> dict:
     """One `tandem up` with `replicas` learner replicas (no evaluator), `seconds` long from the moment every
     replica has trained (the group formed, each with data): what each replica trained."""
     names = replica_names(replicas)
+    overrides = (*overrides, f"learner.allreduce_overlap={str(overlap).lower()}")
     with tempfile.TemporaryDirectory(prefix="tandem-bench-replicas-") as tmp:
         run_dir = Path(tmp) / "run"
         figures = timed_run(
@@ -49,6 +57,7 @@ def replica_figures(config: Path, replicas: int, actors: int, seconds: float, ov
     batch = load_config(config, list(overrides)).algorithm.batch_size
     out = {
         "replicas": replicas,
+        "overlap": overlap if replicas > 1 else None,
         "actors": actors,
         "env_steps_per_s": round(
             figures.summary.get("env_steps", 0) / max(figures.summary.get("elapsed_s", seconds), 1e-9), 1
@@ -70,12 +79,14 @@ def replica_figures(config: Path, replicas: int, actors: int, seconds: float, ov
             updates = max(last["updates"] - first["updates"], 1)
             out["updates_per_s"] = round(rate, 2)
             out["trained_s"] = round(trained_s, 1)  # replica 0's rows with an update made, first to last
-            out["allreduce_ms_per_update"] = round(
-                1000 * (last.get("gradient_allreduce_s", 0) - first.get("gradient_allreduce_s", 0)) / updates, 2
-            )
-            out["collective_wait_share"] = round(
-                (last.get("collective_wait_s", 0) - first.get("collective_wait_s", 0)) / trained_s, 3
-            )
+            # the learner's time held up by the gradient all-reduce (launches, and waits after backward)
+            out["allreduce_ms_per_update"] = round(1000 * delta(first, last, "gradient_allreduce_s") / updates, 2)
+            out["allreduce_kb_per_update"] = round(delta(first, last, "gradient_allreduce_bytes") / 1024 / updates, 1)
+            buckets = delta(first, last, "gradient_buckets")
+            out["buckets_per_update"] = round(buckets / updates, 2)
+            # buckets whose reduce was complete when backward ended: wholly hidden behind the backward pass
+            out["buckets_done_in_backward"] = round(delta(first, last, "gradient_buckets_early") / max(buckets, 1), 3)
+            out["collective_wait_share"] = round(delta(first, last, "collective_wait_s") / trained_s, 3)
         out["replica_mismatches"] = out.get("replica_mismatches", 0) + last.get("replica_mismatches", 0)
     out["samples_per_s"] = round(samples_per_s, 1)
     return out
@@ -91,6 +102,13 @@ def replica_figures(config: Path, replicas: int, actors: int, seconds: float, ov
     show_default=True,
     help="Length of each run, counted from when every replica has made its first update.",
 )
+@click.option(
+    "--overlap",
+    type=click.Choice(["both", "on", "off"]),
+    default="both",
+    show_default=True,
+    help="Gradient all-reduce overlapped with backward (on), after it (off), or each in turn for every count above 1.",
+)
 @bench_set_option
 @json_option
 @quick_option("1 and 2 replicas for 12 s of training each")
@@ -99,15 +117,18 @@ def replicas_cmd(
     replica_counts: list[int],
     actors: int,
     seconds: float,
+    overlap: str,
     overrides: tuple[str, ...],
     as_json: bool,
     quick: bool,
 ) -> None:
-    """Updates/s and samples/s of one policy with 1, 2, ... learner replicas (Gloo), and the all-reduce's cost.
+    """Updates/s and samples/s of one policy with 1, 2, ... learner replicas, and the all-reduce's cost.
 
     samples/s is every replica's updates/s times the batch size, summed; the all-reduce figure is replica 0's
-    time in gradient all-reduces per update (waiting for the slowest replica included); the collective share
-    is the part of its time spent in any collective.
+    time held up by gradient all-reduces per update (waiting for the slowest replica included), with the bytes
+    reduced and the share of buckets already reduced when backward ended; the collective share is the part of
+    its time spent in any collective. With --overlap both, each count above 1 runs with the all-reduce overlapped
+    with backward and after it, one after the other, and the two are compared.
     """
     if not replica_counts or min(replica_counts) < 1 or max(replica_counts) > actors:
         raise click.BadParameter(
@@ -116,18 +137,37 @@ def replicas_cmd(
         )
     if quick:
         seconds = min(seconds, 12.0)
+    modes = {"both": [True, False], "on": [True], "off": [False]}[overlap]
     say, results = progress(as_json), []
     for count in replica_counts:
-        results.append(r := replica_figures(config, count, actors, seconds, overrides))
-        say(
-            f"{count} replica(s), {actors} actors: {r['updates_per_s']} updates/s, {r['samples_per_s']:.0f} "
-            f"samples/s, gradient all-reduce {r['allreduce_ms_per_update']} ms/update, "
-            f"{100 * r['collective_wait_share']:.0f}% of the time in collectives, "
-            f"{r['env_steps_per_s']:.0f} env steps/s, weight mismatches {r['replica_mismatches']}"
-        )
+        for mode in modes if count > 1 else [True]:
+            results.append(r := replica_figures(config, count, actors, seconds, overrides, mode))
+            how = "" if count == 1 else (" overlapped" if mode else " after backward")
+            say(
+                f"{count} replica(s), {actors} actors: {r['updates_per_s']} updates/s, {r['samples_per_s']:.0f} "
+                f"samples/s, gradient all-reduce{how} {r['allreduce_ms_per_update']} ms/update "
+                f"({r['allreduce_kb_per_update']:.0f} KiB in {r['buckets_per_update']} buckets, "
+                f"{100 * r['buckets_done_in_backward']:.0f}% done within backward), "
+                f"{100 * r['collective_wait_share']:.0f}% of the time in collectives, "
+                f"{r['env_steps_per_s']:.0f} env steps/s, weight mismatches {r['replica_mismatches']}"
+            )
     base = results[0]["samples_per_s"] or 1.0
     for r in results:
         r["samples_per_s_ratio"] = round(r["samples_per_s"] / base, 3)
     record = {"benchmark": "replicas", "quick": quick, "config": str(config), "seconds": seconds, "runs": results}
-    ratios = ", ".join(f"{r['replicas']}: {r['samples_per_s_ratio']}x" for r in results)
-    finish(record, as_json, [f"samples/s against the first: {ratios}"])
+    ratios = ", ".join(
+        f"{r['replicas']}{'' if r['overlap'] is None else (' on' if r['overlap'] else ' off')}: "
+        f"{r['samples_per_s_ratio']}x"
+        for r in results
+    )
+    lines = [f"samples/s against the first: {ratios}"]
+    for count in replica_counts:
+        on = [r for r in results if r["replicas"] == count and r["overlap"] is True]
+        off = [r for r in results if r["replicas"] == count and r["overlap"] is False]
+        if on and off and off[0]["allreduce_ms_per_update"] > 0:
+            lines.append(
+                f"{count} replicas: all-reduce held the learner {on[0]['allreduce_ms_per_update']} ms/update "
+                f"overlapped against {off[0]['allreduce_ms_per_update']} after backward "
+                f"({on[0]['allreduce_ms_per_update'] / off[0]['allreduce_ms_per_update']:.2f}x)"
+            )
+    finish(record, as_json, lines)

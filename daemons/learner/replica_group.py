@@ -1,16 +1,19 @@
-"""Data-parallel learner replicas over torch.distributed (Gloo): gradients averaged, weights identical, timeouts.
+"""Data-parallel learner replicas over torch.distributed: gradients averaged, weights identical, timeouts.
 
 Every replica runs the same loop; once per pass they agree whether all of them have a batch (`agree`), and
-only then do they all update, so their updates, optimizer steps and versions stay in step. Each optimizer
-step averages the gradients of every replica before it is applied (a pre-step hook on Tandem's Adam and
-on every torch.optim optimizer), so parameters that start identical stay identical; after each update the
-floating buffers of the algorithm's modules (running statistics of observations and returns) are averaged
-too. Every `check_every` updates the replicas compare a checksum of all of it; a mismatch is counted and
-replica 0's tensors are copied to the others.
+only then do they all update, so their updates, optimizer steps and versions stay in step. Each backward pass's
+gradients are averaged over the replicas before they are clipped and stepped: in buckets reduced while backward
+computes the rest (gradient_buckets), through the algorithms' `gradient_step`; an optimizer stepped some other
+way (a plug-in's own loop) has them averaged in one all-reduce by a pre-step hook on Tandem's Adam and on every
+torch.optim optimizer. Parameters that start identical stay identical; after each update the floating buffers of
+the algorithm's modules (running statistics of observations and returns) are averaged too. Every `check_every`
+updates the replicas compare a checksum of all of it; a mismatch is counted and replica 0's tensors are copied
+to the others.
 
-No collective waits without a bound: each one waits at most `timeout_s`, then raises `ReplicaError`, the
-learner exits, and the supervisor restarts the whole group (a replica that died or hangs cannot be waited
-for). Gradients travel as float32 on the CPU whatever the learner's device (Gloo; NCCL is not used yet).
+Backends: Gloo on the CPU (gradients of a GPU learner go through host memory), or NCCL where the learners train on
+CUDA devices (everything stays on the device). No collective waits without a bound: each one waits at most
+`timeout_s`, then raises `ReplicaError`, the learner exits, and the supervisor restarts the whole group (a replica
+that died or hangs cannot be waited for).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from tandem.daemons.algorithms import adam
+from tandem.daemons.algorithms import adam, gradient_step
+from tandem.daemons.learner.gradient_buckets import GradientBuckets, spread_mean
 from tandem.daemons.learner.replica_error import ReplicaError
 from tandem.daemons.learner.state_transfer import pack, unpack
 
@@ -41,6 +45,7 @@ class Place:
     world_size: int
     generation: int
     master: str
+    backend: str = "gloo"  # "nccl" where the learners train on CUDA devices
 
 
 def algorithm_modules(algorithm: Any) -> list[nn.Module]:
@@ -70,9 +75,21 @@ def all_tensors(modules: list[nn.Module]) -> Iterator[torch.Tensor]:
 class ReplicaGroup:
     """This process's place in its policy's replica group, and the collectives the learner runs through it."""
 
-    def __init__(self, place: Place, timeout_s: float, counts: dict[str, float], check_every: int = 100):
+    def __init__(
+        self,
+        place: Place,
+        timeout_s: float,
+        counts: dict[str, float],
+        check_every: int = 100,
+        device: torch.device | None = None,
+        bucket_bytes: int = 1 << 20,
+        overlap: bool = True,
+    ):
         self.place, self.timeout_s, self.counts, self.check_every = place, timeout_s, counts, check_every
         self.timeout = datetime.timedelta(seconds=timeout_s)
+        # where collective tensors live: the CPU for Gloo, the learner's own GPU for NCCL
+        self.device = device if device is not None and place.backend == "nccl" else torch.device("cpu")
+        self.world_size = place.world_size
         self.hooked = False
         self._torch_hook: Any = None
         counts.update(
@@ -81,10 +98,10 @@ class ReplicaGroup:
             replica_generation=place.generation,
             collectives=0,
             collective_wait_s=0.0,
-            gradient_allreduce_s=0.0,
             replica_checks=0,
             replica_mismatches=0,
         )
+        self.buckets = GradientBuckets(self, counts, bucket_bytes, overlap)
 
     @property
     def rank(self) -> int:
@@ -92,37 +109,67 @@ class ReplicaGroup:
 
     # ------------------------------------------------------------------ collectives, each bounded
 
+    def start_sum(self, tensor: torch.Tensor, what: str) -> Any:
+        """An all-reduce (sum) started and not waited for; ReplicaError when even starting it fails."""
+        import torch.distributed as dist
+
+        try:
+            return dist.all_reduce(tensor, op=dist.ReduceOp.SUM, async_op=True)
+        except Exception as exc:  # Gloo raises RuntimeError subclasses, and others on a closed peer
+            raise ReplicaError(self.failure(what, exc)) from exc
+
+    def wait(self, work: Any, what: str) -> None:
+        """Wait for a started collective at most the group's timeout; ReplicaError when it fails or takes longer."""
+        start = time.monotonic()
+        try:
+            if self.place.backend == "nccl":
+                self._wait_on_device(work)
+            else:
+                work.wait(timeout=self.timeout)
+        except Exception as exc:
+            raise ReplicaError(self.failure(what, exc)) from exc
+        self.counted(start)
+
+    def _wait_on_device(self, work: Any) -> None:
+        """NCCL's wait only orders the device's stream; the host waits here, bounded, for the work to complete (a
+        hung peer otherwise blocks the next synchronization for ever)."""
+        work.wait()
+        deadline = time.monotonic() + self.timeout_s
+        while not work.is_completed():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the collective did not complete within {self.timeout_s:g} s")
+            time.sleep(0.0002)
+
     def _reduce(self, tensor: torch.Tensor, op: Any, what: str) -> None:
         import torch.distributed as dist
 
-        start = time.monotonic()
+        if op == dist.ReduceOp.SUM:
+            self.wait(self.start_sum(tensor, what), what)
+            return
         try:
             work = dist.all_reduce(tensor, op=op, async_op=True)
-            work.wait(timeout=self.timeout)
-        except Exception as exc:  # Gloo raises RuntimeError subclasses, and others on a closed peer
+        except Exception as exc:
             raise ReplicaError(self.failure(what, exc)) from exc
-        self.counted(start)
+        self.wait(work, what)
 
     def _broadcast(self, tensor: torch.Tensor, what: str) -> None:
         import torch.distributed as dist
 
-        start = time.monotonic()
         try:
-            dist.broadcast(tensor, src=0, async_op=True).wait(timeout=self.timeout)
+            work = dist.broadcast(tensor, src=0, async_op=True)
         except Exception as exc:
             raise ReplicaError(self.failure(what, exc)) from exc
-        self.counted(start)
+        self.wait(work, what)
 
     def _gather(self, tensor: torch.Tensor, what: str) -> list[torch.Tensor]:
         import torch.distributed as dist
 
         out = [torch.empty_like(tensor) for _ in range(self.place.world_size)]
-        start = time.monotonic()
         try:
-            dist.all_gather(out, tensor, async_op=True).wait(timeout=self.timeout)
+            work = dist.all_gather(out, tensor, async_op=True)
         except Exception as exc:
             raise ReplicaError(self.failure(what, exc)) from exc
-        self.counted(start)
+        self.wait(work, what)
         return out
 
     def counted(self, start: float) -> float:
@@ -145,32 +192,28 @@ class ReplicaGroup:
         import torch.distributed as dist
 
         # one MIN for both: "ready" as is, "stopping" as its negation (min of not-stopping is 0 if any stops)
-        flags = torch.tensor([1 if ready else 0, 0 if stopping else 1], dtype=torch.int32)
+        flags = torch.tensor([1 if ready else 0, 0 if stopping else 1], dtype=torch.int32, device=self.device)
         self._reduce(flags, dist.ReduceOp.MIN, "the agreement to update")
         return bool(flags[0].item()), not bool(flags[1].item())
 
     def from_first(self, values: list[int], what: str) -> list[int]:
         """Replica 0's integers (its version, updates, env steps), the same on every replica."""
-        tensor = torch.tensor(values, dtype=torch.int64)
+        tensor = torch.tensor(values, dtype=torch.int64, device=self.device)
         self._broadcast(tensor, what)
         return [int(v) for v in tensor.tolist()]
 
     def average_gradients(self, grads: list[torch.Tensor]) -> None:
-        """Replace each gradient by its mean over the replicas (one flat all-reduce for all of them)."""
-        import torch.distributed as dist
-
-        if not grads:
+        """An optimizer's pre-step hook: each gradient replaced by its mean over the replicas (one flat all-reduce),
+        unless `gradient_step` had them averaged already."""
+        if not grads or self.buckets.take_averaged():
             return
-        flat = torch.cat([g.detach().reshape(-1).to("cpu", torch.float32) for g in grads])
         start = time.monotonic()
-        self._reduce(flat, dist.ReduceOp.SUM, "the gradient all-reduce")
+        flat = torch.cat([g.detach().reshape(-1).to(self.device, torch.float32) for g in grads])
+        self.wait(self.start_sum(flat, "the gradient all-reduce"), "the gradient all-reduce")
         self.counts["gradient_allreduce_s"] += time.monotonic() - start
-        flat /= self.place.world_size
-        offset = 0
-        for g in grads:
-            n = g.numel()
-            g.copy_(flat[offset : offset + n].view_as(g))
-            offset += n
+        self.counts["gradient_allreduce_bytes"] += flat.numel() * 4
+        self.counts["gradient_buckets"] += 1
+        spread_mean(flat, self.world_size, [g.numel() for g in grads], list(grads))
 
     def average_buffers(self, algorithm: Any) -> None:
         """Running statistics each replica updated from its own batch, replaced by their mean over the replicas."""
@@ -179,7 +222,7 @@ class ReplicaGroup:
         buffers = list(float_buffers(algorithm_modules(algorithm)))
         if not buffers:
             return
-        flat = torch.cat([b.detach().reshape(-1).to("cpu", torch.float64) for b in buffers])
+        flat = torch.cat([b.detach().reshape(-1).to(self.device, torch.float64) for b in buffers])
         self._reduce(flat, dist.ReduceOp.SUM, "the running-statistics all-reduce")
         flat /= self.place.world_size
         self._unflatten(flat, buffers)
@@ -190,13 +233,13 @@ class ReplicaGroup:
         data = pack(algorithm.state_dict()) if self.rank == 0 else b""
         size = self.from_first([len(data)], "the size of replica 0's state")[0]
         buffer = (
-            torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            torch.frombuffer(bytearray(data), dtype=torch.uint8).to(self.device)
             if self.rank == 0
-            else torch.empty(size, dtype=torch.uint8)
+            else torch.empty(size, dtype=torch.uint8, device=self.device)
         )
         self._broadcast(buffer, "the copy of replica 0's state")
         if self.rank > 0:
-            algorithm.load_state_dict(unpack(buffer.numpy().tobytes()))
+            algorithm.load_state_dict(unpack(buffer.cpu().numpy().tobytes()))
 
     def copy_from_first(self, algorithm: Any) -> None:
         """Every parameter and buffer of the algorithm's modules made replica 0's (at the group's start, after a
@@ -204,7 +247,7 @@ class ReplicaGroup:
         tensors = list(all_tensors(algorithm_modules(algorithm)))
         for dtype in sorted({t.dtype for t in tensors}, key=str):
             same = [t for t in tensors if t.dtype == dtype]
-            flat = torch.cat([t.detach().reshape(-1).cpu() for t in same])
+            flat = torch.cat([t.detach().reshape(-1).to(self.device) for t in same])
             self._broadcast(flat, "the copy of replica 0's weights")
             self._unflatten(flat, same)
 
@@ -226,7 +269,7 @@ class ReplicaGroup:
 
     def identical(self, algorithm: Any) -> bool:
         """Compare every replica's checksum; on a mismatch (counted, logged) replica 0's tensors go to all."""
-        mine = torch.tensor([self.checksum(algorithm)], dtype=torch.int64)
+        mine = torch.tensor([self.checksum(algorithm)], dtype=torch.int64, device=self.device)
         sums = [int(t.item()) for t in self._gather(mine, "the weight comparison")]
         self.counts["replica_checks"] += 1
         if len(set(sums)) == 1:
@@ -245,9 +288,11 @@ class ReplicaGroup:
     # ------------------------------------------------------------------ the gradient hooks
 
     def install(self) -> None:
-        """Average gradients before every optimizer step in this process: Tandem's Adam and torch.optim's."""
+        """Average gradients before every optimizer step in this process: bucketed and overlapped through the
+        algorithms' gradient_step, and by a pre-step hook on Tandem's Adam and on torch.optim's for any other."""
         if self.hooked:
             return
+        gradient_step.SYNCS.append(self.buckets)
         adam.STEP_PRE_HOOKS.append(self.average_gradients)
         from torch.optim.optimizer import register_optimizer_step_pre_hook
 
@@ -261,8 +306,10 @@ class ReplicaGroup:
     def close(self) -> None:
         """Remove the hooks and leave the group (no collective: the others may be gone already)."""
         if self.hooked:
+            gradient_step.SYNCS.remove(self.buckets)
             adam.STEP_PRE_HOOKS.remove(self.average_gradients)
             self._torch_hook.remove()
+            self.buckets.close()
             self.hooked = False
         import torch.distributed as dist
 

@@ -23,6 +23,7 @@ from tandem.daemons.settings.setup_errors import SetupError
 ASK_EVERY_S = 0.2  # between two questions of a replica waiting for replica 0's address
 REPORT_EVERY_S = 0.1  # between two looks at the rendezvous thread (and heartbeats)
 ARRIVAL_POLL_S = 0.05  # between two looks at how many replicas reached the generation's store
+NCCL_WATCHDOG_GRACE_S = 5.0  # NCCL's watchdog aborts this long after the group's own wait has given up
 ARRIVED_KEY = "tandem-arrived"  # a counter in each generation's store, beside torch's own keys
 
 
@@ -34,8 +35,10 @@ def join_group(
     host: str,
     learner: Any,
     counts: dict[str, float],
+    device: Any = None,
 ) -> ReplicaGroup:
-    """This replica's place in `policy`'s group, formed with every other replica; ReplicaError if it cannot be."""
+    """This replica's place in `policy`'s group, formed with every other replica (on `device`, the torch device it
+    trains on: NCCL where that is a GPU); ReplicaError if it cannot be."""
     if runtime.channel is None:
         raise SetupError(
             "learner.replicas > 1 needs a supervisor to meet through (`tandem up`, or --control of a supervisor)"
@@ -43,8 +46,12 @@ def join_group(
     runtime.reporter.set_stage("rendezvous")
     deadline = time.monotonic() + learner.rendezvous_timeout_s
     check_network(host, learner.replicas_trusted_network)
-    # Gloo's own links go out of the interface that holds this address (by default it picks one by hostname)
+    backend = backend_for(learner.replica_backend, device)
+    if backend == "nccl":
+        device = indexed(device)
+    # Gloo's and NCCL's own links go out of the interface that holds this address (by default they pick by hostname)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", interface_of(host))
+    os.environ.setdefault("NCCL_SOCKET_IFNAME", interface_of(host))
     import torch.distributed as dist
 
     store_timeout = datetime.timedelta(seconds=learner.rendezvous_timeout_s)
@@ -54,7 +61,7 @@ def join_group(
         data = post_first(runtime, policy, world_size, f"{host}:{store.port}", deadline)
     else:
         data = wait_for_first(runtime, policy, rank, world_size, deadline)
-    place = Place(rank, world_size, int(data["generation"]), str(data["master"]))
+    place = Place(rank, world_size, int(data["generation"]), str(data["master"]), backend)
     outcome: dict[str, BaseException | None] = {}
 
     def form() -> None:
@@ -65,12 +72,19 @@ def join_group(
                 store = dist.TCPStore(address, int(port), world_size, is_master=False, timeout=store_timeout)
             generation_store = dist.PrefixStore(f"tandem/{policy}/{place.generation}", store)
             wait_for_everyone(generation_store, world_size, deadline)
+            options: dict[str, Any] = {}
+            timeout_s = learner.collective_timeout_s
+            if backend == "nccl":
+                # the group's own bounded wait names the failure first; NCCL's watchdog is the backstop behind it
+                options["device_id"] = device
+                timeout_s += NCCL_WATCHDOG_GRACE_S
             dist.init_process_group(
-                "gloo",
+                backend,
                 store=generation_store,
                 rank=rank,
                 world_size=world_size,
-                timeout=datetime.timedelta(seconds=learner.collective_timeout_s),
+                timeout=datetime.timedelta(seconds=timeout_s),
+                **options,
             )
             outcome["error"] = None
         except BaseException as exc:  # reported on the daemon's thread
@@ -91,7 +105,41 @@ def join_group(
     if outcome.get("error") is not None:
         exc = outcome["error"]
         raise ReplicaError(f"replica {rank} of policy {policy!r} could not join its group: {type(exc).__name__}: {exc}")
-    return ReplicaGroup(place, learner.collective_timeout_s, counts, learner.replica_check_every)
+    return ReplicaGroup(
+        place,
+        learner.collective_timeout_s,
+        counts,
+        learner.replica_check_every,
+        device=device,
+        bucket_bytes=learner.allreduce_bucket_kb * 1024,
+        overlap=learner.allreduce_overlap,
+    )
+
+
+def indexed(device: Any) -> Any:
+    """A CUDA device with its index ('cuda' is the current one): NCCL binds a communicator to one device."""
+    import torch
+
+    return device if device.index is not None else torch.device("cuda", torch.cuda.current_device())
+
+
+def backend_for(wanted: str, device: Any) -> str:
+    """The group's torch.distributed backend: NCCL for learners on CUDA devices where it is built in, else Gloo."""
+    import torch.distributed as dist
+
+    on_gpu = device is not None and getattr(device, "type", "cpu") == "cuda"
+    if wanted == "nccl":
+        if not on_gpu:
+            raise SetupError(
+                "learner.replica_backend = 'nccl' needs learners on CUDA devices (learner.device = 'cuda'): "
+                "use 'gloo' (or 'auto') for learners on the CPU"
+            )
+        if not dist.is_nccl_available():
+            raise SetupError("learner.replica_backend = 'nccl': this torch build has no NCCL; use 'gloo' or 'auto'")
+        return "nccl"
+    if wanted == "auto" and on_gpu and dist.is_nccl_available():
+        return "nccl"
+    return "gloo"
 
 
 def wait_for_everyone(store: Any, world_size: int, deadline: float) -> None:

@@ -149,8 +149,10 @@ def join_replicas(
     """Meet the other replicas, then start from replica 0's state: its whole training state as it restored it
     (weights, optimizer, statistics: sent, not read from its files), bit for bit, its version and counts."""
     counts = progress.counts
-    group = join_group(runtime, policy_id, rank, learner.replicas, host, learner, counts)
     algorithm = training.algorithm
+    group = join_group(
+        runtime, policy_id, rank, learner.replicas, host, learner, counts, getattr(algorithm, "device", None)
+    )
     group.share_state(algorithm)
     group.copy_from_first(algorithm)
     version, updates, env_steps = group.from_first(

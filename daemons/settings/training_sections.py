@@ -235,8 +235,9 @@ class LearnerSection:
     )
     replicas: int = option(
         1,
-        "Learner processes that train this policy data-parallel (torch.distributed, Gloo): each takes its share of the "
-        "actors, the replicas average gradients every optimizer step, and replica 0 publishes and checkpoints.",
+        "Learner processes that train this policy data-parallel (torch.distributed: Gloo, or NCCL on GPUs): each takes "
+        "its share of the actors, the replicas average gradients every optimizer step, and replica 0 publishes and "
+        "checkpoints.",
         min=1,
         max=64,
     )
@@ -252,8 +253,26 @@ class LearnerSection:
     replicas_trusted_network: bool = option(
         False,
         "(replicas > 1) Let replicas meet beyond loopback (replicas on several hosts, started with `tandem learner "
-        "--rank`): their store and Gloo's gradient links are neither encrypted nor authenticated, so only on a "
+        "--rank`): their store and Gloo's or NCCL's gradient links are neither encrypted nor authenticated, so only on a "
         "network you trust.",
+    )
+    replica_backend: str = option(
+        "auto",
+        "(replicas > 1) torch.distributed backend of the group: 'nccl' keeps gradients on the GPUs (learners on "
+        "CUDA devices), 'gloo' sends them through host memory; 'auto' is nccl where the learner trains on CUDA "
+        "and NCCL is built in, gloo otherwise.",
+        choices=("auto", "gloo", "nccl"),
+    )
+    allreduce_overlap: bool = option(
+        True,
+        "(replicas > 1) Reduce each bucket of gradients as soon as backward has made it, while backward computes "
+        "the rest (false: one all-reduce of every gradient after backward).",
+    )
+    allreduce_bucket_kb: int = option(
+        1024,
+        "(replicas > 1) Size of one bucket of gradients reduced together (float32 KiB): smaller buckets start "
+        "sooner, larger ones cost fewer collectives.",
+        min=1,
     )
     replica_check_every: int = option(
         100,

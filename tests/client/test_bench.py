@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 from tandem.client.cli import cli
@@ -65,17 +66,43 @@ def test_lag_record_is_complete():
         assert run["arrival_lag_mean"] is None if run["updates"] == 0 else run["arrival_lag_mean"] >= 0.0
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(240)
 def test_replicas_record_is_complete():
     data = record("replicas")
-    assert data["benchmark"] == "replicas" and [r["replicas"] for r in data["runs"]] == [1, 2]
-    one, two = data["runs"]
-    assert one["samples_per_s"] > 0 and two["samples_per_s"] > 0 and one["samples_per_s_ratio"] == 1.0
-    assert one["allreduce_ms_per_update"] == 0.0 and two["allreduce_ms_per_update"] > 0.0  # alone: no all-reduce
-    assert 0.0 < two["collective_wait_share"] <= 1.0 and two["replica_mismatches"] == 0
+    assert data["benchmark"] == "replicas"
+    assert [(r["replicas"], r["overlap"]) for r in data["runs"]] == [(1, None), (2, True), (2, False)]
+    one, *twos = data["runs"]
+    assert one["samples_per_s"] > 0 and one["samples_per_s_ratio"] == 1.0
+    assert one["allreduce_ms_per_update"] == 0.0 and one["allreduce_kb_per_update"] == 0.0  # alone: no all-reduce
+    for two in twos:
+        assert two["samples_per_s"] > 0 and two["allreduce_ms_per_update"] > 0.0
+        assert 0.0 < two["collective_wait_share"] <= 1.0 and two["replica_mismatches"] == 0
+        assert two["buckets_per_update"] >= 1.0 and 0.0 <= two["buckets_done_in_backward"] <= 1.0
+    # the same network's gradients either way, whatever the bucketing
+    assert twos[0]["allreduce_kb_per_update"] > 0
+    assert twos[0]["allreduce_kb_per_update"] == pytest.approx(twos[1]["allreduce_kb_per_update"], rel=0.01)
     # the seconds count from every replica's first update, so a slow start (imports, the group forming on a
     # loaded machine) leaves the measured part whole; rows come once a second, hence the one second of slack
-    assert one["trained_s"] >= data["seconds"] - 1.5 and two["trained_s"] >= data["seconds"] - 1.5
+    assert all(r["trained_s"] >= data["seconds"] - 1.5 for r in data["runs"])
+
+
+# NCCL needs a GPU per member: a group of one on the GPU where there is one (the whole NCCL path, every collective)
+ALLREDUCE_GROUPS = [("cpu", 2)] + ([("cuda", 1)] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("device, members", ALLREDUCE_GROUPS)
+def test_allreduce_record_is_complete(device, members):
+    data = record("allreduce", "--device", device, "--members", str(members))
+    assert data["benchmark"] == "allreduce" and data["members"] == members
+    after, overlapped = data["medians"]["after"], data["medians"]["overlapped"]
+    # the Nature CNN's 1.69M gradients, float32, either way; one bucket after backward, several while it runs
+    assert (
+        after["kb_per_step"] == pytest.approx(overlapped["kb_per_step"]) == pytest.approx(1687206 * 4 / 1024, rel=0.01)
+    )
+    assert after["buckets_per_step"] == 1 and overlapped["buckets_per_step"] >= 2
+    assert after["done_in_backward"] == 0 and 0 <= overlapped["done_in_backward"] <= 1
+    assert after["held_ms"] > 0 and overlapped["held_ms"] > 0 and data["ratios"]["held_overlapped_over_after"] > 0
 
 
 @pytest.mark.timeout(180)

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 import torch
-from torch import nn
 
 from tandem.daemons.algorithms.actor_critic import seeded_actor_critic
 from tandem.daemons.algorithms.adam import Adam
@@ -34,6 +33,7 @@ from tandem.daemons.algorithms.appo.minibatches import FlatSteps, RowBuffers, mi
 from tandem.daemons.algorithms.appo.training_state import load_training_state, training_state
 from tandem.daemons.algorithms.appo.vtrace import vtrace
 from tandem.daemons.algorithms.base import UpdateResult
+from tandem.daemons.algorithms.gradient_step import gradient_step
 from tandem.daemons.algorithms.recurrent import check_core_state
 from tandem.daemons.algorithms.running_norm import RunningMeanStd
 from tandem.daemons.algorithms.torch_util import (
@@ -340,11 +340,7 @@ class APPO:
         v_loss = value_loss(values, targets, old_values, cfg.value_clip)
         loss = policy_loss + cfg.value_coef * v_loss - cfg.entropy_coef * entropy
 
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        clip = cfg.max_grad_norm if cfg.max_grad_norm > 0 else math.inf
-        grad_norm = nn.utils.clip_grad_norm_(self.net.parameters(), clip)
-        self.optimizer.step()
+        grad_norm = gradient_step(self.optimizer, loss, self.net.parameters(), cfg.max_grad_norm)
         log_ratio = logp.detach() - anchor_logp
         approx_kl = (log_ratio.exp() - 1.0 - log_ratio).mean()  # Schulman's k3 estimator of KL(anchor || pi)
         return scalar_metrics(

@@ -6,7 +6,6 @@ The torch half of the algorithm: its spec, name and keys are in spec.py, which i
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +16,7 @@ from torch import nn
 
 from tandem.daemons.algorithms.adam import Adam
 from tandem.daemons.algorithms.base import UpdateResult
+from tandem.daemons.algorithms.gradient_step import gradient_step
 from tandem.daemons.algorithms.numpy_acting import MAX_ROWS, NumpyMLP, NumpyTwin, mask_illegal
 from tandem.daemons.algorithms.torch_util import (
     SwappableNet,
@@ -138,11 +138,7 @@ class DoubleDQN:
         losses = nn.functional.huber_loss(q_taken, targets, reduction="none", delta=self.huber_delta)
         loss = (weights * losses).mean()
 
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        clip = self.max_grad_norm if self.max_grad_norm > 0 else math.inf  # inf: measure the norm, scale by 1
-        grad_norm = nn.utils.clip_grad_norm_(self.online.parameters(), clip)
-        self.optimizer.step()
+        grad_norm = gradient_step(self.optimizer, loss, self.online.parameters(), self.max_grad_norm)
         self.updates += 1
         if self.updates % self.target_update_interval == 0:
             self.sync_target()

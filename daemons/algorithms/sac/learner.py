@@ -16,10 +16,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from torch import nn
 
 from tandem.daemons.algorithms.adam import Adam
 from tandem.daemons.algorithms.base import UpdateResult
+from tandem.daemons.algorithms.gradient_step import gradient_step
 from tandem.daemons.algorithms.sac.nets import SquashedGaussianPolicy, TwinQ, box_dims
 from tandem.daemons.algorithms.torch_util import (
     SwappableNet,
@@ -198,11 +198,7 @@ class SAC:
         return UpdateResult(metrics=metrics)
 
     def step(self, optimizer: Adam, loss: torch.Tensor, params: Any) -> None:
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.settings.max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(params, self.settings.max_grad_norm)
-        optimizer.step()
+        gradient_step(optimizer, loss, params, self.settings.max_grad_norm)
 
     def weights(self) -> dict[str, np.ndarray]:
         """The acting network: the policy (actors need nothing else)."""

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from tandem.client.member_processes import results_of
 from tandem.daemons.algorithms import make_algorithm, make_policy
 from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP
 from tandem.daemons.config.loader import config_from_dict
@@ -81,7 +82,9 @@ def dqn_payload(rng: np.random.Generator, size: int = 32) -> SampledBatch:
     )
 
 
-def replica(rank: int, port: int, name: str, hooks: bool, out) -> None:
+def replica(
+    rank: int, port: int, name: str, hooks: bool, out, overlap: bool = True, bucket_bytes: int = 1 << 20
+) -> None:
     """One replica in a process of its own: its own initial weights (seeded by rank) and its own data."""
     import torch.distributed as dist
 
@@ -90,12 +93,14 @@ def replica(rank: int, port: int, name: str, hooks: bool, out) -> None:
         store = dist.TCPStore("127.0.0.1", port, 2, is_master=False, timeout=datetime.timedelta(seconds=30))
         dist.init_process_group(
             "gloo",
-            store=dist.PrefixStore(f"test/{name}/{hooks}", store),
+            store=dist.PrefixStore(f"test/{name}/{hooks}/{overlap}/{bucket_bytes}", store),
             rank=rank,
             world_size=2,
             timeout=datetime.timedelta(seconds=10),
         )
-        group = ReplicaGroup(Place(rank, 2, 1, f"127.0.0.1:{port}"), 10.0, {}, check_every=1)
+        group = ReplicaGroup(
+            Place(rank, 2, 1, f"127.0.0.1:{port}"), 10.0, {}, check_every=1, bucket_bytes=bucket_bytes, overlap=overlap
+        )
         cfg = config_from_dict(
             {
                 "algorithm": {"name": name, "batch_size": 32} if name == "appo" else {"name": name},
@@ -120,7 +125,7 @@ def replica(rank: int, port: int, name: str, hooks: bool, out) -> None:
         out.put((rank, f"{type(exc).__name__}: {exc}", [], {}))
 
 
-def run_pair(name: str, hooks: bool) -> dict[int, tuple]:
+def run_pair(name: str, hooks: bool, overlap: bool = True, bucket_bytes: int = 1 << 20) -> dict[int, tuple]:
     import torch.distributed as dist
 
     master = dist.TCPStore(
@@ -128,21 +133,11 @@ def run_pair(name: str, hooks: bool) -> dict[int, tuple]:
     )
     ctx = multiprocessing.get_context("fork")
     out = ctx.Queue()
-    procs = [ctx.Process(target=replica, args=(rank, master.port, name, hooks, out)) for rank in (0, 1)]
-    for p in procs:
-        p.start()
-    try:
-        results = {}
-        for _ in procs:
-            rank, *rest = out.get(timeout=WAIT_S)
-            results[rank] = tuple(rest)
-        return results
-    finally:
-        for p in procs:
-            p.join(10)
-            if p.is_alive():
-                p.kill()
-                p.join(5)
+    procs = [
+        ctx.Process(target=replica, args=(rank, master.port, name, hooks, out, overlap, bucket_bytes))
+        for rank in (0, 1)
+    ]
+    return {rank: tuple(rest) for rank, *rest in results_of(procs, out, WAIT_S)}
 
 
 @pytest.mark.parametrize("name", ["appo", "double_dqn"])
@@ -155,6 +150,21 @@ def test_replicas_hold_bit_identical_weights_after_every_update(name):
     assert w0 == w1  # byte for byte
     assert counts0["replica_checks"] == UPDATES and counts0["replica_mismatches"] == 0
     assert counts0["gradient_allreduce_s"] > 0
+
+
+@pytest.mark.parametrize("name", ["appo", "double_dqn"])
+def test_gradients_reduced_in_buckets_during_backward_train_the_same_bits_as_one_reduce_after_it(name):
+    """Buckets of 128 bytes cut the small network into several, each reduced as backward makes it; two replicas'
+    sums are the same bits in any bucketing, so the weights must equal those of one flat all-reduce after backward."""
+    bucketed = run_pair(name, hooks=True, overlap=True, bucket_bytes=128)
+    flat = run_pair(name, hooks=True, overlap=False)
+    for results in (bucketed, flat):
+        for rank in (0, 1):
+            assert isinstance(results[rank][0], dict), results[rank][0]
+    assert bucketed[0][0] == bucketed[1][0] == flat[0][0]
+    per_update = bucketed[0][2]["gradient_buckets"] / flat[0][2]["gradient_buckets"]
+    assert per_update >= 3  # several buckets where the flat path has one all-reduce per optimizer step
+    assert bucketed[0][2]["gradient_allreduce_bytes"] == flat[0][2]["gradient_allreduce_bytes"]
 
 
 def test_without_averaged_gradients_the_comparison_finds_the_replicas_apart_and_mends_them():
@@ -473,3 +483,19 @@ def build_replica(tmp_path, rank: int):
     learner.build()
     learner.binding.bind()
     return learner
+
+
+def test_the_group_backend_is_gloo_on_the_cpu_and_nccl_is_refused_there_by_name():
+    from tandem.daemons.learner.replica_join import backend_for
+    from tandem.daemons.settings.setup_errors import SetupError
+
+    cpu = torch.device("cpu")
+    assert (
+        backend_for("auto", cpu) == "gloo"
+        and backend_for("gloo", cpu) == "gloo"
+        and backend_for("auto", None) == "gloo"
+    )
+    with pytest.raises(SetupError, match="replica_backend = 'nccl' needs learners on CUDA devices"):
+        backend_for("nccl", cpu)
+    with pytest.raises(ConfigError, match="replica_backend"):
+        config("appo", replica_backend="mpi")
