@@ -12,7 +12,8 @@ from typing import Any
 import click
 
 from tandem.client.run_endpoint import endpoint_files, find_endpoint
-from tandem.client.screen import NARROW_BELOW, fixed, narrow_status_rows, short, whole
+from tandem.client.screen import NARROW_BELOW, fmt, narrow_status_rows, short, whole
+from tandem.client.status_lines import game_server_lines, learner_time_lines, replica_group_lines
 from tandem.daemons.runtime.control_channel import ControlChannel, ControlTimeout
 from tandem.daemons.runtime.exit_codes import ExitCode
 from tandem.protocol import TransportError, socket_monitor, sockets
@@ -94,14 +95,6 @@ run_dir_option = click.option(
 timeout_option = click.option(
     "--timeout", "timeout_s", default=5.0, show_default=True, help="Seconds to wait for an answer."
 )
-
-
-def fmt(value: Any, unit: str = "") -> str:
-    if value is None or value == "":
-        return "-"
-    if isinstance(value, float):
-        return f"{fixed(value)}{unit}"
-    return f"{value}{unit}"
 
 
 def render(data: dict, width: int = 220) -> Any:
@@ -206,6 +199,7 @@ def render(data: dict, width: int = 220) -> Any:
         control,
         *evaluator_lines(data),
         *learner_time_lines(data),
+        *replica_group_lines(data),
         *selfplay_lines(data),
         *game_server_lines(data),
         *(["", "last errors in full:", *errors] if errors else []),
@@ -257,6 +251,7 @@ def render_narrow(data: dict) -> Any:
         *lines,
         *evaluator_lines(data),
         *learner_time_lines(data),
+        *replica_group_lines(data),
         *game_server_lines(data),
         *(["last errors:", *errors] if errors else []),
     )
@@ -284,30 +279,6 @@ def selfplay_lines(data: dict) -> list[str]:
         f"{fmt(p.get('pool_win_rate'))} (a draw counts half), {fmt(p.get('pool_size'))} versions pooled"
         for p in data["policies"]
         if p.get("rating") is not None
-    ]
-
-
-def learner_time_lines(data: dict) -> list[str]:
-    """A line per learner: where its loop spent the last second, the largest share first (the one that bounds it)."""
-    lines = []
-    for p in data["policies"]:
-        split = p.get("time_split")
-        if not split:
-            continue
-        shares = ", ".join(f"{part} {100 * share:.0f}%" for part, share in sorted(split.items(), key=lambda kv: -kv[1]))
-        name = str(p.get("learner") or p["policy"]).removeprefix("learner-")
-        lines.append(f"learner {name} time: {shares}")
-    return lines
-
-
-def game_server_lines(data: dict) -> list[str]:
-    """A line per action server (actors.mode = 'serve'): its port, games, requests/s, batch, latency."""
-    return [
-        f"game server {g['name']}: port {fmt(g['serve_port'])}, {fmt(g['games'])} games ({fmt(g['streams'])} "
-        f"streams), {fmt(g['serve_requests_per_s'])} requests/s, mean batch {fmt(g['serve_batch_mean'])}, "
-        f"action latency p50 {fmt(g['serve_latency_p50_ms'], ' ms')} p99 {fmt(g['serve_latency_p99_ms'], ' ms')}, "
-        f"{fmt(g['games_timed_out'])} timed out, {fmt(g['game_errors'])} refused"
-        for g in data.get("game_servers", [])
     ]
 
 

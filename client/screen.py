@@ -8,6 +8,15 @@ BAR_WIDTH = 20
 NARROW_BELOW = 120  # a terminal narrower than this gets the narrow status table
 
 
+def fmt(value: Any, unit: str = "") -> str:
+    """A status value as text: "-" for none, a float shortened (fixed), with its unit."""
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, float):
+        return f"{fixed(value)}{unit}"
+    return f"{value}{unit}"
+
+
 def fixed(value: float, digits: int = 1) -> str:
     """`value` with `digits` decimals, a zero always unsigned: a mean of returns just under zero read '-0.0'."""
     return f"{round(value, digits) + 0.0:.{digits}f}"  # -0.0 + 0.0 is +0.0

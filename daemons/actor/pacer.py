@@ -28,10 +28,10 @@ class Pacer:
     balance is capped at CREDIT_VERSIONS shares (where it starts), and at or below 0 the actor waits.
 
     A version whose `train_step` is not above the last one's comes from a new incarnation of the learner
-    (restarted from a checkpoint, or a replica group formed again; versions go on rising from the floor, but
-    updates restart from the checkpoint's): its queue is empty, and what this actor sent against the old one
-    went with it. The pacer starts afresh then, full credit and no debt, instead of waiting for the old
-    credit to expire while the new learner waits for data.
+    (restarted from a checkpoint, or a replica group's new generation; versions go on rising from the floor,
+    but updates restart from the checkpoint's, or stand still for one version): its queue is empty, and what
+    this actor sent against the old one went with it. The pacer starts afresh then, full credit and no debt,
+    instead of waiting for the old credit to expire while the new learner waits for data.
     """
 
     def __init__(self, max_slice_s: float = MAX_SLICE_S, burst_s: float = BURST_S, min_ttl_s: float = MIN_TTL_S):

@@ -236,7 +236,11 @@ class Learner:
 
     def train_step(self) -> bool:
         """One update if a batch is ready (False if none was), and the next version when one is due."""
-        if not self.stepper.step(self.training, self.progress.version):
+        trained = self.stepper.step(self.training, self.progress.version)
+        if self.stepper.take_new_generation():
+            self.progress.version += 1  # every member alike: a version with no update behind it renews actors' credit
+            self.publish()
+        if not trained:
             return False
         self.intake.made_room()
         if self.progress.counts["updates"] % self.training.feed.publish_every == 0:

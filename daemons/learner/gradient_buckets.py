@@ -78,9 +78,8 @@ class GradientBuckets:
         self.handles: list[Any] = []
         self.round: Round | None = None
         self.averaged = False  # the gradients about to be stepped are already the group's mean
-        counts.update(
-            gradient_allreduce_s=0.0, gradient_allreduce_bytes=0, gradient_buckets=0, gradient_buckets_early=0
-        )
+        for key in ("gradient_allreduce_s", "gradient_allreduce_bytes", "gradient_buckets", "gradient_buckets_early"):
+            counts.setdefault(key, 0)  # over the learner's life, whatever generation it trains in
 
     # ------------------------------------------------------------------ GradientSync
 

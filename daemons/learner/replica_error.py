@@ -2,5 +2,6 @@
 
 
 class ReplicaError(RuntimeError):
-    """A collective of the replica group failed or timed out, or the group could not form: the learner exits,
-    and the supervisor restarts its whole group."""
+    """A collective of the replica group failed or timed out, or a generation could not form: the replicas left
+    re-form their group without the lost one; where no generation forms in time, the learner exits and is
+    restarted."""

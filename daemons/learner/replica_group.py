@@ -12,8 +12,8 @@ to the others.
 
 Backends: Gloo on the CPU (gradients of a GPU learner go through host memory), or NCCL where the learners train on
 CUDA devices (everything stays on the device). No collective waits without a bound: each one waits at most
-`timeout_s`, then raises `ReplicaError`, the learner exits, and the supervisor restarts the whole group (a replica
-that died or hangs cannot be waited for).
+`timeout_s`, then raises `ReplicaError`, and the members that are left re-form the group without the one that
+died or hangs (replica_parts.GroupStep).
 """
 
 from __future__ import annotations
@@ -92,15 +92,9 @@ class ReplicaGroup:
         self.world_size = place.world_size
         self.hooked = False
         self._torch_hook: Any = None
-        counts.update(
-            replica_rank=place.rank,
-            replicas=place.world_size,
-            replica_generation=place.generation,
-            collectives=0,
-            collective_wait_s=0.0,
-            replica_checks=0,
-            replica_mismatches=0,
-        )
+        counts.update(replica_rank=place.rank, replicas=place.world_size, replica_generation=place.generation)
+        for key in ("collectives", "collective_wait_s", "replica_checks", "replica_mismatches"):
+            counts.setdefault(key, 0)  # over the learner's life, whatever generation it trains in
         self.buckets = GradientBuckets(self, counts, bucket_bytes, overlap)
 
     @property
@@ -180,21 +174,23 @@ class ReplicaGroup:
 
     def failure(self, what: str, exc: BaseException) -> str:
         return (
-            f"replica {self.rank} of {self.place.world_size}: {what} failed ({type(exc).__name__}: {exc}); a replica "
-            f"died, hangs or took longer than learner.collective_timeout_s ({self.timeout_s:g} s): the group restarts"
+            f"member {self.rank} of {self.place.world_size} (generation {self.place.generation}): {what} failed "
+            f"({type(exc).__name__}: {exc}); a replica died, hangs or took longer than learner.collective_timeout_s "
+            f"({self.timeout_s:g} s): the group re-forms without it"
         )
 
     # ------------------------------------------------------------------ what the learner calls
 
-    def agree(self, ready: bool, stopping: bool) -> tuple[bool, bool]:
-        """(every replica has a batch, some replica is stopping), the same answer on all: they update together
-        or not at all, and leave the loop together."""
+    def agree(self, ready: bool, stopping: bool, regroup: bool = False) -> tuple[bool, bool, bool]:
+        """(every member has a batch, some member is stopping, some member wants the group re-formed), the same
+        answer on all: they update together or not at all, and leave the generation together."""
         import torch.distributed as dist
 
-        # one MIN for both: "ready" as is, "stopping" as its negation (min of not-stopping is 0 if any stops)
-        flags = torch.tensor([1 if ready else 0, 0 if stopping else 1], dtype=torch.int32, device=self.device)
+        # one MIN for all: "ready" as is, the others negated (min of not-stopping is 0 if any stops)
+        values = [1 if ready else 0, 0 if stopping else 1, 0 if regroup else 1]
+        flags = torch.tensor(values, dtype=torch.int32, device=self.device)
         self._reduce(flags, dist.ReduceOp.MIN, "the agreement to update")
-        return bool(flags[0].item()), not bool(flags[1].item())
+        return bool(flags[0].item()), not bool(flags[1].item()), not bool(flags[2].item())
 
     def from_first(self, values: list[int], what: str) -> list[int]:
         """Replica 0's integers (its version, updates, env steps), the same on every replica."""

@@ -3,20 +3,22 @@
 The learner daemon holds the parts this module hands it and never asks its rank again:
 - duties: replica 0 (and a lone learner) restores and writes checkpoints, keeps the opponent pool and publishes
   the group's weights; replicas 1..N-1 do none of that (their weights are replica 0's, bit for bit);
-- a stepper: a lone learner updates whenever it has a batch; a replica updates only when every replica has
-  one, so that all take the same optimizer steps (GroupStep).
+- a stepper: a lone learner updates whenever it has a batch; a replica updates only when every member of its
+  group has one, so that all take the same optimizer steps, and re-forms the group when a member is lost or a
+  replica asks to join (GroupStep).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tandem.daemons.learner.publisher import Publisher
 from tandem.daemons.learner.replica_error import ReplicaError
-from tandem.daemons.learner.replica_join import join_group
+from tandem.daemons.learner.replica_join import Meeting
 from tandem.daemons.settings.setup_errors import SetupError
 
 if TYPE_CHECKING:
@@ -99,6 +101,9 @@ class LoneStep:
     def step(self, training: Training, version: int) -> bool:
         return training.step(version)
 
+    def take_new_generation(self) -> bool:
+        return False
+
     @property
     def stopping(self) -> bool:
         return False
@@ -108,32 +113,111 @@ class LoneStep:
 
 
 class GroupStep:
-    """A replica of a data-parallel group: an update only when every replica has a batch (each keeps what it
-    took meanwhile); a replica that stops takes the others out of the loop with it."""
+    """A replica of a data-parallel group: an update only when every member has a batch (each keeps what it took
+    meanwhile). A failed collective (a member lost or hung), a member leaving, or a replica asking to join makes
+    the group re-form: this replica leaves its generation and meets the next one, whose first member's state every
+    member takes; the learner goes on without a restart."""
 
-    def __init__(self, group: ReplicaGroup, policy_id: str, stop: StopFlag):
-        self.group, self.policy_id, self.stop = group, policy_id, stop
+    PROBE_EVERY_S = 1.0  # between two questions of the group's first member: does a replica wait to join?
+
+    def __init__(
+        self,
+        meeting: Meeting,
+        group: ReplicaGroup,
+        policy_id: str,
+        stop: StopFlag,
+        training: Training,
+        progress: Progress,
+    ):
+        self.meeting, self.group, self.policy_id, self.stop = meeting, group, policy_id, stop
+        self.training, self.progress = training, progress
         self.held: Any = None  # a batch taken while another replica had none, trained on next
-        self.stopping = False  # a replica of the group is stopping: every replica leaves its loop
+        self.stopping = False  # this replica is stopping: the others go on without it
+        self.new_generation = True  # a generation began since the learner last asked
+        self.next_probe = time.monotonic() + self.PROBE_EVERY_S
+        progress.counts.setdefault("replica_reforms", 0)
+        progress.counts.setdefault("replica_updates_lost", 0)
 
     def step(self, training: Training, version: int) -> bool:
         if self.held is None:
             self.held = training.next_payload(version)
-        ready, stopping = self.group.agree(self.held is not None, bool(self.stop))
-        if stopping:
-            self.stopping = True
-            if not self.stop:  # another replica is leaving: the group ends, and the supervisor restarts it whole
-                raise ReplicaError(f"another replica of policy {self.policy_id!r} is stopping: the group ends")
+        training_now = False
+        try:
+            ready, stopping, regroup = self.group.agree(self.held is not None, bool(self.stop), self.joiner_waits())
+            if stopping:
+                if self.stop:
+                    self.stopping = True
+                    return False
+                self.reform("a member is leaving", lost=0)
+                return False
+            if regroup:
+                self.reform("a replica asks to join", lost=0)
+                return False
+            if not ready:
+                return False
+            payload, self.held = self.held, None
+            training_now = True
+            training.train(payload, version)
+            self.group.after_update(training.algorithm, int(training.counts["updates"]))
+            return True
+        except ReplicaError as exc:
+            if self.stop:
+                raise
+            # an update cut short in a collective: its steps so far are undone by the next generation's state
+            # where this replica is not its source, and it is not counted
+            self.reform(str(exc), lost=1 if training_now else 0)
             return False
-        if not ready:
+
+    def take_new_generation(self) -> bool:
+        """Whether a generation began since the last call: every member then starts a new version together (the
+        actors of a lost or returning member sent data its emptied queue no longer holds; a version that made no
+        update gives them fresh credit, as a new learner's would)."""
+        began, self.new_generation = self.new_generation, False
+        return began
+
+    def joiner_waits(self) -> bool:
+        """The group's first member asks the supervisor now and then; the agreement tells the others."""
+        now = time.monotonic()
+        if self.group.rank != 0 or now < self.next_probe:
             return False
-        payload, self.held = self.held, None
-        training.train(payload, version)
-        self.group.after_update(training.algorithm, int(training.counts["updates"]))
-        return True
+        self.next_probe = now + self.PROBE_EVERY_S
+        return self.meeting.probe()
+
+    def reform(self, why: str, lost: int) -> None:
+        """Leave this generation and meet the next one (bounded: ReplicaError ends the learner if none forms)."""
+        counts = self.progress.counts
+        counts["replica_reforms"] += 1
+        counts["replica_updates_lost"] += lost
+        log.warning(
+            "replica %d of policy %s leaves generation %d: %s",
+            self.meeting.rank,
+            self.policy_id,
+            self.group.place.generation,
+            why,
+        )
+        self.group.close()
+        self.group = self.meeting.join()
+        start_generation(self.group, self.training, self.progress)
+        self.new_generation = True
+        self.meeting.runtime.reporter.set_stage("running")
 
     def close(self) -> None:
         self.group.close()
+
+
+def start_generation(group: ReplicaGroup, training: Training, progress: Progress) -> None:
+    """Every member takes the generation's first member's state: its whole training state (weights, optimizer,
+    statistics: sent, not read from its files), bit for bit, its version and counts; then gradients are averaged."""
+    counts = progress.counts
+    algorithm = training.algorithm
+    group.share_state(algorithm)
+    group.copy_from_first(algorithm)
+    version, updates, env_steps = group.from_first(
+        [progress.version, int(counts["updates"]), int(progress.env_steps_before)],
+        "the first member's version and counts",
+    )
+    progress.version, counts["updates"], progress.env_steps_before = version, updates, env_steps
+    group.install()
 
 
 def join_replicas(
@@ -146,21 +230,19 @@ def join_replicas(
     progress: Progress,
     stop: StopFlag,
 ) -> GroupStep:
-    """Meet the other replicas, then start from replica 0's state: its whole training state as it restored it
-    (weights, optimizer, statistics: sent, not read from its files), bit for bit, its version and counts."""
-    counts = progress.counts
+    """Meet the other replicas (at the group's first start, replica 0 with its restored checkpoint is the source
+    of the state; a replica restarted later joins a group that trained on, and takes its state)."""
     algorithm = training.algorithm
-    group = join_group(
-        runtime, policy_id, rank, learner.replicas, host, learner, counts, getattr(algorithm, "device", None)
+    meeting = Meeting(
+        runtime, policy_id, rank, learner.replicas, host, learner, progress.counts, getattr(algorithm, "device", None)
     )
-    group.share_state(algorithm)
-    group.copy_from_first(algorithm)
-    version, updates, env_steps = group.from_first(
-        [progress.version, int(counts["updates"]), int(progress.env_steps_before)], "replica 0's version and counts"
-    )
-    progress.version, counts["updates"], progress.env_steps_before = version, updates, env_steps
-    group.install()
+    group = meeting.join()
+    start_generation(group, training, progress)
     log.info(
-        "replica %d of %d of policy %s joined generation %d", rank, learner.replicas, policy_id, group.place.generation
+        "replica %d of policy %s joined generation %d with %d members",
+        rank,
+        policy_id,
+        group.place.generation,
+        group.place.world_size,
     )
-    return GroupStep(group, policy_id, stop)
+    return GroupStep(meeting, group, policy_id, stop, training, progress)

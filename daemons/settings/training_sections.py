@@ -244,7 +244,14 @@ class LearnerSection:
     collective_timeout_s: float = option(
         10.0,
         "(replicas > 1) Longest a replica waits in one collective (gradients, the agreement to update) for the "
-        "others before it gives up and the group restarts; below supervisor.liveness_timeout_s.",
+        "others before it gives up and the group re-forms without the ones that did not come; below "
+        "supervisor.liveness_timeout_s.",
+        above=0.0,
+    )
+    reform_window_s: float = option(
+        2.0,
+        "(replicas > 1) After a replica is lost, how long the others wait for each other to ask for the next "
+        "generation before they form it without the rest (a lost replica joins again when it is back).",
         above=0.0,
     )
     rendezvous_timeout_s: float = option(

@@ -104,7 +104,7 @@ def lookup(sup: Supervisor, request: ControlRequest, now: float) -> ControlReply
 
 
 def rendezvous(sup: Supervisor, request: ControlRequest, now: float) -> ControlReply:
-    ok, error, data = sup.replicas.rendezvous(dict(request.args))
+    ok, error, data = sup.replicas.rendezvous(dict(request.args), now)
     return ControlReply(request.request_id, ok, "" if ok else "bad_args", error, data=data)
 
 

@@ -1,10 +1,14 @@
-"""Data-parallel learner replicas as the supervisor sees them: where each group meets, and which replica an actor feeds.
+"""Data-parallel learner replicas as the supervisor sees them: which generation of a group each replica trains in,
+where that generation meets, and which replica an actor feeds.
 
-A policy with `learner.replicas = N` has N learner processes (`learner-P`, `learner-P@1` ...). Replica 0 opens
-the group's store and posts its address (`rendezvous` with `master`); the others ask for it until a fresh one
-is posted. When a replica of the posted generation ends, the address is withdrawn and the others of that
-generation are restarted with it: a group re-forms whole, from replica 0's last checkpoint, never half of it from
-an older state.
+A policy with `learner.replicas = N` has N learner processes (`learner-P`, `learner-P@1` ...). Every replica opens
+a store of its own and asks `rendezvous` with its address and the last generation it was given. Askers gather
+into the next generation; it is formed when all N have asked or `learner.reform_window_s` after the first member
+of the newest generation asked (a re-forming): a group that lost a member goes on without it.
+The state of the next generation comes from its first member, the asker of the newest generation (the lowest
+index among equals): at the first start that is replica 0 with its checkpoint, later a replica that trained on.
+A replica that asks while a generation trains (a restarted one, a new one) is a joiner: the generation's first
+member learns it from a `probe` ask, and the whole generation leaves at one update's end and asks again with it.
 """
 
 from __future__ import annotations
@@ -13,81 +17,121 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tandem.daemons.config.policies import policy_config
-from tandem.daemons.runtime.names import learner_name, learner_policy, replica_rank
+from tandem.daemons.runtime.names import learner_policy, replica_rank
 from tandem.daemons.settings.agents import policy_names
 from tandem.daemons.settings.schema import RunConfig
 from tandem.daemons.supervisor.registration import Registration
 
 
+@dataclass(frozen=True)
+class Asker:
+    """A replica waiting for the next generation: where its own store listens, the last generation it was given."""
+
+    store: str
+    generation: int
+
+
 @dataclass
 class Group:
-    """One policy's replicas: the size, the address replica 0 posted for this generation, and who registered."""
+    """One policy's replicas: the generation formed last, its members, and who waits for the next one."""
 
     size: int
-    generation: int = 0
-    master: str = ""  # "host:port" of replica 0's store; empty while none is posted
-    registered: dict[int, Registration] = field(default_factory=dict)  # rank -> what it registered
-    joined: set[int] = field(default_factory=set)  # ranks that were given this generation's address
+    window_s: float  # how long a re-forming waits for more askers after the first
+    generation: int = 0  # the last generation formed (0: none yet)
+    members: list[int] = field(default_factory=list)  # its replicas, the source of its state first
+    master: str = ""  # "host:port" of the store where it met (its first member's)
+    forming: dict[int, Asker] = field(default_factory=dict)  # index -> asker of the next generation
+    forming_since: float | None = None
+    given: dict[int, str] = field(default_factory=dict)  # members told of the newest generation -> their store
+    registered: dict[int, Registration] = field(default_factory=dict)  # index -> what it registered
+
+    def formed(self) -> dict[str, object]:
+        return {"master": self.master, "generation": self.generation, "members": list(self.members)}
+
+    def waiting(self) -> dict[str, object]:
+        return {"master": "", "generation": self.generation, "members": []}
+
+
+def address_like(value: object) -> bool:
+    return isinstance(value, str) and ":" in value and value.rpartition(":")[2].isdigit()
 
 
 class ReplicaSets:
     """Every replicated policy of a run (policies with one learner are not here)."""
 
     def __init__(self, config: RunConfig):
-        self.groups = {
-            policy: Group(size)
-            for policy in policy_names(config)
-            if (size := policy_config(config, policy).learner.replicas) > 1
-        }
+        self.groups = {}
+        for policy in policy_names(config):
+            learner = policy_config(config, policy).learner
+            if learner.replicas > 1:
+                self.groups[policy] = Group(learner.replicas, learner.reform_window_s)
 
     def group_of(self, name: str) -> Group | None:
         return self.groups.get(learner_policy(name)) if name.startswith("learner-") else None
 
-    def rendezvous(self, args: Mapping[str, object]) -> tuple[bool, str, dict[str, object]]:
-        """A replica posting (rank 0, with `master`) or asking for the group's address: (ok, error, data)."""
+    def rendezvous(self, args: Mapping[str, object], now: float) -> tuple[bool, str, dict[str, object]]:
+        """A replica asking for its next generation, or (`probe`) whether a joiner waits: (ok, error, data)."""
         policy, rank, size = args.get("policy"), args.get("rank"), args.get("world_size")
         group = self.groups.get(policy) if isinstance(policy, str) else None
         if group is None:
             known = ", ".join(self.groups) or "none"
             return False, f"policy {policy!r} has no replicas here (replicated policies: {known})", {}
-        if not isinstance(rank, int) or not 0 <= rank < group.size or size != group.size:
+        if type(rank) is not int or not 0 <= rank < group.size or size != group.size:
             return (
                 False,
                 f"rank {rank!r} of {size!r}: policy {policy!r} has {group.size} replicas (ranks 0..{group.size - 1})",
                 {},
             )
-        master = args.get("master")
-        if rank == 0:
-            if not isinstance(master, str) or ":" not in master:
-                return False, "replica 0 posts master: 'host:port' of its store", {}
-            group.generation += 1
-            group.master, group.joined = master, {0}
-        elif group.master and rank in group.joined:
-            # asked twice in one generation: this replica restarted (by itself, or where it runs), so the group
-            # it was in is gone; the others leave it by timeout, and replica 0 posts a new address when it restarts
-            group.master, group.joined = "", set()
-        elif group.master:
-            group.joined.add(rank)
-        return True, "", {"master": group.master, "generation": group.generation}
+        if args.get("probe") is True:
+            return True, "", {"generation": group.generation, "regroup": bool(group.forming)}
+        store, last = args.get("store"), args.get("generation")
+        if not address_like(store):
+            return False, "rendezvous needs store: 'host:port' where this replica's own store listens", {}
+        if type(last) is not int or not -1 <= last <= group.generation:
+            return False, f"generation must be an int in -1..{group.generation} (the last one given), got {last!r}", {}
+        if rank in group.members and last < group.generation and group.given.get(rank, store) == store:
+            # a member of the newest generation asking for it (again, if the answer was lost: the same process,
+            # for its store is the same); a restarted member has a store of its own and joins the next one
+            group.given[rank] = str(store)
+            return True, "", group.formed()
+        group.forming[rank] = Asker(str(store), last)
+        if group.forming_since is None and group.generation > 0 and last == group.generation:
+            group.forming_since = now  # a member left the newest generation: the window for the others opens
+        if self.ready(group, now):
+            self.form(group)
+            group.given[rank] = str(store)
+            return True, "", group.formed()
+        return True, "", group.waiting()
 
-    def lost(self, name: str) -> list[str]:
-        """A replica ended: the other replicas of the generation it had joined (they restart with it), none if it
-        had joined none.
+    @staticmethod
+    def ready(group: Group, now: float) -> bool:
+        """All replicas asked; or the window since a member of the newest generation asked has passed. Joiners
+        alone (a restarted replica) open no window: the members that trained on must be there, or their state
+        would be lost to a joiner's."""
+        if len(group.forming) == group.size:
+            return True
+        return group.forming_since is not None and now - group.forming_since >= group.window_s
 
-        A replica that ended before it joined the posted generation (one lost with an older group, or killed
-        while it started) leaves that generation standing: its restart asks again and joins it. Withdrawing that
-        generation too would end a fresh group that was only waiting for it, and restart its members for nothing."""
+    @staticmethod
+    def form(group: Group) -> None:
+        """The askers become the next generation, the one that trained last (the lowest index among equals) first."""
+        order = sorted(group.forming, key=lambda index: (-group.forming[index].generation, index))
+        group.generation += 1
+        group.members, group.master = order, group.forming[order[0]].store
+        group.given = {}
+        group.forming, group.forming_since = {}, None
+
+    def lost(self, name: str) -> None:
+        """A replica ended: actors no longer go to it, and a generation still forming does not wait for it or meet
+        at its store. The others go on: they leave their collective at its timeout and re-form without it."""
         group = self.group_of(name)
         if group is None:
-            return []
+            return
         rank = replica_rank(name)
         group.registered.pop(rank, None)
-        if rank not in group.joined:
-            return []
-        members = sorted(group.joined - {rank})
-        group.master, group.joined = "", set()
-        policy = learner_policy(name)
-        return [learner_name(policy, member) for member in members]
+        group.forming.pop(rank, None)
+        if not any(asker.generation == group.generation for asker in group.forming.values()):
+            group.forming_since = None
 
     def register(self, name: str, entry: Registration) -> bool:
         """Keep a replica's registration; False if `name` is no replica (registered as a lone learner is)."""
@@ -98,10 +142,15 @@ class ReplicaSets:
         return True
 
     def feeding(self, policy: str, actor: int) -> Registration | None:
-        """What the replica that `actor` sends its transitions to registered (actor i -> replica i mod N), or
-        None while it has not registered; an actor's stream always goes to the same replica."""
+        """What the replica that `actor` sends its transitions to registered: replica (i mod N) while it is
+        registered, else one of the registered others (a lost replica's actors go on feeding the group); None
+        while none has registered."""
         group = self.groups[policy]
-        return group.registered.get(actor % group.size)
+        home = group.registered.get(actor % group.size)
+        if home is not None:
+            return home
+        others = sorted(group.registered)
+        return group.registered[others[actor % len(others)]] if others else None
 
     def replicated(self, policy: str) -> bool:
         return policy in self.groups

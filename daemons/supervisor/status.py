@@ -149,6 +149,16 @@ def time_split(counters: Mapping[str, float]) -> dict[str, float] | None:
     return shares or None
 
 
+def replica_group(counters: Mapping[str, float]) -> dict[str, int] | None:
+    """A replica's group as its heartbeat counts it; None for a lone learner (or before the group formed)."""
+    if "replica_generation" not in counters:
+        return None
+    keys = {"generation": "replica_generation", "members": "replicas", "reforms": "replica_reforms"}
+    group = {short: int(counters.get(key, 0)) for short, key in keys.items()}
+    group["updates_lost"] = int(counters.get("replica_updates_lost", 0))
+    return group
+
+
 def policy_lines(sup: Supervisor, now: float) -> list[dict[str, Any]]:
     lines = []
     learners = [proc for proc in sup.processes.values() if proc.record.role == Role.LEARNER]
@@ -189,6 +199,9 @@ def policy_lines(sup: Supervisor, now: float) -> list[dict[str, Any]]:
                 "pool_size": c.get("pool_size"),
                 # where the learner's loop spent its last second: waiting for data, preparing, computing, publishing
                 "time_split": time_split(c),
+                # a data-parallel replica's group (absent for a lone learner): its generation, its members, the
+                # times it re-formed without a lost member or with a returning one, and the updates cut short then
+                "group": replica_group(c),
             }
         )
     return lines

@@ -186,18 +186,9 @@ class Supervisor:
                 states.killed(rec, now)
 
     def _replica_ended(self, name: str, now: float) -> None:
-        """A learner replica ended: the group it had joined is gone, so that group's others are restarted with it
-        (a planned restart, no failure of theirs) and all meet again from replica 0's last checkpoint."""
-        for sibling in self.replicas.lost(name):  # none for a learner with no replicas, or any other daemon
-            proc = self.processes.get(sibling)
-            if proc is None or not proc.managed:
-                continue
-            rec = proc.record
-            if states.is_alive(rec) and not self.stopping:
-                states.recycle(rec, f"{name} ended: its replica group restarts together", now)
-                if rec.recycle_pending:
-                    log.warning("restarting %s: %s ended, and replicas train only as a whole group", sibling, name)
-                    proc.signal(signal.SIGTERM)
+        """A learner replica ended: its actors are sent to the others, which re-form their group without it; it
+        joins them again when it is back (restarted as any process is)."""
+        self.replicas.lost(name)  # nothing for a learner with no replicas, or any other daemon
 
     def _release_lost_tokens(self, now: float) -> None:
         """Give back start tokens that nobody would: a daemon we did not start that went silent while

@@ -143,6 +143,7 @@ def status_of_a_busy_run() -> dict:
                 "last_checkpoint_age_s": 12.0,
                 "learner": "learner-default",
                 "time_split": {"wait": 0.05, "prepare": 0.31, "compute": 0.58, "publish": 0.04, "other": 0.02},
+                "group": {"generation": 3, "members": 2, "reforms": 2, "updates_lost": 1},
             }
         ],
     }
@@ -175,6 +176,7 @@ def test_status_at_80_columns_shows_every_value_whole():
         "606",
         "killed at its deadline",
         "learner default time: compute 58%, prepare 31%, wait 5%, publish 4%, other 2%",
+        "replica default: generation 3, 2 members, re-formed 2x, 1 updates lost",
     ):
         assert value in text, (value, text)
 

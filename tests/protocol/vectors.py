@@ -73,6 +73,26 @@ def vectors() -> list[dict]:
     ok = [
         ("heartbeat", frames_of(Heartbeat("actor", "actor-0", 4242, "box", 1, 0, "running", 1.5, {"env_steps": 100}))),
         ("control_request status", frames_of(ControlRequest(17, "status", {}))),
+        (
+            "control_request rendezvous",
+            frames_of(
+                ControlRequest(
+                    18,
+                    "rendezvous",
+                    {"policy": "default", "rank": 1, "world_size": 2, "store": "127.0.0.1:29500", "generation": -1},
+                )
+            ),
+        ),
+        (
+            "control_reply rendezvous formed",
+            frames_of(ControlReply(18, True, data={"master": "127.0.0.1:29400", "generation": 3, "members": [1, 0]})),
+        ),
+        (
+            "control_request rendezvous probe",
+            frames_of(
+                ControlRequest(19, "rendezvous", {"policy": "default", "rank": 0, "world_size": 2, "probe": True})
+            ),
+        ),
         ("control_reply ok", frames_of(ControlReply(17, True, data={"granted": True}))),
         ("weight_request", frames_of(WeightRequest("default", 4, "actor-0"))),
         ("weight_blob one tensor", blob),

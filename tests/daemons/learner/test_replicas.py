@@ -254,17 +254,53 @@ def test_the_supervisor_plans_every_replica_with_a_fixed_transitions_port_of_its
     assert len({s.replica_port for s in specs[1:]}) == 2
 
 
-def test_rendezvous_posts_and_withdraws_the_group_address_and_actors_stay_with_one_replica():
+def ask(sets: ReplicaSets, rank: int, generation: int, now: float = 0.0, size: int = 2, store: str = "") -> dict:
+    """One replica's `rendezvous`: its store (host:port, by rank unless given) and the last generation it was given."""
+    args = {"policy": "default", "rank": rank, "world_size": size, "store": store or f"10.0.0.{rank}:500{rank}"}
+    ok, error, data = sets.rendezvous({**args, "generation": generation}, now)
+    assert ok, error
+    return data
+
+
+def test_the_first_generation_forms_when_every_replica_has_asked_with_replica_0_first():
+    sets = ReplicaSets(config("appo", replicas=3, actors=3))
+    assert ask(sets, 2, -1, size=3)["master"] == ""  # the first start waits for all, however long
+    assert ask(sets, 1, -1, now=100.0, size=3)["master"] == ""
+    formed = ask(sets, 0, -1, now=200.0, size=3)
+    assert formed == {"master": "10.0.0.0:5000", "generation": 1, "members": [0, 1, 2]}
+    # the others, asking again as they poll, are told the same generation
+    assert ask(sets, 2, -1, size=3) == formed and ask(sets, 1, -1, size=3) == formed
+    # the same process asking again before it learnt the answer (its store is the same) is told it again
+    assert ask(sets, 1, -1, size=3) == formed
+
+
+def test_a_generation_that_lost_a_member_re_forms_without_it_after_the_window_from_the_one_that_trained_on():
+    sets = ReplicaSets(config("appo", replicas=3, actors=3, reform_window_s=2.0))
+    for rank in (1, 2, 0):
+        ask(sets, rank, -1, size=3)
+    # replica 0 is lost (its process ended): the two others time out of their collective and ask, a second apart
+    sets.lost("learner-default")
+    assert ask(sets, 2, 1, now=50.0, size=3)["master"] == ""
+    assert ask(sets, 1, 1, now=51.0, size=3)["master"] == ""
+    formed = ask(sets, 2, 1, now=52.0, size=3)  # the window since the first of them asked has passed
+    assert formed == {"master": "10.0.0.1:5001", "generation": 2, "members": [1, 2]}
+    assert ask(sets, 1, 1, now=52.1, size=3) == formed
+    # replica 0 restarted (a store of its own, no generation yet) joins no generation at once: it waits, and the
+    # generation's first member hears of it when it probes
+    probe = {"policy": "default", "rank": 1, "world_size": 3, "probe": True}
+    assert sets.rendezvous(probe, 60.0)[2] == {"generation": 2, "regroup": False}
+    assert ask(sets, 0, -1, now=60.0, size=3, store="10.0.0.0:6000")["master"] == ""
+    assert ask(sets, 0, -1, now=90.0, size=3, store="10.0.0.0:6000")["master"] == ""  # a joiner opens no window
+    assert sets.rendezvous(probe, 90.0)[2] == {"generation": 2, "regroup": True}
+    # the members leave together and ask: all three there, the next generation forms from one that trained on
+    ask(sets, 2, 2, now=91.0, size=3)
+    formed = ask(sets, 1, 2, now=91.0, size=3)
+    assert formed == {"master": "10.0.0.1:5001", "generation": 3, "members": [1, 2, 0]}
+    assert ask(sets, 0, -1, now=91.2, size=3, store="10.0.0.0:6000") == formed
+
+
+def test_a_lost_replica_is_dropped_from_a_generation_still_forming_and_its_actors_feed_the_others():
     sets = ReplicaSets(config("appo", replicas=2))
-    ask = {"policy": "default", "rank": 1, "world_size": 2}
-    assert sets.rendezvous(ask) == (True, "", {"master": "", "generation": 0})  # replica 0 has posted nothing yet
-    ok, _, data = sets.rendezvous({**ask, "rank": 0, "master": "127.0.0.1:5000"})
-    assert ok and data == {"master": "127.0.0.1:5000", "generation": 1}
-    assert sets.rendezvous(ask)[2] == {"master": "127.0.0.1:5000", "generation": 1}
-    # a member of the posted generation ending withdraws the address, and names the others to restart with it
-    assert sets.lost("learner-default@1") == ["learner-default"]
-    assert sets.rendezvous(ask)[2]["master"] == ""
-    assert sets.lost("actor-0") == []
     for rank in (0, 1):
         name = "learner-default" + (f"@{rank}" if rank else "")
         assert sets.register(name, {"name": name, "endpoints": {"transitions": f"t{rank}"}})
@@ -274,7 +310,13 @@ def test_rendezvous_posts_and_withdraws_the_group_address_and_actors_stay_with_o
         "learner-default",
         "learner-default@1",
     ]
-    assert replica_rank("learner-default@1") == 1 and replica_rank("learner-default") == 0
+    ask(sets, 0, -1)
+    sets.lost("learner-default")  # it was waiting for its group: no generation may meet at its store
+    assert ask(sets, 1, -1)["master"] == ""
+    assert [sets.feeding("default", actor)["name"] for actor in range(4)] == ["learner-default@1"] * 4
+    assert sets.lost("actor-0") is None and replica_rank("learner-default@1") == 1
+    formed = ask(sets, 0, -1, store="10.0.0.0:7000")  # restarted: both there now
+    assert formed == {"master": "10.0.0.0:7000", "generation": 1, "members": [0, 1]}
 
 
 @pytest.mark.parametrize(
@@ -282,12 +324,16 @@ def test_rendezvous_posts_and_withdraws_the_group_address_and_actors_stay_with_o
     [
         ({"policy": "other", "rank": 0, "world_size": 2}, "has no replicas here"),
         ({"policy": "default", "rank": 2, "world_size": 2}, "ranks 0..1"),
+        ({"policy": "default", "rank": True, "world_size": 2}, "ranks 0..1"),
         ({"policy": "default", "rank": 1, "world_size": 3}, "has 2 replicas"),
-        ({"policy": "default", "rank": 0, "world_size": 2}, "posts master"),
+        ({"policy": "default", "rank": 0, "world_size": 2, "generation": -1}, "needs store"),
+        ({"policy": "default", "rank": 0, "world_size": 2, "store": "h:x", "generation": -1}, "needs store"),
+        ({"policy": "default", "rank": 0, "world_size": 2, "store": "h:1"}, "generation must be an int"),
+        ({"policy": "default", "rank": 0, "world_size": 2, "store": "h:1", "generation": 4}, "in -1..0"),
     ],
 )
 def test_a_rendezvous_that_does_not_fit_the_group_is_refused_with_the_reason(args, words):
-    ok, error, _ = ReplicaSets(config("appo")).rendezvous(args)
+    ok, error, _ = ReplicaSets(config("appo")).rendezvous(args, 0.0)
     assert not ok and words in error
 
 
@@ -297,35 +343,6 @@ def test_replica_settings_that_cannot_work_are_named():
     with pytest.raises(ConfigError, match="collective_timeout_s"):
         config("appo", collective_timeout_s=20.0)
     assert config("appo", remote=True).learner.replicas == 2  # replicas started by hand, elsewhere
-
-
-def test_a_replica_asking_again_in_its_generation_has_restarted_and_ends_that_generation():
-    sets = ReplicaSets(config("appo", replicas=2))
-    ask = {"policy": "default", "rank": 1, "world_size": 2}
-    sets.rendezvous({**ask, "rank": 0, "master": "10.0.0.1:5000"})
-    assert sets.rendezvous(ask)[2]["master"] == "10.0.0.1:5000"
-    # the same rank again (restarted where it runs; this supervisor did not see it end): no stale group to join
-    assert sets.rendezvous(ask)[2]["master"] == ""
-    ok, _, data = sets.rendezvous({**ask, "rank": 0, "master": "10.0.0.1:5001"})
-    assert data == {"master": "10.0.0.1:5001", "generation": 2}
-    assert sets.rendezvous(ask)[2]["master"] == "10.0.0.1:5001"
-
-
-def test_a_replica_that_ends_outside_the_posted_generation_leaves_that_generation_standing():
-    sets = ReplicaSets(config("appo", replicas=2))
-    ask = {"policy": "default", "rank": 1, "world_size": 2}
-    sets.rendezvous({**ask, "rank": 0, "master": "10.0.0.1:5000"})
-    sets.rendezvous(ask)
-    # replica 1 hangs (SIGSTOP): replica 0 leaves by timeout, and its end restarts replica 1 with it
-    assert sets.lost("learner-default") == ["learner-default@1"]
-    ok, _, data = sets.rendezvous({**ask, "rank": 0, "master": "10.0.0.1:5001"})
-    assert data == {"master": "10.0.0.1:5001", "generation": 2}
-    # the hung replica 1 ends only now, killed after its grace: it was never in generation 2, which stands
-    assert sets.lost("learner-default@1") == []
-    assert sets.rendezvous(ask)[2] == {"master": "10.0.0.1:5001", "generation": 2}
-    # once it has joined, its end is that generation's end again
-    assert sets.lost("learner-default@1") == ["learner-default"]
-    assert sets.rendezvous(ask)[2]["master"] == ""
 
 
 def test_the_supervisor_sends_each_actor_to_its_replica_and_the_evaluator_to_replica_0(tmp_path):
