@@ -13,7 +13,13 @@ import click
 
 from tandem.client.run_endpoint import endpoint_files, find_endpoint
 from tandem.client.screen import NARROW_BELOW, fmt, narrow_status_rows, short, whole
-from tandem.client.status_lines import game_server_lines, learner_time_lines, replica_group_lines
+from tandem.client.status_lines import (
+    evaluator_lines,
+    game_server_lines,
+    learner_time_lines,
+    replica_group_lines,
+    selfplay_lines,
+)
 from tandem.daemons.runtime.control_channel import ControlChannel, ControlTimeout
 from tandem.daemons.runtime.exit_codes import ExitCode
 from tandem.protocol import TransportError, socket_monitor, sockets
@@ -255,31 +261,6 @@ def render_narrow(data: dict) -> Any:
         *game_server_lines(data),
         *(["last errors:", *errors] if errors else []),
     )
-
-
-def evaluator_lines(data: dict) -> list[str]:
-    """What the evaluator costs: the cores it used on average, what it may use, its rounds and pauses."""
-    lines = []
-    for row in data["processes"]:
-        c = row.get("counters") or {}
-        if row["role"] != "evaluator" or "eval_cpu_cores" not in c:
-            continue
-        lines.append(
-            f"evaluator: {c['eval_cpu_cores']:.2f} cores on average (eval.max_cpu_share allows "
-            f"{c.get('eval_cores_allowed', 0):.2f}), rounds of {c.get('eval_round_s', 0):.1f} s, each "
-            f"followed by {c.get('eval_wait_s', 0):.1f} s of pause, {whole(c.get('eval_rounds'))} rounds"
-        )
-    return lines
-
-
-def selfplay_lines(data: dict) -> list[str]:
-    """A line per self-play policy: its rating, its recent score against its pool, the pool's size."""
-    return [
-        f"self-play {p['policy']}: rating {fmt(p.get('rating'))}, score against its pool "
-        f"{fmt(p.get('pool_win_rate'))} (a draw counts half), {fmt(p.get('pool_size'))} versions pooled"
-        for p in data["policies"]
-        if p.get("rating") is not None
-    ]
 
 
 ERROR_CELL = 60  # characters of a last error shown in the table

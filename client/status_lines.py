@@ -1,9 +1,9 @@
-"""The lines `tandem status` prints under its tables: each learner's time split, each replica's group, each action
-server."""
+"""The lines `tandem status` prints under its tables: the evaluator's CPU, each self-play policy, each learner's time
+split, each replica's group, each action server."""
 
 from __future__ import annotations
 
-from tandem.client.screen import fmt
+from tandem.client.screen import fmt, whole
 
 
 def learner_time_lines(data: dict) -> list[str]:
@@ -42,4 +42,29 @@ def game_server_lines(data: dict) -> list[str]:
         f"action latency p50 {fmt(g['serve_latency_p50_ms'], ' ms')} p99 {fmt(g['serve_latency_p99_ms'], ' ms')}, "
         f"{fmt(g['games_timed_out'])} timed out, {fmt(g['game_errors'])} refused"
         for g in data.get("game_servers", [])
+    ]
+
+
+def evaluator_lines(data: dict) -> list[str]:
+    """What the evaluator costs: the cores it used on average, what it may use, its rounds and pauses."""
+    lines = []
+    for row in data["processes"]:
+        c = row.get("counters") or {}
+        if row["role"] != "evaluator" or "eval_cpu_cores" not in c:
+            continue
+        lines.append(
+            f"evaluator: {c['eval_cpu_cores']:.2f} cores on average (eval.max_cpu_share allows "
+            f"{c.get('eval_cores_allowed', 0):.2f}), rounds of {c.get('eval_round_s', 0):.1f} s, each "
+            f"followed by {c.get('eval_wait_s', 0):.1f} s of pause, {whole(c.get('eval_rounds'))} rounds"
+        )
+    return lines
+
+
+def selfplay_lines(data: dict) -> list[str]:
+    """A line per self-play policy: its rating, its recent score against its pool, the pool's size."""
+    return [
+        f"self-play {p['policy']}: rating {fmt(p.get('rating'))}, score against its pool "
+        f"{fmt(p.get('pool_win_rate'))} (a draw counts half), {fmt(p.get('pool_size'))} versions pooled"
+        for p in data["policies"]
+        if p.get("rating") is not None
     ]
