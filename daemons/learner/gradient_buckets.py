@@ -84,6 +84,9 @@ class GradientBuckets:
     # ------------------------------------------------------------------ GradientSync
 
     def begin(self, params: list[torch.Tensor]) -> None:
+        if not params:
+            self.round = None  # nothing to average (no parameter of this step needs a gradient)
+            return
         key = tuple(id(p) for p in params)
         layout = self.layouts.get(key)
         if layout is None:
@@ -173,6 +176,10 @@ class GradientBuckets:
         return torch.cat(parts)
 
     def write_back(self, params: list[torch.Tensor], flat: torch.Tensor) -> None:
+        # a parameter without a gradient here may have one on another replica: every replica steps it with the mean
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
         spread_mean(flat, self.collectives.world_size, [p.numel() for p in params], [p.grad for p in params])
 
     def take_averaged(self) -> bool:

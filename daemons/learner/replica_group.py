@@ -90,6 +90,7 @@ class ReplicaGroup:
         # where collective tensors live: the CPU for Gloo, the learner's own GPU for NCCL
         self.device = device if device is not None and place.backend == "nccl" else torch.device("cpu")
         self.world_size = place.world_size
+        self.started: dict[int, float] = {}  # id of an NCCL work started here -> when (its wait is bounded from then)
         self.hooked = False
         self._torch_hook: Any = None
         counts.update(replica_rank=place.rank, replicas=place.world_size, replica_generation=place.generation)
@@ -108,27 +109,30 @@ class ReplicaGroup:
         import torch.distributed as dist
 
         try:
-            return dist.all_reduce(tensor, op=dist.ReduceOp.SUM, async_op=True)
+            work = dist.all_reduce(tensor, op=dist.ReduceOp.SUM, async_op=True)
         except Exception as exc:  # Gloo raises RuntimeError subclasses, and others on a closed peer
             raise ReplicaError(self.failure(what, exc)) from exc
+        self.started[id(work)] = time.monotonic()
+        return work
 
     def wait(self, work: Any, what: str) -> None:
         """Wait for a started collective at most the group's timeout; ReplicaError when it fails or takes longer."""
         start = time.monotonic()
+        started = self.started.pop(id(work), start)
         try:
             if self.place.backend == "nccl":
-                self._wait_on_device(work)
+                self._wait_on_device(work, started + self.timeout_s)
             else:
                 work.wait(timeout=self.timeout)
         except Exception as exc:
             raise ReplicaError(self.failure(what, exc)) from exc
         self.counted(start)
 
-    def _wait_on_device(self, work: Any) -> None:
-        """NCCL's wait only orders the device's stream; the host waits here, bounded, for the work to complete (a
-        hung peer otherwise blocks the next synchronization for ever)."""
+    def _wait_on_device(self, work: Any, deadline: float) -> None:
+        """NCCL's wait only orders the device's stream; the host waits here, bounded from when the collective
+        started (NCCL's watchdog counts from then too), for the work to complete: a hung peer would otherwise
+        block the next synchronization for ever."""
         work.wait()
-        deadline = time.monotonic() + self.timeout_s
         while not work.is_completed():
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the collective did not complete within {self.timeout_s:g} s")
@@ -299,8 +303,10 @@ class ReplicaGroup:
         self._torch_hook = register_optimizer_step_pre_hook(torch_hook)
         self.hooked = True
 
-    def close(self) -> None:
-        """Remove the hooks and leave the group (no collective: the others may be gone already)."""
+    def close(self, failed: bool = False) -> None:
+        """Remove the hooks and leave the group (no collective: the others may be gone already). After a failure
+        an NCCL group is aborted, not destroyed: destroying waits for its queued collectives, which a lost peer
+        never completes."""
         if self.hooked:
             gradient_step.SYNCS.remove(self.buckets)
             adam.STEP_PRE_HOOKS.remove(self.average_gradients)
@@ -311,6 +317,10 @@ class ReplicaGroup:
 
         if dist.is_initialized():
             try:
-                dist.destroy_process_group()
+                abort = getattr(dist.distributed_c10d, "_abort_process_group", None)
+                if failed and self.place.backend == "nccl" and abort is not None:
+                    abort()
+                else:
+                    dist.destroy_process_group()
             except Exception as exc:  # a broken group may refuse even this; the process is ending anyway
                 log.debug("leaving the replica group: %s", exc)

@@ -64,6 +64,9 @@ class Meeting:
         # Gloo's and NCCL's own links go out of the interface that holds this address (by default: by hostname)
         os.environ.setdefault("GLOO_SOCKET_IFNAME", interface_of(host))
         os.environ.setdefault("NCCL_SOCKET_IFNAME", interface_of(host))
+        # NCCL's watchdog, on a collective past its timeout, aborts the communicator and leaves the process alive
+        # (2), so the group's own wait fails it and the replica re-forms instead of being torn down (1, 3)
+        os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2")
         import torch.distributed as dist
 
         self.store_timeout = datetime.timedelta(seconds=learner.rendezvous_timeout_s)
@@ -72,6 +75,7 @@ class Meeting:
         )
         self.address = f"{host}:{self.store.port}"
         self.generation = -1  # the last generation this replica was given (-1: none yet)
+        self.trained = -1  # the last generation whose state it took (-1: none: fresh, or its own checkpoint)
         self.stuck = False  # a thread forming a generation never returned: no other can be formed here
 
     def join(self) -> ReplicaGroup:
@@ -97,7 +101,9 @@ class Meeting:
     def next_generation(self, deadline: float) -> dict:
         """Ask until the supervisor names a generation this replica is a member of (heartbeating meanwhile)."""
         while True:
-            data = self.ask({"store": self.address, "generation": self.generation})
+            data = self.ask(
+                {"store": self.address, "generation": self.generation, "trained": self.trained, "backend": self.backend}
+            )
             if data.get("master") and self.rank in data.get("members", ()):
                 return data
             self.runtime.reporter.tick()

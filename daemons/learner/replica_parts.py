@@ -195,14 +195,32 @@ class GroupStep:
             self.group.place.generation,
             why,
         )
-        self.group.close()
-        self.group = self.meeting.join()
-        start_generation(self.group, self.training, self.progress)
+        self.group.close(failed=True)
+        self.group = enter_generation(self.meeting, self.training, self.progress)
         self.new_generation = True
         self.meeting.runtime.reporter.set_stage("running")
 
     def close(self) -> None:
         self.group.close()
+
+
+def enter_generation(meeting: Meeting, training: Training, progress: Progress) -> ReplicaGroup:
+    """Join the next generation and take its first member's state; a generation that fails meanwhile (a member
+    lost during the hand-over) is left for the next one, until the learner stops or learner.rendezvous_timeout_s
+    passes without one (ReplicaError)."""
+    deadline = time.monotonic() + meeting.learner.rendezvous_timeout_s
+    while True:
+        group = meeting.join()
+        try:
+            start_generation(group, training, progress)
+        except ReplicaError as exc:
+            group.close(failed=True)
+            if meeting.runtime.stop or time.monotonic() > deadline:
+                raise
+            log.warning("generation %d failed while its state was handed over (%s)", group.place.generation, exc)
+            continue
+        meeting.trained = group.place.generation
+        return group
 
 
 def start_generation(group: ReplicaGroup, training: Training, progress: Progress) -> None:
@@ -236,8 +254,7 @@ def join_replicas(
     meeting = Meeting(
         runtime, policy_id, rank, learner.replicas, host, learner, progress.counts, getattr(algorithm, "device", None)
     )
-    group = meeting.join()
-    start_generation(group, training, progress)
+    group = enter_generation(meeting, training, progress)
     log.info(
         "replica %d of policy %s joined generation %d with %d members",
         rank,

@@ -2,11 +2,12 @@
 where that generation meets, and which replica an actor feeds.
 
 A policy with `learner.replicas = N` has N learner processes (`learner-P`, `learner-P@1` ...). Every replica opens
-a store of its own and asks `rendezvous` with its address and the last generation it was given. Askers gather
-into the next generation; it is formed when all N have asked or `learner.reform_window_s` after the first member
-of the newest generation asked (a re-forming): a group that lost a member goes on without it.
-The state of the next generation comes from its first member, the asker of the newest generation (the lowest
-index among equals): at the first start that is replica 0 with its checkpoint, later a replica that trained on.
+a store of its own and asks `rendezvous` with its address, the last generation it was given, and the last one whose
+state it took (`trained`). Askers gather into the next generation; it is formed when all N have asked or
+`learner.reform_window_s` after the first asker that trained in the newest generation (a re-forming): a group
+that lost a member goes on without it. The state of the next generation comes from its first member, the asker
+that trained most recently (the lowest index among equals): at the first start that is replica 0 with its
+checkpoint, later a replica that trained on, never one that only restored or started fresh while others trained.
 A replica that asks while a generation trains (a restarted one, a new one) is a joiner: the generation's first
 member learns it from a `probe` ask, and the whole generation leaves at one update's end and asks again with it.
 """
@@ -25,10 +26,11 @@ from tandem.daemons.supervisor.registration import Registration
 
 @dataclass(frozen=True)
 class Asker:
-    """A replica waiting for the next generation: where its own store listens, the last generation it was given."""
+    """A replica waiting for the next generation: where its own store listens, the last generation whose state it
+    took (-1: none, a fresh or restored process)."""
 
     store: str
-    generation: int
+    trained: int
 
 
 @dataclass
@@ -42,7 +44,8 @@ class Group:
     master: str = ""  # "host:port" of the store where it met (its first member's)
     forming: dict[int, Asker] = field(default_factory=dict)  # index -> asker of the next generation
     forming_since: float | None = None
-    given: dict[int, str] = field(default_factory=dict)  # members told of the newest generation -> their store
+    stores: dict[int, str] = field(default_factory=dict)  # the newest generation's members -> their stores
+    backend: str = ""  # torch.distributed backend the replicas asked with (the first asker's)
     registered: dict[int, Registration] = field(default_factory=dict)  # index -> what it registered
 
     def formed(self) -> dict[str, object]:
@@ -53,7 +56,11 @@ class Group:
 
 
 def address_like(value: object) -> bool:
-    return isinstance(value, str) and ":" in value and value.rpartition(":")[2].isdigit()
+    """'host:port' with a host and a port in 1..65535."""
+    if not isinstance(value, str):
+        return False
+    host, _, port = value.rpartition(":")
+    return bool(host) and port.isdigit() and 1 <= int(port) <= 65535
 
 
 class ReplicaSets:
@@ -76,7 +83,7 @@ class ReplicaSets:
         if group is None:
             known = ", ".join(self.groups) or "none"
             return False, f"policy {policy!r} has no replicas here (replicated policies: {known})", {}
-        if type(rank) is not int or not 0 <= rank < group.size or size != group.size:
+        if type(rank) is not int or not 0 <= rank < group.size or type(size) is not int or size != group.size:
             return (
                 False,
                 f"rank {rank!r} of {size!r}: policy {policy!r} has {group.size} replicas (ranks 0..{group.size - 1})",
@@ -84,22 +91,32 @@ class ReplicaSets:
             )
         if args.get("probe") is True:
             return True, "", {"generation": group.generation, "regroup": bool(group.forming)}
-        store, last = args.get("store"), args.get("generation")
+        store, last, trained = args.get("store"), args.get("generation"), args.get("trained", -1)
         if not address_like(store):
             return False, "rendezvous needs store: 'host:port' where this replica's own store listens", {}
-        if type(last) is not int or not -1 <= last <= group.generation:
-            return False, f"generation must be an int in -1..{group.generation} (the last one given), got {last!r}", {}
-        if rank in group.members and last < group.generation and group.given.get(rank, store) == store:
+        for key, value in (("generation", last), ("trained", trained)):
+            if type(value) is not int or not -1 <= value <= group.generation:
+                return False, f"{key} must be an int in -1..{group.generation}, got {value!r}", {}
+        backend = args.get("backend", "gloo")
+        if backend not in ("gloo", "nccl"):
+            return False, f"backend must be 'gloo' or 'nccl', got {backend!r}", {}
+        if group.backend and backend != group.backend:
+            return (
+                False,
+                f"replica {rank} asks with backend {backend!r}, its group uses {group.backend!r}: set "
+                "learner.replica_backend the same for every replica",
+                {},
+            )
+        group.backend = group.backend or str(backend)
+        if rank in group.members and last < group.generation and group.stores.get(rank) == store:
             # a member of the newest generation asking for it (again, if the answer was lost: the same process,
             # for its store is the same); a restarted member has a store of its own and joins the next one
-            group.given[rank] = str(store)
             return True, "", group.formed()
-        group.forming[rank] = Asker(str(store), last)
-        if group.forming_since is None and group.generation > 0 and last == group.generation:
-            group.forming_since = now  # a member left the newest generation: the window for the others opens
+        group.forming[rank] = Asker(str(store), trained)
+        if group.forming_since is None and group.generation > 0 and trained == group.generation:
+            group.forming_since = now  # a member that trained in the newest generation left it: the window opens
         if self.ready(group, now):
             self.form(group)
-            group.given[rank] = str(store)
             return True, "", group.formed()
         return True, "", group.waiting()
 
@@ -115,10 +132,10 @@ class ReplicaSets:
     @staticmethod
     def form(group: Group) -> None:
         """The askers become the next generation, the one that trained last (the lowest index among equals) first."""
-        order = sorted(group.forming, key=lambda index: (-group.forming[index].generation, index))
+        order = sorted(group.forming, key=lambda index: (-group.forming[index].trained, index))
         group.generation += 1
         group.members, group.master = order, group.forming[order[0]].store
-        group.given = {}
+        group.stores = {index: asker.store for index, asker in group.forming.items()}
         group.forming, group.forming_since = {}, None
 
     def lost(self, name: str) -> None:
@@ -130,7 +147,7 @@ class ReplicaSets:
         rank = replica_rank(name)
         group.registered.pop(rank, None)
         group.forming.pop(rank, None)
-        if not any(asker.generation == group.generation for asker in group.forming.values()):
+        if not any(asker.trained == group.generation for asker in group.forming.values()):
             group.forming_since = None
 
     def register(self, name: str, entry: Registration) -> bool:

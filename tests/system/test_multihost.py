@@ -52,14 +52,15 @@ def two_hosts():
 
 
 def start_learner_in(
-    ns: str | None, address: str, tmp_path, control: str, insecure: bool = True, rank: int = 0
+    ns: str | None, address: str, tmp_path, control: str, insecure: bool = True, rank: int = 0, port: str = "*"
 ) -> subprocess.Popen:
     """A learner inside namespace `ns` (None: the test's own, the head's), bound to `address`, which only that
-    namespace has: nothing can reach it over loopback by accident. `rank`: a data-parallel replica."""
+    namespace has: nothing can reach it over loopback by accident. `rank`: a data-parallel replica; `port`: its
+    transitions port, fixed for one that is restarted (its actors find it there again)."""
     return join_learner(
         tmp_path,
         control,
-        f"tcp://{address}:*",
+        f"tcp://{address}:{port}",
         f"learner-{rank}.log",
         *(["--insecure"] if insecure else []),
         *(["--rank", str(rank)] if rank else []),

@@ -254,10 +254,14 @@ def test_the_supervisor_plans_every_replica_with_a_fixed_transitions_port_of_its
     assert len({s.replica_port for s in specs[1:]}) == 2
 
 
-def ask(sets: ReplicaSets, rank: int, generation: int, now: float = 0.0, size: int = 2, store: str = "") -> dict:
-    """One replica's `rendezvous`: its store (host:port, by rank unless given) and the last generation it was given."""
+def ask(
+    sets: ReplicaSets, rank: int, generation: int, now: float = 0.0, size: int = 2, store: str = "", trained: int = -2
+) -> dict:
+    """One replica's `rendezvous`: its store (host:port, by rank unless given), the last generation it was given and
+    the last whose state it took (by default the same)."""
     args = {"policy": "default", "rank": rank, "world_size": size, "store": store or f"10.0.0.{rank}:500{rank}"}
-    ok, error, data = sets.rendezvous({**args, "generation": generation}, now)
+    trained = generation if trained == -2 else trained
+    ok, error, data = sets.rendezvous({**args, "generation": generation, "trained": trained}, now)
     assert ok, error
     return data
 
@@ -299,6 +303,36 @@ def test_a_generation_that_lost_a_member_re_forms_without_it_after_the_window_fr
     assert ask(sets, 0, -1, now=91.2, size=3, store="10.0.0.0:6000") == formed
 
 
+def test_a_replica_that_never_took_the_groups_state_is_never_its_source():
+    """Replica 0 is lost, 1 and 2 go on; the restarted 0 (its checkpoint only) joins generation 3, which fails
+    while it meets: in generation 4 the source is still one that trained, not the restarted one of the lowest index."""
+    sets = ReplicaSets(config("appo", replicas=3, actors=3, reform_window_s=1.0))
+    for rank in (0, 1, 2):
+        ask(sets, rank, -1, size=3)
+    sets.lost("learner-default")
+    ask(sets, 1, 1, now=10.0, size=3)
+    assert ask(sets, 2, 1, now=11.5, size=3)["members"] == [1, 2]
+    restarted = "10.0.0.0:6000"
+    ask(sets, 0, -1, now=20.0, size=3, store=restarted)
+    ask(sets, 1, 2, now=20.5, size=3)
+    assert ask(sets, 2, 2, now=20.5, size=3)["members"] == [1, 2, 0]
+    # generation 3 never met (a member lost while meeting): all three ask again, the restarted one still untrained
+    ask(sets, 0, 3, now=30.0, size=3, store=restarted, trained=-1)
+    ask(sets, 2, 3, now=30.0, size=3, trained=2)
+    formed = ask(sets, 1, 3, now=30.0, size=3, trained=2)
+    assert formed["members"] == [1, 2, 0] and formed["master"] == "10.0.0.1:5001"
+    # a process restarted again (another store) is not told the generation its predecessor was named in
+    assert ask(sets, 0, 3, now=30.1, size=3, store="10.0.0.0:6001", trained=-1)["master"] == ""
+
+
+def test_replicas_asking_with_different_backends_are_refused_by_name():
+    sets = ReplicaSets(config("appo", replicas=2))
+    base = {"policy": "default", "world_size": 2, "generation": -1, "trained": -1}
+    assert sets.rendezvous({**base, "rank": 0, "store": "h:1", "backend": "nccl"}, 0.0)[0]
+    ok, error, _ = sets.rendezvous({**base, "rank": 1, "store": "h:2", "backend": "gloo"}, 0.0)
+    assert not ok and "replica_backend the same" in error
+
+
 def test_a_lost_replica_is_dropped_from_a_generation_still_forming_and_its_actors_feed_the_others():
     sets = ReplicaSets(config("appo", replicas=2))
     for rank in (0, 1):
@@ -328,8 +362,16 @@ def test_a_lost_replica_is_dropped_from_a_generation_still_forming_and_its_actor
         ({"policy": "default", "rank": 1, "world_size": 3}, "has 2 replicas"),
         ({"policy": "default", "rank": 0, "world_size": 2, "generation": -1}, "needs store"),
         ({"policy": "default", "rank": 0, "world_size": 2, "store": "h:x", "generation": -1}, "needs store"),
+        ({"policy": "default", "rank": 0, "world_size": 2.0}, "has 2 replicas"),
+        ({"policy": "default", "rank": 0, "world_size": 2, "store": ":1", "generation": -1}, "needs store"),
+        ({"policy": "default", "rank": 0, "world_size": 2, "store": "h:70000", "generation": -1}, "needs store"),
         ({"policy": "default", "rank": 0, "world_size": 2, "store": "h:1"}, "generation must be an int"),
         ({"policy": "default", "rank": 0, "world_size": 2, "store": "h:1", "generation": 4}, "in -1..0"),
+        ({"policy": "default", "rank": 0, "world_size": 2, "store": "h:1", "generation": -1, "trained": 1}, "trained"),
+        (
+            {"policy": "default", "rank": 0, "world_size": 2, "store": "h:1", "generation": -1, "backend": "mpi"},
+            "backend must be",
+        ),
     ],
 )
 def test_a_rendezvous_that_does_not_fit_the_group_is_refused_with_the_reason(args, words):
