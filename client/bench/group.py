@@ -71,11 +71,11 @@ COMMANDS = {
     ),
     "replicas": (
         "tandem.client.bench.replicas:replicas_cmd",
-        "Updates/s and samples/s of one policy with 1, 2, ... learner replicas, and the...",
+        "Updates/s and samples/s of one policy with 1, 2, ... learner replicas, and...",
     ),
     "allreduce": (
         "tandem.client.bench.allreduce:allreduce_cmd",
-        "A replica group's gradient all-reduce alone (the Nature CNN, one fixed batch, no...",
+        "A group's gradient all-reduce alone (the Nature CNN, one fixed batch, no...",
     ),
     "vector": (
         "tandem.client.bench.vector:vector_cmd",

@@ -3,6 +3,9 @@ the gradient all-reduce's cost with and without overlapping it with the backward
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +16,8 @@ from tandem.client.bench.options import counts_option, example_config_option, js
 from tandem.client.bench.report import finish, progress
 from tandem.client.bench.runs import json_rows, timed_run
 from tandem.client.config_cmd import bench_set_option
+from tandem.client.harness import start_session
+from tandem.client.netns import Hosts, NetnsError
 from tandem.daemons.config import load_config
 
 MIN_TRAINED_S = 2.0  # metrics rows come once a second: a rate needs a few of them
@@ -37,26 +42,61 @@ def delta(first: dict, last: dict, key: str) -> float:
     return float(last.get(key, 0) - first.get(key, 0))
 
 
+def hand_started(hosts: Hosts) -> Callable[[Path], list[subprocess.Popen]]:
+    """Replica R started by hand in host R's namespace (`tandem learner --rank R`), as on machines of their own."""
+
+    def start(run_dir: Path) -> list[subprocess.Popen]:
+        endpoint = (run_dir / "endpoint").read_text().strip()
+        started = []
+        for rank, (_, address) in enumerate(hosts.places):
+            command = [*hosts.wrap(rank), sys.executable, "-m", "tandem", "learner", str(run_dir / "config.toml")]
+            command += ["--join", endpoint, "--bind", f"tcp://{address}:*", "--insecure", "--rank", str(rank)]
+            with open(run_dir / f"learner-{rank}.out", "ab") as out:
+                started.append(start_session(command, out, Path.cwd()))
+        return started
+
+    return start
+
+
 def replica_figures(
-    config: Path, replicas: int, actors: int, seconds: float, overrides: tuple[str, ...], overlap: bool = True
+    config: Path,
+    replicas: int,
+    actors: int,
+    seconds: float,
+    overrides: tuple[str, ...],
+    overlap: bool = True,
+    on_hosts: bool = False,
 ) -> dict:
     """One `tandem up` with `replicas` learner replicas (no evaluator), `seconds` long from the moment every
-    replica has trained (the group formed, each with data): what each replica trained."""
+    replica has trained (the group formed, each with data): what each replica trained. `on_hosts`: each replica
+    in a network namespace of its own, joined to the run over a bridge, started by hand."""
     names = replica_names(replicas)
     overrides = (*overrides, f"learner.allreduce_overlap={str(overlap).lower()}")
-    with tempfile.TemporaryDirectory(prefix="tandem-bench-replicas-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="tandem-bench-replicas-") as tmp, contextlib.ExitStack() as stack:
         run_dir = Path(tmp) / "run"
+        flags: tuple[str, ...] = ()
+        companions = None
+        if on_hosts:
+            try:
+                hosts = stack.enter_context(Hosts(replicas))
+            except NetnsError as exc:
+                raise click.ClickException(f"--hosts: {exc}") from exc
+            remote = ["learner.remote=true", "learner.replicas_trusted_network=true", f"transport.host='{hosts.head}'"]
+            overrides, flags, companions = (*overrides, *remote), ("--insecure",), hand_started(hosts)
         figures = timed_run(
             config,
             seconds,
             [f"learner.replicas={replicas}", f"actors.count={actors}", "eval.enabled=false", *overrides],
             keep_dir=run_dir,
             ready=all_training(names),
+            flags=flags,
+            companions=companions,
         )
         per_replica = {name: json_rows(run_dir / name / "metrics.jsonl") for name in names}
     batch = load_config(config, list(overrides)).algorithm.batch_size
     out = {
         "replicas": replicas,
+        "hosts": replicas if on_hosts else 1,
         "overlap": overlap if replicas > 1 else None,
         "actors": actors,
         "env_steps_per_s": round(
@@ -109,6 +149,13 @@ def replica_figures(
     show_default=True,
     help="Gradient all-reduce overlapped with backward (on), after it (off), or each in turn for every count above 1.",
 )
+@click.option(
+    "--hosts",
+    "on_hosts",
+    is_flag=True,
+    help="Each replica on a host of its own: a network namespace per replica, joined to the run over a bridge, the "
+    "replica started by hand as on other machines (root and iproute2 needed).",
+)
 @bench_set_option
 @json_option
 @quick_option("1 and 2 replicas for 12 s of training each")
@@ -118,6 +165,7 @@ def replicas_cmd(
     actors: int,
     seconds: float,
     overlap: str,
+    on_hosts: bool,
     overrides: tuple[str, ...],
     as_json: bool,
     quick: bool,
@@ -141,10 +189,11 @@ def replicas_cmd(
     say, results = progress(as_json), []
     for count in replica_counts:
         for mode in modes if count > 1 else [True]:
-            results.append(r := replica_figures(config, count, actors, seconds, overrides, mode))
+            results.append(r := replica_figures(config, count, actors, seconds, overrides, mode, on_hosts))
             how = "" if count == 1 else (" overlapped" if mode else " after backward")
+            where = f" on {count} host(s)" if on_hosts else ""
             say(
-                f"{count} replica(s), {actors} actors: {r['updates_per_s']} updates/s, {r['samples_per_s']:.0f} "
+                f"{count} replica(s){where}, {actors} actors: {r['updates_per_s']} updates/s, {r['samples_per_s']:.0f} "
                 f"samples/s, gradient all-reduce{how} {r['allreduce_ms_per_update']} ms/update "
                 f"({r['allreduce_kb_per_update']:.0f} KiB in {r['buckets_per_update']} buckets, "
                 f"{100 * r['buckets_done_in_backward']:.0f}% done within backward), "
@@ -154,7 +203,14 @@ def replicas_cmd(
     base = results[0]["samples_per_s"] or 1.0
     for r in results:
         r["samples_per_s_ratio"] = round(r["samples_per_s"] / base, 3)
-    record = {"benchmark": "replicas", "quick": quick, "config": str(config), "seconds": seconds, "runs": results}
+    record = {
+        "benchmark": "replicas",
+        "quick": quick,
+        "config": str(config),
+        "seconds": seconds,
+        "hosts": on_hosts,
+        "runs": results,
+    }
     ratios = ", ".join(
         f"{r['replicas']}{'' if r['overlap'] is None else (' on' if r['overlap'] else ' off')}: "
         f"{r['samples_per_s_ratio']}x"

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 import psutil
 
-from tandem.client.harness import up_command
+from tandem.client.harness import end_group, up_command
 
 CPU_SAMPLE_S = 1.0
 READY_ALLOWANCE_S = 180.0  # longest a run measured from `ready` may take to get there (imports, env builds, a group)
@@ -87,6 +87,8 @@ def timed_run(
     overrides: tuple[str, ...] | list[str],
     keep_dir: Path | None = None,
     ready: Callable[[Path], bool] | None = None,
+    flags: tuple[str, ...] = (),
+    companions: Callable[[Path], list[subprocess.Popen]] | None = None,
 ) -> RunFigures:
     """`tandem up config` for `seconds` (its own stop conditions may end it sooner), sampled once a second.
 
@@ -95,11 +97,14 @@ def timed_run(
     fills and stops the supervisor at its next progress line. With `ready` (a test of the run directory),
     the `seconds` count from the first sample at which it holds, and the bench then stops the run with
     `tandem stop`: a start slowed by a loaded machine then eats into no measurement. A run that never gets
-    ready ends at its own stop.seconds, READY_ALLOWANCE_S later than `seconds`."""
+    ready ends at its own stop.seconds, READY_ALLOWANCE_S later than `seconds`. `companions`, given the run
+    directory once the supervisor has written its endpoint there, starts processes that join the run (learners
+    started by hand elsewhere); they are ended with it."""
     with tempfile.TemporaryDirectory(prefix="tandem-bench-") as tmp:
         run_path = keep_dir if keep_dir is not None else Path(tmp) / "run"
         ceiling = seconds if ready is None else seconds + READY_ALLOWANCE_S
-        args = up_command(config, [f"run.dir='{run_path}'", f"stop.seconds={ceiling}", *overrides])
+        args = up_command(config, [f"run.dir='{run_path}'", f"stop.seconds={ceiling}", *overrides], flags)
+        joined: list[subprocess.Popen] | None = None if companions is not None else []
         started_unix = time.time()
         with open(Path(tmp) / "out.jsonl", "w+") as out_file, open(Path(tmp) / "err.txt", "w+") as err_file:
             proc = subprocess.Popen(args, stdout=out_file, stderr=err_file, text=True)
@@ -108,6 +113,8 @@ def timed_run(
             ready_at = None  # when `ready` first held
             while proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(CPU_SAMPLE_S)
+                if joined is None and companions is not None and (run_path / "endpoint").is_file():
+                    joined = companions(run_path)
                 cpu.append(tree_cpu(root, known))
                 if (busy := gpu_utilisation()) is not None:
                     gpu.append(busy)
@@ -123,6 +130,8 @@ def timed_run(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)
+            for companion in joined or []:
+                end_group(companion, 15.0)
             out_file.seek(0)
             err_file.seek(0)
             out, err = out_file.read(), err_file.read()

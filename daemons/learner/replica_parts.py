@@ -161,8 +161,9 @@ class GroupStep:
             self.group.after_update(training.algorithm, int(training.counts["updates"]))
             return True
         except ReplicaError as exc:
-            if self.stop:
-                raise
+            if self.stop:  # stopping while the group failed or re-formed: a stop like any other
+                self.stopping = True
+                return False
             # an update cut short in a collective: its steps so far are undone by the next generation's state
             # where this replica is not its source, and it is not counted
             self.reform(str(exc), lost=1 if training_now else 0)

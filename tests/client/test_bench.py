@@ -86,6 +86,16 @@ def test_replicas_record_is_complete():
     assert all(r["trained_s"] >= data["seconds"] - 1.5 for r in data["runs"])
 
 
+@pytest.mark.timeout(240)
+def test_replicas_on_hosts_of_their_own_record_is_complete():
+    """Each replica in a network namespace of its own, started by hand and joined over a bridge."""
+    data = record("replicas", "--hosts", "--replicas", "2", "--overlap", "on")
+    assert data["hosts"] is True and [(r["replicas"], r["hosts"]) for r in data["runs"]] == [(2, 2)]
+    run = data["runs"][0]
+    assert run["samples_per_s"] > 0 and run["allreduce_ms_per_update"] > 0 and run["replica_mismatches"] == 0
+    assert run["allreduce_kb_per_update"] > 0 and run["trained_s"] >= data["seconds"] - 1.5
+
+
 # NCCL needs a GPU per member: a group of one on the GPU where there is one (the whole NCCL path, every collective)
 ALLREDUCE_GROUPS = [("cpu", 2)] + ([("cuda", 1)] if torch.cuda.is_available() else [])
 

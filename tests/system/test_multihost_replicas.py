@@ -10,46 +10,20 @@ import signal
 
 import pytest
 
-from tests.system.test_multihost import ip, start_learner_in, stop_learner
+from tandem.client.netns import Hosts, NetnsError
+from tests.system.test_multihost import start_learner_in, stop_learner
 from tests.system.test_supervisor import Run, rows
-
-SUBNET = "10.214.{}.{}"  # a private /24 unlikely to be in use: the head .1 on the bridge, the namespaces .2 and .3
 
 
 @pytest.fixture
 def three_hosts():
-    """(head address, [(namespace, address), (namespace, address)]): a bridge in the test's namespace with a veth
-    pair to each of two namespaces made here, all removed afterwards."""
-    tag = f"{os.getpid() % 1000}{random.randrange(100)}"
-    third = random.randrange(1, 250)
-    bridge, head = f"tb{tag}", SUBNET.format(third, 1)
-    hosts = [(f"tandem-r{i}-{tag}", SUBNET.format(third, i + 2), f"th{i}{tag}", f"tg{i}{tag}") for i in range(2)]
-    made: list[tuple[str, ...]] = []
+    """(head address, [(namespace, address), (namespace, address)]): two namespaces and a bridge to this one, made
+    here and removed afterwards."""
     try:
-        steps = [("link", "add", bridge, "type", "bridge"), ("addr", "add", f"{head}/24", "dev", bridge)]
-        steps.append(("link", "set", bridge, "up"))
-        for ns, address, head_if, host_if in hosts:
-            steps += [
-                ("netns", "add", ns),
-                ("link", "add", head_if, "type", "veth", "peer", "name", host_if),
-                ("link", "set", host_if, "netns", ns),
-                ("link", "set", head_if, "master", bridge),
-                ("link", "set", head_if, "up"),
-                ("-n", ns, "addr", "add", f"{address}/24", "dev", host_if),
-                ("-n", ns, "link", "set", host_if, "up"),
-                ("-n", ns, "link", "set", "lo", "up"),
-            ]
-        for args in steps:
-            done = ip(*args)
-            if done.returncode != 0:
-                pytest.skip(f"cannot wire three hosts here (ip {' '.join(args)}): {done.stderr.strip()}")
-            made.append(args)
-        yield head, [(ns, address) for ns, address, _, _ in hosts]
-    finally:
-        for ns, _, head_if, _ in hosts:
-            ip("link", "del", head_if)
-            ip("netns", "del", ns)
-        ip("link", "del", bridge)
+        with Hosts(2) as hosts:
+            yield hosts.head, hosts.places
+    except NetnsError as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.mark.timeout(300)
