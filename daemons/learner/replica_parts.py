@@ -197,7 +197,13 @@ class GroupStep:
             why,
         )
         self.group.close(failed=True)
-        self.group = enter_generation(self.meeting, self.training, self.progress)
+        try:
+            self.group = enter_generation(self.meeting, self.training, self.progress)
+        except ReplicaError:
+            if not self.stop:
+                raise
+            self.stopping = True  # stopped while it met the next generation: a stop like any other
+            return
         self.new_generation = True
         self.meeting.runtime.reporter.set_stage("running")
 
