@@ -6,6 +6,11 @@ from __future__ import annotations
 from tandem.client.screen import fmt, whole
 
 
+def learner_label(policy_line: dict) -> str:
+    """A policy line's learner as status names it: `default`, or `default@1` for a replica."""
+    return str(policy_line.get("learner") or policy_line["policy"]).removeprefix("learner-")
+
+
 def learner_time_lines(data: dict) -> list[str]:
     """A line per learner: where its loop spent the last second, the largest share first (the one that bounds it)."""
     lines = []
@@ -14,7 +19,7 @@ def learner_time_lines(data: dict) -> list[str]:
         if not split:
             continue
         shares = ", ".join(f"{part} {100 * share:.0f}%" for part, share in sorted(split.items(), key=lambda kv: -kv[1]))
-        name = str(p.get("learner") or p["policy"]).removeprefix("learner-")
+        name = learner_label(p)
         lines.append(f"learner {name} time: {shares}")
     return lines
 
@@ -26,7 +31,7 @@ def replica_group_lines(data: dict) -> list[str]:
         group = p.get("group")
         if not group:
             continue
-        name = str(p.get("learner") or p["policy"]).removeprefix("learner-")
+        name = learner_label(p)
         lines.append(
             f"replica {name}: generation {group['generation']}, {group['members']} members, re-formed "
             f"{group['reforms']}x, {group['updates_lost']} updates lost"

@@ -160,10 +160,14 @@ class GradientBuckets:
     def flat_average(self, params: list[torch.Tensor]) -> None:
         """Every gradient in one all-reduce after backward."""
         flat = self.flatten(params)
+        self.reduce_flat(flat)
+        self.write_back(params, flat)
+
+    def reduce_flat(self, flat: torch.Tensor) -> None:
+        """One all-reduce of `flat` (summed in place), waited for and counted as one bucket."""
         self.collectives.wait(self.collectives.start_sum(flat, "the gradient all-reduce"), "the gradient all-reduce")
         self.counts["gradient_buckets"] += 1
         self.counts["gradient_allreduce_bytes"] += flat.numel() * flat.element_size()
-        self.write_back(params, flat)
 
     def flatten(self, params: list[torch.Tensor]) -> torch.Tensor:
         device = self.collectives.device

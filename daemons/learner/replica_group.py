@@ -104,12 +104,12 @@ class ReplicaGroup:
 
     # ------------------------------------------------------------------ collectives, each bounded
 
-    def start_sum(self, tensor: torch.Tensor, what: str) -> Any:
-        """An all-reduce (sum) started and not waited for; ReplicaError when even starting it fails."""
+    def start_sum(self, tensor: torch.Tensor, what: str, op: Any = None) -> Any:
+        """An all-reduce (a sum, or `op`) started and not waited for; ReplicaError when even starting it fails."""
         import torch.distributed as dist
 
         try:
-            work = dist.all_reduce(tensor, op=dist.ReduceOp.SUM, async_op=True)
+            work = dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op is None else op, async_op=True)
         except Exception as exc:  # Gloo raises RuntimeError subclasses, and others on a closed peer
             raise ReplicaError(self.failure(what, exc)) from exc
         self.started[id(work)] = time.monotonic()
@@ -139,16 +139,7 @@ class ReplicaGroup:
             time.sleep(0.0002)
 
     def _reduce(self, tensor: torch.Tensor, op: Any, what: str) -> None:
-        import torch.distributed as dist
-
-        if op == dist.ReduceOp.SUM:
-            self.wait(self.start_sum(tensor, what), what)
-            return
-        try:
-            work = dist.all_reduce(tensor, op=op, async_op=True)
-        except Exception as exc:
-            raise ReplicaError(self.failure(what, exc)) from exc
-        self.wait(work, what)
+        self.wait(self.start_sum(tensor, what, op), what)
 
     def _broadcast(self, tensor: torch.Tensor, what: str) -> None:
         import torch.distributed as dist
@@ -209,10 +200,8 @@ class ReplicaGroup:
             return
         start = time.monotonic()
         flat = torch.cat([g.detach().reshape(-1).to(self.device, torch.float32) for g in grads])
-        self.wait(self.start_sum(flat, "the gradient all-reduce"), "the gradient all-reduce")
+        self.buckets.reduce_flat(flat)
         self.counts["gradient_allreduce_s"] += time.monotonic() - start
-        self.counts["gradient_allreduce_bytes"] += flat.numel() * 4
-        self.counts["gradient_buckets"] += 1
         spread_mean(flat, self.world_size, [g.numel() for g in grads], list(grads))
 
     def average_buffers(self, algorithm: Any) -> None:

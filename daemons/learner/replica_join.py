@@ -62,8 +62,9 @@ class Meeting:
         self.backend = backend_for(learner.replica_backend, device)
         self.device = indexed(device) if self.backend == "nccl" else device
         # Gloo's and NCCL's own links go out of the interface that holds this address (by default: by hostname)
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", interface_of(host))
-        os.environ.setdefault("NCCL_SOCKET_IFNAME", interface_of(host))
+        interface = interface_of(host)
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", interface)
+        os.environ.setdefault("NCCL_SOCKET_IFNAME", interface)
         # NCCL's watchdog, on a collective past its timeout, aborts the communicator and leaves the process alive
         # (2), so the group's own wait fails it and the replica re-forms instead of being torn down (1, 3)
         os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2")
@@ -118,23 +119,23 @@ class Meeting:
 
     def probe(self) -> bool:
         """Whether a replica waits to join (the group should re-form with it); False when the supervisor is slow."""
-        from tandem.daemons.runtime.control_channel import ControlTimeout
+        reply = self.request({"probe": True}, PROBE_TIMEOUT_S)
+        return bool(reply is not None and reply.ok and reply.data.get("regroup"))
 
-        args = {"policy": self.policy, "rank": self.rank, "world_size": self.world_size, "probe": True}
-        try:
-            reply = self.runtime.channel.request("rendezvous", args, timeout_s=PROBE_TIMEOUT_S)
-        except ControlTimeout:
-            return False
-        return bool(reply.ok and reply.data.get("regroup"))
-
-    def ask(self, extra: dict) -> dict:
-        """One `rendezvous` request; ReplicaError when the supervisor refuses it (a config that does not match)."""
+    def request(self, extra: dict, timeout_s: float) -> Any:
+        """One `rendezvous` request of this replica with `extra` args: the reply, or None when none came in time."""
         from tandem.daemons.runtime.control_channel import ControlTimeout
 
         args: dict[str, Any] = {"policy": self.policy, "rank": self.rank, "world_size": self.world_size, **extra}
         try:
-            reply = self.runtime.channel.request("rendezvous", args, timeout_s=2.0)
+            return self.runtime.channel.request("rendezvous", args, timeout_s=timeout_s)
         except ControlTimeout:
+            return None
+
+    def ask(self, extra: dict) -> dict:
+        """One `rendezvous` request; ReplicaError when the supervisor refuses it (a config that does not match)."""
+        reply = self.request(extra, 2.0)
+        if reply is None:
             return {}
         if not reply.ok:
             raise ReplicaError(f"the supervisor refused replica {self.rank} of policy {self.policy!r}: {reply.message}")
