@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tandem.protocol import framing, keyed
+from tandem.protocol import framing, keyed, ragged
 from tandem.protocol.errors import ProtocolError
 from tandem.protocol.limits import DEFAULT_LIMITS, Limits
 
@@ -144,6 +144,8 @@ class TransitionBatch:
             history = key_history
         core_state = arrays.pop(CORE_STATE, None)
         take_keyed(arrays)
+        if ragged.RAGGED in header:  # entity keys came as their rows present (2.1.7): padded back to their bounds
+            take_ragged(header[ragged.RAGGED], arrays)
         for name in CORE_ARRAYS:
             if name not in arrays:
                 raise ProtocolError("required array is missing", name)
@@ -171,7 +173,10 @@ class TransitionBatch:
 def wire_message(batch: TransitionBatch) -> tuple[dict[str, Any], list[tuple[str, np.ndarray]]]:
     """The header fields and named arrays `batch` travels as, unchecked (to_frames checks them first)."""
     fields = {name: getattr(batch, name) for name in HEADER_FIELDS}
-    arrays = wire_arrays(batch)
+    bounds = ragged.ragged_keys(batch.obs)
+    if bounds:  # only entity observations carry the field; every other batch stays exactly as before
+        fields[ragged.RAGGED] = bounds
+    arrays = wire_arrays(batch, bounds)
     if batch.obs_stack > 1:  # unstacked batches stay exactly as before: no new key, no new array
         fields["obs_stack"] = batch.obs_stack
         arrays.append((STACK_HISTORY, batch.obs_history))
@@ -186,12 +191,14 @@ def wire_message(batch: TransitionBatch) -> tuple[dict[str, Any], list[tuple[str
     return fields, arrays
 
 
-def wire_arrays(batch: TransitionBatch) -> list[tuple[str, np.ndarray]]:
-    """The core arrays as they travel: keyed observations as one `obs.KEY` and `final_obs.KEY` per key."""
+def wire_arrays(batch: TransitionBatch, bounds: dict[str, int]) -> list[tuple[str, np.ndarray]]:
+    """The core arrays as they travel: keyed observations as one `obs.KEY` and `final_obs.KEY` per key, the
+    entity keys in `bounds` as their rows present only (PROTOCOL.md 2.1.7)."""
     out = []
     for name in CORE_ARRAYS:
         value = getattr(batch, name)
         if name in KEYED_ARRAYS and keyed.is_keyed(value):
+            value = ragged.pack_keyed(value, bounds, 2 if name == "obs" else 1) if bounds else value
             out += [(f"{name}.{key}", arr) for key, arr in value.items()]
         else:
             out.append((name, value))
@@ -214,6 +221,16 @@ def take_keyed(arrays: dict[str, np.ndarray]) -> None:
     obs, final = arrays.get("obs"), arrays.get("final_obs")
     if keyed.is_keyed(obs) != keyed.is_keyed(final) or (keyed.is_keyed(obs) and list(obs) != list(final)):
         raise ProtocolError("must have exactly the keys of obs (one final_obs.KEY per obs.KEY)", "final_obs")
+
+
+def take_ragged(value: Any, arrays: dict[str, Any]) -> None:
+    """The header's `ragged` keys of `obs` and `final_obs` padded back to their bounds, in place (2.1.7)."""
+    obs, final = arrays.get("obs"), arrays.get("final_obs")
+    if not keyed.is_keyed(obs) or not keyed.is_keyed(final):
+        raise ragged.RaggedError("names keys of obs.KEY arrays; this batch's obs is one array", ragged.RAGGED)
+    bounds = ragged.bounds_field(value, obs)
+    ragged.unpack_keyed(obs, bounds, "obs")
+    ragged.unpack_keyed(final, bounds, "final_obs")
 
 
 def check_columns(obs, actions, rewards, terminated, truncated, final_obs, extras) -> None:

@@ -7,6 +7,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from tandem.daemons.envs.entity_spaces import EntityActionSpace, heads_from_json
+
 NON_FINITE = {"inf": np.inf, "-inf": -np.inf, "nan": np.nan}  # JSON has no infinity: these travel as strings
 
 
@@ -42,6 +44,8 @@ def space_to_json(space: gym.Space) -> dict[str, Any]:
         }
     if isinstance(space, gym.spaces.Discrete):
         return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, EntityActionSpace):  # its heads lay out the slots (docs/guides/entities.md)
+        return {"type": "EntityActions", "heads": [head.to_json() for head in space.heads]}
     if isinstance(space, gym.spaces.MultiDiscrete):
         return {
             "type": "MultiDiscrete",
@@ -77,10 +81,14 @@ def space_from_json(data: dict[str, Any]) -> gym.Space:
             )
         if kind == "MultiBinary":
             return gym.spaces.MultiBinary(data["n"])
+        if kind == "EntityActions":
+            return EntityActionSpace(heads_from_json(data["heads"]))
         if kind == "Tuple":
             return gym.spaces.Tuple([space_from_json(sub) for sub in data["items"]])
         if kind == "Dict":
             return gym.spaces.Dict({str(key): space_from_json(sub) for key, sub in data["keys"]})
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"space description {data!r} is incomplete: {exc}") from exc
-    raise ValueError(f"space type {kind!r} is not one of Box, Discrete, MultiDiscrete, MultiBinary, Tuple, Dict")
+    raise ValueError(
+        f"space type {kind!r} is not one of Box, Discrete, MultiDiscrete, MultiBinary, Tuple, Dict, EntityActions"
+    )

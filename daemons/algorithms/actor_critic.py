@@ -12,7 +12,9 @@ from torch import nn
 from tandem.daemons.algorithms.actor_critic_base import ActorCriticBase
 from tandem.daemons.algorithms.models import build_q_network, policy_output_gain
 from tandem.daemons.algorithms.recurrent import RecurrentActorCritic
+from tandem.daemons.envs.entity_spaces import is_entity_policy
 from tandem.daemons.settings.schema import ModelSection, RunConfig
+from tandem.daemons.settings.setup_errors import SetupError
 from tandem.protocol import keyed
 
 if TYPE_CHECKING:
@@ -67,6 +69,25 @@ class ActorCritic(ActorCriticBase):
         return self.head.distribution(out[:policy_rows, :-1], first), out[:, -1]
 
 
+def entity_policy_class(config: RunConfig) -> type:
+    """The entity policy, or a SetupError naming what it cannot do yet."""
+    from tandem.daemons.algorithms.entity_net import EntityActorCritic
+
+    model = config.model
+    if model.core != "none":
+        raise SetupError(f"model.core = {model.core!r}: the entity policy has no recurrent core yet; set 'none'")
+    if model.kind not in ("auto", "mlp"):
+        raise SetupError(
+            f"model.kind = {model.kind!r}: entity observations train the built-in entity policy ('auto': "
+            "attention over the entities) or its padded baseline ('mlp')"
+        )
+    if model.entity_width % model.entity_heads:
+        raise SetupError(
+            f"model.entity_width = {model.entity_width} must be a multiple of model.entity_heads = {model.entity_heads}"
+        )
+    return EntityActorCritic
+
+
 def last_linear(net: nn.Module) -> nn.Linear | None:
     """The output layer of a built-in network (MLP or Nature CNN), or None for anything else."""
     for attr in ("layers", "head"):
@@ -79,8 +100,11 @@ def last_linear(net: nn.Module) -> nn.Linear | None:
 def seeded_actor_critic(
     config: RunConfig, obs_space: gym.Space, action_space: gym.Space, mask_size: int, seed: int | None
 ) -> ActorCritic:
-    """The run's network (feed-forward, or with the recurrent core model.core names), its weights seeded by `seed`."""
+    """The run's network (feed-forward, or with the recurrent core model.core names; the entity policy for entity
+    observations), its weights seeded by `seed`."""
     kind = ActorCritic if config.model.core == "none" else RecurrentActorCritic
+    if is_entity_policy(action_space):
+        kind = entity_policy_class(config)
     if seed is None:
         return kind(config.model, obs_space, action_space, config.algorithm, mask_size)
     with torch.random.fork_rng(devices=[]):

@@ -13,6 +13,8 @@ import numpy as np
 
 from tandem.daemons.envs.atari import GAME_LENGTH, GAME_RETURN, atari_kwargs, register_ale, wrap_atari
 from tandem.daemons.envs.dict_obs import DictObs, is_dict_space
+from tandem.daemons.envs.entity_env import EntityEnv
+from tandem.daemons.envs.entity_spaces import is_entity_declaration
 from tandem.daemons.envs.pixels import image_problem, wrap_pixels
 from tandem.daemons.envs.spaces import env_actions
 from tandem.daemons.settings.plugins import import_callable, not_found_hint
@@ -70,6 +72,19 @@ def pettingzoo_hint(env: object) -> str:
     return ""
 
 
+ENTITY_GYM_PREFIX = "entitygym/"  # env.id of an EntityGym environment (tandem.daemons.envs.entity_gym_env)
+
+
+def entity_gym_env(name: str, kwargs: dict) -> gym.Env:
+    """An EntityGym environment; a missing entity-gym or an unknown name is a setup mistake, named."""
+    from tandem.daemons.envs.entity_gym_env import EntityGymEnv
+
+    try:
+        return EntityGymEnv(name, **kwargs)
+    except (ImportError, ValueError, AttributeError) as exc:
+        raise EnvSetupError(str(exc)) from exc
+
+
 def make_env(cfg: EnvSection, training: bool = True) -> gym.Env:
     """One env from `env.id` (a gymnasium id, or 'module:callable') and `env.kwargs`, with the Atari
     preprocessing of `env.atari` or the image preprocessing of `env.pixels` when enabled (`training` False:
@@ -82,7 +97,9 @@ def make_env(cfg: EnvSection, training: bool = True) -> gym.Env:
                 raise EnvSetupError(f"env.atari is enabled but {cfg.id!r} is not an ALE env (use an 'ALE/Game-v5' id)")
             register_ale()
             kwargs = atari_kwargs(kwargs)
-        if ":" in cfg.id and has_attribute(cfg.id):
+        if cfg.id.startswith(ENTITY_GYM_PREFIX):
+            env = entity_gym_env(cfg.id[len(ENTITY_GYM_PREFIX) :], kwargs)
+        elif ":" in cfg.id and has_attribute(cfg.id):
             env = resolve_callable(cfg.id)(**kwargs)
         else:  # a gymnasium id, possibly gymnasium's own 'module:EnvId-v0' form
             env = gym.make(cfg.id, **kwargs)
@@ -100,6 +117,12 @@ def make_env(cfg: EnvSection, training: bool = True) -> gym.Env:
         raise EnvSetupError(f"{cfg.id!r} returned {type(env).__name__}, not a gymnasium.Env{pettingzoo_hint(env)}")
     if cfg.pixels.enabled:
         return pixel_env(env, cfg, training)
+    if is_entity_declaration(env):  # padded to env.max_entities, actions as slots
+        try:
+            env = EntityEnv(env, cfg.max_entities)
+        except ValueError as exc:
+            close_all([env])
+            raise EnvSetupError(f"env.id {cfg.id!r}: {exc}") from exc
     if cfg.max_episode_steps:
         env = gym.wrappers.TimeLimit(env, max_episode_steps=cfg.max_episode_steps)
     return env

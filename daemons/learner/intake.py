@@ -17,10 +17,11 @@ MAX_BATCHES_PER_POLL = 16  # inline: at most this many batches between two train
 POLL_MS = 50  # the thread looks at its stop event at least this often
 JOIN_TIMEOUT_S = 5.0
 # Why a batch counted in batches_malformed was dropped, one counter each (`malformed_<reason>`): its frames do not
-# decode, its observations have another shape, it holds NaN or infinite values, or its actions (or extras, or
-# recurrent state) do not fit the policy or the algorithm (`check_batch`). `insert`: it passed every check and
+# decode, its entity keys do not add up (PROTOCOL.md 2.1.7), its observations have another shape, it holds NaN
+# or infinite values, or its actions (or extras, or recurrent state) do not fit the policy or the algorithm
+# (`check_batch`). `insert`: it passed every check and
 # still could not go in: a check is missing (a bug to report), and the batch is dropped rather than the learner.
-MALFORMED_REASONS = ("frames", "obs_shape", "obs_dtype", "values", "version", "algorithm", "insert")
+MALFORMED_REASONS = ("frames", "entities", "obs_shape", "obs_dtype", "values", "version", "algorithm", "insert")
 INTAKE_COUNTS = (
     "batches_received",
     "batches_framed",
@@ -88,7 +89,7 @@ class Intake:
         try:
             batch = TransitionBatch.from_frames(frames)
         except ProtocolError as exc:
-            self.count_malformed("frames", "a malformed batch", exc)
+            self.count_malformed(getattr(exc, "reason", "frames"), "a malformed batch", exc)
             return
         if batch.policy_id != self.policy_id:
             self.counts["batches_foreign"] += 1

@@ -82,6 +82,13 @@ class EnvSection:
         "How an actor steps its K gymnasium envs: '' its own loop, 'sync'/'async' gymnasium's Sync/AsyncVectorEnv, 'envpool' EnvPool, 'ale' ale-py's Atari vector env.",
         choices=("", "sync", "async", "envpool", "ale"),
     )
+    max_entities: int = option(
+        64,
+        "Entity observations: the most entities of one type an observation may hold (each type is padded to it "
+        "inside the learner; the wire carries only the entities present).",
+        min=1,
+        max=4096,
+    )
     atari: AtariSection = field(default_factory=AtariSection)
     pixels: PixelsSection = field(default_factory=PixelsSection)
 
@@ -119,6 +126,11 @@ class ModelSection:
     )
     core_size: int = option(
         64, "Width of the recurrent core's state (an LSTM keeps two of this width).", min=1, max=4096
+    )
+    entity_width: int = option(64, "Entity observations: width of each entity's embedding and attention.", min=4)
+    entity_layers: int = option(2, "Entity observations: self-attention layers over the entities.", min=0, max=32)
+    entity_heads: int = option(
+        2, "Entity observations: attention heads per layer (entity_width must be a multiple).", min=1
     )
 
     def core_state_size(self) -> int:

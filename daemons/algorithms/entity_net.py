@@ -1,0 +1,193 @@
+"""The entity policy: per-type embeddings, a transformer over the entities of one step, and a head per action.
+
+Each entity's features (with the step's global features beside them) are embedded by its type's own layer;
+a global token joins them, and `model.entity_layers` layers of self-attention run over the entities present
+(padding masked, so neither the bound nor the entities' order changes what the policy does: no positions are
+embedded). Heads: a PerEntity head reads each actor's output row, a SelectEntity head scores every target row
+against each actor's (scaled dot product), a Discrete head and the value read the global token. Each batch is
+cut to the most entities any of its observations holds before attention, so a bound of 64 costs what the
+entities present cost. `model.kind = "mlp"` gives the padded-and-flattened baseline instead: one MLP over every
+padded row, the same heads and masks.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+from tandem.daemons.algorithms.distributions import ActionHead
+from tandem.daemons.algorithms.entity_dist import Block, EntityDistribution, masked_logits
+from tandem.daemons.algorithms.net_parts import ACTIVATIONS, mlp
+from tandem.daemons.envs.entity_spaces import ACTORS, GLOBAL, MASK, TARGETS, EntityLayout, Head, padded_layout
+from tandem.daemons.settings.schema import ModelSection
+from tandem.protocol.ragged import COUNT_PREFIX
+
+
+class EntityActorCritic(nn.Module):
+    """An actor-critic over entity observations (the fixed-shape form) and an EntityActionSpace."""
+
+    recurrent = False
+    shared = True  # one network gives the policy and the value
+    images = False
+    obs_norm = None
+
+    def __init__(self, model_cfg: ModelSection, obs_space: gym.Space, action_space: gym.Space, algo_cfg: Any,
+                 mask_size: int = 0):  # fmt: skip
+        super().__init__()
+        self.layout: EntityLayout = padded_layout(obs_space, action_space)
+        self.head = ActionHead(action_space)  # the wire form: slots of a MultiDiscrete
+        self.attention = model_cfg.kind != "mlp"
+        width = model_cfg.entity_width
+        layout = self.layout
+        g = layout.global_size
+        if self.attention:
+            self.embed = nn.ModuleDict({str(i): nn.Linear(t.features + g, width) for i, t in enumerate(layout.types)})
+            self.global_token = nn.Linear(g, width) if g else None
+            self.start = nn.Parameter(torch.zeros(width))
+            layer = nn.TransformerEncoderLayer(width, model_cfg.entity_heads, 2 * width, dropout=0.0,
+                                               batch_first=True, norm_first=True)  # fmt: skip
+            self.layers = nn.TransformerEncoder(layer, model_cfg.entity_layers, enable_nested_tensor=False)
+            self.norm = nn.LayerNorm(width)
+            self.outputs = nn.ModuleDict()
+            for h in layout.heads:
+                if h.kind == "select":
+                    self.outputs[h.name] = nn.ModuleList([nn.Linear(width, width), nn.Linear(width, width)])
+                else:
+                    self.outputs[h.name] = nn.Linear(width, h.choices)
+            self.value_out = nn.Linear(width, 1)
+        else:
+            inputs = sum(t.bound * t.features + 1 for t in layout.types) + g
+            self.flat_sizes = [h.choices * h.slots for h in layout.heads] + [1]
+            hidden = [int(s) for s in model_cfg.hidden_sizes]
+            self.flat = mlp(inputs, sum(self.flat_sizes), hidden, model_cfg.activation)
+        if model_cfg.activation not in ACTIVATIONS:
+            raise ValueError(f"model.activation {model_cfg.activation!r} is not one of {', '.join(ACTIVATIONS)}")
+
+    # ------------------------------------------------------------------ what the algorithms call
+
+    def distribution(self, obs: dict[str, torch.Tensor]) -> EntityDistribution:
+        return self.forward_all(obs)[0]
+
+    def greedy(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.forward_all(obs)[0].mode()
+
+    def values(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.forward_all(obs)[1]
+
+    def evaluate(self, obs: dict[str, torch.Tensor], policy_rows: int):
+        """The distribution at the first `policy_rows` observations, the value at every one, in one pass."""
+        dist, values = self.forward_all(obs)
+        if policy_rows < values.shape[0]:
+            dist = EntityDistribution([Block(b.logits[:policy_rows], b.slots) for b in dist.blocks], dist.size)
+        return dist, values
+
+    def update_obs_norm(self, obs: Any, chunk_rows: int = 256) -> None:
+        """Entity features are taken as they are (no running statistics)."""
+
+    # ------------------------------------------------------------------ the network
+
+    def forward_all(self, obs: dict[str, torch.Tensor]) -> tuple[EntityDistribution, torch.Tensor]:
+        layout = self.layout
+        counts = {t.name: obs[f"{COUNT_PREFIX}{t.name}"].reshape(-1).long() for t in layout.types}
+        if self.attention:  # cut each type to the most entities a row of this batch holds
+            rows = {t.name: int(counts[t.name].max()) if counts[t.name].numel() else 0 for t in layout.types}
+            raw, value = self.attend(obs, counts, rows)
+        else:
+            rows = {t.name: t.bound for t in layout.types}
+            raw, value = self.flat_outputs(obs, counts)
+        blocks = [self.block(h, raw[h.name], obs, counts, rows) for h in layout.heads]
+        return EntityDistribution(blocks, len(self.head.sizes)), value
+
+    def attend(self, obs, counts, rows) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        layout = self.layout
+        batch = next(iter(obs.values())).shape[0]
+        g = obs[GLOBAL].float() if layout.global_size else None
+        tokens = [self.start.expand(batch, 1, -1)]
+        if self.global_token is not None:
+            tokens[0] = tokens[0] + self.global_token(g).unsqueeze(1)
+        pads = [torch.zeros(batch, 1, dtype=torch.bool, device=self.start.device)]
+        for i, t in enumerate(layout.types):
+            n = rows[t.name]
+            x = obs[t.name][:, :n].float()
+            if g is not None:
+                x = torch.cat([x, g.unsqueeze(1).expand(batch, n, -1)], dim=-1)
+            tokens.append(self.embed[str(i)](x))
+            pads.append(torch.arange(n, device=x.device) >= counts[t.name].unsqueeze(1))
+        h = self.norm(self.layers(torch.cat(tokens, 1), src_key_padding_mask=torch.cat(pads, 1)))
+        start, by_type = 1, {}
+        for t in layout.types:
+            by_type[t.name] = h[:, start : start + rows[t.name]]
+            start += rows[t.name]
+        raw: dict[str, torch.Tensor] = {}
+        for head in layout.heads:
+            if head.kind == "global":
+                raw[head.name] = self.outputs[head.name](h[:, 0])
+                continue
+            actors = torch.cat([by_type[name] for name in head.actors], 1)
+            if head.kind == "categorical":
+                raw[head.name] = self.outputs[head.name](actors)
+            else:
+                query, key = self.outputs[head.name]
+                targets = torch.cat([by_type[name] for name in head.targets], 1)
+                raw[head.name] = query(actors) @ key(targets).transpose(1, 2) / math.sqrt(actors.shape[-1])
+        return raw, self.value_out(h[:, 0]).squeeze(-1)
+
+    def flat_outputs(self, obs, counts) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        layout = self.layout
+        parts = []
+        for t in layout.types:
+            parts += [obs[t.name].float().flatten(1), counts[t.name].float().unsqueeze(1) / t.bound]
+        if layout.global_size:
+            parts.append(obs[GLOBAL].float())
+        out = torch.split(self.flat(torch.cat(parts, 1)), self.flat_sizes, dim=1)
+        raw = {h.name: o.reshape(o.shape[0], h.slots, h.choices) for h, o in zip(layout.heads, out)}
+        for h in layout.heads:
+            if h.kind == "global":
+                raw[h.name] = raw[h.name][:, 0]
+        return raw, out[-1].squeeze(-1)
+
+    # ------------------------------------------------------------------ masks
+
+    def type_rows(self, types, obs, key: str | None, counts, rows) -> tuple[torch.Tensor, torch.Tensor]:
+        """For `types` one after another: [B, R] bool of the rows present (and allowed by the mask under `key`,
+        given over the padded rows), and [R] their places among the padded rows."""
+        present, places, start = [], [], 0
+        for name in types:
+            n, bound = rows[name], self.layout.type(name).bound
+            here = torch.arange(n, device=counts[name].device)
+            ok = here < counts[name].unsqueeze(1)
+            if key is not None and key in obs:
+                ok = ok & obs[key][:, start : start + n].bool()
+            present.append(ok)
+            places.append(start + here)
+            start += bound
+        return torch.cat(present, 1), torch.cat(places)
+
+    def block(self, head: Head, raw: torch.Tensor, obs, counts, rows) -> Block:
+        device = raw.device
+        if head.kind == "global":
+            allowed = torch.ones_like(raw, dtype=torch.bool)
+            if f"{MASK}{head.name}" in obs:
+                allowed = obs[f"{MASK}{head.name}"].bool()
+            slots = torch.tensor([head.offset], device=device)
+            return Block(masked_logits(raw, allowed).unsqueeze(1), slots)
+        acting, places = self.type_rows(head.actors, obs, f"{ACTORS}{head.name}", counts, rows)
+        slots = head.offset + places
+        if head.kind == "categorical":
+            allowed = acting.unsqueeze(-1).expand_as(raw)
+            mask = obs.get(f"{MASK}{head.name}")
+            if mask is not None:
+                allowed = allowed & mask[:, places].bool()
+            return Block(masked_logits(raw, allowed), slots)
+        # select: a target is named by its place among the step's present targets, so the targets' columns are
+        # put in that order (present ones first, in type order) before the mask and the softmax
+        present, _ = self.type_rows(head.targets, obs, None, counts, rows)
+        allowed_targets, _ = self.type_rows(head.targets, obs, f"{TARGETS}{head.name}", counts, rows)
+        order = torch.argsort((~present).to(torch.int8), dim=1, stable=True)
+        logits = raw.gather(2, order.unsqueeze(1).expand_as(raw))
+        allowed = acting.unsqueeze(-1) & allowed_targets.gather(1, order).unsqueeze(1)
+        return Block(masked_logits(logits, allowed), slots)

@@ -1,0 +1,99 @@
+"""Entity keys on the wire: a padded key of a Dict observation sent as only the rows present (PROTOCOL.md 2.1.7).
+
+In memory an entity type's key is padded to its bound, `[..., N, *row]`, with its count beside it under
+`count:KEY` (`[...]`, int32). On the wire the key carries only the rows the counts say are present, all steps'
+rows one after another in (t, k) order, `[E, *row]` with E the sum of the counts; the header's `ragged` names each
+such key with its bound N, and the receiver pads it back. The bytes a key takes grow with its entities.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from tandem.protocol.errors import ProtocolError
+
+COUNT_PREFIX = "count:"  # the count key of entity key KEY is `count:KEY`
+RAGGED = "ragged"  # header field: {KEY: N}, each key sent ragged and its bound
+MAX_BOUND = 4096  # entities of one type per observation a receiver accepts
+
+
+class RaggedError(ProtocolError):
+    """A ragged key that does not add up; counted apart from other malformed frames (`malformed_entities`)."""
+
+    reason = "entities"
+
+
+def count_key(key: str) -> str:
+    return f"{COUNT_PREFIX}{key}"
+
+
+def ragged_keys(obs: Any) -> dict[str, int]:
+    """KEY -> N for each key of a keyed observation batch `[T+1, K, N, ...]` that has a `count:KEY` beside it."""
+    if not isinstance(obs, Mapping):
+        return {}
+    return {key: int(arr.shape[2]) for key, arr in obs.items() if count_key(key) in obs and arr.ndim >= 3}
+
+
+def present(counts: np.ndarray, bound: int) -> np.ndarray:
+    """[..., N] bool: which of the N padded rows of each observation the counts say are there."""
+    return np.arange(bound) < counts[..., None]
+
+
+def pack(padded: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The rows present of `padded` [*lead, N, *row], in row-major order of `lead`: [E, *row]."""
+    lead = counts.ndim
+    return padded[present(counts, padded.shape[lead])]
+
+
+def unpack(values: Any, counts: Any, bound: Any, where: str, count_name: str) -> np.ndarray:
+    """`values` [E, *row] back into [*counts.shape, bound, *row], zeros where no entity is; RaggedError naming
+    `where` or `count_name` unless the counts are integers in [0, bound] adding up to E and the values are finite."""
+    if type(bound) is not int or not 0 < bound <= MAX_BOUND:
+        raise RaggedError(f"bound must be an integer in [1, {MAX_BOUND}], got {bound!r}", RAGGED)
+    if not isinstance(counts, np.ndarray) or counts.dtype != np.int32:
+        got = counts.dtype if isinstance(counts, np.ndarray) else type(counts).__name__
+        raise RaggedError(f"must be int32, got {got}", count_name)
+    if counts.size and (counts.min() < 0 or counts.max() > bound):
+        raise RaggedError(f"counts must be in [0, {bound}], got {int(counts.min())}..{int(counts.max())}", count_name)
+    if not isinstance(values, np.ndarray) or values.ndim < 1:
+        raise RaggedError("must be an array of rows [E, ...]", where)
+    total = int(counts.sum(dtype=np.int64))
+    if values.shape[0] != total:
+        raise RaggedError(f"holds {values.shape[0]} rows but {count_name} adds up to {total}", where)
+    if values.dtype.kind == "f" and not np.isfinite(values).all():
+        raise RaggedError("holds NaN or infinite values", where)
+    out = np.zeros((*counts.shape, bound, *values.shape[1:]), values.dtype)
+    out[present(counts, bound)] = values
+    return out
+
+
+def bounds_field(value: Any, obs: Mapping[str, Any]) -> dict[str, int]:
+    """The header's `ragged`: a map of keys of `obs`, each with a `count:KEY` key, to bounds in [1, MAX_BOUND]."""
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise RaggedError("must map keys of obs to their bounds", RAGGED)
+    for key, bound in value.items():
+        if key not in obs:
+            raise RaggedError(f"names {key!r}, which is not a key of obs", RAGGED)
+        if count_key(key) not in obs:
+            raise RaggedError(f"names {key!r}, but obs has no {count_key(key)!r} key for its counts", RAGGED)
+        if type(bound) is not int or not 0 < bound <= MAX_BOUND:
+            raise RaggedError(f"{key!r}: bound must be an integer in [1, {MAX_BOUND}], got {bound!r}", RAGGED)
+    return dict(value)
+
+
+def pack_keyed(obs: Mapping[str, np.ndarray], bounds: Mapping[str, int], lead: int) -> dict[str, np.ndarray]:
+    """A keyed batch (leading `lead` dims) with each ragged key sent as its rows present; the rest unchanged."""
+    out = dict(obs)
+    for key in bounds:
+        counts = obs[count_key(key)]
+        out[key] = pack(obs[key], counts.reshape(obs[key].shape[:lead]))
+    return out
+
+
+def unpack_keyed(obs: dict[str, Any], bounds: Mapping[str, int], name: str) -> None:
+    """Each ragged key of `obs` (the arrays named `name`.KEY) padded back to its bound, in place."""
+    for key, bound in bounds.items():
+        obs[key] = unpack(obs[key], obs[count_key(key)], bound, f"{name}.{key}", f"{name}.{count_key(key)}")
