@@ -8,7 +8,7 @@ STAMP := $(VENV)/.tandem-installed
 TEST_STAMP := $(VENV)/.tandem-test-installed
 PYTEST_ARGS ?=
 
-.PHONY: help setup test-setup test lint run docs clean
+.PHONY: help setup test-setup test lint run docs clean entity-gym
 
 help:
 	@echo "make setup   create $(VENV) and install tandem (what training needs)"
@@ -16,6 +16,7 @@ help:
 	@echo "make lint    ruff check and ruff format --check (the settings are in pyproject.toml)"
 	@echo "make run     set up when needed, then train examples/cartpole.toml"
 	@echo "make docs    set up (and the docs extra) when needed, then build the documentation site into site/"
+	@echo "make entity-gym  install EntityGym's environments (env.id = \"entitygym/NAME\", docs/guides/entities.md)"
 	@echo "variables:   TORCH_SPEC='$(TORCH_SPEC)'  PYTHON=$(PYTHON)  PYTEST_ARGS=..."
 
 # The base install: what `make run` and a user's training need.
@@ -35,7 +36,15 @@ $(STAMP): pyproject.toml setup.py Makefile
 # so a fresh machine's `make test` runs the same Python tests as CI. System packages are .ci/prepare.sh's.
 $(TEST_STAMP): $(STAMP)
 	$(PY) -m pip install -q -e ".[test]"
+	@$(MAKE) --no-print-directory entity-gym
 	@touch $(TEST_STAMP)
+
+# EntityGym 0.1.10 (the last release) declares Python < 3.11 and pins ragged-buffer to NumPy 1, yet both run on
+# this Python and NumPy (tandem.daemons.envs.entity_gym_env restores the one alias it needs): so they are
+# installed without their metadata's checks, and what they import beside them is installed as usual.
+entity-gym: $(STAMP)
+	$(PY) -m pip install -q "msgpack-numpy>=0.4.7" "tqdm>=4.60" "cloudpickle>=2"
+	$(PY) -m pip install -q --no-deps --ignore-requires-python entity-gym==0.1.10 ragged-buffer==0.4.8
 
 setup: $(STAMP)
 

@@ -6,6 +6,8 @@ dimensions; on the wire each key travels as its own array (`obs.KEY`, PROTOCOL.m
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -114,8 +116,9 @@ def is_row_numbers(index: Any) -> bool:
 
 
 def flat(obs: Any, lead: int = 2) -> Any:
-    """The first `lead` dimensions merged into one (rows of [T, K, ...] as [T*K, ...]); arrays or tensors."""
-    return map_obs(lambda a: a.reshape(-1, *a.shape[lead:]), obs)
+    """The first `lead` dimensions merged into one (rows of [T, K, ...] as [T*K, ...]); arrays or tensors. The row
+    count is given, not -1: an entity type with no features is [T, K, N, 0], which -1 cannot resolve."""
+    return map_obs(lambda a: a.reshape(math.prod(a.shape[:lead]), *a.shape[lead:]), obs)
 
 
 def nbytes(obs: Any) -> int:

@@ -148,7 +148,7 @@ class EntityGymEnv(gym.Env):
             if isinstance(head, self.eg.CategoricalActionSpace):
                 full = np.ones((len(actors), len(head.index_to_label)), bool)
                 if mask is not None and mask.mask is not None:
-                    full[actors] = np.asarray(mask.mask, bool).reshape(int(actors.sum()), -1)
+                    full[actors] = np.asarray(mask.mask, bool).reshape(int(actors.sum()), len(head.index_to_label))
                 out[f"{MASK}{name}"] = full
             else:
                 out[f"{TARGETS}{name}"] = (

@@ -51,6 +51,21 @@ def keyed_stacked_batch(history_shape: tuple[int, ...] = (1, 2, 2, 2)) -> list[b
     return unchecked_frames(stacked)
 
 
+def entity_batch(counts=((1,), (0,), (2,)), final_count: int = 1) -> list[bytes]:
+    """tiny_batch with entity observations (PROTOCOL.md 2.1.7): `unit` rows of 2 features padded to 2, counted in
+    `count:unit`, sent as the rows present; the final observation holds `final_count` units."""
+    counts = np.array(counts, np.int32)
+    units = np.zeros((3, 1, 2, 2), np.float32)
+    units[np.arange(2) < counts[..., None]] = [0.5, -1.0]
+    final = np.zeros((1, 2, 2), np.float32)
+    final[0, :final_count] = 4.0
+    obs = {"unit": units, "count:unit": counts}
+    keyed = dataclasses.replace(
+        tiny_batch(), obs=obs, final_obs={"unit": final, "count:unit": np.array([final_count], np.int32)}
+    )
+    return unchecked_frames(keyed)
+
+
 def header(**fields) -> bytes:
     return msgpack.packb({"v": PROTOCOL_VERSION, **fields}, use_bin_type=True)
 
@@ -102,6 +117,7 @@ def vectors() -> list[dict]:
             with_state(tiny_batch(), np.array([[0.25, -0.5, 1.0]], np.float32)),
         ),
         ("transition_batch Dict observation with a stacked image key", keyed_stacked_batch()),
+        ("transition_batch entity observations sent as the rows present", entity_batch()),
         ("weight_request for a pooled version", frames_of(WeightRequest("default", -1, "actor-0", 40))),
         (
             "transition_batch with self-play results",
@@ -186,6 +202,8 @@ def vectors() -> list[dict]:
             keyed_stacked_batch((1, 1, 2, 2)),
             "obs_history.image",
         ),
+        ("transition_batch entity count over its bound", entity_batch(counts=((1,), (3,), (2,))), "obs.count:unit"),
+        ("transition_batch entity final rows that do not add up", entity_batch(final_count=-1), "final_obs.count:unit"),
         (
             "transition_batch self-play score of 0.7",
             unchecked_frames(dataclasses.replace(tiny_batch(), games=((10, 0.7),))),

@@ -1,0 +1,180 @@
+"""The entity policy on Skirmish (examples/entity_skirmish.py): what the actor acted with is what the learner scores
+after the wire, the entities' order does not matter, masks hold, and a selected entity is one of the same step."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tandem import load_exported, load_policy
+from tandem.client.api.export import export_policy
+from tandem.daemons.algorithms import make_algorithm
+from tandem.daemons.algorithms.unroll_tensors import BEHAVIOUR_LOGP, stack_unrolls
+from tandem.daemons.checkpoints.files import save_checkpoint
+from tandem.daemons.config import load_config, render_toml
+from tandem.daemons.envs.entity_env import NO_ACTION, EntityEnv
+from tandem.daemons.envs.probe import probe_policy_spaces
+from tests.daemons.unrolls import collect, wire
+from tests.protocol.samples import unchecked_frames
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+CONFIG = EXAMPLES / "entity_skirmish.toml"
+STEPS, ENVS, BOUND = 16, 3, 8
+
+pytestmark = pytest.mark.usefixtures("examples_on_path")
+
+
+def skirmish_config(tmp_path, *more):
+    return load_config(
+        CONFIG,
+        [f"run.dir='{tmp_path}'", f"env.num_envs={ENVS}", f"actors.unroll_length={STEPS}", f"env.max_entities={BOUND}"]
+        + [f"algorithm.batch_size={STEPS * ENVS}", *more],
+    )
+
+
+def sharp(config):
+    """A learner whose policy depends strongly on what it sees (a fresh one is near-uniform)."""
+    spaces = probe_policy_spaces(config)
+    algorithm = make_algorithm(config, spaces.observation_space, spaces.action_space, "cpu")
+    with torch.no_grad():
+        for p in algorithm.net.parameters():
+            p.mul_(3.0)
+    return algorithm
+
+
+def obs_batch(env: EntityEnv, seeds) -> dict[str, torch.Tensor]:
+    rows = [env.reset(seed=s)[0] for s in seeds]
+    return {k: torch.as_tensor(np.stack([r[k] for r in rows])) for k in rows[0]}
+
+
+@pytest.mark.parametrize("kind", ["auto", "mlp"])
+def test_the_learner_scores_the_actors_actions_exactly_after_the_ragged_wire(tmp_path, kind):
+    config = skirmish_config(tmp_path, f"model.kind='{kind}'", "env.kwargs={length=5}")
+    algorithm = sharp(config)
+    unrolls = collect(config, 2, algorithm.weights())
+    counts = np.concatenate([u.obs["count:unit"].ravel() for u in unrolls])
+    assert counts.min() >= 1 and counts.max() <= 4 and len(set(counts.tolist())) > 1  # a varying set of units
+    assert any(u.truncated.any() for u in unrolls)  # final observations go ragged too
+    logp = np.concatenate([u.extras[BEHAVIOUR_LOGP].ravel() for u in unrolls])
+    assert logp.std() > 0.1
+    for u in unrolls:
+        got = wire(u)
+        for key in u.obs:
+            assert got.obs[key].tobytes() == u.obs[key].tobytes()
+        d = stack_unrolls([got], algorithm.net.head, algorithm.device, 1.0)
+        with torch.no_grad():
+            _, learner_logp, _ = algorithm.evaluate_unrolls(d)
+        np.testing.assert_allclose(learner_logp.numpy(), u.extras[BEHAVIOUR_LOGP], atol=5e-4)
+    assert np.isfinite(algorithm.update([wire(u) for u in unrolls]).metrics["loss"])
+
+
+def test_permuting_the_entities_of_a_step_permutes_the_policy_and_leaves_the_rest(tmp_path):
+    config = skirmish_config(tmp_path)
+    net = sharp(config).net
+    env = EntityEnv(__import__("entity_skirmish").make(max_units=4, max_enemies=6), BOUND)
+    for seed in range(100):  # the first field with a few units and enemies to permute
+        obs, _ = env.reset(seed=seed)
+        units, enemies = int(obs["count:unit"]), int(obs["count:enemy"])
+        if units >= 3 and enemies >= 4:
+            break
+    rng = np.random.default_rng(0)
+    pu, pe = rng.permutation(units), rng.permutation(enemies)
+    perm = {k: v.copy() for k, v in obs.items()}
+    perm["unit"][:units] = obs["unit"][pu]
+    perm["enemy"][:enemies] = obs["enemy"][pe]
+    perm["targets:target"][:enemies] = obs["targets:target"][pe]
+    batch = {k: torch.as_tensor(np.stack([obs[k], perm[k]])) for k in obs}
+    with torch.no_grad():
+        dist, values = net.forward_all(batch)
+    assert abs(float(values[0] - values[1])) < 1e-5
+    probs = dict(zip([h.name for h in net.layout.heads], dist.probs()))
+    target, stance = probs["target"], probs["stance"]  # [B, units, enemies] and [B, units, 2]
+    # unit i of the permuted step is unit pu[i]; enemy j of it is enemy pe[j]
+    np.testing.assert_allclose(stance[1, :units].numpy(), stance[0, pu].numpy(), atol=1e-5)
+    np.testing.assert_allclose(target[1, :units, :enemies].numpy(), target[0][pu][:, pe].numpy(), atol=1e-5)
+    assert target[0, :units, :enemies].std() > 0.01  # the probabilities differ between enemies: this means something
+
+
+def test_masked_and_absent_entities_are_never_chosen_and_a_target_is_one_of_the_same_step(tmp_path):
+    config = skirmish_config(tmp_path)
+    net = sharp(config).net
+    env = EntityEnv(__import__("entity_skirmish").make(max_units=4, max_enemies=6), BOUND)
+    batch = obs_batch(env, range(64))
+    enemies = batch["count:enemy"].numpy()
+    alive = batch["targets:target"].numpy().astype(bool)
+    units = batch["count:unit"].numpy()
+    assert (~alive[np.arange(BOUND) < enemies[:, None]]).any()  # some present enemies are wrecks
+    head = next(h for h in net.layout.heads if h.name == "target")
+    with torch.no_grad():
+        dist = net.distribution(batch)
+        picks = torch.cat([dist.sample(torch.Generator().manual_seed(s)) for s in range(20)]).numpy()
+    rows = np.tile(np.arange(64), 20)
+    targets = picks[:, head.offset : head.offset + BOUND]
+    for r, chosen in zip(rows, targets):
+        n, m = units[r], enemies[r]
+        assert (chosen[n:] == 0).all()  # slots past the units are 0
+        assert (chosen[:n] < m).all()  # an enemy of this very step
+        assert alive[r][chosen[:n]].all()  # and a living one
+    # the env turns the slots into one entry per unit, and a unit with nothing to pick gets NO_ACTION
+    obs, _ = env.reset(seed=5)
+    obs["targets:target"][:] = 0
+    env.rows.masks["targets:target"] = obs["targets:target"]
+    action = env.rows.env_action(np.zeros(env.action_space.shape, np.int64))
+    assert (action["target"] == NO_ACTION).all() and len(action["target"]) == int(obs["count:unit"])
+
+
+def test_a_step_alone_and_in_a_batch_with_more_entities_acts_the_same(tmp_path):
+    """A batch is cut to its most entities: padding rows, and how many there are, must change nothing."""
+    config = skirmish_config(tmp_path)
+    net = sharp(config).net
+    env = EntityEnv(__import__("entity_skirmish").make(max_units=4, max_enemies=6), BOUND)
+    batch = obs_batch(env, range(16))
+    small = int(np.argmin(batch["count:enemy"].numpy() + batch["count:unit"].numpy()))
+    alone = {k: v[small : small + 1] for k, v in batch.items()}
+    with torch.no_grad():
+        together, v_together = net.forward_all(batch)
+        one, v_one = net.forward_all(alone)
+    assert abs(float(v_one[0] - v_together[small])) < 1e-5
+    actions = together.mode()[small : small + 1]
+    assert torch.allclose(one.log_prob(actions), together.log_prob(together.mode())[small : small + 1], atol=1e-5)
+
+
+def test_the_learner_counts_a_ragged_batch_that_does_not_add_up_and_one_of_another_width(tmp_path, built_learner):
+    config = skirmish_config(tmp_path)
+    learner = built_learner(config)
+    good = dataclasses.replace(collect(config, 1)[0], policy_version=0)
+    counts = learner.progress.counts
+    learner.intake.handle(unchecked_frames(good))
+    assert counts["transitions_inserted"] == STEPS * ENVS and counts["batches_malformed"] == 0, counts
+    over = dict(good.obs, **{"count:unit": np.full_like(good.obs["count:unit"], BOUND + 1)})
+    learner.intake.handle(unchecked_frames(dataclasses.replace(good, obs=over)))
+    assert counts["batches_malformed"] == 1 and counts["malformed_entities"] == 1, counts
+    wide = {k: (np.concatenate([v, v[..., :1]], -1) if k == "unit" else v) for k, v in good.obs.items()}
+    wide_final = {k: (np.concatenate([v, v[..., :1]], -1) if k == "unit" else v) for k, v in good.final_obs.items()}
+    learner.intake.handle(unchecked_frames(dataclasses.replace(good, obs=wide, final_obs=wide_final)))
+    assert counts["batches_malformed"] == 2 and counts["malformed_obs_shape"] == 1, counts
+    assert learner.train_step() and np.isfinite(learner.training.last_metrics["loss"])
+
+
+def test_an_exported_entity_policy_acts_as_the_trained_one(tmp_path):
+    run = tmp_path / "run"
+    config = skirmish_config(run)
+    run.mkdir()
+    (run / "config.toml").write_text(render_toml(config))
+    algorithm = sharp(config)
+    save_checkpoint(run / "learner-default", {"algorithm": algorithm.state_dict(), "version": 3, "updates": 1})
+    policy = load_policy(run)
+    exported = load_exported(export_policy(policy, tmp_path / "out").parent)
+    assert exported.action_space.heads == algorithm.net.layout.heads  # the heads' layout travels in policy.json
+    env = EntityEnv(__import__("entity_skirmish").make(), BOUND)
+    for seed in range(5):
+        obs, _ = env.reset(seed=seed)
+        batch = {k: torch.as_tensor(v[None]) for k, v in obs.items()}
+        with torch.no_grad():
+            expected = algorithm.net.greedy(batch)[0].numpy()
+        np.testing.assert_array_equal(policy.act(obs), expected)
+        np.testing.assert_array_equal(exported.act(obs), expected)
