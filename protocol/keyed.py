@@ -7,7 +7,6 @@ dimensions; on the wire each key travels as its own array (`obs.KEY`, PROTOCOL.m
 from __future__ import annotations
 
 import math
-
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
