@@ -77,6 +77,34 @@ def find_endpoint_again(run_dir: str | Path, actor: int = 0, timeout_s: float = 
     return text
 
 
+def entity_arrays(spaces: GameSpaces, obs: Any) -> dict[str, np.ndarray]:
+    """An entity game's observation (PROTOCOL.md 7.6) as the arrays a step carries: each type's rows [n, F] and the
+    global features as float32, each mask as uint8."""
+    if not isinstance(obs, dict):
+        raise ValueError("this server takes entity observations: a dict of entity types, 'global' and masks")
+    features = {name: int(f) for name, f, _ in spaces.entities["types"]}
+    out = {}
+    for key, value in obs.items():
+        if key in features:
+            out[key] = np.ascontiguousarray(value, np.float32).reshape(-1, features[key])
+        elif ":" in key:
+            out[key] = np.ascontiguousarray(value, np.uint8)
+        else:
+            out[key] = np.ascontiguousarray(value, np.float32)
+    return out
+
+
+def head_actions(spaces: GameSpaces, action: Any) -> dict[str, Any]:
+    """The reply's arrays as one action per head: an int for a global head, an int64 array with one entry per
+    present actor entity (-1 where it does not act) for the others."""
+    if not isinstance(action, dict):
+        raise AgentError("bad_reply", "expected one action array per head")
+    kinds = {h["name"]: h["kind"] for h in spaces.entities["heads"]}
+    if set(action) != set(kinds):
+        raise AgentError("bad_reply", f"actions for heads {sorted(action)}, expected {sorted(kinds)}")
+    return {name: int(a[0]) if kinds[name] == "global" else a.astype(np.int64) for name, a in action.items()}
+
+
 class Agent:
     """One env stream of a game (or several: `streams`, one per seat of a board game), served by an action server.
 
@@ -140,7 +168,8 @@ class Agent:
             raise ServerGone("this agent is closed; make a new Agent")
         if not 0 <= stream < len(self.streams):
             raise ValueError(f"stream {stream}: this agent has streams 0..{len(self.streams) - 1}")
-        array = np.ascontiguousarray(obs, dtype=self.obs_dtype)
+        entities = self.spaces.action_kind == "entities"
+        array = entity_arrays(self.spaces, obs) if entities else np.ascontiguousarray(obs, dtype=self.obs_dtype)
         step = GameStep(next(self.ids), self.streams[stream], array, float(reward), bool(done), bool(truncated))
         reply = self.request(step)
         if not isinstance(reply, GameAction):
@@ -148,6 +177,8 @@ class Agent:
         self.version = reply.version
         if reply.action is None:
             return None
+        if entities:
+            return head_actions(self.spaces, reply.action)
         if reply.action.size != self.action_size:
             raise AgentError("bad_reply", f"an action of {reply.action.size} values, expected {self.action_size}")
         if self.spaces.action_kind == "discrete":

@@ -18,9 +18,14 @@ MAX_GAME_STREAMS = 256  # streams one connection may open
 MAX_NAME_CHARS = 200
 # A game's messages are small: a header of a few fields and one observation. The server also caps the
 # observation frame at what its configured space needs, before trusting a byte of it.
-GAME_LIMITS = Limits(max_frames=4, max_header_bytes=64 * 1024, max_array_bytes=64 << 20, max_ndim=8, max_depth=4)
+# An entity game's step carries one array per key of its observation, and its welcome names the heads' actor types
+# in a list in a map in a list in a map in the spaces map (PROTOCOL.md 7.6): frames and depth allow both.
+MAX_GAME_KEYS = 64
+GAME_LIMITS = Limits(
+    max_frames=2 + MAX_GAME_KEYS, max_header_bytes=64 * 1024, max_array_bytes=64 << 20, max_ndim=8, max_depth=6
+)
 GAME_KINDS = ("game_hello", "game_welcome", "game_step", "game_action", "game_error", "game_bye")
-ACTION_KINDS = ("discrete", "box")
+ACTION_KINDS = ("discrete", "box", "entities")
 
 # Error codes a server sends in a game_error (PROTOCOL.md 7.2); `fatal` ones end the connection's session.
 ERROR_CODES = (
@@ -76,9 +81,11 @@ class GameSpaces:
     action_n: int = 0  # discrete: the number of actions
     action_shape: tuple[int, ...] = ()  # box: the shape of one action
     action_dtype: str = "<i8"  # "<i8" for discrete
+    # action_kind "entities" (PROTOCOL.md 7.6): the entity types, global features, masks and heads, as JSON
+    entities: dict[str, Any] | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        return {
+        out = {
             "obs_shape": list(self.obs_shape),
             "obs_dtype": self.obs_dtype,
             "action_kind": self.action_kind,
@@ -86,6 +93,9 @@ class GameSpaces:
             "action_shape": list(self.action_shape),
             "action_dtype": self.action_dtype,
         }
+        if self.entities is not None:  # plain spaces stay exactly as before
+            out["entities"] = self.entities
+        return out
 
     @classmethod
     def from_wire(cls, value: Any, where: str = "spaces") -> GameSpaces:
@@ -96,6 +106,9 @@ class GameSpaces:
         kind = framing.string(f"{where}.action_kind", data["action_kind"])
         if kind not in ACTION_KINDS:
             raise ProtocolError(f"must be one of {', '.join(ACTION_KINDS)}, got {kind!r}", f"{where}.action_kind")
+        entities = data.get("entities")
+        if (kind == "entities") != (entities is not None):
+            raise ProtocolError("is given exactly when action_kind is 'entities'", f"{where}.entities")
         return cls(
             tuple(int_list(f"{where}.obs_shape", data["obs_shape"])),
             dtype_name(f"{where}.obs_dtype", data["obs_dtype"]),
@@ -103,12 +116,67 @@ class GameSpaces:
             framing.count(f"{where}.action_n", data["action_n"]),
             tuple(int_list(f"{where}.action_shape", data["action_shape"])),
             dtype_name(f"{where}.action_dtype", data["action_dtype"]),
+            None if entities is None else entities_field(f"{where}.entities", entities),
         )
 
     def differences(self, other: GameSpaces) -> list[str]:
         """What differs from `other`, in words ('obs_shape [4] != [5]'); empty when they agree."""
         mine, theirs = self.to_wire(), other.to_wire()
         return [f"{key} {mine[key]!r} != {theirs[key]!r}" for key in mine if mine[key] != theirs[key]]
+
+
+def entities_field(name: str, value: Any) -> dict[str, Any]:
+    """An entity game's layout (PROTOCOL.md 7.6): `types` [[name, features, bound], ...], `global` (features),
+    `masks` (the mask keys a step may carry) and `heads` (each a map of name, kind, choices, actors, targets,
+    slots)."""
+    data = framing.string_map(name, value)
+    for key in ("types", "global", "masks", "heads"):
+        if key not in data:
+            raise ProtocolError("required field is missing", f"{name}.{key}")
+    types = data["types"]
+    if not isinstance(types, list) or len(types) > MAX_GAME_KEYS:
+        raise ProtocolError(f"must be a list of at most {MAX_GAME_KEYS} [name, features, bound]", f"{name}.types")
+    for i, t in enumerate(types):
+        if not isinstance(t, list) or len(t) != 3:
+            raise ProtocolError("must be [name, features, bound]", f"{name}.types[{i}]")
+        framing.string(f"{name}.types[{i}]", t[0])
+        framing.count(f"{name}.types[{i}]", t[1])
+        framing.count(f"{name}.types[{i}]", t[2])
+    framing.count(f"{name}.global", data["global"])
+    masks, heads = data["masks"], data["heads"]
+    if not isinstance(masks, list) or not all(isinstance(m, str) for m in masks):
+        raise ProtocolError("must be a list of key names", f"{name}.masks")
+    if not isinstance(heads, list) or not 1 <= len(heads) <= MAX_GAME_KEYS:
+        raise ProtocolError(f"must be a list of 1 to {MAX_GAME_KEYS} heads", f"{name}.heads")
+    for i, head in enumerate(heads):
+        where = f"{name}.heads[{i}]"
+        head = framing.string_map(where, head)
+        if {"name", "kind", "choices", "actors", "targets", "slots"} - set(head):
+            raise ProtocolError("must have name, kind, choices, actors, targets and slots", where)
+        framing.string(f"{where}.name", head["name"])
+        framing.count(f"{where}.choices", head["choices"])
+        framing.count(f"{where}.slots", head["slots"])
+    return data
+
+
+def keyed_arrays(arrays: dict[str, np.ndarray], name: str) -> np.ndarray | dict[str, np.ndarray]:
+    """The one array `name`, or the arrays `name.KEY` (1 to MAX_GAME_KEYS, nothing else) as {KEY: array}."""
+    if set(arrays) == {name}:
+        return arrays[name]
+    prefix = f"{name}."
+    keys = {n[len(prefix) :]: a for n, a in arrays.items() if n.startswith(prefix) and len(n) > len(prefix)}
+    if len(keys) != len(arrays) or not 1 <= len(keys) <= MAX_GAME_KEYS:
+        raise ProtocolError(
+            f"carries either the array {name!r} or 1 to {MAX_GAME_KEYS} arrays {prefix}KEY; got {sorted(arrays)}",
+            "arrays",
+        )
+    return keys
+
+
+def keyed_out(value: np.ndarray | Mapping[str, np.ndarray], name: str) -> list[tuple[str, np.ndarray]]:
+    if isinstance(value, Mapping):
+        return [(f"{name}.{key}", np.asarray(arr)) for key, arr in value.items()]
+    return [(name, value)]
 
 
 class GameMessage(HeaderFields):
@@ -204,7 +272,7 @@ class GameStep(GameMessage):
 
     request_id: int
     stream: int
-    obs: np.ndarray
+    obs: np.ndarray | dict[str, np.ndarray]  # a dict: an entity game's observation, one array a key (7.6)
     reward: float = 0.0
     done: bool = False
     truncated: bool = False
@@ -228,16 +296,14 @@ class GameStep(GameMessage):
                 "done": bool(self.done),
                 "truncated": bool(self.truncated),
             },
-            [("obs", self.obs)],
+            keyed_out(self.obs, "obs"),
         )
 
     @classmethod
     def from_header(cls, header: dict[str, Any], views: list[memoryview], limits: Limits = GAME_LIMITS) -> GameStep:
         fields = cls.header_fields(header, views, one_frame=False)
         arrays = framing.take_arrays(header, views, limits)
-        if set(arrays) != {"obs"}:
-            raise ProtocolError(f"a game_step carries exactly one array, 'obs'; got {sorted(arrays)}", "arrays")
-        return cls(**fields, obs=arrays["obs"])
+        return cls(**fields, obs=keyed_arrays(arrays, "obs"))
 
 
 @dataclass(frozen=True, eq=False)
@@ -247,7 +313,7 @@ class GameAction(GameMessage):
     request_id: int
     stream: int
     version: int
-    action: np.ndarray | None = None
+    action: np.ndarray | dict[str, np.ndarray] | None = None  # a dict: an entity game's, one array a head (7.6)
 
     KIND: ClassVar[str] = "game_action"
     FIELDS: ClassVar[Mapping[str, framing.Checker]] = {
@@ -258,7 +324,10 @@ class GameAction(GameMessage):
 
     def to_frames(self) -> list[framing.Frame]:
         # flat on the wire: [1] for a discrete action, [prod(shape)] for a box (the receiver knows the shape)
-        arrays = [] if self.action is None else [("action", np.asarray(self.action).reshape(-1))]
+        if isinstance(self.action, Mapping):
+            arrays = [(f"action.{head}", np.asarray(a).reshape(-1)) for head, a in self.action.items()]
+        else:
+            arrays = [] if self.action is None else [("action", np.asarray(self.action).reshape(-1))]
         return framing.encode(
             self.KIND, {"request_id": self.request_id, "stream": self.stream, "version": self.version}, arrays
         )
@@ -267,11 +336,12 @@ class GameAction(GameMessage):
     def from_header(cls, header: dict[str, Any], views: list[memoryview], limits: Limits = GAME_LIMITS) -> GameAction:
         fields = cls.header_fields(header, views, one_frame=False)
         arrays = framing.take_arrays(header, views, limits) if "arrays" in header else {}
-        if set(arrays) - {"action"}:
-            raise ProtocolError(f"a game_action carries at most the array 'action'; got {sorted(arrays)}", "arrays")
-        action = arrays.get("action")
-        if action is not None and action.ndim != 1:
-            raise ProtocolError(f"must be flat (1-D), got shape {list(action.shape)}", "action")
+        action = keyed_arrays(arrays, "action") if arrays else None
+        for name, a in action.items() if isinstance(action, dict) else [("", action)] if arrays else []:
+            if a.ndim != 1:
+                raise ProtocolError(
+                    f"must be flat (1-D), got shape {list(a.shape)}", f"action{'.' if name else ''}{name}"
+                )
         return cls(**fields, action=action)
 
 

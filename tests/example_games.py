@@ -17,10 +17,13 @@ from tandem.client.harness import kill_session
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-def python_game(run_dir: Path, games: int, seconds: int, cwd: Path, *flags: str) -> subprocess.Popen:
-    """`examples/cartpole_game.py --run-dir RUN_DIR --games N --seconds S FLAGS...`, its output in text pipes."""
+def python_game(
+    run_dir: Path, games: int, seconds: int, cwd: Path, *flags: str, script: str = "cartpole_game.py"
+) -> subprocess.Popen:
+    """`examples/SCRIPT --run-dir RUN_DIR --games N --seconds S FLAGS...` (cartpole_game.py unless `script` says),
+    its output in text pipes."""
     return subprocess.Popen(
-        [sys.executable, str(EXAMPLES / "cartpole_game.py"), "--run-dir", str(run_dir)]
+        [sys.executable, str(EXAMPLES / script), "--run-dir", str(run_dir)]
         + ["--games", str(games), "--seconds", str(seconds), *flags],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

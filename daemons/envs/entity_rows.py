@@ -46,11 +46,19 @@ class EntityRows:
             out[t.name], out[f"{COUNT_PREFIX}{t.name}"] = padded, np.array(len(rows), np.int32)
             self.counts[t.name] = len(rows)
         if self.layout.global_size:
-            out[GLOBAL] = np.asarray(obs[GLOBAL], np.float32).reshape(self.layout.global_size)
+            features = np.asarray(obs[GLOBAL], np.float32).reshape(-1)
+            if features.size != self.layout.global_size:
+                raise ValueError(f"'global' must hold {self.layout.global_size} features, got {features.size}")
+            out[GLOBAL] = features
         for key in self.layout.mask_keys:
             out[key] = self.padded_mask(key, obs.get(key))
-        self.masks = {key: out[key] for key in self.layout.mask_keys}  # the actions of this step are taken under them
+        self.remember(out)  # the actions of this step are taken under its counts and masks
         return out
+
+    def remember(self, padded: dict[str, np.ndarray]) -> None:
+        """Take the counts and masks of `padded` (an observation `pad` made) as those `env_action` answers."""
+        self.counts = {t.name: int(padded[f"{COUNT_PREFIX}{t.name}"]) for t in self.layout.types}
+        self.masks = {key: padded[key] for key in self.layout.mask_keys}
 
     def slot_rows(self, types: tuple[str, ...]) -> np.ndarray:
         """The padded rows (slots) of the present entities of `types`, in type order."""
@@ -83,7 +91,10 @@ class EntityRows:
 
     # ------------------------------------------------------------------ actions
 
-    def env_action(self, action: np.ndarray) -> dict[str, Any]:
+    def env_action(self, action: np.ndarray, padded: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+        """One action per head for the last padded observation (or for `padded`, one `pad` made)."""
+        if padded is not None:
+            self.remember(padded)
         out: dict[str, Any] = {}
         for head in self.layout.heads:
             slots = action[head.offset : head.offset + head.slots]

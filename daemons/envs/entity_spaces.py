@@ -246,3 +246,13 @@ def heads_from_json(items: Sequence[dict]) -> list[Head]:
                           tuple(item["targets"]), int(item["slots"]), offset))  # fmt: skip
         offset += heads[-1].slots
     return heads
+
+
+def layout_json(layout: EntityLayout) -> dict:
+    """The layout as a game learns it in its welcome (PROTOCOL.md 7.6)."""
+    return {
+        "types": [[t.name, t.features, t.bound] for t in layout.types],
+        "global": layout.global_size,
+        "masks": list(layout.mask_keys),
+        "heads": [head.to_json() for head in layout.heads],
+    }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tandem.protocol import TransitionBatch
+from tandem.protocol import TransitionBatch, keyed
 
 
 class AgentStream:
@@ -70,8 +70,8 @@ class AgentStream:
         """The full unroll as a batch; the stream goes on from its last observation."""
         if not self.ready():
             raise RuntimeError(f"{self.stream_id}: unroll not complete")
-        obs = np.stack(self.obs)[:, None]
-        finals = np.stack(self.finals) if self.finals else np.empty((0, *obs.shape[2:]), obs.dtype)
+        obs = keyed.map_obs(lambda a: a[:, None], keyed.stack(self.obs))  # a Dict observation (entities) per key
+        finals = keyed.stack(self.finals) if self.finals else keyed.empty_rows(keyed.take(obs, 0), 0)
         batch = TransitionBatch(
             policy_id=policy_id,
             actor_id=self.stream_id,

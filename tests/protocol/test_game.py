@@ -49,6 +49,8 @@ def test_every_game_message_round_trips_through_both_decoders():
         GameAction(6, 7, 12),
         GameError(5, "bad_obs", "obs must be <f4 [4]", False),
         GameBye(9, "quit"),
+        GameStep(10, 7, {"unit": np.ones((3, 2), np.float32), "targets:fire": np.ones(2, np.uint8)}, 0.5),
+        GameAction(10, 7, 12, {"fire": np.array([1, -1, 0]), "mode": np.array([2])}),
     ]
     for message in messages:
         for decoded in (decode_game(message.to_frames()), decode(message.to_frames())):
@@ -69,6 +71,9 @@ def test_every_game_message_round_trips_through_both_decoders():
                 "timeout_s",
             ):
                 assert getattr(decoded, name, None) == getattr(message, name, None), name
+    entity_step, entity_action = decode_game(messages[8].to_frames()), decode(messages[9].to_frames())
+    assert entity_step.obs["unit"].shape == (3, 2) and entity_step.obs["targets:fire"].dtype == np.uint8
+    assert entity_action.action["fire"].tolist() == [1, -1, 0] and entity_action.action["mode"].tolist() == [2]
     step = decode_game(messages[3].to_frames())
     assert step.obs.dtype == np.float32 and np.array_equal(step.obs, obs)
     assert (
@@ -104,7 +109,7 @@ GOOD_STEP = GameStep(3, 1, np.zeros(4, np.float32), 0.5).to_frames()
         (frames_with(GOOD_STEP, arrays=[{"name": "x", "dtype": "<f4", "shape": [4]}]), "arrays"),
         ([b"\xc1garbage"], "header"),
         ([b"\x00" * (GAME_LIMITS.max_header_bytes + 1)], "header"),
-        ([GOOD_STEP[0], b"", b"", b"", b""], "frames"),
+        ([GOOD_STEP[0], *[b""] * GAME_LIMITS.max_frames], "frames"),
         (GameHello(1, "g", 0).to_frames(), "streams"),
         (GameHello(1, "g", 257).to_frames(), "streams"),
         (frames_with(GameHello(1, "g").to_frames(), game="x" * 201), "game"),

@@ -107,3 +107,22 @@ def test_a_two_player_game_plays_both_seats_through_the_server_and_the_policy_be
         json.loads(line) for line in (tmp_path / "run" / "learner-default" / "metrics.jsonl").read_text().splitlines()
     ]
     assert rows[-1]["batches_malformed"] == 0, rows[-1]
+
+
+@pytest.mark.timeout(180)
+def test_game_processes_sending_a_varying_set_of_units_train_the_entity_policy(tmp_path):
+    """examples/game_skirmish.toml and examples/entity_skirmish_game.py as the guide runs them: each game sends
+    its units and enemies as entities (PROTOCOL.md 7.6) and gets one action per unit; the run stops on the
+    evaluator's return (random play returns about 11 of 24)."""
+    proc = up(tmp_path, "stop.seconds=120", "stop.eval_return=19.0", example="game_skirmish.toml")
+    with killed_if_left(python_game(tmp_path / "run", 2, 300, tmp_path, script="entity_skirmish_game.py"), 10) as games:
+        game_out, game_err = games.communicate(timeout=150)
+    out, err = finish(proc, 60)
+    assert games.returncode == 0 and game_err.count("the run is over") == 2, game_err[-3000:]
+    assert proc.returncode == ExitCode.OK, err[-3000:]
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["eval_return"] >= 19.0, summary
+    rows = [
+        json.loads(line) for line in (tmp_path / "run" / "learner-default" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert rows[-1]["batches_malformed"] == 0 and rows[-1]["updates"] > 0, rows[-1]

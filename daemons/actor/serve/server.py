@@ -25,7 +25,7 @@ from tandem.daemons.runtime.serve_address import endpoint_file, serve_endpoint
 from tandem.daemons.runtime.signals import StopFlag
 from tandem.daemons.settings.agents import DEFAULT_POLICY
 from tandem.daemons.settings.schema import RunConfig
-from tandem.protocol import game_socket, sockets
+from tandem.protocol import game_socket, keyed, sockets
 from tandem.protocol.game import (
     GAME_LIMITS,
     GameAction,
@@ -126,7 +126,7 @@ class GameServer(ActorProcess):
             )
         # A larger frame disconnects its sender unanswered (ZeroMQ drops it before we see a byte); below this,
         # a wrong-sized observation is answered bad_obs. The cap bounds what one game's queue can hold.
-        obs_bytes = self.games.spaces[DEFAULT_POLICY].observation_space.sample().nbytes
+        obs_bytes = keyed.nbytes(self.games.spaces[DEFAULT_POLICY].observation_space.sample())
         limit = max(MIN_FRAME_CAP_BYTES, GAME_LIMITS.max_header_bytes + 4 * obs_bytes)
         self.router = sockets.game_router(self.runtime.ctx, endpoint, limit, opts=socket_options(self.config))
         self.endpoint = sockets.bound_endpoint(self.router)
@@ -275,7 +275,7 @@ class GameServer(ActorProcess):
         """One inference for the due batch, with the newest weights; each step still owed gets its action."""
         games, link = self.games, self.links[DEFAULT_POLICY]
         batch = games.take_batch(self.max_batch)
-        obs = np.stack([r.obs for r in batch])
+        obs = keyed.stack([r.obs for r in batch])
         eps = self.epsilons[[r.stream % EPSILON_SLOTS for r in batch]]
         states = games.states(batch)  # a recurrent policy's, advanced by the choice
         chosen, extras = explore_or_warm_up(link.net, self.warmup, link.version, obs, eps, states)
@@ -294,13 +294,22 @@ class GameServer(ActorProcess):
                 None if states is None else states[j],
             )
         ]
-        if owed:
+        if owed and games.entity_rows is not None:  # one array a head, for the entities the game sent (7.6)
+            rows = games.entity_rows
+            frames = [
+                GameAction(
+                    batch[j].request_id, batch[j].stream, version, per_head(rows.env_action(sent[j], batch[j].obs))
+                ).to_frames()
+                for j in owed
+            ]
+        elif owed:
             frames = action_frames(
                 [batch[j].request_id for j in owed],
                 [batch[j].stream for j in owed],
                 version,
                 sent if len(owed) == len(batch) else sent[owed],
             )
+        if owed:
             self.stats.replies_dropped += game_socket.send_replies(
                 self.router, zip([batch[j].session for j in owed], frames)
             )
@@ -311,3 +320,8 @@ class GameServer(ActorProcess):
     def report(self, force: bool = False) -> None:
         """Counters into the next heartbeat; finished episodes to the supervisor; never blocks."""
         self.reports.send(self.games, force)
+
+
+def per_head(action: dict) -> dict[str, np.ndarray]:
+    """An entity env's action (an int per global head, an array per entity head) as the arrays a game gets."""
+    return {head: np.asarray(value, np.int64).reshape(-1) for head, value in action.items()}

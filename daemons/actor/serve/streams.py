@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 import gymnasium as gym
 import numpy as np
 
+from tandem.daemons.actor.serve.entity_steps import checked_entities
+from tandem.daemons.envs.entity_rows import EntityRows
+from tandem.daemons.envs.entity_spaces import is_entity_policy, layout_json, padded_layout
 from tandem.daemons.envs.spaces import PolicySpaces
 from tandem.daemons.envs.streams import AgentStream
 from tandem.daemons.settings.agents import DEFAULT_POLICY
@@ -36,8 +39,10 @@ class StepRefused(Exception):
 
 
 def game_spaces(spaces: PolicySpaces) -> GameSpaces:
-    """The spaces a game must match, from the policy's (a Box observation; Discrete or Box actions)."""
+    """The spaces a game must match, from the policy's (a Box observation; Discrete or Box actions; or entities)."""
     obs, act = spaces.observation_space, spaces.action_space
+    if is_entity_policy(act):
+        return GameSpaces((), "<f4", "entities", 0, (), "<i8", entities=layout_json(padded_layout(obs, act)))
     if spaces.mask_size or not isinstance(obs, gym.spaces.Box):
         raise ValueError(f"actors.mode = 'serve' needs a Box observation space, got {obs}")
     obs_dtype = wire_array("obs", np.zeros((), obs.dtype)).dtype.str  # as it travels: little-endian
@@ -105,6 +110,10 @@ class GameStreams:
     ):
         self.spaces = {DEFAULT_POLICY: spaces}
         self.wire_spaces = game_spaces(spaces)
+        # an entity game's observations are padded here, and its actions laid out per head (PROTOCOL.md 7.6)
+        self.entity_rows = EntityRows(padded_layout(spaces.observation_space, spaces.action_space)) if (
+            is_entity_policy(spaces.action_space)
+        ) else None  # fmt: skip
         self.action_dtype = np.dtype(self.wire_spaces.action_dtype)
         self.server_name, self.incarnation, self.unroll_length = server_name, incarnation, unroll_length
         self.max_streams = max_streams
@@ -263,7 +272,15 @@ class GameStreams:
         self.pending.append(request)
         return True
 
-    def checked_obs(self, obs: np.ndarray) -> np.ndarray:
+    def checked_obs(self, obs: np.ndarray | dict[str, np.ndarray]) -> np.ndarray | dict[str, np.ndarray]:
+        if self.entity_rows is not None:
+            try:
+                return checked_entities(self.entity_rows, obs)
+            except ValueError as exc:
+                raise StepRefused("bad_obs", str(exc)) from exc
+        if isinstance(obs, dict):
+            raise StepRefused("bad_obs", f"obs must be one array, {self.wire_spaces.obs_dtype} "
+                              f"{list(self.wire_spaces.obs_shape)}; got the arrays {sorted(obs)}")  # fmt: skip
         want = self.wire_spaces
         if obs.dtype.str != want.obs_dtype or tuple(obs.shape) != want.obs_shape:
             raise StepRefused(
