@@ -77,6 +77,10 @@ COMMANDS = {
         "tandem.client.bench.allreduce:allreduce_cmd",
         "A group's gradient all-reduce alone (the Nature CNN, one fixed batch, no...",
     ),
+    "entities": (
+        "tandem.client.bench.entities:entities_cmd",
+        "An actor's env steps/s with entity observations against the same data as a...",
+    ),
     "vector": (
         "tandem.client.bench.vector:vector_cmd",
         "One actor's env steps/s (stepping + batched inference) with each env.vector...",

@@ -72,10 +72,11 @@ class ActorCritic(ActorCriticBase):
 def entity_policy_class(config: RunConfig) -> type:
     """The entity policy, or a SetupError naming what it cannot do yet."""
     from tandem.daemons.algorithms.entity_net import EntityActorCritic
+    from tandem.daemons.algorithms.entity_recurrent import RecurrentEntityActorCritic
 
     model = config.model
-    if model.core != "none":
-        raise SetupError(f"model.core = {model.core!r}: the entity policy has no recurrent core yet; set 'none'")
+    if model.core != "none" and model.kind == "mlp":
+        raise SetupError(f"model.core = {model.core!r}: the padded MLP baseline has no recurrent core; use 'auto'")
     if model.kind not in ("auto", "mlp"):
         raise SetupError(
             f"model.kind = {model.kind!r}: entity observations train the built-in entity policy ('auto': "
@@ -85,7 +86,7 @@ def entity_policy_class(config: RunConfig) -> type:
         raise SetupError(
             f"model.entity_width = {model.entity_width} must be a multiple of model.entity_heads = {model.entity_heads}"
         )
-    return EntityActorCritic
+    return EntityActorCritic if model.core == "none" else RecurrentEntityActorCritic
 
 
 def last_linear(net: nn.Module) -> nn.Linear | None:

@@ -27,6 +27,29 @@ from tandem.daemons.settings.schema import ModelSection
 from tandem.protocol.ragged import COUNT_PREFIX
 
 
+class AttentionBlock(nn.Module):
+    """Pre-norm self-attention and a feed-forward layer over the tokens `keep` [B, S] marks as present.
+
+    (torch's TransformerEncoderLayer takes its inference fast path on an actor, whose masked softmax cost 2.5x
+    this block's whole forward pass on a CPU: 64 entities of 16 envs, 4.9 against 1.9 ms.)"""
+
+    def __init__(self, width: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.qkv, self.out = nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.ff = nn.Sequential(nn.Linear(width, 2 * width), nn.ReLU(), nn.Linear(2 * width, width))
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        batch, tokens, width = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(batch, tokens, 3, self.heads, width // self.heads).unbind(2)
+        att = nn.functional.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=keep[:, None, None, :]
+        )
+        x = x + self.out(att.transpose(1, 2).reshape(batch, tokens, width))
+        return x + self.ff(self.norm2(x))
+
+
 class EntityActorCritic(nn.Module):
     """An actor-critic over entity observations (the fixed-shape form) and an EntityActionSpace."""
 
@@ -48,9 +71,9 @@ class EntityActorCritic(nn.Module):
             self.embed = nn.ModuleDict({str(i): nn.Linear(t.features + g, width) for i, t in enumerate(layout.types)})
             self.global_token = nn.Linear(g, width) if g else None
             self.start = nn.Parameter(torch.zeros(width))
-            layer = nn.TransformerEncoderLayer(width, model_cfg.entity_heads, 2 * width, dropout=0.0,
-                                               batch_first=True, norm_first=True)  # fmt: skip
-            self.layers = nn.TransformerEncoder(layer, model_cfg.entity_layers, enable_nested_tensor=False)
+            self.layers = nn.ModuleList(
+                AttentionBlock(width, model_cfg.entity_heads) for _ in range(model_cfg.entity_layers)
+            )
             self.norm = nn.LayerNorm(width)
             self.outputs = nn.ModuleDict()
             for h in layout.heads:
@@ -92,17 +115,25 @@ class EntityActorCritic(nn.Module):
 
     def forward_all(self, obs: dict[str, torch.Tensor]) -> tuple[EntityDistribution, torch.Tensor]:
         layout = self.layout
-        counts = {t.name: obs[f"{COUNT_PREFIX}{t.name}"].reshape(-1).long() for t in layout.types}
-        if self.attention:  # cut each type to the most entities a row of this batch holds
-            rows = {t.name: int(counts[t.name].max()) if counts[t.name].numel() else 0 for t in layout.types}
-            raw, value = self.attend(obs, counts, rows)
+        counts, rows = self.counted(obs)
+        if self.attention:
+            raw, value = self.read_heads(self.encode(obs, counts, rows), rows)
         else:
-            rows = {t.name: t.bound for t in layout.types}
             raw, value = self.flat_outputs(obs, counts)
         blocks = [self.block(h, raw[h.name], obs, counts, rows) for h in layout.heads]
         return EntityDistribution(blocks, len(self.head.sizes)), value
 
-    def attend(self, obs, counts, rows) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    def counted(self, obs) -> tuple[dict[str, torch.Tensor], dict[str, int]]:
+        """Each type's counts [B], and the rows it is cut to: the most a row of this batch holds (with attention;
+        the MLP takes every padded row)."""
+        layout = self.layout
+        counts = {t.name: obs[f"{COUNT_PREFIX}{t.name}"].reshape(-1).long() for t in layout.types}
+        if not self.attention:
+            return counts, {t.name: t.bound for t in layout.types}
+        return counts, {t.name: int(counts[t.name].max()) if counts[t.name].numel() else 0 for t in layout.types}
+
+    def encode(self, obs, counts, rows) -> torch.Tensor:
+        """The tokens after attention [B, 1 + rows, width]: the global token first, then each type's rows."""
         layout = self.layout
         batch = next(iter(obs.values())).shape[0]
         g = obs[GLOBAL].float() if layout.global_size else None
@@ -117,7 +148,14 @@ class EntityActorCritic(nn.Module):
                 x = torch.cat([x, g.unsqueeze(1).expand(batch, n, -1)], dim=-1)
             tokens.append(self.embed[str(i)](x))
             pads.append(torch.arange(n, device=x.device) >= counts[t.name].unsqueeze(1))
-        h = self.norm(self.layers(torch.cat(tokens, 1), src_key_padding_mask=torch.cat(pads, 1)))
+        h, keep = torch.cat(tokens, 1), ~torch.cat(pads, 1)
+        for layer in self.layers:
+            h = layer(h, keep)
+        return self.norm(h)
+
+    def read_heads(self, h: torch.Tensor, rows) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """Each head's logits (before masks) and the value, from the tokens `encode` gave."""
+        layout = self.layout
         start, by_type = 1, {}
         for t in layout.types:
             by_type[t.name] = h[:, start : start + rows[t.name]]

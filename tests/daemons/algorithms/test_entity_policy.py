@@ -51,9 +51,13 @@ def obs_batch(env: EntityEnv, seeds) -> dict[str, torch.Tensor]:
     return {k: torch.as_tensor(np.stack([r[k] for r in rows])) for k in rows[0]}
 
 
-@pytest.mark.parametrize("kind", ["auto", "mlp"])
-def test_the_learner_scores_the_actors_actions_exactly_after_the_ragged_wire(tmp_path, kind):
-    config = skirmish_config(tmp_path, f"model.kind='{kind}'", "env.kwargs={length=5}")
+@pytest.mark.parametrize(
+    "model",
+    [("model.kind='auto'",), ("model.kind='mlp'",), ("model.core='gru'", "algorithm.minibatch_by='unrolls'")],
+    ids=["attention", "padded-mlp", "attention-gru"],
+)
+def test_the_learner_scores_the_actors_actions_exactly_after_the_ragged_wire(tmp_path, model):
+    config = skirmish_config(tmp_path, *model, "env.kwargs={length=5}")
     algorithm = sharp(config)
     unrolls = collect(config, 2, algorithm.weights())
     counts = np.concatenate([u.obs["count:unit"].ravel() for u in unrolls])

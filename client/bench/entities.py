@@ -1,0 +1,123 @@
+"""`tandem bench entities`: an actor's env steps/s on entity observations against the same data as a flat Box,
+and the bytes a batch takes on the wire as the entities present vary."""
+
+from __future__ import annotations
+
+import os
+import statistics
+from pathlib import Path
+
+import click
+import numpy as np
+
+from tandem.client.bench.options import example_config_option, json_option, quick_option
+from tandem.client.bench.report import finish
+from tandem.client.bench.vector import steps_per_s
+from tandem.daemons.config import ConfigError, load_config
+from tandem.daemons.runtime.torch_threads import set_torch_threads
+from tandem.protocol import TransitionBatch
+
+ENV = "tandem.client.bench.entity_envs:swarm"
+FORMS = {  # row name -> the overrides that make it
+    "entities (attention)": ["model.kind='auto'"],
+    "entities (padded MLP)": ["model.kind='mlp'"],
+    "flat Box (MLP)": ["model.kind='auto'"],
+}
+
+
+def form_overrides(name: str, entities: int, features: int, per_entity: bool = False) -> list[str]:
+    flat = "true" if name.startswith("flat") else "false"
+    each = "true" if per_entity else "false"
+    kwargs = f"env.kwargs={{entities={entities}, features={features}, flat={flat}, per_entity={each}}}"
+    return [f"env.id='{ENV}'", kwargs, f"env.max_entities={entities}", *FORMS[name]]
+
+
+def wire_bytes(present: int, bound: int, features: int, steps: int = 32, envs: int = 8) -> float:
+    """Bytes per step of an unroll whose every observation holds `present` entities of a type bounded by `bound`."""
+    rng = np.random.default_rng(0)
+    rows = np.zeros((steps + 1, envs, bound, features), np.float32)
+    rows[:, :, :present] = rng.standard_normal((steps + 1, envs, present, features))
+    counts = np.full((steps + 1, envs), present, np.int32)
+    zero_final = {"thing": np.zeros((0, bound, features), np.float32), "count:thing": np.zeros(0, np.int32)}
+    batch = TransitionBatch(
+        "default", "bench", 0, 0, 0, steps * envs,
+        {"thing": rows, "count:thing": counts},
+            np.zeros((steps, envs), np.int64), np.zeros((steps, envs), np.float32),
+        np.zeros((steps, envs), bool), np.zeros((steps, envs), bool), zero_final,
+    )  # fmt: skip
+    return sum(len(memoryview(f)) for f in batch.to_frames()) / (steps * envs)
+
+
+@click.command("entities")
+@example_config_option("entity_skirmish.toml", "The run whose algorithm and entity model settings act.")
+@click.option("--entities", default=64, show_default=True, help="Entities a step (and the bound).")
+@click.option("--features", default=8, show_default=True, help="Features of each entity.")
+@click.option(
+    "--per-entity",
+    is_flag=True,
+    help="Each entity picks a move (a PerEntity head; flat: a MultiDiscrete), not one a step.",
+)
+@click.option("--seconds", default=8.0, show_default=True, help="Measuring window per form and repeat (--quick: 1).")
+@click.option("--repeats", default=3, show_default=True, help="Rounds over every form; medians (--quick: 1).")
+@json_option
+@quick_option("One 1 s window per form")
+def entities_cmd(
+    config: Path,
+    entities: int,
+    features: int,
+    per_entity: bool,
+    seconds: float,
+    repeats: int,
+    as_json: bool,
+    quick: bool,
+) -> None:
+    """An actor's env steps/s with entity observations against the same data as a flat Box; wire bytes per step."""
+    if quick:
+        seconds, repeats = 1.0, 1
+    try:
+        cfg = load_config(config, form_overrides("flat Box (MLP)", entities, features))
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    set_torch_threads(cfg.actors.torch_threads)
+    rates: dict[str, list[float]] = {name: [] for name in FORMS}
+    for _ in range(repeats):  # forms interleaved, so a burst of load elsewhere hits them alike
+        for name in FORMS:
+            overrides = form_overrides(name, entities, features, per_entity)
+            rates[name].append(steps_per_s(config, "", overrides, seconds, False))
+    flat = statistics.median(rates["flat Box (MLP)"])
+    rows = [
+        {"form": name, "steps_per_s": round(statistics.median(r), 1), "ratio": round(statistics.median(r) / flat, 3)}
+        for name, r in rates.items()
+    ]
+    present = sorted({max(1, entities // 8), entities // 4, entities // 2, entities})
+    wire = [{"entities": n, "bytes_per_step": round(wire_bytes(n, entities, features), 1)} for n in present]
+    # bytes = fixed + per_entity * n: the fixed part is the step's own (reward, flags, action, log-prob, counts)
+    per_one = (wire[-1]["bytes_per_step"] - wire[0]["bytes_per_step"]) / (present[-1] - present[0])
+    fixed = wire[0]["bytes_per_step"] - per_one * present[0]
+    record = {
+        "benchmark": "entities",
+        "quick": quick,
+        "config": str(config),
+        "entities": entities,
+        "features": features,
+        "num_envs": cfg.env.num_envs,
+        "machine": {"cpu_count": os.cpu_count()},
+        "rows": rows,
+        "per_entity": per_entity,
+        "wire": wire,
+        "wire_bytes_per_entity": round(per_one, 2),
+        "wire_bytes_fixed": round(fixed, 1),
+    }
+    moves = "a move per entity" if per_entity else "one move a step"
+    head = (
+        f"{entities} entities of {features} features, {moves}, {cfg.env.num_envs} envs, the policy acting, "
+        f"{os.cpu_count()} CPUs, medians of {repeats} x {seconds:g} s"
+    )
+    lines = [
+        f"  {row['form']:24} {row['steps_per_s']:>9.0f} env steps/s  x{row['ratio']:.2f} of the flat Box"
+        for row in rows
+    ]
+    lines += ["  wire bytes per step (observations, actions and the rest of the batch):"]
+    lines += [f"    {w['entities']:>5} entities present  {w['bytes_per_step']:>9.1f}" for w in wire]
+    lines += [f"    = {fixed:.1f} + {per_one:.2f} per entity ({features} float32 features: {4 * features} bytes)"]
+    finish(record, as_json, [head, *lines])
