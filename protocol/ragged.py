@@ -8,6 +8,7 @@ such key with its bound N, and the receiver pads it back. The bytes a key takes 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +19,7 @@ from tandem.protocol.errors import ProtocolError
 COUNT_PREFIX = "count:"  # the count key of entity key KEY is `count:KEY`
 RAGGED = "ragged"  # header field: {KEY: N}, each key sent ragged and its bound
 MAX_BOUND = 4096  # entities of one type per observation a receiver accepts
+MAX_PADDED_BYTES = 1 << 30  # a key padded back to its bound may take at most this (the bound multiplies the rows sent)
 
 
 class RaggedError(ProtocolError):
@@ -65,7 +67,11 @@ def unpack(values: Any, counts: Any, bound: Any, where: str, count_name: str) ->
         raise RaggedError(f"holds {values.shape[0]} rows but {count_name} adds up to {total}", where)
     if values.dtype.kind == "f" and not np.isfinite(values).all():
         raise RaggedError("holds NaN or infinite values", where)
-    out = np.zeros((*counts.shape, bound, *values.shape[1:]), values.dtype)
+    shape = (*counts.shape, bound, *values.shape[1:])
+    padded_bytes = math.prod(shape) * values.dtype.itemsize
+    if padded_bytes > MAX_PADDED_BYTES:
+        raise RaggedError(f"padded to its bound it would take {padded_bytes} bytes, at most {MAX_PADDED_BYTES}", where)
+    out = np.zeros(shape, values.dtype)
     out[present(counts, bound)] = values
     return out
 

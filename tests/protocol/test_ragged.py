@@ -116,6 +116,15 @@ MALFORMED = {
     "no_counts": (dict(ragged={"global": BOUND}), RAGGED),
     "bad_bound": (dict(ragged={"unit": 0}), RAGGED),
     "not_a_map": (dict(ragged=["unit"]), RAGGED),
+    # a bound and a row width whose padding would take more memory than a receiver gives one key
+    "huge_padding": (
+        dict(
+            ragged={"unit": 4096},
+            obs__count_unit=np.zeros((STEPS + 1, ENVS), np.int32),
+            obs__unit=np.zeros((0, 100_000), np.float32),
+        ),
+        "obs.unit",
+    ),
     # the final observations' rows do not add up either
     "final_rows": (dict(final_obs__unit=np.zeros((5, FEATURES), np.float32)), "final_obs.unit"),
 }
