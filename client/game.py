@@ -86,7 +86,8 @@ def entity_arrays(spaces: GameSpaces, obs: Any) -> dict[str, np.ndarray]:
     out = {}
     for key, value in obs.items():
         if key in features:
-            out[key] = np.ascontiguousarray(value, np.float32).reshape(-1, features[key])
+            rows = np.ascontiguousarray(value, np.float32)
+            out[key] = rows.reshape(len(rows) if rows.ndim else 0, features[key])  # (a type may have no features)
         elif ":" in key:
             out[key] = np.ascontiguousarray(value, np.uint8)
         else:
@@ -95,14 +96,19 @@ def entity_arrays(spaces: GameSpaces, obs: Any) -> dict[str, np.ndarray]:
 
 
 def head_actions(spaces: GameSpaces, action: Any) -> dict[str, Any]:
-    """The reply's arrays as one action per head: an int for a global head, an int64 array with one entry per
-    present actor entity (-1 where it does not act) for the others."""
+    """The reply's arrays as one action per head: an int for a global head, float32 values for a Box head, an
+    int64 array with one entry per present actor entity (-1 where it does not act) for the others."""
     if not isinstance(action, dict):
         raise AgentError("bad_reply", "expected one action array per head")
     kinds = {h["name"]: h["kind"] for h in spaces.entities["heads"]}
     if set(action) != set(kinds):
         raise AgentError("bad_reply", f"actions for heads {sorted(action)}, expected {sorted(kinds)}")
-    return {name: int(a[0]) if kinds[name] == "global" else a.astype(np.int64) for name, a in action.items()}
+    if any(kinds[name] == "global" and a.size != 1 for name, a in action.items()):
+        raise AgentError("bad_reply", "a global head's action must be one value")
+    return {
+        name: int(a[0]) if kinds[name] == "global" else a.astype(np.float32 if kinds[name] == "box" else np.int64)
+        for name, a in action.items()
+    }
 
 
 class Agent:

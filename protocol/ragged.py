@@ -9,7 +9,7 @@ such key with its bound N, and the receiver pads it back. The bytes a key takes 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,7 @@ from tandem.protocol.errors import ProtocolError
 COUNT_PREFIX = "count:"  # the count key of entity key KEY is `count:KEY`
 RAGGED = "ragged"  # header field: {KEY: N}, each key sent ragged and its bound
 MAX_BOUND = 4096  # entities of one type per observation a receiver accepts
-MAX_PADDED_BYTES = 1 << 30  # a key padded back to its bound may take at most this (the bound multiplies the rows sent)
+MAX_PADDED_BYTES = 1 << 30  # a batch's ragged keys padded back to their bounds take at most this, all together
 
 
 class RaggedError(ProtocolError):
@@ -68,9 +68,6 @@ def unpack(values: Any, counts: Any, bound: Any, where: str, count_name: str) ->
     if values.dtype.kind == "f" and not np.isfinite(values).all():
         raise RaggedError("holds NaN or infinite values", where)
     shape = (*counts.shape, bound, *values.shape[1:])
-    padded_bytes = math.prod(shape) * values.dtype.itemsize
-    if padded_bytes > MAX_PADDED_BYTES:
-        raise RaggedError(f"padded to its bound it would take {padded_bytes} bytes, at most {MAX_PADDED_BYTES}", where)
     out = np.zeros(shape, values.dtype)
     out[present(counts, bound)] = values
     return out
@@ -81,6 +78,8 @@ def bounds_field(value: Any, obs: Mapping[str, Any]) -> dict[str, int]:
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise RaggedError("must map keys of obs to their bounds", RAGGED)
     for key, bound in value.items():
+        if key.startswith(COUNT_PREFIX):
+            raise RaggedError(f"names {key!r}: a count key travels whole", RAGGED)
         if key not in obs:
             raise RaggedError(f"names {key!r}, which is not a key of obs", RAGGED)
         if count_key(key) not in obs:
@@ -99,7 +98,48 @@ def pack_keyed(obs: Mapping[str, np.ndarray], bounds: Mapping[str, int], lead: i
     return out
 
 
+def padded_bytes(keyed: Sequence[Mapping[str, Any]], bounds: Mapping[str, int]) -> int:
+    """What the ragged keys of these keyed batches take once padded back to their bounds (counted before any is)."""
+    total = 0
+    for obs in keyed:
+        for key, bound in bounds.items():
+            values, counts = obs[key], obs[count_key(key)]
+            if isinstance(values, np.ndarray) and isinstance(counts, np.ndarray) and values.ndim >= 1:
+                total += math.prod((*counts.shape, bound, *values.shape[1:])) * values.dtype.itemsize
+    return total
+
+
+def check_counts(obs: Mapping[str, Any], name: str, lead: int) -> None:
+    """Every entity key's counts, ragged or sent whole: int32 of the key's leading shape, each in [0, its bound]
+    (the policy cuts its batches by them); RaggedError naming the count key."""
+    for key, arr in obs.items():
+        counts = obs.get(count_key(key))
+        if counts is None or not isinstance(arr, np.ndarray) or arr.ndim <= lead:
+            continue
+        where = f"{name}.{count_key(key)}"
+        if not isinstance(counts, np.ndarray) or counts.dtype != np.int32 or counts.shape != arr.shape[:lead]:
+            got = f"{counts.dtype} {list(counts.shape)}" if isinstance(counts, np.ndarray) else type(counts).__name__
+            raise RaggedError(f"must be int32 {list(arr.shape[:lead])}, got {got}", where)
+        bound = arr.shape[lead]
+        if counts.size and (counts.min() < 0 or counts.max() > bound):
+            raise RaggedError(f"counts must be in [0, {bound}], got {int(counts.min())}..{int(counts.max())}", where)
+
+
 def unpack_keyed(obs: dict[str, Any], bounds: Mapping[str, int], name: str) -> None:
     """Each ragged key of `obs` (the arrays named `name`.KEY) padded back to its bound, in place."""
     for key, bound in bounds.items():
         obs[key] = unpack(obs[key], obs[count_key(key)], bound, f"{name}.{key}", f"{name}.{count_key(key)}")
+
+
+def take_ragged(value: Any, arrays: dict[str, Any]) -> None:
+    """The header's `ragged` keys of `obs` and `final_obs` padded back to their bounds, in place (2.1.7)."""
+    obs, final = arrays.get("obs"), arrays.get("final_obs")
+    if not isinstance(obs, Mapping) or not isinstance(final, Mapping):
+        raise RaggedError("names keys of obs.KEY arrays; this batch's obs is one array", RAGGED)
+    bounds = bounds_field(value, obs)
+    need = padded_bytes((obs, final), bounds)
+    if need > MAX_PADDED_BYTES:  # the bound multiplies what was sent: refuse before allocating a byte
+        raise RaggedError(f"padded back, its keys would take {need} bytes, at most {MAX_PADDED_BYTES}",
+                                 RAGGED)  # fmt: skip
+    unpack_keyed(obs, bounds, "obs")
+    unpack_keyed(final, bounds, "final_obs")

@@ -145,7 +145,10 @@ class TransitionBatch:
         core_state = arrays.pop(CORE_STATE, None)
         take_keyed(arrays)
         if ragged.RAGGED in header:  # entity keys came as their rows present (2.1.7): padded back to their bounds
-            take_ragged(header[ragged.RAGGED], arrays)
+            ragged.take_ragged(header[ragged.RAGGED], arrays)
+        if keyed.is_keyed(arrays.get("obs")) and keyed.is_keyed(arrays.get("final_obs")):
+            ragged.check_counts(arrays["obs"], "obs", 2)  # every entity key's counts, ragged or not (2.1.7)
+            ragged.check_counts(arrays["final_obs"], "final_obs", 1)
         for name in CORE_ARRAYS:
             if name not in arrays:
                 raise ProtocolError("required array is missing", name)
@@ -221,16 +224,6 @@ def take_keyed(arrays: dict[str, np.ndarray]) -> None:
     obs, final = arrays.get("obs"), arrays.get("final_obs")
     if keyed.is_keyed(obs) != keyed.is_keyed(final) or (keyed.is_keyed(obs) and list(obs) != list(final)):
         raise ProtocolError("must have exactly the keys of obs (one final_obs.KEY per obs.KEY)", "final_obs")
-
-
-def take_ragged(value: Any, arrays: dict[str, Any]) -> None:
-    """The header's `ragged` keys of `obs` and `final_obs` padded back to their bounds, in place (2.1.7)."""
-    obs, final = arrays.get("obs"), arrays.get("final_obs")
-    if not keyed.is_keyed(obs) or not keyed.is_keyed(final):
-        raise ragged.RaggedError("names keys of obs.KEY arrays; this batch's obs is one array", ragged.RAGGED)
-    bounds = ragged.bounds_field(value, obs)
-    ragged.unpack_keyed(obs, bounds, "obs")
-    ragged.unpack_keyed(final, bounds, "final_obs")
 
 
 def check_columns(obs, actions, rewards, terminated, truncated, final_obs, extras) -> None:

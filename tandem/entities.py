@@ -6,7 +6,7 @@ Observations are a gymnasium Dict of `Sequence(Box(shape=(F,)), stack=True)` ent
 `global` Box; actions a Dict of heads: `PerEntity`, `SelectEntity` and `Discrete`.
 """
 
+from tandem.daemons.envs.entity_actions import PerEntity, SelectEntity
 from tandem.daemons.envs.entity_env import NO_ACTION
-from tandem.daemons.envs.entity_spaces import PerEntity, SelectEntity
 
 __all__ = ["NO_ACTION", "PerEntity", "SelectEntity"]

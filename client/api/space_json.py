@@ -7,7 +7,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from tandem.daemons.envs.entity_spaces import EntityActionSpace, heads_from_json
+from tandem.daemons.envs.entity_actions import entity_action_space, heads_from_json, is_entity_policy
 
 NON_FINITE = {"inf": np.inf, "-inf": -np.inf, "nan": np.nan}  # JSON has no infinity: these travel as strings
 
@@ -34,6 +34,8 @@ def bound_from_json(value: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.n
 
 def space_to_json(space: gym.Space) -> dict[str, Any]:
     """A JSON-ready dict for Box, Discrete, MultiDiscrete and MultiBinary; ValueError for any other space."""
+    if is_entity_policy(space):  # heads laying out slots (docs/guides/entities.md): told apart from Box, MultiDiscrete
+        return {"type": "EntityActions", "heads": [head.to_json() for head in space.heads]}
     if isinstance(space, gym.spaces.Box):
         return {
             "type": "Box",
@@ -44,8 +46,6 @@ def space_to_json(space: gym.Space) -> dict[str, Any]:
         }
     if isinstance(space, gym.spaces.Discrete):
         return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
-    if isinstance(space, EntityActionSpace):  # its heads lay out the slots (docs/guides/entities.md)
-        return {"type": "EntityActions", "heads": [head.to_json() for head in space.heads]}
     if isinstance(space, gym.spaces.MultiDiscrete):
         return {
             "type": "MultiDiscrete",
@@ -82,7 +82,7 @@ def space_from_json(data: dict[str, Any]) -> gym.Space:
         if kind == "MultiBinary":
             return gym.spaces.MultiBinary(data["n"])
         if kind == "EntityActions":
-            return EntityActionSpace(heads_from_json(data["heads"]))
+            return entity_action_space(heads_from_json(data["heads"]))
         if kind == "Tuple":
             return gym.spaces.Tuple([space_from_json(sub) for sub in data["items"]])
         if kind == "Dict":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from tandem.daemons.envs.entity_spaces import PerEntity
+from tandem.daemons.envs.entity_actions import PerEntity
 
 
 class Swarm(gym.Env):

@@ -16,11 +16,12 @@ import math
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
 
 from tandem.daemons.algorithms.distributions import ActionHead
-from tandem.daemons.algorithms.entity_dist import Block, EntityDistribution, masked_logits
+from tandem.daemons.algorithms.entity_dist import Block, EntityDistribution, GaussBlock, masked_logits
 from tandem.daemons.algorithms.net_parts import ACTIVATIONS, mlp
 from tandem.daemons.envs.entity_spaces import ACTORS, GLOBAL, MASK, TARGETS, EntityLayout, Head, padded_layout
 from tandem.daemons.settings.schema import ModelSection
@@ -79,14 +80,22 @@ class EntityActorCritic(nn.Module):
             for h in layout.heads:
                 if h.kind == "select":
                     self.outputs[h.name] = nn.ModuleList([nn.Linear(width, width), nn.Linear(width, width)])
-                else:
+                else:  # a categorical head's choices, a global head's, a Box head's means
                     self.outputs[h.name] = nn.Linear(width, h.choices)
             self.value_out = nn.Linear(width, 1)
         else:
             inputs = sum(t.bound * t.features + 1 for t in layout.types) + g
-            self.flat_sizes = [h.choices * h.slots for h in layout.heads] + [1]
+            self.flat_sizes = [
+                h.choices * (h.slots if h.kind in ("categorical", "select") else 1) for h in layout.heads
+            ]
+            self.flat_sizes.append(1)  # the value
             hidden = [int(s) for s in model_cfg.hidden_sizes]
             self.flat = mlp(inputs, sum(self.flat_sizes), hidden, model_cfg.activation)
+        # a Box head's log standard deviations: learned, one a dimension, as the Gaussian policy of a Box space
+        init = float(getattr(algo_cfg, "log_std_init", 0.0))
+        self.log_std = nn.ParameterDict(
+            {h.name: nn.Parameter(torch.full((h.choices,), init)) for h in layout.heads if h.kind == "box"}
+        )
         if model_cfg.activation not in ACTIVATIONS:
             raise ValueError(f"model.activation {model_cfg.activation!r} is not one of {', '.join(ACTIVATIONS)}")
 
@@ -105,23 +114,52 @@ class EntityActorCritic(nn.Module):
         """The distribution at the first `policy_rows` observations, the value at every one, in one pass."""
         dist, values = self.forward_all(obs)
         if policy_rows < values.shape[0]:
-            dist = EntityDistribution([Block(b.logits[:policy_rows], b.slots) for b in dist.blocks], dist.size)
+            dist = dist.rows(policy_rows)
         return dist, values
 
     def update_obs_norm(self, obs: Any, chunk_rows: int = 256) -> None:
         """Entity features are taken as they are (no running statistics)."""
 
+    def check_actions(self, obs: dict[str, np.ndarray], actions: np.ndarray) -> None:
+        """ValueError unless an unroll's actions [T, K, slots] fit its observations: 0 in every slot of an entity
+        that is not there, and a select head's values naming one of the step's present targets."""
+        counts = {t.name: obs[f"{COUNT_PREFIX}{t.name}"][: actions.shape[0]] for t in self.layout.types}
+        for head in self.layout.heads:
+            if head.kind in ("global", "box"):
+                continue
+            slots = np.rint(actions[..., head.offset : head.offset + head.slots]).astype(np.int64)
+            present = np.concatenate(
+                [np.arange(self.layout.type(n).bound) < counts[n][..., None] for n in head.actors], axis=-1
+            )
+            if (slots[~present] != 0).any():
+                raise ValueError(f"actions: head {head.name!r} has a choice for an entity that is not there")
+            if head.kind == "select":
+                targets = sum(counts[n] for n in head.targets)[..., None]
+                if ((slots >= np.maximum(targets, 1)) & present).any():
+                    raise ValueError(f"actions: head {head.name!r} selects an entity that is not there")
+
     # ------------------------------------------------------------------ the network
 
     def forward_all(self, obs: dict[str, torch.Tensor]) -> tuple[EntityDistribution, torch.Tensor]:
-        layout = self.layout
         counts, rows = self.counted(obs)
         if self.attention:
             raw, value = self.read_heads(self.encode(obs, counts, rows), rows)
         else:
             raw, value = self.flat_outputs(obs, counts)
-        blocks = [self.block(h, raw[h.name], obs, counts, rows) for h in layout.heads]
-        return EntityDistribution(blocks, len(self.head.sizes)), value
+        return self.distribution_of(raw, obs, counts, rows), value
+
+    def distribution_of(self, raw, obs, counts, rows) -> EntityDistribution:
+        """The heads' outputs under their masks, as one distribution over the action vector."""
+        heads = self.layout.heads
+        blocks = [self.block(h, raw[h.name], obs, counts, rows) for h in heads if h.kind != "box"]
+        gauss = [
+            GaussBlock(
+                raw[h.name], self.log_std[h.name], torch.arange(h.offset, h.offset + h.slots, device=value_device(raw))
+            )
+            for h in heads
+            if h.kind == "box"
+        ]
+        return EntityDistribution(blocks, sum(h.slots for h in heads), gauss)
 
     def counted(self, obs) -> tuple[dict[str, torch.Tensor], dict[str, int]]:
         """Each type's counts [B], and the rows it is cut to: the most a row of this batch holds (with attention;
@@ -130,7 +168,10 @@ class EntityActorCritic(nn.Module):
         counts = {t.name: obs[f"{COUNT_PREFIX}{t.name}"].reshape(-1).long() for t in layout.types}
         if not self.attention:
             return counts, {t.name: t.bound for t in layout.types}
-        return counts, {t.name: int(counts[t.name].max()) if counts[t.name].numel() else 0 for t in layout.types}
+        # at least one row a type (padding, masked): a head over a type no row holds still has a column to mask
+        return counts, {
+            t.name: max(1, int(counts[t.name].max()) if counts[t.name].numel() else 0) for t in layout.types
+        }
 
     def encode(self, obs, counts, rows) -> torch.Tensor:
         """The tokens after attention [B, 1 + rows, width]: the global token first, then each type's rows."""
@@ -162,7 +203,7 @@ class EntityActorCritic(nn.Module):
             start += rows[t.name]
         raw: dict[str, torch.Tensor] = {}
         for head in layout.heads:
-            if head.kind == "global":
+            if head.kind in ("global", "box"):
                 raw[head.name] = self.outputs[head.name](h[:, 0])
                 continue
             actors = torch.cat([by_type[name] for name in head.actors], 1)
@@ -182,10 +223,10 @@ class EntityActorCritic(nn.Module):
         if layout.global_size:
             parts.append(obs[GLOBAL].float())
         out = torch.split(self.flat(torch.cat(parts, 1)), self.flat_sizes, dim=1)
-        raw = {h.name: o.reshape(o.shape[0], h.slots, h.choices) for h, o in zip(layout.heads, out)}
-        for h in layout.heads:
-            if h.kind == "global":
-                raw[h.name] = raw[h.name][:, 0]
+        raw = {
+            h.name: o.reshape(o.shape[0], h.slots, h.choices) if h.kind in ("categorical", "select") else o
+            for h, o in zip(layout.heads, out)
+        }
         return raw, out[-1].squeeze(-1)
 
     # ------------------------------------------------------------------ masks
@@ -229,3 +270,7 @@ class EntityActorCritic(nn.Module):
         logits = raw.gather(2, order.unsqueeze(1).expand_as(raw))
         allowed = acting.unsqueeze(-1) & allowed_targets.gather(1, order).unsqueeze(1)
         return Block(masked_logits(logits, allowed), slots)
+
+
+def value_device(raw: dict[str, torch.Tensor]) -> torch.device:
+    return next(iter(raw.values())).device

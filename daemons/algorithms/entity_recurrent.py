@@ -14,7 +14,6 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from tandem.daemons.algorithms.entity_dist import EntityDistribution
 from tandem.daemons.algorithms.entity_net import EntityActorCritic
 from tandem.daemons.algorithms.recurrent import CELLS
 from tandem.daemons.settings.schema import ModelSection
@@ -47,8 +46,7 @@ class RecurrentEntityActorCritic(EntityActorCritic):
 
     def outputs_after(self, tokens: torch.Tensor, core: torch.Tensor, obs, counts, rows):
         raw, value = self.read_heads(tokens + self.back(core).unsqueeze(1), rows)
-        blocks = [self.block(h, raw[h.name], obs, counts, rows) for h in self.layout.heads]
-        return EntityDistribution(blocks, len(self.head.sizes)), value
+        return self.distribution_of(raw, obs, counts, rows), value
 
     def distribution_step(self, obs, state: torch.Tensor):
         """An actor's step: (the distribution at obs, the state after the step)."""
@@ -76,7 +74,7 @@ class RecurrentEntityActorCritic(EntityActorCritic):
             states.append(state)
         core = torch.stack(outputs).reshape(rows_t * n, -1)
         dist, values = self.outputs_after(tokens, core, obs, counts, rows)
-        dist = EntityDistribution([type(b)(b.logits[: steps * n], b.slots) for b in dist.blocks], dist.size)
+        dist = dist.rows(steps * n)
         if bootstrap and keyed.row_count(d.finals):  # the step into a final observation, from the state before it
             f_counts, f_rows = self.counted(d.finals)
             f_tokens = self.encode(d.finals, f_counts, f_rows)

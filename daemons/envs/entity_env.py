@@ -24,7 +24,7 @@ class EntityEnv(gym.Wrapper):
             raise ValueError(f"entity observations: {exc}") from exc
         self.observation_space = self.layout.observation_space()
         self.action_space = self.layout.action_space()
-        self.rows = EntityRows(self.layout)
+        self.rows = EntityRows(self.layout, as_tuple=isinstance(env.action_space, gym.spaces.Tuple))
 
     def reset(self, **kwargs: Any):
         obs, info = self.env.reset(**kwargs)

@@ -4,7 +4,7 @@ NAME is one of `entity_gym.examples.ENV_REGISTRY` (CherryPick, Xor, ...) or 'mod
 `entity_gym.env.Environment` of your own; `env.kwargs` go to its constructor. Every action head may be taken
 by any entity (EntityGym's actors and actees are chosen per step, by ids or types), so each head acts for all
 types, and the step's `actor_ids`/`actor_types`, `actee_ids`/`actee_types` and masks become `actors:`,
-`targets:` and `mask:` keys.
+`targets:` and `mask:` keys. An entity the step hides from the policy (`visible`) is left out of the observation.
 """
 
 from __future__ import annotations
@@ -101,17 +101,24 @@ class EntityGymEnv(gym.Env):
     # ------------------------------------------------------------------ observations
 
     def entity_ids(self, obs: Any) -> list[Any]:
-        """Each present entity's id in type order (None where the env gives no ids), as EntityGym indexes them."""
+        """Each visible entity's id in type order (None where the env gives no ids), as the policy indexes them."""
         ids: list[Any] = []
         for t in self.types:
-            n = self.count(obs, t)
+            seen = self.visible(obs, t)
             given = obs.ids.get(t)
-            ids.extend(list(given) if given is not None else [None] * n)
+            ids.extend(eid for eid, keep in zip(given if given is not None else [None] * len(seen), seen) if keep)
         return ids
 
-    def count(self, obs: Any, t: str) -> int:
+    def visible(self, obs: Any, t: str) -> np.ndarray:
+        """Which entities of type t the policy may see (EntityGym's `visible`; all where it says nothing). A hidden
+        entity is left out altogether: Tandem's value function sees what its policy sees."""
         feats = obs.features.get(t)
-        return 0 if feats is None else len(feats)
+        n = 0 if feats is None else len(feats)
+        given = obs.visible.get(t)
+        return np.ones(n, bool) if given is None else np.asarray(given, bool).reshape(n)
+
+    def count(self, obs: Any, t: str) -> int:
+        return int(self.visible(obs, t).sum())
 
     def type_rows(self, obs: Any, types: Any) -> np.ndarray:
         """Which of the step's entities (in type order) are of `types`."""
@@ -122,17 +129,28 @@ class EntityGymEnv(gym.Env):
         if ids is not None:
             index = {eid: i for i, eid in enumerate(self.entity_ids(obs))}
             out = np.zeros(len(index), bool)
-            out[[index[eid] for eid in ids]] = True
+            out[[index[eid] for eid in ids if eid in index]] = True
             return out
         if types is not None:
             return self.type_rows(obs, set(types))
         return np.ones(sum(self.count(obs, t) for t in self.types), bool)
 
+    def mask_rows(self, obs: Any, mask: Any, actors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The entity rows a mask's rows belong to (actor_ids' order where the step names ids, else entity order),
+        and which of the mask's rows those are (an actor the policy cannot see has none)."""
+        if mask.actor_ids is None:
+            rows = np.flatnonzero(actors)
+            return rows, np.ones(len(rows), bool)
+        index = {eid: i for i, eid in enumerate(self.entity_ids(obs))}
+        keep = np.array([eid in index for eid in mask.actor_ids], bool)
+        return np.array([index[eid] for eid in mask.actor_ids if eid in index], np.int64), keep
+
     def observe(self, obs: Any) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         for t, f in self.types.items():
             feats = obs.features.get(t)
-            out[t] = np.asarray(feats if feats is not None and len(feats) else np.zeros((0, f)), np.float32)
+            rows = np.asarray(feats if feats is not None and len(feats) else np.zeros((0, f)), np.float32)
+            out[t] = rows.reshape(len(rows), f)[self.visible(obs, t)]
         if self.global_size:
             out[GLOBAL] = np.asarray(obs.global_features, np.float32)
         for name, head in self.heads.items():
@@ -148,7 +166,9 @@ class EntityGymEnv(gym.Env):
             if isinstance(head, self.eg.CategoricalActionSpace):
                 full = np.ones((len(actors), len(head.index_to_label)), bool)
                 if mask is not None and mask.mask is not None:
-                    full[actors] = np.asarray(mask.mask, bool).reshape(int(actors.sum()), len(head.index_to_label))
+                    given = np.asarray(mask.mask, bool).reshape(-1, len(head.index_to_label))
+                    rows, keep = self.mask_rows(obs, mask, actors)
+                    full[rows] = given[keep]  # the mask's rows follow actor_ids' order
                 out[f"{MASK}{name}"] = full
             else:
                 out[f"{TARGETS}{name}"] = (

@@ -7,6 +7,7 @@ that same observation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -23,14 +24,16 @@ class EntityRows:
     present actor entity (NO_ACTION where it does not act) for a PerEntity or SelectEntity head. It remembers
     the counts and masks of the last observation it padded: `env_action` answers that one."""
 
-    def __init__(self, layout: EntityLayout):
-        self.layout = layout
+    def __init__(self, layout: EntityLayout, as_tuple: bool = False):
+        self.layout, self.as_tuple = layout, as_tuple  # as_tuple: the env's actions are a Tuple, heads "0", "1", ...
         self.counts: dict[str, int] = {}
         self.masks: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------------ observations
 
     def pad(self, obs: Any) -> dict[str, np.ndarray]:
+        if not isinstance(obs, Mapping):  # a plain env with several action heads: its observation is the global one
+            obs = {GLOBAL: obs}
         out: dict[str, np.ndarray] = {}
         self.counts = {}
         for t in self.layout.types:
@@ -91,8 +94,9 @@ class EntityRows:
 
     # ------------------------------------------------------------------ actions
 
-    def env_action(self, action: np.ndarray, padded: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
-        """One action per head for the last padded observation (or for `padded`, one `pad` made)."""
+    def env_action(self, action: np.ndarray, padded: dict[str, np.ndarray] | None = None) -> Any:
+        """One action per head for the last padded observation (or for `padded`, one `pad` made): a dict, or a
+        tuple for an env whose action space is a Tuple."""
         if padded is not None:
             self.remember(padded)
         out: dict[str, Any] = {}
@@ -101,12 +105,15 @@ class EntityRows:
             if head.kind == "global":
                 out[head.name] = int(slots[0])
                 continue
+            if head.kind == "box":
+                out[head.name] = np.asarray(slots, np.float32)
+                continue
             rows = self.slot_rows(head.actors)
             chosen = slots[rows].astype(np.int64)
             acting = self.acting(head, rows)
             chosen[~acting] = NO_ACTION
             out[head.name] = chosen
-        return out
+        return tuple(out.values()) if self.as_tuple else out
 
     def acting(self, head: Head, rows: np.ndarray) -> np.ndarray:
         """Which present actors act: those the actors mask allows, and for a select head only while there is a
@@ -115,6 +122,8 @@ class EntityRows:
         last = self.masks
         if f"{ACTORS}{head.name}" in last:
             acting &= last[f"{ACTORS}{head.name}"][rows].astype(bool)
+        if head.kind == "categorical" and f"{MASK}{head.name}" in last:  # no choice left: it does not act
+            acting &= last[f"{MASK}{head.name}"][rows].astype(bool).any(-1)
         if head.kind == "select":
             targets = self.slot_rows(head.targets)
             if f"{TARGETS}{head.name}" in last:

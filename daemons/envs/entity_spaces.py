@@ -8,9 +8,10 @@ choice a step). Masks are optional keys of the observation: `mask:HEAD`, `actors
 
 Inside Tandem (actors, the wire, the learner) an observation has a fixed shape: each type padded to its bound N,
 `TYPE` float32 [N, F], with `count:TYPE` int32 beside it; a head's acting slots are its actor types' padded rows
-one type after another. Actions are one int64 vector of slots (an `EntityActionSpace`, a MultiDiscrete): a
-global head takes one slot, a per-entity head one slot per padded actor row. A selected entity is named by its
-place among the step's present entities of the target types, in type order.
+one type after another, in the order the head names them. Actions are one vector of slots (entity_actions.py). A
+selected entity is named by its place among the step's present entities of the target types, in that order too.
+An env with a plain vector observation and a Dict or Tuple of heads (hybrid actions) is carried the same way,
+its observation as the global features.
 """
 
 from __future__ import annotations
@@ -21,52 +22,22 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
+from tandem.daemons.envs.entity_actions import (
+    EntityActionSpace,
+    Head,
+    HybridActionSpace,
+    PerEntity,
+    SelectEntity,
+    declared_head,
+    entity_action_space,
+    is_entity_policy,
+)
 from tandem.protocol.ragged import COUNT_PREFIX, MAX_BOUND
+
+__all__ = ["EntityActionSpace", "Head", "HybridActionSpace", "PerEntity", "SelectEntity", "is_entity_policy"]
 
 GLOBAL = "global"  # the global features' key
 MASK, ACTORS, TARGETS = "mask:", "actors:", "targets:"  # the optional masks of a head, keys of the observation
-KINDS = ("categorical", "select", "global")
-
-
-class PerEntity(gym.Space):
-    """An action head: each entity of `actors` (one type or a list) picks one of `choices`."""
-
-    def __init__(self, actors: str | Sequence[str], choices: int):
-        super().__init__((), np.int64)
-        self.actors = (actors,) if isinstance(actors, str) else tuple(actors)
-        self.choices = int(choices)
-        if not self.actors or self.choices < 1:
-            raise ValueError(f"PerEntity needs at least one actor type and one choice, got {actors!r}, {choices!r}")
-
-    def contains(self, x) -> bool:
-        arr = np.asarray(x)
-        return arr.ndim == 1 and bool(((arr >= -1) & (arr < self.choices)).all())
-
-    def __repr__(self) -> str:
-        return f"PerEntity(actors={list(self.actors)}, choices={self.choices})"
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, PerEntity) and (other.actors, other.choices) == (self.actors, self.choices)
-
-
-class SelectEntity(gym.Space):
-    """An action head: each entity of `actors` picks one present entity of `targets` (its place among them)."""
-
-    def __init__(self, actors: str | Sequence[str], targets: str | Sequence[str]):
-        super().__init__((), np.int64)
-        self.actors = (actors,) if isinstance(actors, str) else tuple(actors)
-        self.targets = (targets,) if isinstance(targets, str) else tuple(targets)
-        if not self.actors or not self.targets:
-            raise ValueError(f"SelectEntity needs actor and target types, got {actors!r}, {targets!r}")
-
-    def contains(self, x) -> bool:
-        return np.asarray(x).ndim == 1
-
-    def __repr__(self) -> str:
-        return f"SelectEntity(actors={list(self.actors)}, targets={list(self.targets)})"
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, SelectEntity) and (other.actors, other.targets) == (self.actors, self.targets)
 
 
 @dataclass(frozen=True)
@@ -74,32 +45,6 @@ class EntityType:
     name: str
     features: int
     bound: int
-
-
-@dataclass(frozen=True)
-class Head:
-    """One action head: its slots in the action vector are [offset, offset + slots)."""
-
-    name: str
-    kind: str  # one of KINDS
-    choices: int  # categorical and global: choices; select: target rows (the targets' bounds together)
-    actors: tuple[str, ...]
-    targets: tuple[str, ...]
-    slots: int
-    offset: int
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "choices": self.choices, "actors": list(self.actors),
-                "targets": list(self.targets), "slots": self.slots}  # fmt: skip
-
-
-class EntityActionSpace(gym.spaces.MultiDiscrete):
-    """The action vector of an entity policy: a MultiDiscrete of slots, with the heads that lay them out."""
-
-    def __init__(self, heads: Sequence[Head]):
-        nvec = [h.choices for h in heads for _ in range(h.slots)]
-        super().__init__(np.asarray(nvec, np.int64))
-        self.heads = tuple(heads)
 
 
 @dataclass(frozen=True)
@@ -136,24 +81,29 @@ class EntityLayout:
             return (head.choices,) if head.kind == "global" else (head.slots, head.choices)
         return (head.slots,) if prefix + ":" == ACTORS else (head.choices,)
 
-    def action_space(self) -> EntityActionSpace:
-        return EntityActionSpace(self.heads)
+    def action_space(self) -> EntityActionSpace | HybridActionSpace:
+        return entity_action_space(self.heads)
 
 
 def is_entity_declaration(env: gym.Env) -> bool:
-    """An env that declares entities: a Dict observation with a Sequence key, a Dict action space with a PerEntity
-    or SelectEntity head, or an env saying so (`declares_entities`, as EntityGym's adapter does)."""
+    """An env that declares entities: a Dict observation with a Sequence key, an action space of several heads (a
+    Dict or a Tuple: with a Box head beside Discrete ones, hybrid actions), or an env saying so
+    (`declares_entities`, as EntityGym's adapter does)."""
     obs, act = env.observation_space, env.action_space
     if getattr(env.unwrapped, "declares_entities", False):
         return True
     if isinstance(obs, gym.spaces.Dict) and any(isinstance(s, gym.spaces.Sequence) for s in obs.values()):
         return True
-    return isinstance(act, gym.spaces.Dict) and any(isinstance(s, (PerEntity, SelectEntity)) for s in act.values())
+    return isinstance(act, (gym.spaces.Dict, gym.spaces.Tuple))
 
 
-def is_entity_policy(action_space: gym.Space) -> bool:
-    """A policy over Tandem's fixed-shape entity spaces (its action space lays out entity heads)."""
-    return isinstance(action_space, EntityActionSpace)
+def head_spaces(action_space: gym.Space) -> dict[str, gym.Space]:
+    """A Dict's heads by name, a Tuple's by position ("0", "1", ...)."""
+    if isinstance(action_space, gym.spaces.Tuple):
+        return {str(i): sub for i, sub in enumerate(action_space.spaces)}
+    if isinstance(action_space, gym.spaces.Dict):
+        return dict(action_space.spaces)
+    raise ValueError(f"an entity env's action space must be a Dict (or a Tuple) of heads, got {action_space}")
 
 
 def declared_layout(obs_space: gym.Space, action_space: gym.Space, bound: int) -> EntityLayout:
@@ -161,6 +111,12 @@ def declared_layout(obs_space: gym.Space, action_space: gym.Space, bound: int) -
     if not 1 <= bound <= MAX_BOUND:
         raise ValueError(f"env.max_entities must be in [1, {MAX_BOUND}], got {bound}")
     types, global_size, mask_keys = [], 0, []
+    if isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1:  # composite actions of a plain env:
+        obs_space = gym.spaces.Dict({GLOBAL: obs_space})  # its observation is the global features
+    if not isinstance(obs_space, gym.spaces.Dict):
+        raise ValueError(
+            f"an env with entities or several action heads observes a Dict (or a 1-D Box), got {obs_space}"
+        )
     for key, sub in obs_space.spaces.items():
         if key.startswith((MASK, ACTORS, TARGETS)):
             mask_keys.append(key)
@@ -180,11 +136,9 @@ def declared_layout(obs_space: gym.Space, action_space: gym.Space, bound: int) -
                 f"observation key {key!r}: an entity observation holds entity types (Sequence of Box), 'global' "
                 f"(a Box) and masks ('{MASK}HEAD', '{ACTORS}HEAD', '{TARGETS}HEAD'), nothing else"
             )
-    if not isinstance(action_space, gym.spaces.Dict):
-        raise ValueError(f"an entity env's action space must be a Dict of heads, got {action_space}")
     names = {t.name for t in types}
     heads, offset = [], 0
-    for name, sub in action_space.spaces.items():
+    for name, sub in head_spaces(action_space).items():
         head = declared_head(name, sub, names, {t.name: t.bound for t in types}, offset)
         heads.append(head)
         offset += head.slots
@@ -198,32 +152,20 @@ def declared_layout(obs_space: gym.Space, action_space: gym.Space, bound: int) -
             raise ValueError(f"observation key {key!r}: a global head takes only '{MASK}{name}'")
         if head.kind == "categorical" and prefix == "targets":
             raise ValueError(f"observation key {key!r}: a PerEntity head has no targets")
+        if head.kind == "select" and prefix == "mask":
+            raise ValueError(
+                f"observation key {key!r}: a SelectEntity head takes '{ACTORS}{name}' and '{TARGETS}{name}'"
+            )
+        if head.kind == "box":
+            raise ValueError(f"observation key {key!r}: a Box head takes no mask")
     if not heads:
         raise ValueError("an entity env's action space needs at least one head")
     return EntityLayout(tuple(types), global_size, tuple(heads), tuple(mask_keys))
 
 
-def declared_head(name: str, sub: gym.Space, types: set[str], bounds: dict[str, int], offset: int) -> Head:
-    if ":" in name:
-        raise ValueError(f"action head {name!r}: a head's name may not hold ':'")
-    if isinstance(sub, gym.spaces.Discrete):
-        if int(sub.start) != 0:
-            raise ValueError(f"action head {name!r}: a Discrete head must start at 0, got start {sub.start}")
-        return Head(name, "global", int(sub.n), (), (), 1, offset)
-    if not isinstance(sub, (PerEntity, SelectEntity)):
-        raise ValueError(f"action head {name!r} is {sub}: a head is a PerEntity, a SelectEntity or a Discrete")
-    for t in (*sub.actors, *getattr(sub, "targets", ())):
-        if t not in types:
-            raise ValueError(f"action head {name!r} names entity type {t!r}, which the observation does not have")
-    slots = sum(bounds[t] for t in sub.actors)
-    if isinstance(sub, PerEntity):
-        return Head(name, "categorical", sub.choices, sub.actors, (), slots, offset)
-    return Head(name, "select", sum(bounds[t] for t in sub.targets), sub.actors, sub.targets, slots, offset)
-
-
 def padded_layout(obs_space: gym.Space, action_space: gym.Space) -> EntityLayout:
     """The layout of Tandem's fixed-shape entity spaces (what a learner or a saved policy has)."""
-    if not isinstance(action_space, EntityActionSpace):
+    if not is_entity_policy(action_space):
         raise ValueError(f"entity observations need the entity action space their env gave, got {action_space}")
     types, global_size, mask_keys = [], 0, []
     for key, sub in obs_space.spaces.items():
@@ -234,18 +176,6 @@ def padded_layout(obs_space: gym.Space, action_space: gym.Space) -> EntityLayout
         elif key.startswith((MASK, ACTORS, TARGETS)):
             mask_keys.append(key)
     return EntityLayout(tuple(types), global_size, action_space.heads, tuple(mask_keys))
-
-
-def heads_from_json(items: Sequence[dict]) -> list[Head]:
-    """Heads as `Head.to_json` wrote them (a saved policy's action space), laid out one after another again."""
-    heads, offset = [], 0
-    for item in items:
-        if item["kind"] not in KINDS:
-            raise ValueError(f"head kind {item['kind']!r} is not one of {', '.join(KINDS)}")
-        heads.append(Head(str(item["name"]), item["kind"], int(item["choices"]), tuple(item["actors"]),
-                          tuple(item["targets"]), int(item["slots"]), offset))  # fmt: skip
-        offset += heads[-1].slots
-    return heads
 
 
 def layout_json(layout: EntityLayout) -> dict:

@@ -123,8 +123,10 @@ MALFORMED = {
             obs__count_unit=np.zeros((STEPS + 1, ENVS), np.int32),
             obs__unit=np.zeros((0, 100_000), np.float32),
         ),
-        "obs.unit",
+        RAGGED,
     ),
+    # a count key is never ragged itself (its padding would multiply again)
+    "count_ragged": (dict(ragged={"unit": BOUND, "count:unit": BOUND}), RAGGED),
     # the final observations' rows do not add up either
     "final_rows": (dict(final_obs__unit=np.zeros((5, FEATURES), np.float32)), "final_obs.unit"),
 }
@@ -147,3 +149,21 @@ def test_a_ragged_field_on_a_batch_of_one_array_is_refused():
     fields[RAGGED] = {"unit": BOUND}
     with pytest.raises(RaggedError, match="names keys of obs.KEY arrays"):
         TransitionBatch.from_frames([bytes(f) for f in framing.encode(TransitionBatch.KIND, fields, arrays)])
+
+
+def test_counts_sent_whole_are_checked_too():
+    """An entity key sent padded (no `ragged` field) still has its counts checked: the policy cuts by them."""
+    from tandem.protocol.transitions import wire_arrays
+
+    batch = entity_batch(np.full((STEPS + 1, ENVS), 2))
+    for counts, words in (
+        (np.full((STEPS + 1, ENVS), BOUND + 1, np.int32), "counts must be in"),
+        (np.full((STEPS + 1, ENVS), 2, np.int64), "must be int32"),
+    ):
+        bad = dataclasses.replace(batch, obs={**batch.obs, "count:unit": counts})
+        fields = {name: getattr(bad, name) for name in ("policy_id", "actor_id", "incarnation", "seq", "policy_version",
+                                                          "env_steps")}  # fmt: skip
+        frames = [bytes(f) for f in framing.encode(TransitionBatch.KIND, fields, wire_arrays(bad, {}))]
+        with pytest.raises(RaggedError, match=words) as caught:
+            TransitionBatch.from_frames(frames)
+        assert caught.value.field == "obs.count:unit"

@@ -24,7 +24,7 @@ def checked_entities(rows: EntityRows, obs: np.ndarray | dict[str, np.ndarray]) 
         raise ValueError(f"obs.{missing[0]} is missing (a type with no entities sends [0, F] rows)")
     for key, arr in obs.items():
         if key in layout.mask_keys:
-            if arr.dtype.kind not in "bu":
+            if arr.dtype.str not in ("|b1", "|u1"):
                 raise ValueError(f"obs.{key} must be bool or uint8, got {arr.dtype.str}")
             continue
         if arr.dtype.str != "<f4":

@@ -323,5 +323,9 @@ class GameServer(ActorProcess):
 
 
 def per_head(action: dict) -> dict[str, np.ndarray]:
-    """An entity env's action (an int per global head, an array per entity head) as the arrays a game gets."""
-    return {head: np.asarray(value, np.int64).reshape(-1) for head, value in action.items()}
+    """An entity env's action (an int per global head, an array per entity head, floats per Box head) as the
+    arrays a game gets: <i8, and <f4 for a Box head."""
+    return {
+        head: np.asarray(value, np.float32 if np.asarray(value).dtype.kind == "f" else np.int64).reshape(-1)
+        for head, value in action.items()
+    }

@@ -41,8 +41,9 @@ class StepRefused(Exception):
 def game_spaces(spaces: PolicySpaces) -> GameSpaces:
     """The spaces a game must match, from the policy's (a Box observation; Discrete or Box actions; or entities)."""
     obs, act = spaces.observation_space, spaces.action_space
-    if is_entity_policy(act):
-        return GameSpaces((), "<f4", "entities", 0, (), "<i8", entities=layout_json(padded_layout(obs, act)))
+    if is_entity_policy(act):  # hybrid actions (a Box head) travel as float32 slots
+        dtype = np.dtype(act.dtype).str
+        return GameSpaces((), "<f4", "entities", 0, (), dtype, entities=layout_json(padded_layout(obs, act)))
     if spaces.mask_size or not isinstance(obs, gym.spaces.Box):
         raise ValueError(f"actors.mode = 'serve' needs a Box observation space, got {obs}")
     obs_dtype = wire_array("obs", np.zeros((), obs.dtype)).dtype.str  # as it travels: little-endian

@@ -106,6 +106,9 @@ class APPO:
     def check_batch(self, batch: TransitionBatch) -> None:
         """ValueError naming what is wrong with a received unroll's actions or behaviour log-probs."""
         self.net.head.check_wire(batch.actions, lead=batch.rewards.shape)  # [T, K, *shape]: unrolls concatenate
+        fits = getattr(self.net, "check_actions", None)  # an entity policy's actions must fit their observations
+        if fits is not None:
+            fits(batch.obs, batch.actions)
         logp = batch.extras.get(BEHAVIOUR_LOGP)
         if logp is None:
             raise ValueError(

@@ -182,3 +182,42 @@ def test_an_exported_entity_policy_acts_as_the_trained_one(tmp_path):
             expected = algorithm.net.greedy(batch)[0].numpy()
         np.testing.assert_array_equal(policy.act(obs), expected)
         np.testing.assert_array_equal(exported.act(obs), expected)
+
+
+def test_hybrid_actions_travel_as_floats_and_the_learner_scores_them_exactly(tmp_path):
+    """A plain env with a Discrete head beside a Box head (examples/aim_and_fire.py): one float32 action vector,
+    the choice held as a whole number, the aim as the unclipped sample; the env gets each head in its form."""
+    config = skirmish_config(tmp_path, "env.id='aim_and_fire:make'", "env.kwargs={length=5}")
+    algorithm = sharp(config)
+    space = algorithm.net.head.space
+    assert space.dtype == np.float32
+    assert sorted(h.kind for h in space.heads) == ["box", "global"]
+    unrolls = collect(config, 2, algorithm.weights())
+    actions = np.concatenate([u.actions.reshape(-1, 3) for u in unrolls])
+    fire = next(h for h in space.heads if h.kind == "global").offset
+    assert actions.dtype == np.float32 and set(np.unique(actions[:, fire]).tolist()) <= {0.0, 1.0}
+    for u in unrolls:
+        d = stack_unrolls([wire(u)], algorithm.net.head, algorithm.device, 1.0)
+        with torch.no_grad():
+            _, learner_logp, _ = algorithm.evaluate_unrolls(d)
+        np.testing.assert_allclose(learner_logp.numpy(), u.extras[BEHAVIOUR_LOGP], atol=5e-4)
+    assert np.isfinite(algorithm.update([wire(u) for u in unrolls]).metrics["loss"])
+    env = EntityEnv(__import__("aim_and_fire").make(), 1)
+    env.reset(seed=0)
+    vector = np.zeros(3, np.float32)
+    vector[fire] = 1.0
+    taken = env.rows.env_action(vector)
+    assert taken["fire"] == 1 and taken["aim"].dtype == np.float32 and taken["aim"].shape == (2,)
+
+
+def test_a_tuple_of_heads_gets_a_tuple_back():
+    import gymnasium as gym
+
+    class TupleActions(gym.Env):
+        observation_space = gym.spaces.Box(-1, 1, (3,), np.float32)
+        action_space = gym.spaces.Tuple((gym.spaces.Discrete(3), gym.spaces.Box(-1, 1, (1,), np.float32)))
+
+    env = EntityEnv(TupleActions(), 1)
+    assert [h.name for h in env.layout.heads] == ["0", "1"] and env.observation_space["global"].shape == (3,)
+    taken = env.rows.env_action(np.array([2.0, 0.5], np.float32), env.rows.pad(np.zeros(3, np.float32)))
+    assert isinstance(taken, tuple) and taken[0] == 2 and taken[1].tolist() == [0.5]

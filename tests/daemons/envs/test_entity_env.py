@@ -113,7 +113,7 @@ def test_more_entities_than_the_bound_and_a_mask_of_the_wrong_rows_are_named():
         ({"ally": gym.spaces.Sequence(gym.spaces.Discrete(3))}, {"m": PerEntity("ally", 2)}, "Sequence of 1-D Box"),
         ({"ally": gym.spaces.Sequence(ROW), "score": ROW}, {"m": PerEntity("ally", 2)}, "observation key 'score'"),
         ({"ally": gym.spaces.Sequence(ROW)}, {"m": PerEntity("foe", 2)}, "names entity type 'foe'"),
-        ({"ally": gym.spaces.Sequence(ROW)}, {"m": gym.spaces.Box(0, 1, (2,))}, "a head is a PerEntity"),
+        ({"ally": gym.spaces.Sequence(ROW)}, {"m": gym.spaces.MultiBinary(2)}, "a head is a PerEntity"),
         (
             {"ally": gym.spaces.Sequence(ROW), "mask:fly": gym.spaces.MultiBinary(2)},
             {"m": PerEntity("ally", 2)},
@@ -132,3 +132,20 @@ def test_make_env_pads_an_entity_env_and_names_an_unknown_entitygym_example(exam
     assert isinstance(env.unwrapped, gym.Env) and env.observation_space["unit"].shape == (6, 3)
     with pytest.raises(EnvSetupError, match="no such EntityGym example; one of CherryPick"):
         make_env(EnvSection(id="entitygym/Chess"))
+
+
+def test_entity_and_hybrid_action_spaces_survive_json():
+    """policy.json describes the action vector's heads (a Box head's bounds too, infinite ones as strings)."""
+    import json
+
+    from tandem.client.api.space_json import space_from_json, space_to_json
+
+    inner = Scripted([step_obs(1, 1)])
+    inner.action_space = gym.spaces.Dict(
+        {**inner.action_space.spaces, "thrust": gym.spaces.Box(np.array([-np.inf, 0.0]), np.array([np.inf, 2.0]))}
+    )
+    for env in (EntityEnv(Scripted([step_obs(1, 1)]), bound=4), EntityEnv(inner, bound=4)):
+        back = space_from_json(json.loads(json.dumps(space_to_json(env.action_space))))
+        assert type(back) is type(env.action_space) and back.heads == env.action_space.heads
+        bounds = ("nvec",) if hasattr(back, "nvec") else ("low", "high")
+        assert all(np.array_equal(getattr(back, b), getattr(env.action_space, b)) for b in bounds)

@@ -54,3 +54,11 @@ def test_the_adapter_keeps_entitygyms_actors_actees_and_ids():
     _, reward, *_ = env.step(action)
     assert reward == pytest.approx(float(quality.max()))
     assert inner.last is not None
+
+
+def test_an_entity_the_step_hides_is_left_out():
+    """RockPaperScissors shows the opponent's throw only with cheat (EntityGym's `visible`)."""
+    for cheat, shown in ((False, 0), (True, 1)):
+        env = make_env(EnvSection(id="entitygym/RockPaperScissors", max_entities=4, kwargs={"cheat": cheat}))
+        obs, _ = env.reset(seed=1)
+        assert int(obs["count:Opponent"]) == shown and int(obs["count:Player"]) == 1
