@@ -25,6 +25,7 @@ from tandem.daemons.algorithms.entity_dist import Block, EntityDistribution, Gau
 from tandem.daemons.algorithms.net_parts import ACTIVATIONS, mlp
 from tandem.daemons.envs.entity_spaces import ACTORS, GLOBAL, MASK, TARGETS, EntityLayout, Head, padded_layout
 from tandem.daemons.settings.schema import ModelSection
+from tandem.daemons.settings.setup_errors import SetupError
 from tandem.protocol.ragged import COUNT_PREFIX
 
 
@@ -65,6 +66,8 @@ class EntityActorCritic(nn.Module):
         self.layout: EntityLayout = padded_layout(obs_space, action_space)
         self.head = ActionHead(action_space)  # the wire form: slots of a MultiDiscrete
         self.attention = model_cfg.kind != "mlp"
+        self.origin, self.position = model_cfg.entity_origin, list(model_cfg.entity_position)
+        check_origin(self.layout, self.origin, self.position)
         width = model_cfg.entity_width
         layout = self.layout
         g = layout.global_size
@@ -182,9 +185,13 @@ class EntityActorCritic(nn.Module):
         if self.global_token is not None:
             tokens[0] = tokens[0] + self.global_token(g).unsqueeze(1)
         pads = [torch.zeros(batch, 1, dtype=torch.bool, device=self.start.device)]
+        origin = self.origin_of(obs, g)
         for i, t in enumerate(layout.types):
             n = rows[t.name]
             x = obs[t.name][:, :n].float()
+            if origin is not None and t.features > max(self.position):  # positions relative to the origin
+                x = x.clone()
+                x[..., self.position] -= origin.unsqueeze(1)
             if g is not None:
                 x = torch.cat([x, g.unsqueeze(1).expand(batch, n, -1)], dim=-1)
             tokens.append(self.embed[str(i)](x))
@@ -193,6 +200,14 @@ class EntityActorCritic(nn.Module):
         for layer in self.layers:
             h = layer(h, keep)
         return self.norm(h)
+
+    def origin_of(self, obs, g: torch.Tensor | None) -> torch.Tensor | None:
+        """[B, P]: where positions are measured from (model.entity_origin), or None to take them as they are."""
+        if not self.origin:
+            return None
+        if self.origin == GLOBAL:
+            return g[:, self.position]
+        return obs[self.origin][:, 0, self.position].float()  # the first entity of the type (zeros when none)
 
     def read_heads(self, h: torch.Tensor, rows) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """Each head's logits (before masks) and the value, from the tokens `encode` gave."""
@@ -274,3 +289,22 @@ class EntityActorCritic(nn.Module):
 
 def value_device(raw: dict[str, torch.Tensor]) -> torch.device:
     return next(iter(raw.values())).device
+
+
+def check_origin(layout: EntityLayout, origin: str, position: list[int]) -> None:
+    """SetupError unless model.entity_origin names a type (or 'global') holding the features entity_position names."""
+    if not origin:
+        return
+    if not position:
+        raise SetupError("model.entity_position: name the position features (e.g. [0, 1]) for model.entity_origin")
+    if origin == GLOBAL:
+        width = layout.global_size
+    elif origin in {t.name for t in layout.types}:
+        width = layout.type(origin).features
+    else:
+        names = ", ".join(["'global'", *(repr(t.name) for t in layout.types)])
+        raise SetupError(f"model.entity_origin = {origin!r} is not an entity type or 'global' (here: {names})")
+    if max(position) >= width:
+        raise SetupError(
+            f"model.entity_position = {position}: {origin!r} has {width} features, so positions must be below {width}"
+        )

@@ -132,6 +132,15 @@ class ModelSection:
     entity_heads: int = option(
         2, "Entity observations: attention heads per layer (entity_width must be a multiple).", min=1
     )
+    entity_origin: str = option(
+        "",
+        "Entity observations: where positions are measured from: '' as they are, an entity type's name (its first "
+        "entity, as EntityGym's translation does for the player), or 'global' (the global features at the same "
+        "places). The features entity_position names are shifted by it for every type.",
+    )
+    entity_position: list[int] = option(
+        [0, 1], "Entity observations: which features of each entity (and of the origin) are its position.", min=0
+    )
 
     def core_state_size(self) -> int:
         """Floats of recurrent state one env carries: 0 without a core, core_size for a GRU, twice that for an LSTM."""

@@ -221,3 +221,31 @@ def test_a_tuple_of_heads_gets_a_tuple_back():
     assert [h.name for h in env.layout.heads] == ["0", "1"] and env.observation_space["global"].shape == (3,)
     taken = env.rows.env_action(np.array([2.0, 0.5], np.float32), env.rows.pad(np.zeros(3, np.float32)))
     assert isinstance(taken, tuple) and taken[0] == 2 and taken[1].tolist() == [0.5]
+
+
+def test_positions_measured_from_an_origin_make_the_policy_blind_to_where_the_whole_field_is(tmp_path):
+    """model.entity_origin = 'unit': every x, y is taken from the first unit's, so moving the whole field by an
+    offset changes nothing; without an origin it does."""
+    env = EntityEnv(__import__("entity_skirmish").make(), BOUND)
+    obs, _ = env.reset(seed=3)
+    moved = {k: v.copy() for k, v in obs.items()}
+    for key in ("unit", "enemy"):
+        n = int(obs[f"count:{key}"])
+        moved[key][:n, :2] += np.float32(0.375)
+    batch = {k: torch.as_tensor(np.stack([obs[k], moved[k]])) for k in obs}
+    for origin, same in (("unit", True), ("", False)):
+        net = sharp(skirmish_config(tmp_path, f"model.entity_origin='{origin}'")).net
+        with torch.no_grad():
+            dist, values = net.forward_all(batch)
+        probs = [p.numpy() for p in dist.probs()]
+        gap = max(float(np.abs(p[0] - p[1]).max()) for p in probs) + abs(float(values[0] - values[1]))
+        assert (gap < 1e-4) == same, (origin, gap)
+
+
+def test_an_origin_that_is_no_type_is_a_setup_error(tmp_path):
+    from tandem.daemons.settings.setup_errors import SetupError
+
+    with pytest.raises(SetupError, match="model.entity_origin = 'hero' is not an entity type or 'global'"):
+        sharp(skirmish_config(tmp_path, "model.entity_origin='hero'"))
+    with pytest.raises(SetupError, match=r"model.entity_position = \[0, 5\]: 'unit' has 3 features"):
+        sharp(skirmish_config(tmp_path, "model.entity_origin='unit'", "model.entity_position=[0, 5]"))
