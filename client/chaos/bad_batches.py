@@ -10,7 +10,8 @@ import zmq
 
 from tandem.client.chaos.judge import Drill
 from tandem.client.chaos.run import Run, rows, updates
-from tandem.protocol import TransitionBatch
+from tandem.protocol import TransitionBatch, framing
+from tandem.protocol.transitions import wire_message
 
 LEARNER = "learner-default"
 STEPS, ENVS = 16, 8
@@ -53,7 +54,19 @@ def wrong_batches(version: int) -> dict[str, tuple[str, list[bytes]]]:
     }
     out = {kind: (reason, [bytes(f) for f in batch.to_frames()]) for kind, (reason, batch) in made.items()}
     out["garbage_header"] = ("frames", [b"\x01 not a msgpack header", b"\x00" * 64])
+    out["entity_rows_short"] = ("entities", entity_rows_short(good))
     return out
+
+
+def entity_rows_short(good: TransitionBatch) -> list[bytes]:
+    """An entity batch (PROTOCOL.md 2.1.7) whose ragged rows are one short of what its counts add up to."""
+    counts = np.ones((STEPS + 1, ENVS), np.int32)
+    units = np.zeros((STEPS + 1, ENVS, 4, 2), np.float32)
+    final = {"unit": np.zeros((0, 4, 2), np.float32), "count:unit": np.zeros(0, np.int32)}
+    batch = dataclasses.replace(good, obs={"unit": units, "count:unit": counts}, final_obs=final)
+    fields, arrays = wire_message(batch)
+    arrays = [(name, arr[1:] if name == "obs.unit" else arr) for name, arr in arrays]
+    return [bytes(f) for f in framing.encode(TransitionBatch.KIND, fields, arrays)]
 
 
 def bad_batches(run: Run, drill: Drill, seconds: float) -> None:

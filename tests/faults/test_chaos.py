@@ -47,6 +47,7 @@ def test_kills_stops_bad_batches_and_sigterm_in_one_run(tmp_path):
     bad = f["bad_batches"]
     assert bad["learner_restarts"] == 0 and sum(bad["sent"].values()) > 0
     assert bad["counted_by_reason"] == bad["expected_by_reason"] and bad["counted_by_reason"]["values"] > 0
+    assert bad["counted_by_reason"]["entities"] > 0  # an entity batch whose rows do not add up (PROTOCOL.md 2.1.7)
     assert f["learner_kill"]["actor_pid_changes"] == 0 and f["learner_kill"]["version_regressions"] == 0
     assert f["sigstop_learner"]["detect_s"] >= 3.5  # liveness_timeout_s 4 of the run, not sooner
     assert f["sigterm"]["exit_code"] == 130 and f["sigterm"]["orphans"] == 0 and f["sigterm"]["checkpoint_written"]
