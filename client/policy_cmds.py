@@ -8,6 +8,7 @@ import sys
 import click
 
 from tandem.client.api.trained import PolicyError
+from tandem.daemons.runtime.exit_codes import ExitCode
 
 SOURCE_HELP = (
     "CHECKPOINT_OR_RUN is a run directory (runs/NAME; its newest checkpoint unless --checkpoint says), "
@@ -133,13 +134,29 @@ def eval_cmd(
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @policy_option
 @checkpoint_option
-def export_cmd(source: str, out_dir: str, policy: str | None, checkpoint: str | None) -> None:
-    """Write a trained policy as safetensors weights and a JSON spec (no pickle)."""
+@click.option(
+    "--format",
+    "form",
+    type=click.Choice(["safetensors", "onnx"]),
+    default="safetensors",
+    show_default=True,
+    help="onnx: also policy.onnx, the network as one ONNX file a game runs without Python (pip install "
+    "'tandem[onnx]').",
+)
+def export_cmd(source: str, out_dir: str, policy: str | None, checkpoint: str | None, form: str) -> None:
+    """Write a trained policy as safetensors weights and a JSON spec (no pickle), or as ONNX beside them."""
     from tandem.client.api.export import export_policy
     from tandem.client.api.policy import load_policy
 
     try:
         trained = load_policy(source, policy, checkpoint=checkpoint)
+        if form == "onnx":
+            onnx_file = export_onnx_or_fail(trained, out_dir)
+            click.echo(
+                f"exported policy {trained.name!r} ({trained.algorithm}, version {trained.version}) to {onnx_file} "
+                "(inputs, outputs and the policy's spec in its metadata; docs/guides/trained-policy.md)"
+            )
+            return
         spec_file = export_policy(trained, out_dir)
     except PolicyError as exc:
         fail(exc)
@@ -149,3 +166,16 @@ def export_cmd(source: str, out_dir: str, policy: str | None, checkpoint: str | 
         f"{spec_file.name} and weights.safetensors; load with `from tandem import load_exported` and "
         f"load_exported({out_dir!r})"
     )
+
+
+def export_onnx_or_fail(trained, out_dir: str):
+    """policy.onnx, or a PolicyError saying what to install when ONNX is not."""
+    try:
+        import onnx  # noqa: F401 - the exporter's own dependency, named here before any work
+
+        from tandem.client.api.onnx_export import export_onnx
+    except ImportError as exc:
+        raise PolicyError(
+            f"ONNX export needs the onnx extra: pip install 'tandem[onnx]' ({exc})", ExitCode.USAGE
+        ) from exc
+    return export_onnx(trained, out_dir)
