@@ -24,10 +24,7 @@ ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (m
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 OBSERVATIONS = 1000
 # float32 on both sides: a large value (a Pong CNN's, scaled up) differs in its 7th digit
-TOLERANCE, RELATIVE = (
-    1e-4,
-    1e-5,
-)  # float32 on both sides: a large value (a Pong CNN's, scaled up) differs in its 7th digit
+TOLERANCE, RELATIVE = 1e-4, 1e-5
 CASES = {
     "mlp": ("cartpole_appo.toml", []),
     "gaussian": ("pendulum_appo.toml", []),
