@@ -81,6 +81,10 @@ COMMANDS = {
         "tandem.client.bench.entities:entities_cmd",
         "An actor's env steps/s with entity observations against the same data as a...",
     ),
+    "onnx": (
+        "tandem.client.bench.onnx:onnx_cmd",
+        "An exported policy in ONNX Runtime against Tandem's own acting: CartPole's MLP,...",
+    ),
     "vector": (
         "tandem.client.bench.vector:vector_cmd",
         "One actor's env steps/s (stepping + batched inference) with each env.vector...",
