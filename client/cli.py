@@ -37,7 +37,7 @@ COMMANDS = {
     ),
     "export": (
         "tandem.client.policy_cmds:export_cmd",
-        "Write a trained policy as safetensors weights and a JSON spec (no pickle).",
+        "Write a trained policy as safetensors weights and a JSON spec (no pickle), or...",
     ),
     "keys": (
         "tandem.client.keys_cmds:keys_group",
