@@ -83,7 +83,7 @@ COMMANDS = {
     ),
     "onnx": (
         "tandem.client.bench.onnx:onnx_cmd",
-        "An exported policy in ONNX Runtime against Tandem's own acting: CartPole's MLP,...",
+        "An exported policy in ONNX Runtime against Tandem's own acting: CartPole's...",
     ),
     "vector": (
         "tandem.client.bench.vector:vector_cmd",
