@@ -79,8 +79,8 @@ def export_onnx(policy: TrainedPolicy, out_dir: str | Path) -> Path:
     import torch
 
     out = Path(out_dir)
+    graph, inputs, outputs = graph_of(policy)  # first: a policy ONNX cannot take leaves no files behind
     spec_file = export_policy(policy, out)
-    graph, inputs, outputs = graph_of(policy)
     graph.eval()
     examples = tuple(torch.as_tensor(array) for _, array in inputs)
     names = [name for name, _ in inputs]

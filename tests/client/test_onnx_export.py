@@ -158,6 +158,7 @@ def test_an_entity_policy_is_refused_by_name(tmp_path, trained):
     policy, _ = trained("entity_skirmish.toml", "env.max_entities=8")
     with pytest.raises(PolicyError, match="ONNX export does not take entity policies yet"):
         export_onnx(policy, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("kind", ["mlp", "gaussian", "lstm", "dict"])
