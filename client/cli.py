@@ -39,6 +39,10 @@ COMMANDS = {
         "tandem.client.policy_cmds:export_cmd",
         "Write a trained policy as safetensors weights and a JSON spec (no pickle), or...",
     ),
+    "serve": (
+        "tandem.client.serve_cmd:serve_cmd",
+        "Serve a trained policy to games, with no learner and no training, until Ctrl-C.",
+    ),
     "keys": (
         "tandem.client.keys_cmds:keys_group",
         "CurveZMQ keys: every link that leaves this machine is encrypted and...",
