@@ -22,7 +22,11 @@ FORMS = {  # row name -> the overrides that make it
     "entities (attention)": ["model.kind='auto'"],
     "entities (padded MLP)": ["model.kind='mlp'"],
     "flat Box (MLP)": ["model.kind='auto'"],
+    "entities, random actions": ["model.kind='auto'"],  # the data's path alone: env, padding, batches; no network
+    "flat Box, random actions": ["model.kind='auto'"],
 }
+FLAT = {"entities (attention)": "flat Box (MLP)", "entities (padded MLP)": "flat Box (MLP)",
+        "entities, random actions": "flat Box, random actions"}  # fmt: skip
 
 
 def form_overrides(name: str, entities: int, features: int, per_entity: bool = False) -> list[str]:
@@ -83,11 +87,11 @@ def entities_cmd(
     for _ in range(repeats):  # forms interleaved, so a burst of load elsewhere hits them alike
         for name in FORMS:
             overrides = form_overrides(name, entities, features, per_entity)
-            rates[name].append(steps_per_s(config, "", overrides, seconds, False))
-    flat = statistics.median(rates["flat Box (MLP)"])
+            rates[name].append(steps_per_s(config, "", overrides, seconds, name.endswith("random actions")))
+    medians = {name: statistics.median(r) for name, r in rates.items()}
     rows = [
-        {"form": name, "steps_per_s": round(statistics.median(r), 1), "ratio": round(statistics.median(r) / flat, 3)}
-        for name, r in rates.items()
+        {"form": name, "steps_per_s": round(m, 1), "ratio": round(m / medians[FLAT.get(name, name)], 3)}
+        for name, m in medians.items()
     ]
     present = sorted({max(1, entities // 8), entities // 4, entities // 2, entities})
     wire = [{"entities": n, "bytes_per_step": round(wire_bytes(n, entities, features), 1)} for n in present]
@@ -114,7 +118,7 @@ def entities_cmd(
         f"{os.cpu_count()} CPUs, medians of {repeats} x {seconds:g} s"
     )
     lines = [
-        f"  {row['form']:24} {row['steps_per_s']:>9.0f} env steps/s  x{row['ratio']:.2f} of the flat Box"
+        f"  {row['form']:26} {row['steps_per_s']:>9.0f} env steps/s  x{row['ratio']:.2f} of the flat Box's"
         for row in rows
     ]
     lines += ["  wire bytes per step (observations, actions and the rest of the batch):"]
