@@ -161,7 +161,7 @@ def test_an_entity_policy_is_refused_by_name(tmp_path, trained):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("kind", ["mlp", "gaussian", "lstm", "dict"])
+@pytest.mark.parametrize("kind", ["mlp", "gaussian", "lstm", "dict", "cnn"])
 def test_a_game_playing_the_onnx_file_in_process_returns_what_tandem_eval_does(tmp_path, trained, kind):
     """5 episodes, the same seeds: OnnxAgent (ONNX Runtime in the game's process) against TrainedPolicy.act, the
     path `tandem eval` plays with; both greedy."""
