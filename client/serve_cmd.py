@@ -69,7 +69,7 @@ def serve_cmd(source, policy, checkpoint, directory, bind, insecure, sample, max
 
 def run_frozen(config, trained, sample: bool, insecure: bool) -> int:
     """Run the server here until a signal stops it; its exit code."""
-    from tandem.daemons.actor.serve.frozen import FrozenGameServer
+    from tandem.daemons.actor.serve.frozen import frozen_server
     from tandem.daemons.runtime.logs import setup_logging
     from tandem.daemons.runtime.signals import StopFlag
 
@@ -77,7 +77,7 @@ def run_frozen(config, trained, sample: bool, insecure: bool) -> int:
     Path(config.run.dir).mkdir(parents=True, exist_ok=True)
     stop = StopFlag().install()
     try:
-        return int(FrozenGameServer(config, trained, stop, sample=sample, insecure=insecure).run())
+        return int(frozen_server(config, trained, stop, sample=sample, insecure=insecure).run())
     except (ValueError, OSError) as exc:
         click.echo(f"error: {exc}", err=True)
         return int(ExitCode.FAILURE)

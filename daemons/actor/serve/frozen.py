@@ -12,8 +12,6 @@ import numpy as np
 
 from tandem.daemons.actor.serve.server import GameServer
 from tandem.daemons.actor.serve.stats import server_counters
-from tandem.daemons.actor.serve.stream_ids import reserve_stream_ids, stream_ids_file
-from tandem.daemons.actor.serve.streams import GameStreams
 from tandem.daemons.envs.spaces import PolicySpaces
 from tandem.daemons.runtime.signals import StopFlag
 from tandem.daemons.settings.schema import RunConfig
@@ -31,13 +29,21 @@ class FrozenActing:
         return self.policy.act(obs, sample=self.sample, state=state), {}
 
 
+class FrozenLink:
+    """A policy link whose weights never change: the server acts with `net` and reports `version`."""
+
+    def __init__(self, policy: Any, sample: bool):
+        self.net, self.version = FrozenActing(policy, sample), int(policy.version)
+
+    def poll_weights(self) -> bool:
+        return False
+
+
 class FrozenLinks:
     """What a server's learner links do, for weights that never change: one version, nothing sent."""
 
     def __init__(self, policy: Any, sample: bool):
-        self.link = type("FrozenLink", (), {})()
-        self.link.net, self.link.version = FrozenActing(policy, sample), int(policy.version)
-        self.link.poll_weights = lambda: False
+        self.link = FrozenLink(policy, sample)
 
     def __getitem__(self, policy: str) -> Any:
         return self.link
@@ -64,8 +70,8 @@ class FrozenLinks:
 class StatusLine:
     """Every STATUS_EVERY_S seconds, one line on stdout: games, requests/s, batch, latency, refusals."""
 
-    def __init__(self, server: FrozenGameServer):
-        self.server, self.next_at = server, 0.0
+    def __init__(self, server: GameServer, policy: Any):
+        self.server, self.policy, self.next_at = server, policy, 0.0
 
     def send(self, games: Any, force: bool = False) -> None:
         now = time.monotonic()
@@ -75,33 +81,27 @@ class StatusLine:
         s = self.server
         c = server_counters(s.stats, games, s.endpoint, now)
         sys.stdout.write(
-            f"serving {s.policy.name!r} version {s.policy.version} at {s.endpoint}: {c['games']} games, "
+            f"serving {self.policy.name!r} version {self.policy.version} at {s.endpoint}: {c['games']} games, "
             f"{c['streams']} streams, {c['serve_requests_per_s']:.0f} requests/s, batch {c['serve_batch_mean']:.1f}, "
             f"p99 {c.get('serve_latency_p99_ms', 0.0):.1f} ms, {c['game_errors']} refused\n"
         )
         sys.stdout.flush()
 
 
-class FrozenGameServer(GameServer):
-    """A GameServer whose policy is `policy` (a TrainedPolicy), its weights fixed; `config.run.dir` holds its
-    endpoint file (games/actor-0.endpoint) and stream ids, so `find_endpoint(run_dir)` finds it."""
+class FixedPolicy:
+    """What a GameServer serving `policy` with its weights fixed uses instead of learner links and a heartbeat."""
 
-    def __init__(self, config: RunConfig, policy: Any, stop: StopFlag, sample: bool = False, insecure: bool = False):
-        super().__init__(config, 0, stop, control_endpoint=None, insecure=insecure)
+    def __init__(self, policy: Any, sample: bool):
+        spec = policy.spec
         self.policy = policy
         self.links = FrozenLinks(policy, sample)
-        self.reports = StatusLine(self)
+        self.spaces = PolicySpaces((), spec.observation_space, spec.action_space, spec.mask_size)
 
-    def build(self) -> GameStreams:
-        spec = self.policy.spec
-        spaces = PolicySpaces((), spec.observation_space, spec.action_space, spec.mask_size)
-        a, name = self.config.actors, self.runtime.name
-        return GameStreams(
-            spaces,
-            name,
-            self.runtime.reporter.incarnation,
-            a.unroll_length,
-            a.serve.max_streams,
-            ids=reserve_stream_ids(stream_ids_file(self.config, name)),
-            state_size=self.config.model.core_state_size(),
-        )
+    def status(self, server: GameServer) -> StatusLine:
+        return StatusLine(server, self.policy)
+
+
+def frozen_server(config: RunConfig, policy: Any, stop: StopFlag, sample: bool = False, insecure: bool = False):
+    """A GameServer for `policy` (a TrainedPolicy), its weights fixed; `config.run.dir` holds its endpoint file
+    (games/actor-0.endpoint) and stream ids, so `find_endpoint(run_dir)` finds it."""
+    return GameServer(config, 0, stop, None, insecure=insecure, fixed=FixedPolicy(policy, sample))

@@ -65,7 +65,13 @@ class GameServer(ActorProcess):
     """
 
     def __init__(
-        self, config: RunConfig, index: int, stop: StopFlag, control_endpoint: str | None, insecure: bool = False
+        self,
+        config: RunConfig,
+        index: int,
+        stop: StopFlag,
+        control_endpoint: str | None,
+        insecure: bool = False,
+        fixed: Any = None,
     ):
         if config.policies:
             raise ValueError("actors.mode = 'serve' plays one policy; remove the [policies] sections")
@@ -91,6 +97,11 @@ class GameServer(ActorProcess):
         self.next_weights_poll = 0.0
         self.warmup: UniformActions | None = None
         self.clock = time.monotonic  # tests drive a server's time (silence, expiry) without sleeping
+        # a policy served with its weights fixed (`tandem serve`, frozen.py): its links, spaces and status line
+        self.fixed = fixed
+        if fixed is not None:
+            self.links = fixed.links
+            self.reports = fixed.status(self)
 
     def main(self) -> None:
         self.start()
@@ -102,7 +113,7 @@ class GameServer(ActorProcess):
 
     def build(self) -> GameStreams:
         self.runtime.reporter.set_stage("probe_spaces")
-        spaces = probe_policy_spaces(self.config)
+        spaces = self.fixed.spaces if self.fixed is not None else probe_policy_spaces(self.config)
         a, name = self.config.actors, self.runtime.name
         ids = reserve_stream_ids(stream_ids_file(self.config, name))
         return GameStreams(
