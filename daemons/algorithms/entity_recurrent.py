@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from tandem.daemons.algorithms.entity_net import EntityActorCritic
-from tandem.daemons.algorithms.recurrent import CELLS
+from tandem.daemons.algorithms.recurrent import CELLS, core_step
 from tandem.daemons.settings.schema import ModelSection
 from tandem.protocol import keyed
 
@@ -38,11 +38,7 @@ class RecurrentEntityActorCritic(EntityActorCritic):
                 nn.init.orthogonal_(param) if name.startswith("weight") else nn.init.zeros_(param)
 
     def cell(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.kind == "lstm":
-            h, c = self.core(x, (state[:, : self.width], state[:, self.width :]))
-            return h, torch.cat([h, c], dim=1)
-        h = self.core(x, state)
-        return h, h
+        return core_step(self.core, self.kind, self.width, x, state)
 
     def outputs_after(self, tokens: torch.Tensor, core: torch.Tensor, obs, counts, rows):
         raw, value = self.read_heads(tokens + self.back(core).unsqueeze(1), rows)

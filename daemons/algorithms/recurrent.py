@@ -60,11 +60,7 @@ class RecurrentActorCritic(ActorCriticBase):
 
     def cell(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One core step: (output h [B, width], the new state [B, state_size])."""
-        if self.kind == "lstm":
-            h, c = self.core(x, (state[:, : self.width], state[:, self.width :]))
-            return h, torch.cat([h, c], dim=1)
-        h = self.core(x, state)
-        return h, h
+        return core_step(self.core, self.kind, self.width, x, state)
 
     def step(self, obs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """An actor's step for envs [B]: (policy outputs [B, n], the state after it [B, state_size])."""
@@ -111,6 +107,15 @@ class RecurrentActorCritic(ActorCriticBase):
             final_h, _ = self.cell(self.features(d.finals), states[d.final_t, d.final_n])
             values = torch.cat([values, self.value_head(final_h).squeeze(-1)])
         return dist, values
+
+
+def core_step(core: nn.Module, kind: str, width: int, x: torch.Tensor, state: torch.Tensor):
+    """One step of an LSTM or GRU cell on a flat state ([h, c] for an LSTM): (output h, the new state)."""
+    if kind == "lstm":
+        h, c = core(x, (state[:, :width], state[:, width:]))
+        return h, torch.cat([h, c], dim=1)
+    h = core(x, state)
+    return h, h
 
 
 def check_core_state(batch, size: int) -> None:
