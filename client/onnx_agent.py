@@ -33,6 +33,7 @@ class OnnxAgent:
         self.inputs = {i["name"]: i for i in json.loads(meta["tandem.inputs"])}
         self.initial = np.asarray(json.loads(meta["tandem.initial_state"]), np.float32)
         self.state: np.ndarray | None = None
+        self.rows = entity_rows(self.spec)  # an entity policy: the env's observation padded here, its action per head
 
     @property
     def recurrent(self) -> bool:
@@ -44,7 +45,12 @@ class OnnxAgent:
 
     def act(self, obs: Any, action_mask: Any = None) -> Any:
         """The greedy action for one observation (a dict for a Dict observation; with an `action_mask` where the
-        policy takes one), or actions [B, ...] for a batch."""
+        policy takes one), or actions [B, ...] for a batch. An entity policy takes one observation as its env
+        makes it (each type's rows as they are) and gives one action per head, as the env takes them."""
+        if self.rows is not None:
+            padded = self.rows.pad(obs)
+            feed, _ = self.feed(padded, None)
+            return self.rows.env_action(self.session.run(None, feed)[0][0], padded)
         feed, single = self.feed(obs, action_mask)
         if self.recurrent:
             rows = next(iter(feed.values())).shape[0]
@@ -77,3 +83,15 @@ class OnnxAgent:
             single = single or one
             out[name] = array[None] if one else array
         return out, single
+
+
+def entity_rows(spec: dict) -> Any:
+    """EntityRows for an entity policy's spec (its padded observation space and its heads), else None."""
+    if spec.get("action_space", {}).get("type") != "EntityActions":
+        return None
+    from tandem.client.api.space_json import space_from_json
+    from tandem.daemons.envs.entity_rows import EntityRows
+    from tandem.daemons.envs.entity_spaces import padded_layout
+
+    obs, act = space_from_json(spec["observation_space"]), space_from_json(spec["action_space"])
+    return EntityRows(padded_layout(obs, act))

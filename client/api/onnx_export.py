@@ -31,19 +31,13 @@ def acting_network(policy: TrainedPolicy) -> Any:
 def graph_of(policy: TrainedPolicy) -> tuple[Any, list[tuple[str, np.ndarray]], list[str]]:
     """(the module to export, its named example inputs [B=2], its output names); PolicyError for what cannot be
     exported yet, named."""
-    from tandem.client.api.onnx_graph import ActorCriticGraph, QGraph, SquashedGraph
+    from tandem.client.api.onnx_graph import ActorCriticGraph, EntityGraph, QGraph, SquashedGraph
     from tandem.daemons.algorithms.models import dummy_obs
     from tandem.daemons.envs.dict_obs import is_dict_space, key_spaces
     from tandem.daemons.envs.entity_actions import is_entity_policy
 
     spec, net = policy.spec, acting_network(policy)
     obs_space, mask = spec.observation_space, spec.mask_size
-    if is_entity_policy(spec.action_space):
-        raise PolicyError(
-            "ONNX export does not take entity policies yet (their batches are cut to the entities present); "
-            "export without --format onnx, or serve the policy with an action server",
-            ExitCode.USAGE,
-        )
     example = dummy_obs(obs_space, 2)
     if example is None:
         raise PolicyError(f"ONNX export cannot make an example of the observation space {obs_space}", ExitCode.USAGE)
@@ -57,6 +51,11 @@ def graph_of(policy: TrainedPolicy) -> tuple[Any, list[tuple[str, np.ndarray]], 
         if mask:
             inputs.append(("action_mask", np.ones((2, mask), np.float32)))
     algorithm = spec.algorithm
+    if is_entity_policy(spec.action_space):  # every padded row: the graph's shapes are fixed
+        if getattr(net, "recurrent", False):
+            raise PolicyError("ONNX export does not take a recurrent entity policy yet", ExitCode.USAGE)
+        graph = EntityGraph(net, keys)
+        return graph, inputs, ["action", "value", *(f"log_probs.{name}" for name in graph.discrete)]
     if hasattr(net, "head"):  # an actor-critic (APPO, IMPALA, or a plug-in built on it)
         graph = ActorCriticGraph(net, keys, mask, spec.action_space)
         names = ["action", "mean", "log_std"] if graph.kind == "box" else ["action", "log_probs"]
@@ -82,6 +81,10 @@ def export_onnx(policy: TrainedPolicy, out_dir: str | Path) -> Path:
     graph, inputs, outputs = graph_of(policy)  # first: a policy ONNX cannot take leaves no files behind
     spec_file = export_policy(policy, out)
     graph.eval()
+    net = acting_network(policy)
+    trim = getattr(net, "trim", None)
+    if trim is not None:
+        net.trim = False  # every padded row: no shape may depend on a batch's counts
     examples = tuple(torch.as_tensor(array) for _, array in inputs)
     names = [name for name, _ in inputs]
     dynamic = {name: {0: "batch"} for name in [*names, *outputs]}
@@ -94,6 +97,9 @@ def export_onnx(policy: TrainedPolicy, out_dir: str | Path) -> Path:
     except Exception as exc:  # the exporter's errors are of many kinds; the user needs the gist and the network
         tmp.unlink(missing_ok=True)
         raise PolicyError(f"the network of policy {policy.name!r} did not export to ONNX: {exc}") from exc
+    finally:
+        if trim is not None:
+            net.trim = trim
     model = onnx.load(str(tmp))
     described = {
         "tandem.spec": spec_file.read_text(encoding="utf-8"),

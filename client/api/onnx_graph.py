@@ -88,3 +88,19 @@ class SquashedGraph(nn.Module):
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         mean, log_std = self.net(obs)
         return self.net.squash(mean), mean, log_std
+
+
+class EntityGraph(nn.Module):
+    """The entity policy over every padded row (an ONNX graph has fixed shapes): inputs `obs.KEY`, one per key of
+    the padded observation (each type [B, N, F], its `count:TYPE` [B], `global`, the masks); outputs `action`
+    (the slot vector, greedy), `value`, and each discrete head's `log_probs.HEAD` (a select head's columns in
+    the order its values count the step's present targets)."""
+
+    def __init__(self, net: nn.Module, keys: list[str]):
+        super().__init__()
+        self.net, self.keys = net, keys
+        self.discrete = [h.name for h in net.layout.heads if h.kind != "box"]
+
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        dist, value = self.net.forward_all(dict(zip(self.keys, inputs)))
+        return (dist.mode(), value, *dist.logp)

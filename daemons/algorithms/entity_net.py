@@ -66,6 +66,7 @@ class EntityActorCritic(nn.Module):
         self.layout: EntityLayout = padded_layout(obs_space, action_space)
         self.head = ActionHead(action_space)  # the wire form: slots of a MultiDiscrete
         self.attention = model_cfg.kind != "mlp"
+        self.trim = True  # cut each batch to its most entities (an ONNX export keeps every padded row: fixed shapes)
         self.origin, self.position = model_cfg.entity_origin, list(model_cfg.entity_position)
         check_origin(self.layout, self.origin, self.position)
         width = model_cfg.entity_width
@@ -169,7 +170,7 @@ class EntityActorCritic(nn.Module):
         the MLP takes every padded row)."""
         layout = self.layout
         counts = {t.name: obs[f"{COUNT_PREFIX}{t.name}"].reshape(-1).long() for t in layout.types}
-        if not self.attention:
+        if not self.attention or not self.trim:
             return counts, {t.name: t.bound for t in layout.types}
         # at least one row a type (padding, masked): a head over a type no row holds still has a column to mask
         return counts, {
@@ -281,7 +282,9 @@ class EntityActorCritic(nn.Module):
         # put in that order (present ones first, in type order) before the mask and the softmax
         present, _ = self.type_rows(head.targets, obs, None, counts, rows)
         allowed_targets, _ = self.type_rows(head.targets, obs, f"{TARGETS}{head.name}", counts, rows)
-        order = torch.argsort((~present).to(torch.int8), dim=1, stable=True)
+        columns = present.shape[1]
+        key = (~present).long() * columns + torch.arange(columns, device=present.device)  # distinct: a stable sort
+        order = torch.topk(key, columns, dim=1, largest=False).indices  # (topk, not argsort: ONNX exports it)
         logits = raw.gather(2, order.unsqueeze(1).expand_as(raw))
         allowed = acting.unsqueeze(-1) & allowed_targets.gather(1, order).unsqueeze(1)
         return Block(masked_logits(logits, allowed), slots)

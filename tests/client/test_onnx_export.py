@@ -154,11 +154,28 @@ def test_an_action_mask_is_an_input_and_masked_actions_are_never_chosen():
     assert (action == reference[0].numpy()).all()
 
 
-def test_an_entity_policy_is_refused_by_name(tmp_path, trained):
-    policy, _ = trained("entity_skirmish.toml", "env.max_entities=8")
-    with pytest.raises(PolicyError, match="ONNX export does not take entity policies yet"):
-        export_onnx(policy, tmp_path / "out")
-    assert not (tmp_path / "out").exists()
+def test_an_entity_policy_exports_every_padded_row_and_acts_as_its_trimmed_self(tmp_path, trained):
+    """The ONNX graph keeps every padded row (fixed shapes) where torch cuts each batch to its most entities: the
+    greedy actions are the same; OnnxAgent pads the env's own observation and gives one action per head."""
+    from tandem.client.onnx_agent import OnnxAgent
+
+    policy, config = trained("entity_skirmish.toml", "env.max_entities=8")
+    path = export_onnx(policy, tmp_path / "out")
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    batch = observations(config)
+    got = session.run(None, feed_of(session, batch))
+    np.testing.assert_array_equal(got[0], policy.act(batch))
+    game = __import__("entity_skirmish").make()
+    env = make_env(config.env)
+    agent = OnnxAgent(path)
+    for seed in range(5):
+        raw, _ = game.reset(seed=seed)
+        padded, _ = env.reset(seed=seed)  # the same field through Tandem's own wrapper
+        action = agent.act(raw)
+        expected = env.rows.env_action(policy.act(padded), padded)  # make_env's EntityEnv (no time limit here)
+        assert set(action) == {"target", "stance"}
+        for head in action:
+            np.testing.assert_array_equal(action[head], expected[head])
 
 
 @pytest.mark.parametrize("kind", ["mlp", "gaussian", "lstm", "dict", "cnn"])
