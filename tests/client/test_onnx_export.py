@@ -178,6 +178,15 @@ def test_an_entity_policy_exports_every_padded_row_and_acts_as_its_trimmed_self(
             np.testing.assert_array_equal(action[head], expected[head])
 
 
+def test_a_recurrent_entity_policy_is_refused_by_name_before_anything_is_written(tmp_path, trained):
+    policy, _ = trained(
+        "entity_skirmish.toml", "env.max_entities=8", "model.core='gru'", "algorithm.minibatch_by='unrolls'"
+    )
+    with pytest.raises(PolicyError, match="ONNX export does not take a recurrent entity policy yet"):
+        export_onnx(policy, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("kind", ["mlp", "gaussian", "lstm", "dict", "cnn"])
 def test_a_game_playing_the_onnx_file_in_process_returns_what_tandem_eval_does(tmp_path, trained, kind):
     """5 episodes, the same seeds: OnnxAgent (ONNX Runtime in the game's process) against TrainedPolicy.act, the
