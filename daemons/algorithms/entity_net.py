@@ -22,7 +22,7 @@ from torch import nn
 
 from tandem.daemons.algorithms.distributions import ActionHead
 from tandem.daemons.algorithms.entity_dist import Block, EntityDistribution, GaussBlock, masked_logits
-from tandem.daemons.algorithms.net_parts import ACTIVATIONS, mlp
+from tandem.daemons.algorithms.net_parts import mlp
 from tandem.daemons.envs.entity_spaces import ACTORS, GLOBAL, MASK, TARGETS, EntityLayout, Head, padded_layout
 from tandem.daemons.settings.schema import ModelSection
 from tandem.daemons.settings.setup_errors import SetupError
@@ -100,8 +100,6 @@ class EntityActorCritic(nn.Module):
         self.log_std = nn.ParameterDict(
             {h.name: nn.Parameter(torch.full((h.choices,), init)) for h in layout.heads if h.kind == "box"}
         )
-        if model_cfg.activation not in ACTIVATIONS:
-            raise ValueError(f"model.activation {model_cfg.activation!r} is not one of {', '.join(ACTIVATIONS)}")
 
     # ------------------------------------------------------------------ what the algorithms call
 

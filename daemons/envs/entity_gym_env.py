@@ -82,75 +82,67 @@ class EntityGymEnv(gym.Env):
                 obs[f"{ACTORS}{name}"] = obs[f"{TARGETS}{name}"] = gym.spaces.Sequence(gym.spaces.MultiBinary(1))
         self.observation_space = gym.spaces.Dict(obs)
         self.action_space = gym.spaces.Dict(actions)
-        self.last = None
+        self.last: Any = None  # the step the policy acts on, and (take) what its masks and actions refer to
+        self.seen: dict[str, np.ndarray] = {}
+        self.ids: list[Any] = []
+        self.index: dict[Any, int] = {}
 
     def reset(self, *, seed: int | None = None, options: Any = None):
         if seed is not None:  # EntityGym's examples draw from the global generators
             random.seed(seed)
             np.random.seed(seed % 2**32)
-        self.last = self.env.reset()
-        return self.observe(self.last), {}
+        return self.observe(self.env.reset()), {}
 
     def step(self, action: dict[str, Any]):
-        self.last = self.env.act(self.eg_actions(action))
-        return self.observe(self.last), float(self.last.reward), bool(self.last.done), False, {}
+        obs = self.env.act(self.eg_actions(action))
+        return self.observe(obs), float(obs.reward), bool(obs.done), False, {}
 
     def close(self) -> None:
         self.env.close()
 
     # ------------------------------------------------------------------ observations
 
-    def entity_ids(self, obs: Any) -> list[Any]:
-        """Each visible entity's id in type order (None where the env gives no ids), as the policy indexes them."""
-        ids: list[Any] = []
-        for t in self.types:
-            seen = self.visible(obs, t)
+    def take(self, obs: Any) -> None:
+        """Hold `obs` as the step the policy acts on, with what every mask and action refers to, worked out once:
+        which entities of each type it may see, their ids in type order, and each id's place."""
+        self.last = obs
+        self.seen = {t: visible(obs, t) for t in self.types}
+        self.ids = []
+        for t, seen in self.seen.items():
             given = obs.ids.get(t)
-            ids.extend(eid for eid, keep in zip(given if given is not None else [None] * len(seen), seen) if keep)
-        return ids
+            self.ids.extend(eid for eid, keep in zip(given if given is not None else [None] * len(seen), seen) if keep)
+        self.index = {eid: i for i, eid in enumerate(self.ids)}
 
-    def visible(self, obs: Any, t: str) -> np.ndarray:
-        """Which entities of type t the policy may see (EntityGym's `visible`; all where it says nothing). A hidden
-        entity is left out altogether: Tandem's value function sees what its policy sees."""
-        feats = obs.features.get(t)
-        n = 0 if feats is None else len(feats)
-        given = obs.visible.get(t)
-        return np.ones(n, bool) if given is None else np.asarray(given, bool).reshape(n)
+    def type_rows(self, types: Any) -> np.ndarray:
+        """Which of the step's visible entities (in type order) are of `types`."""
+        return np.concatenate([np.full(int(seen.sum()), t in types) for t, seen in self.seen.items()]).astype(bool)
 
-    def count(self, obs: Any, t: str) -> int:
-        return int(self.visible(obs, t).sum())
-
-    def type_rows(self, obs: Any, types: Any) -> np.ndarray:
-        """Which of the step's entities (in type order) are of `types`."""
-        return np.concatenate([np.full(self.count(obs, t), t in types) for t in self.types]).astype(bool)
-
-    def chosen(self, obs: Any, ids: Any, types: Any) -> np.ndarray:
+    def chosen(self, ids: Any, types: Any) -> np.ndarray:
         """[entities] bool: the entities named by ids, or of types, or all of them when neither is given."""
         if ids is not None:
-            index = {eid: i for i, eid in enumerate(self.entity_ids(obs))}
-            out = np.zeros(len(index), bool)
-            out[[index[eid] for eid in ids if eid in index]] = True
+            out = np.zeros(len(self.ids), bool)
+            out[[self.index[eid] for eid in ids if eid in self.index]] = True
             return out
         if types is not None:
-            return self.type_rows(obs, set(types))
-        return np.ones(sum(self.count(obs, t) for t in self.types), bool)
+            return self.type_rows(set(types))
+        return np.ones(len(self.ids), bool)
 
-    def mask_rows(self, obs: Any, mask: Any, actors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def mask_rows(self, mask: Any, actors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The entity rows a mask's rows belong to (actor_ids' order where the step names ids, else entity order),
         and which of the mask's rows those are (an actor the policy cannot see has none)."""
         if mask.actor_ids is None:
             rows = np.flatnonzero(actors)
             return rows, np.ones(len(rows), bool)
-        index = {eid: i for i, eid in enumerate(self.entity_ids(obs))}
-        keep = np.array([eid in index for eid in mask.actor_ids], bool)
-        return np.array([index[eid] for eid in mask.actor_ids if eid in index], np.int64), keep
+        keep = np.array([eid in self.index for eid in mask.actor_ids], bool)
+        return np.array([self.index[eid] for eid in mask.actor_ids if eid in self.index], np.int64), keep
 
     def observe(self, obs: Any) -> dict[str, np.ndarray]:
+        self.take(obs)
         out: dict[str, np.ndarray] = {}
         for t, f in self.types.items():
             feats = obs.features.get(t)
             rows = np.asarray(feats if feats is not None and len(feats) else np.zeros((0, f)), np.float32)
-            out[t] = rows.reshape(len(rows), f)[self.visible(obs, t)]
+            out[t] = rows.reshape(len(rows), f)[self.seen[t]]
         if self.global_size:
             out[GLOBAL] = np.asarray(obs.global_features, np.float32)
         for name, head in self.heads.items():
@@ -159,28 +151,24 @@ class EntityGymEnv(gym.Env):
                 if mask is not None and mask.mask is not None:
                     out[f"{MASK}{name}"] = np.asarray(mask.mask, bool)
                 continue
-            actors = np.zeros(len(self.entity_ids(obs)), bool) if mask is None else self.chosen(
-                obs, mask.actor_ids, mask.actor_types
-            )  # fmt: skip
+            actors = np.zeros(len(self.ids), bool) if mask is None else self.chosen(mask.actor_ids, mask.actor_types)
             out[f"{ACTORS}{name}"] = actors
             if isinstance(head, self.eg.CategoricalActionSpace):
                 full = np.ones((len(actors), len(head.index_to_label)), bool)
                 if mask is not None and mask.mask is not None:
                     given = np.asarray(mask.mask, bool).reshape(-1, len(head.index_to_label))
-                    rows, keep = self.mask_rows(obs, mask, actors)
+                    rows, keep = self.mask_rows(mask, actors)
                     full[rows] = given[keep]  # the mask's rows follow actor_ids' order
                 out[f"{MASK}{name}"] = full
             else:
-                out[f"{TARGETS}{name}"] = (
-                    np.zeros(len(actors), bool) if mask is None else self.chosen(obs, mask.actee_ids, mask.actee_types)
-                )
+                targets = np.zeros(len(actors), bool) if mask is None else self.chosen(mask.actee_ids, mask.actee_types)
+                out[f"{TARGETS}{name}"] = targets
         return out
 
     # ------------------------------------------------------------------ actions
 
     def eg_actions(self, action: dict[str, Any]) -> dict[str, Any]:
-        obs, eg = self.last, self.eg
-        ids = self.entity_ids(obs)
+        obs, eg, ids = self.last, self.eg, self.ids
         out: dict[str, Any] = {}
         for name, head in self.heads.items():
             if name not in obs.actions:
@@ -202,3 +190,12 @@ class EntityGymEnv(gym.Env):
                     actors=[ids[i] for i in acting], actees=[ids[int(v)] for v in value[acting]]
                 )
         return out
+
+
+def visible(obs: Any, t: str) -> np.ndarray:
+    """Which entities of type t the policy may see (EntityGym's `visible`; all where it says nothing). A hidden
+    entity is left out altogether: Tandem's value function sees what its policy sees."""
+    feats = obs.features.get(t)
+    n = 0 if feats is None else len(feats)
+    given = obs.visible.get(t)
+    return np.ones(n, bool) if given is None else np.asarray(given, bool).reshape(n)
