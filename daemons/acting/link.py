@@ -70,8 +70,19 @@ class FollowedPolicy:
         self.version = blob.version
         self.env_steps = blob.env_steps
         self.pool = blob.pool
-        self.pace = (blob.pace_per_s, blob.pace_streams, blob.pace_credit, blob.version, blob.train_step)
+        self.pace = (blob.pace_per_s, self.sharing(blob.pace_streams), blob.pace_credit, blob.version, blob.train_step)
         return True
+
+    def sharing(self, streams: int) -> int:
+        """The actors this one shares its learner's advice with. A replica's actors share ITS update, not replica
+        0's (each replica trains on a whole batch of its own), so the share of a version's credit is the batch over
+        the actors feeding this actor's replica, as the supervisor counted them at the lookup. With replica 0's
+        count alone, a replica fed by fewer actors than replica 0 got less than an update a version, and the group,
+        which updates together, waited on it until the credit expired. The smaller of the two: a count made before
+        every replica had registered may be too high, and too small a share stalls the group where too large a
+        one only costs what the queue throws away."""
+        feeders = self.endpoints.feeders
+        return min(feeders, streams) if feeders and streams else feeders or streams
 
     def silent_s(self, now: float) -> float:
         """Seconds since anything came from the learner (it answers a snapshot request every weights_refresh_s)."""

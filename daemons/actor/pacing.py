@@ -50,10 +50,12 @@ class Pacing:
         return True
 
     def counters(self, now: float) -> dict[str, float]:
-        """Time spent waiting for the learners' pace, the transitions/s followed now (0 = no limit), and how
-        often a new incarnation of a learner made the pace start afresh."""
+        """Time spent waiting for the learners' pace, the transitions/s followed now (0 = no limit), the
+        transitions a version adds to this actor's credit (0 = none), and how often a new incarnation of a learner
+        made the pace start afresh."""
         return {
             "paced_s": round(self.paced_s, 3),
             "pace_per_s": round(sum((p.rate(now) for p in self.pacers.values()), 0.0), 1),
+            "pace_credit_share": round(sum(p.credit_share for p in self.pacers.values()), 1),
             "pace_resets": sum(p.resets for p in self.pacers.values()),
         }

@@ -9,7 +9,8 @@ import numpy as np
 
 from tandem.protocol import TransitionBatch, stacks
 
-QUEUE_BATCHES = 2  # the queue holds this many updates' worth of transitions; past that the oldest unroll goes
+QUEUE_BATCHES = 2  # the queue holds this many updates' worth of transitions, and one round of every actor (below)
+MAX_STREAMS = 4096  # streams whose largest unroll is remembered; past that the oldest is forgotten
 
 
 class UnrollFeed:
@@ -29,6 +30,12 @@ class UnrollFeed:
         self.batch_size, self.max_lag = batch_size, max_lag
         self.consumed_per_update = float(batch_size)  # every transition is trained on once
         self.capacity = QUEUE_BATCHES * batch_size
+        # An actor with any credit left sends a whole unroll, so the actors' credit can put up to one unroll per
+        # stream more than QUEUE_BATCHES updates in flight; the queue holds that too. Dropping it instead loses
+        # credit for good (no version comes of a dropped unroll), and with unrolls larger than the actors' shares
+        # of an update (three actors of 512 transitions feeding updates of 512) the credit in circulation runs
+        # out: every actor waits for a version no data is left to make, the learner waits for data.
+        self.largest: dict[str, int] = {}  # stream -> its largest unroll
         self.queue: deque[TransitionBatch] = deque()
         self.queued = 0
         self.dropped_full = 0
@@ -49,14 +56,26 @@ class UnrollFeed:
 
     def fill(self) -> float:
         """0: nothing queued; 1: the queue is full and arrivals push out its oldest unrolls."""
-        return min(1.0, self.queued / self.capacity)
+        return min(1.0, self.queued / self.limit())
+
+    def limit(self) -> int:
+        """Transitions queued past which the oldest unroll goes: QUEUE_BATCHES updates and one unroll a stream."""
+        return self.capacity + sum(self.largest.values())
+
+    def remember(self, batch: TransitionBatch) -> None:
+        stream = batch.actor_id
+        if stream not in self.largest and len(self.largest) >= MAX_STREAMS:
+            self.largest.pop(next(iter(self.largest)))
+        self.largest[stream] = max(self.largest.get(stream, 0), batch.num_transitions)
 
     def add(self, batch: TransitionBatch) -> int:
         if batch.num_transitions == 0:
             return 0
+        self.remember(batch)
         self.queue.append(batch)
         self.queued += batch.num_transitions
-        while self.queued - self.queue[0].num_transitions >= self.capacity:
+        limit = self.limit()
+        while self.queued - self.queue[0].num_transitions >= limit:
             self.queued -= self.queue.popleft().num_transitions
             self.dropped_full += 1
         return batch.num_transitions
@@ -89,7 +108,7 @@ class UnrollFeed:
     def counters(self) -> dict[str, float]:
         return {
             "replay_size": self.queued,
-            "replay_fill": self.queued / self.capacity,
+            "replay_fill": self.queued / self.limit(),
             "unrolls_dropped_full": self.dropped_full,
         }
 

@@ -14,6 +14,9 @@ class LearnerEndpoints:
     weights: str
     snapshot: str
     public_key: str = ""  # the learner's CURVE public key, as it registered it; empty: this host's own
+    # The actors that send to this learner, when the supervisor says (a replica of a group: its share of the
+    # policy's actors, who all follow replica 0's advice); 0: unknown, the learner's own count holds.
+    feeders: int = 0
 
 
 def learner_endpoints(config: RunConfig) -> LearnerEndpoints:
@@ -119,7 +122,9 @@ def endpoints_of(reply) -> LearnerEndpoints:
     """The learner's addresses from an ok `lookup` reply."""
     e = reply.data["endpoints"]
     key = reply.data.get("public_key")
-    return LearnerEndpoints(e["transitions"], e["weights"], e["snapshot"], key if isinstance(key, str) else "")
+    feeders = reply.data.get("feeders")
+    feeders = feeders if isinstance(feeders, int) and not isinstance(feeders, bool) and feeders > 0 else 0
+    return LearnerEndpoints(e["transitions"], e["weights"], e["snapshot"], key if isinstance(key, str) else "", feeders)
 
 
 def learner_socket_options(config: RunConfig, endpoints: LearnerEndpoints):

@@ -96,11 +96,13 @@ def lookup(sup: Supervisor, request: ControlRequest, now: float) -> ControlReply
                 f"the replica of policy {policy!r} that actor {actor} feeds has not registered yet",
             )
         endpoints["transitions"], learner = feeding.endpoints["transitions"], feeding.name
-    return ControlReply(
-        request.request_id,
-        True,
-        data={"endpoints": endpoints, "learner": learner, "public_key": entry.public_key},
-    )
+        feeders = sup.replicas.feeders(str(policy), feeding, sup.config.actors.count)
+    else:
+        feeders = None
+    data = {"endpoints": endpoints, "learner": learner, "public_key": entry.public_key}
+    if feeders:
+        data["feeders"] = feeders
+    return ControlReply(request.request_id, True, data=data)
 
 
 def rendezvous(sup: Supervisor, request: ControlRequest, now: float) -> ControlReply:

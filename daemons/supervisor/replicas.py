@@ -169,5 +169,9 @@ class ReplicaSets:
         others = sorted(group.registered)
         return group.registered[others[actor % len(others)]] if others else None
 
+    def feeders(self, policy: str, replica: Registration, actors: int) -> int:
+        """How many of the run's `actors` send to `replica` as things stand (its own, and a lost replica's)."""
+        return sum(1 for actor in range(actors) if self.feeding(policy, actor) is replica)
+
     def replicated(self, policy: str) -> bool:
         return policy in self.groups

@@ -13,9 +13,9 @@ from tests.protocol.samples import batch_of
 STEPS, ENVS, BATCH = 32, 8, 1024  # the Pong APPO example: unrolls of 256 transitions, 1024 per update
 
 
-def unroll(actor: int, seq: int, version: int) -> TransitionBatch:
-    zeros = np.zeros((STEPS, ENVS), np.float32)
-    obs, final_obs, ends = np.zeros((STEPS + 1, ENVS, 1), np.float32), np.zeros((0, 1), np.float32), zeros.astype(bool)
+def unroll(actor: int, seq: int, version: int, envs: int = ENVS) -> TransitionBatch:
+    zeros = np.zeros((STEPS, envs), np.float32)
+    obs, final_obs, ends = np.zeros((STEPS + 1, envs, 1), np.float32), np.zeros((0, 1), np.float32), zeros.astype(bool)
     return batch_of(
         obs,
         zeros.astype(np.int64),
@@ -31,31 +31,44 @@ def unroll(actor: int, seq: int, version: int) -> TransitionBatch:
     )
 
 
-def run(actors: int, credit: int, update_s: float = 5.0, unroll_s: float = 0.3, seconds: float = 120.0) -> dict:
-    """Actors that make an unroll every `unroll_s` unless their pacer says wait, and a real UnrollFeed trained on
-    by a learner that takes `update_s` per update and publishes a version (with `credit`) after each; the
-    learner advertises no rate, as before its first measured window (on an explicit clock, in 10 ms ticks)."""
-    feed, pacers = UnrollFeed(BATCH, max_lag=1000), [Pacer() for _ in range(actors)]
+def run(
+    actors: int,
+    credit: int,
+    update_s: float = 5.0,
+    unroll_s: float = 0.3,
+    seconds: float = 120.0,
+    envs: int = ENVS,
+    batch: int = BATCH,
+    tick_s: float = 0.01,
+    jitter: float = 0.0,
+) -> dict:
+    """Actors that make an unroll of `envs` x STEPS every `unroll_s` unless their pacer says wait, and a real
+    UnrollFeed trained on by a learner that takes `update_s` per update of `batch` and publishes a version (with
+    `credit`) after each; the learner advertises no rate, as before its first measured window (on an explicit
+    clock, in ticks of `tick_s`; `jitter` stretches each unroll and update by up to that share, seeded)."""
+    rng = np.random.default_rng(0)
+    feed, pacers = UnrollFeed(batch, max_lag=1000), [Pacer() for _ in range(actors)]
     version, busy_until, updating, starved_s, sent = 0, 0.0, False, 0.0, 0
     next_unroll, seqs = [0.0] * actors, [0] * actors
     for p in pacers:
         p.advise(0.0, 0.0, actors, credit, version)
-    for tick in range(int(seconds / 0.01)):
-        now = tick * 0.01
+    for tick in range(int(seconds / tick_s)):
+        now = tick * tick_s
         for a, p in enumerate(pacers):
             if now >= next_unroll[a] and p.wait_s(now) == 0.0:
-                feed.add(unroll(a, seqs[a], version))
-                p.spend(now, STEPS * ENVS)
-                seqs[a], sent, next_unroll[a] = seqs[a] + 1, sent + 1, now + unroll_s
+                feed.add(unroll(a, seqs[a], version, envs))
+                p.spend(now, STEPS * envs)
+                seqs[a], sent = seqs[a] + 1, sent + 1
+                next_unroll[a] = now + unroll_s * (1 + jitter * rng.random())
         if now >= busy_until:
             if updating:  # an update just ended: publish its version
                 version, updating = version + 1, False
                 for p in pacers:
                     p.advise(now, 0.0, actors, credit, version)
             if feed.next_batch(version) is not None:
-                busy_until, updating = now + update_s, True
+                busy_until, updating = now + update_s * (1 + jitter * rng.random()), True
             else:
-                starved_s += 0.01
+                starved_s += tick_s
     return {"dropped": feed.dropped_full / sent, "updates": version, "starved_s": starved_s}
 
 
@@ -68,6 +81,21 @@ def test_a_credit_per_version_keeps_a_slow_learner_from_throwing_unrolls_away(ac
     assert credited["dropped"] < 0.05
     assert credited["updates"] >= unpaced["updates"] - 1
     assert credited["starved_s"] < 2.0
+
+
+@pytest.mark.parametrize("actors", [3, 4, 12])
+def test_unrolls_larger_than_an_actors_share_never_run_the_credit_out(actors):
+    """CartPole APPO with three actors or more: each actor's unroll (16 envs x 32 steps) is a whole update, its
+    share of a version a third of one or less. An actor with any credit left sends a whole unroll, so the actors
+    can put more in flight than two updates; when the queue threw the surplus away, the credit spent on it never
+    came back as a version, and after a few such drops every actor waited for a version no data was left to make
+    (the learner starved for 10 s at a time, until the credit expired: 2 updates/s instead of 30)."""
+    fast = run(
+        actors, credit=512, update_s=0.03, unroll_s=0.03, seconds=20.0, envs=16, batch=512, tick_s=0.001, jitter=0.5
+    )
+    assert fast["dropped"] == 0
+    assert fast["starved_s"] < 1.0
+    assert fast["updates"] > 0.8 * 20.0 / (0.03 * 1.5)  # about one update per (jittered) update time
 
 
 def test_the_credit_is_a_share_per_version_capped_at_the_queue_depth():
@@ -151,3 +179,34 @@ def test_without_a_reset_the_old_debt_holds_the_actor_until_the_credit_expires()
     pacer.spend(0.1, 1012)
     pacer.advise(1.0, 0.0, streams=2, credit=512, version=41, train_step=301)
     assert pacer.wait_s(1.0) == MAX_SLICE_S and pacer.resets == 0
+
+
+@pytest.mark.parametrize(
+    "feeders,streams,share",
+    [
+        (1, 2, 512),  # replica 1's lone actor, replica 0 fed by two: a whole update a version
+        (2, 2, 256),
+        (3, 2, 256),  # counted before replica 1 registered (every actor sent to replica 0): replica 0's own count
+        (0, 2, 256),  # no replicas: the learner's count
+        (1, 0, 512),  # replica 0 has heard no actor yet
+    ],
+)
+def test_a_replicas_actor_shares_its_own_replicas_update(feeders, streams, share):
+    """Each replica trains on a whole batch of its own, so an actor's share of the credit replica 0 advertises is
+    the batch over the actors feeding ITS replica (the supervisor's count at the lookup), never more of them than
+    replica 0 has heard."""
+    from types import SimpleNamespace
+
+    from tandem.daemons.acting.link import FollowedPolicy
+    from tandem.daemons.runtime.endpoints import LearnerEndpoints, endpoints_of
+
+    reply = SimpleNamespace(
+        data={"endpoints": {"transitions": "t", "weights": "w", "snapshot": "s"}, "feeders": feeders}
+    )
+    link = SimpleNamespace(endpoints=endpoints_of(reply))
+    pacer = Pacer()
+    pacer.advise(0.0, 0.0, FollowedPolicy.sharing(link, streams), credit=512, version=3)
+    assert pacer.credit_share == share
+    for wrong in (True, -1, 2.0, "2"):  # a count that is not one counts as none
+        reply.data["feeders"] = wrong
+        assert endpoints_of(reply) == LearnerEndpoints("t", "w", "s")

@@ -415,8 +415,14 @@ def test_the_supervisor_sends_each_actor_to_its_replica_and_the_evaluator_to_rep
     ]
     assert {r.data["endpoints"]["weights"] for r in answers} == {"tcp://127.0.0.1:1001"}  # replica 0 publishes
     assert answers[1].data["learner"] == "learner-default@1"
+    # how many actors feed each one's replica: an actor's share of replica 0's credit is its replica's batch over them
+    assert [r.data["feeders"] for r in answers] == [1, 1, 1]  # config(): two actors, one for each replica
+    three = config("appo", replicas=2, actors=3)
+    sup.config = three
+    answers = [sup.handle(ControlRequest(3, "lookup", {"policy": "default", "actor": a}), 0.0) for a in (0, 1, 2)]
+    assert [r.data["feeders"] for r in answers] == [2, 1, 2]
     evaluator = sup.handle(ControlRequest(4, "lookup", {"policy": "default"}), 0.0)
-    assert evaluator.data["learner"] == "learner-default"
+    assert evaluator.data["learner"] == "learner-default" and "feeders" not in evaluator.data
     refused = sup.handle(ControlRequest(5, "rendezvous", {"policy": "default", "rank": 5, "world_size": 2}), 0.0)
     assert not refused.ok and refused.code == "bad_args" and "ranks 0..1" in refused.message
 
