@@ -59,10 +59,10 @@ def c_toolchain_missing() -> str | None:
 needs_c_toolchain = pytest.mark.skipif(c_toolchain_missing() is not None, reason=str(c_toolchain_missing()))
 
 
-def build_c_game(tmp_path: Path) -> Path:
-    """examples/c_game copied into `tmp_path` and built there with make, as its README says: the game binary."""
-    for name in ("Makefile", "cartpole_game.c"):
+def build_c_game(tmp_path: Path, game: str = "cartpole_game") -> Path:
+    """examples/c_game copied into `tmp_path` and built there with make, as its Makefile says: the game binary."""
+    for name in ("Makefile", "game_wire.h", "cartpole_game.c", "skirmish_game.c"):
         shutil.copy(EXAMPLES / "c_game" / name, tmp_path / name)
-    build = subprocess.run(["make", "-C", str(tmp_path)], capture_output=True, text=True, timeout=120)
-    assert build.returncode == 0, build.stdout + build.stderr
-    return tmp_path / "cartpole_game"
+    build = subprocess.run(["make", "-C", str(tmp_path), game], capture_output=True, text=True, timeout=120)
+    assert build.returncode == 0 and "warning" not in build.stderr, build.stdout + build.stderr
+    return tmp_path / game

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from tandem.client.bench.options import counts_option, example_config_option, json_option, quick_option
+from tandem.client.bench.replicas_solve import solve_on_hosts
 from tandem.client.bench.report import finish, progress
 from tandem.client.bench.runs import json_rows, timed_run
 from tandem.client.config_cmd import bench_set_option
@@ -156,6 +157,13 @@ def replica_figures(
     help="Each replica on a host of its own: a network namespace per replica, joined to the run over a bridge, the "
     "replica started by hand as on other machines (root and iproute2 needed).",
 )
+@click.option(
+    "--solve",
+    is_flag=True,
+    help="Train to the config's stop.eval_return instead, each replica with its actors on a host of its own (a "
+    "network namespace; the supervisor and evaluator on the head; root and iproute2 needed); --seconds bounds "
+    "each run.",
+)
 @bench_set_option
 @json_option
 @quick_option("1 and 2 replicas for 12 s of training each")
@@ -166,6 +174,7 @@ def replicas_cmd(
     seconds: float,
     overlap: str,
     on_hosts: bool,
+    solve: bool,
     overrides: tuple[str, ...],
     as_json: bool,
     quick: bool,
@@ -185,6 +194,9 @@ def replicas_cmd(
         )
     if quick:
         seconds = min(seconds, 12.0)
+    if solve:
+        solve_cmd(config, replica_counts, actors, seconds, overrides, as_json)
+        return
     modes = {"both": [True, False], "on": [True], "off": [False]}[overlap]
     say, results = progress(as_json), []
     for count in replica_counts:
@@ -226,4 +238,21 @@ def replicas_cmd(
                 f"overlapped against {off[0]['allreduce_ms_per_update']} after backward "
                 f"({on[0]['allreduce_ms_per_update'] / off[0]['allreduce_ms_per_update']:.2f}x)"
             )
+    finish(record, as_json, lines)
+
+
+def solve_cmd(
+    config: Path, replica_counts: list[int], actors: int, seconds: float, overrides: tuple[str, ...], as_json: bool
+) -> None:
+    say, results = progress(as_json), []
+    for count in replica_counts:
+        results.append(r := solve_on_hosts(config, count, actors, seconds, overrides))
+        reached = f"solved ({r['target']:g}) in {r['seconds']} s" if r["solved"] else f"not solved in {r['seconds']} s"
+        say(
+            f"{count} replica(s) on {count} host(s), {actors} actors spread over them: {reached}, eval return "
+            f"{r['eval_return']}, {r['env_steps']} env steps, updates {r['updates']}, weights compared "
+            f"{r['weight_checks']} times, mismatches {r['weight_mismatches']}, generations {r['generations']}"
+        )
+    record = {"benchmark": "replicas", "solve": True, "config": str(config), "seconds": seconds, "runs": results}
+    lines = [f"actors feed: {r['actors_feed']}" for r in results]
     finish(record, as_json, lines)

@@ -8,80 +8,8 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
-#include <msgpack.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <zmq.h>
 
-#define TIMEOUT_MS 10000
-
-static void die(const char *why) { fprintf(stderr, "error: %s\n", why); exit(1); }
-
-static void pack_str(msgpack_packer *pk, const char *s) {
-    size_t n = strlen(s);
-    msgpack_pack_str(pk, n);
-    msgpack_pack_str_body(pk, s, n);
-}
-
-/* The fields of a reply this game needs. */
-typedef struct { char kind[32]; char code[32]; int64_t request_id, version, stream; int fatal; } reply_t;
-
-static void copy_str(char *dst, size_t cap, msgpack_object o) {
-    size_t n = o.via.str.size < cap - 1 ? o.via.str.size : cap - 1;
-    memcpy(dst, o.via.str.ptr, n);
-    dst[n] = 0;
-}
-
-static int key_is(msgpack_object k, const char *s) {
-    return k.type == MSGPACK_OBJECT_STR && k.via.str.size == strlen(s) && !memcmp(k.via.str.ptr, s, k.via.str.size);
-}
-
-/* Receive one multipart message within TIMEOUT_MS; parse the header; copy the first array frame to `array`. */
-static void receive(void *sock, reply_t *r, void *array, size_t array_cap, size_t *array_len, int64_t *streams) {
-    zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
-    if (zmq_poll(&item, 1, TIMEOUT_MS) <= 0) die("no reply from the action server within the timeout");
-    zmq_msg_t msg;
-    int part = 0, more = 1;
-    memset(r, 0, sizeof *r);
-    *array_len = 0;
-    while (more) {
-        zmq_msg_init(&msg);
-        if (zmq_msg_recv(&msg, sock, 0) < 0) die("receive failed");
-        if (part == 0) {
-            msgpack_unpacked up;
-            msgpack_unpacked_init(&up);
-            if (msgpack_unpack_next(&up, zmq_msg_data(&msg), zmq_msg_size(&msg), NULL) != MSGPACK_UNPACK_SUCCESS ||
-                up.data.type != MSGPACK_OBJECT_MAP) die("a reply that is not a msgpack map");
-            msgpack_object_map m = up.data.via.map;
-            for (uint32_t i = 0; i < m.size; i++) {
-                msgpack_object k = m.ptr[i].key, v = m.ptr[i].val;
-                if (key_is(k, "kind") && v.type == MSGPACK_OBJECT_STR) copy_str(r->kind, sizeof r->kind, v);
-                else if (key_is(k, "code") && v.type == MSGPACK_OBJECT_STR) copy_str(r->code, sizeof r->code, v);
-                else if (key_is(k, "request_id")) r->request_id = (int64_t)v.via.u64;
-                else if (key_is(k, "stream")) r->stream = (int64_t)v.via.u64;
-                else if (key_is(k, "version")) r->version = v.type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? v.via.i64 : (int64_t)v.via.u64;
-                else if (key_is(k, "fatal") && v.type == MSGPACK_OBJECT_BOOLEAN) r->fatal = v.via.boolean;
-                else if (key_is(k, "streams") && v.type == MSGPACK_OBJECT_ARRAY && v.via.array.size > 0 && streams)
-                    *streams = (int64_t)v.via.array.ptr[0].via.u64;
-            }
-            msgpack_unpacked_destroy(&up);
-        } else if (part == 1 && array) {
-            size_t n = zmq_msg_size(&msg);
-            if (n > array_cap) die("an action frame larger than expected");
-            memcpy(array, zmq_msg_data(&msg), n);
-            *array_len = n;
-        }
-        more = zmq_msg_more(&msg);
-        zmq_msg_close(&msg);
-        part++;
-    }
-}
-
-static void send_header(void *sock, msgpack_sbuffer *buf, int more) {
-    if (zmq_send(sock, buf->data, buf->size, more ? ZMQ_SNDMORE : 0) < 0) die("send failed");
-}
+#include "game_wire.h"
 
 int main(int argc, char **argv) {
     if (argc < 2) die("usage: cartpole_game ENDPOINT [STEPS]");
@@ -96,20 +24,8 @@ int main(int argc, char **argv) {
     msgpack_sbuffer_init(&buf);
     msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
 
-    /* hello: one stream, spaces nil (take the server's) */
-    msgpack_pack_map(&pk, 6);
-    pack_str(&pk, "v"); msgpack_pack_int(&pk, 1);
-    pack_str(&pk, "kind"); pack_str(&pk, "game_hello");
-    pack_str(&pk, "request_id"); msgpack_pack_int(&pk, 1);
-    pack_str(&pk, "game"); pack_str(&pk, "c-cartpole");
-    pack_str(&pk, "streams"); msgpack_pack_int(&pk, 1);
-    pack_str(&pk, "spaces"); msgpack_pack_nil(&pk);
-    send_header(sock, &buf, 0);
+    int64_t stream = hello(sock, &buf, &pk, "c-cartpole");
     reply_t r;
-    int64_t stream = -1;
-    size_t len;
-    receive(sock, &r, NULL, 0, &len, &stream);
-    if (strcmp(r.kind, "game_welcome") != 0 || stream < 0) { fprintf(stderr, "%s %s\n", r.kind, r.code); die("no welcome"); }
 
     /* CartPole-v1's physics, on this game's own loop */
     float s[4] = {0.01f, 0, -0.01f, 0};
@@ -121,32 +37,17 @@ int main(int argc, char **argv) {
     int stopped = 0;  /* the server said it stops: no bye to send, nothing more to wait for */
     while (steps < steps_wanted && !stopped) {
         msgpack_sbuffer_clear(&buf);
-        msgpack_pack_map(&pk, 8);
-        pack_str(&pk, "v"); msgpack_pack_int(&pk, 1);
-        pack_str(&pk, "kind"); pack_str(&pk, "game_step");
-        pack_str(&pk, "request_id"); msgpack_pack_int64(&pk, request);
-        pack_str(&pk, "stream"); msgpack_pack_int64(&pk, stream);
-        pack_str(&pk, "reward"); msgpack_pack_double(&pk, reward);
-        pack_str(&pk, "done"); done ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
-        pack_str(&pk, "truncated"); truncated ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
-        pack_str(&pk, "arrays");
+        step_header(&pk, request, stream, reward, done, truncated);
         msgpack_pack_array(&pk, 1);
-        msgpack_pack_map(&pk, 3);
-        pack_str(&pk, "name"); pack_str(&pk, "obs");
-        pack_str(&pk, "dtype"); pack_str(&pk, "<f4");  /* this machine is little-endian, as the wire is */
-        pack_str(&pk, "shape"); msgpack_pack_array(&pk, 1); msgpack_pack_int(&pk, 4);
+        pack_array(&pk, "obs", "<f4", -1, 4); /* this machine is little-endian, as the wire is */
         send_header(sock, &buf, 1);
-        if (zmq_send(sock, s, sizeof s, 0) < 0) die("send failed");
+        send_frame(sock, s, sizeof s, 0);
+        receive(sock, &r, NULL);
+        if (stopped_by(&r, request)) { stopped = 1; continue; }
+        const array_t *acted = array_named(&r, "action");
+        size_t len = acted ? acted->len : 0;
         int64_t action = 0;
-        receive(sock, &r, &action, sizeof action, &len, NULL);
-        if (strcmp(r.kind, "game_error") == 0 && r.fatal && strcmp(r.code, "shutdown") == 0) {
-            /* the answer to this step, or a notice (request_id 0) that came first: either way the server is gone */
-            fprintf(stderr, "the action server stopped (the run ended or it restarts)\n");
-            stopped = 1;
-            continue;
-        }
-        if (strcmp(r.kind, "game_error") == 0) { fprintf(stderr, "refused: %s\n", r.code); die("the server refused a step"); }
-        if (strcmp(r.kind, "game_action") != 0 || r.request_id != request) die("an unexpected reply");
+        if (len == sizeof action) memcpy(&action, acted->data, sizeof action);
         request++;
         version = r.version;
         if (done || truncated) {  /* the server acknowledged the episode's end: start the next one */
@@ -167,15 +68,7 @@ int main(int argc, char **argv) {
         done = s[0] < -2.4f || s[0] > 2.4f || s[2] < -0.2095f || s[2] > 0.2095f;
         truncated = !done && t >= 500;
     }
-    if (!stopped) {
-        msgpack_sbuffer_clear(&buf);  /* bye: no reply */
-        msgpack_pack_map(&pk, 4);
-        pack_str(&pk, "v"); msgpack_pack_int(&pk, 1);
-        pack_str(&pk, "kind"); pack_str(&pk, "game_bye");
-        pack_str(&pk, "request_id"); msgpack_pack_int64(&pk, request);
-        pack_str(&pk, "reason"); pack_str(&pk, "done");
-        send_header(sock, &buf, 0);
-    }
+    if (!stopped) bye(sock, &buf, &pk, request);
     printf("steps %ld episodes %ld version %lld\n", steps, episodes, (long long)version);
     msgpack_sbuffer_destroy(&buf);
     zmq_close(sock);

@@ -10,8 +10,9 @@ import time
 
 import pytest
 
+from tandem.client.game import find_endpoint
 from tandem.daemons.runtime.exit_codes import ExitCode
-from tests.example_games import killed_if_left, python_game
+from tests.example_games import build_c_game, killed_if_left, needs_c_toolchain, python_game
 from tests.system.harness import ROOT, finish, up
 
 # A recurrent policy's server keeps a state per game stream and sends each unroll's initial one: its learner
@@ -122,6 +123,39 @@ def test_game_processes_sending_a_varying_set_of_units_train_the_entity_policy(t
     assert proc.returncode == ExitCode.OK, err[-3000:]
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["eval_return"] >= 19.0, summary
+    rows = [
+        json.loads(line) for line in (tmp_path / "run" / "learner-default" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert rows[-1]["batches_malformed"] == 0 and rows[-1]["updates"] > 0, rows[-1]
+
+
+@needs_c_toolchain
+@pytest.mark.timeout(180)
+def test_games_written_in_c_sending_a_varying_set_of_units_train_the_entity_policy(tmp_path):
+    """examples/c_game/skirmish_game.c, written from PROTOCOL.md 7.6 alone: two of them send their units and enemies
+    as entities and get one target and one stance per unit (checked in the game: in range, never a wreck); they play
+    until the run stops on the evaluator's return and the server says so (random play returns about 11 of 24)."""
+    binary = build_c_game(tmp_path, "skirmish_game")
+    proc = up(tmp_path, "stop.seconds=120", "stop.eval_return=19.0", example="game_skirmish.toml")
+    endpoint = find_endpoint(tmp_path / "run", timeout_s=60)
+    games = [
+        subprocess.Popen([str(binary), endpoint, "10000000", str(seed)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for seed in (1, 2)
+    ]
+    try:
+        played = [game.communicate(timeout=150) for game in games]
+    finally:
+        for game in games:
+            if game.poll() is None:
+                game.kill()
+                game.communicate(timeout=10)
+    out, err = finish(proc, 60)
+    for game, (game_out, game_err) in zip(games, played):
+        assert game.returncode == 0 and b"the action server stopped" in game_err, game_err[-2000:]
+        steps = int(game_out.split()[1])
+        assert steps > 100, game_out
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert proc.returncode == ExitCode.OK and summary["eval_return"] >= 19.0, (summary, err[-3000:])
     rows = [
         json.loads(line) for line in (tmp_path / "run" / "learner-default" / "metrics.jsonl").read_text().splitlines()
     ]
