@@ -161,8 +161,8 @@ def replica_figures(
     "--solve",
     is_flag=True,
     help="Train to the config's stop.eval_return instead, each replica with its actors on a host of its own (a "
-    "network namespace; the supervisor and evaluator on the head; root and iproute2 needed); --seconds bounds "
-    "each run.",
+    "network namespace; the supervisor and evaluator on the head; root and iproute2 needed): --seconds bounds "
+    "each run, --hosts is implied, --overlap is the config's.",
 )
 @bench_set_option
 @json_option
@@ -192,6 +192,8 @@ def replicas_cmd(
             f"replica counts must be 1..{actors} (each replica needs an actor; --actors {actors})",
             param_hint="--replicas",
         )
+    if solve and quick:
+        raise click.UsageError("--solve trains to the config's return: it has no --quick form")
     if quick:
         seconds = min(seconds, 12.0)
     if solve:

@@ -42,8 +42,16 @@ class SpreadRun:
     """The head (`tandem supervise --no-children`, the evaluator) and, on host r, replica r and its actors."""
 
     def __init__(self, config: Path, replicas: int, actors: int, overrides: tuple[str, ...], hosts: Hosts, tmp: Path):
-        self.tmp, self.procs = tmp, []
+        self.tmp, self.procs, self.names = tmp, [], []
         self.run_dir = tmp / "run"
+        self.ctx, self.channel = sockets.new_context(), None
+        try:
+            self.start_all(config, replicas, actors, overrides, hosts)
+        except BaseException:  # a failed start (or Ctrl-C) leaves nothing running: each is a session of its own
+            self.close()
+            raise
+
+    def start_all(self, config: Path, replicas: int, actors: int, overrides: tuple[str, ...], hosts: Hosts) -> None:
         settings = [
             f"run.dir='{self.run_dir}'",
             f"learner.replicas={replicas}",
@@ -61,27 +69,47 @@ class SpreadRun:
             if time.monotonic() > deadline or self.procs[0].poll() is not None:
                 raise click.ClickException(f"the head never wrote its endpoint: {self.output('head')[-1500:]}")
             time.sleep(0.1)
-        self.endpoint, written = endpoint, str(self.run_dir / "config.toml")
+        written = str(self.run_dir / "config.toml")
+        self.channel = ControlChannel(self.ctx, endpoint)
         for rank, (_, address) in enumerate(hosts.places):
             joined = ("--join", endpoint, "--bind", f"tcp://{address}:*", "--insecure", "--rank", str(rank))
             self.start(f"learner-{rank}", [*hosts.wrap(rank), *tandem("learner", written, *joined)])
+        # Every replica registered before any actor asks where to send: an actor that asked earlier would be sent
+        # to a replica that had (the supervisor's fallback), and stay there.
+        self.wait_registered(replicas)
+        for rank in range(replicas):
             for actor in spread(actors, replicas)[rank]:
                 command = tandem("actor", written, "--index", str(actor), "--control", endpoint)
                 self.start(f"actor-{actor}", [*hosts.wrap(rank), *command])
         self.start("evaluator", tandem("evaluator", written, "--control", endpoint))
-        self.ctx = sockets.new_context()
-        self.channel = ControlChannel(self.ctx, endpoint)
+
+    def wait_registered(self, replicas: int) -> None:
+        deadline = time.monotonic() + START_S
+        while time.monotonic() < deadline:
+            if (gone := self.ended()) is not None:
+                raise click.ClickException(f"{gone} exited while starting: {self.output(gone)[-1500:]}")
+            registered = [p for p in (self.ask("status", {}) or {}).get("policies", []) if p.get("learner")]
+            if len(registered) >= replicas:  # replica 0's row and one `POLICY@R` row for each of the others
+                return
+            time.sleep(0.2)
+        raise click.ClickException(f"the {replicas} replicas did not all register within {START_S:g} s")
 
     def start(self, name: str, command: list[str]) -> None:
         with open(self.tmp / f"{name}.out", "ab") as out:
             self.procs.append(start_session(command, out, self.tmp))
+        self.names.append(name)
+
+    def ended(self) -> str | None:
+        """The name of a process that has exited (none should before the bench stops them), or None."""
+        return next((name for name, proc in zip(self.names, self.procs) if proc.poll() is not None), None)
 
     def output(self, name: str) -> str:
         return read_or_empty(self.tmp / f"{name}.out")
 
-    def status(self) -> dict | None:
+    def ask(self, kind: str, args: dict) -> dict | None:
+        """The data of an ok answer from the head, or None (no answer within REPLY_S, or a refusal)."""
         try:
-            reply = self.channel.request("status", {}, timeout_s=REPLY_S)
+            reply = self.channel.request(kind, args, timeout_s=REPLY_S)
         except ControlTimeout:
             return None
         return reply.data if reply.ok else None
@@ -89,7 +117,8 @@ class SpreadRun:
     def close(self) -> None:
         for proc in reversed(self.procs):  # the head last: the others leave while it still answers
             end_group(proc, 15.0)
-        self.channel.close()
+        if self.channel is not None:
+            self.channel.close()
         self.ctx.term()
 
 
@@ -111,7 +140,9 @@ def solve_on_hosts(config: Path, replicas: int, actors: int, timeout_s: float, o
         started, data, solved_s = time.monotonic(), None, None
         while time.monotonic() - started < timeout_s:
             time.sleep(POLL_S)
-            data = run.status() or data
+            if (gone := run.ended()) is not None:
+                raise click.ClickException(f"{gone} exited during the run: {run.output(gone)[-1500:]}")
+            data = run.ask("status", {}) or data
             value = eval_return(data)
             if value is not None and value >= target:
                 solved_s = time.monotonic() - started
@@ -121,10 +152,7 @@ def solve_on_hosts(config: Path, replicas: int, actors: int, timeout_s: float, o
         found = rows(data)
         counters = {name: found.get(name, {}).get("counters", {}) for name in names}
         lookups = [
-            run.channel.request("lookup", {"policy": "default", "actor": a}, timeout_s=REPLY_S).data.get(
-                "endpoints", {}
-            )
-            for a in range(actors)
+            (run.ask("lookup", {"policy": "default", "actor": a}) or {}).get("endpoints", {}) for a in range(actors)
         ]
     return {
         "replicas": replicas,
@@ -139,6 +167,7 @@ def solve_on_hosts(config: Path, replicas: int, actors: int, timeout_s: float, o
         "updates": [c.get("updates", 0) for c in counters.values()],
         "weight_checks": [c.get("replica_checks", 0) for c in counters.values()],
         "weight_mismatches": sum(c.get("replica_mismatches", 0) for c in counters.values()),
+        "batches_received": [c.get("batches_received", 0) for c in counters.values()],
         "generations": sorted({c.get("replica_generation") for c in counters.values()}, key=str),
         # each actor's transitions go to the replica on its own host (the address of that host's namespace)
         "actors_feed": [e.get("transitions", "") for e in lookups],

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tandem.daemons.runtime.control_channel import ControlTimeout
-from tandem.daemons.runtime.endpoints import LearnerEndpoints, endpoints_of, lookup_args
+from tandem.daemons.runtime.endpoints import LearnerEndpoints, endpoints_of, lookup_args, same_place
 
 log = logging.getLogger(__name__)
 LOOKUP_TIMEOUT_S = 1.0  # asked from the acting loop: a supervisor that does not answer costs at most this
@@ -42,7 +42,9 @@ class LearnerFollower:
             if not reply.ok:
                 continue  # not registered again yet: asked again after the next silent period
             found = endpoints_of(reply)
-            if found != follow.endpoints:
+            if not same_place(found, follow.endpoints):
                 log.warning("the learner of policy %s moved to %s; following it", policy, found.transitions)
                 move(policy, found)
                 self.counts["learner_moves"] += 1
+            else:  # the same learner: only the count of actors feeding its replica may have changed
+                follow.endpoints = found

@@ -80,6 +80,9 @@ class ReplayFeed:
         """Where the ratio stands: 0 = training waits for data, 1 = arriving batches are thrown away."""
         return self.limiter.fill()
 
+    def paced_by_credit(self) -> None:
+        pass  # never asked (credit_pacing is False): replay is paced by rate
+
     def prepare(self, batch: TransitionBatch) -> NStepTransitions | TransitionBatch:
         """The n-step arithmetic: state of the receiving side only, so it needs no lock against sampling."""
         return self._prepare(batch)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import Any
 
@@ -9,8 +10,9 @@ import numpy as np
 
 from tandem.protocol import TransitionBatch, stacks
 
-QUEUE_BATCHES = 2  # the queue holds this many updates' worth of transitions, and one round of every actor (below)
-MAX_STREAMS = 4096  # streams whose largest unroll is remembered; past that the oldest is forgotten
+QUEUE_BATCHES = 2  # the queue holds this many updates' worth of transitions (and, paced by credit, the room below)
+ROOM_TTL_S = 5.0  # a stream not heard from for this long no longer has room kept for its unroll (as pacing's shares)
+ROOM_SWEEP_S = 1.0  # streams gone quiet are looked for at most this often
 
 
 class UnrollFeed:
@@ -25,17 +27,15 @@ class UnrollFeed:
     publish_every = 1  # on-policy: every update is a new behaviour policy for the actors
     can_prefetch = False  # the next update should take the freshest unrolls, not ones queued an update ago
     credit_pacing = True  # one update's transitions per version is exactly what the actors should send
+    room_for_rounds = False  # set by paced_by_credit: the queue also holds one unroll of every stream heard lately
 
     def __init__(self, batch_size: int, max_lag: int):
         self.batch_size, self.max_lag = batch_size, max_lag
         self.consumed_per_update = float(batch_size)  # every transition is trained on once
         self.capacity = QUEUE_BATCHES * batch_size
-        # An actor with any credit left sends a whole unroll, so the actors' credit can put up to one unroll per
-        # stream more than QUEUE_BATCHES updates in flight; the queue holds that too. Dropping it instead loses
-        # credit for good (no version comes of a dropped unroll), and with unrolls larger than the actors' shares
-        # of an update (three actors of 512 transitions feeding updates of 512) the credit in circulation runs
-        # out: every actor waits for a version no data is left to make, the learner waits for data.
-        self.largest: dict[str, int] = {}  # stream -> its largest unroll
+        self.rounds: dict[str, tuple[int, float]] = {}  # stream -> (its largest unroll, when last heard)
+        self.room = 0  # their sum, kept as they change: fill() reads it without the feed's lock
+        self.swept_at = 0.0
         self.queue: deque[TransitionBatch] = deque()
         self.queued = 0
         self.dropped_full = 0
@@ -58,20 +58,38 @@ class UnrollFeed:
         """0: nothing queued; 1: the queue is full and arrivals push out its oldest unrolls."""
         return min(1.0, self.queued / self.limit())
 
-    def limit(self) -> int:
-        """Transitions queued past which the oldest unroll goes: QUEUE_BATCHES updates and one unroll a stream."""
-        return self.capacity + sum(self.largest.values())
+    def paced_by_credit(self) -> None:
+        """The actors are paced by a credit per version: keep room for the unroll each of them may send past it.
 
-    def remember(self, batch: TransitionBatch) -> None:
+        An actor with any credit left sends a whole unroll, so the credit can put up to one unroll per actor more
+        than QUEUE_BATCHES updates in flight. Dropping that surplus loses its credit for good (no version comes of
+        a dropped unroll), and with unrolls larger than an actor's share of an update (three actors of 512
+        transitions feeding updates of 512) the credit in circulation ran out: every actor waited for a version no
+        data was left to make, and the learner for data, until the credit expired. Without a credit (pacing by
+        rate, none, an action server's games) the queue keeps to QUEUE_BATCHES updates, the freshest data."""
+        self.room_for_rounds = True
+
+    def limit(self) -> int:
+        """Transitions queued past which the oldest unroll goes."""
+        return self.capacity + self.room
+
+    def remember(self, batch: TransitionBatch, now: float) -> None:
+        """Room for the largest unroll of each stream heard from in the last ROOM_TTL_S."""
         stream = batch.actor_id
-        if stream not in self.largest and len(self.largest) >= MAX_STREAMS:
-            self.largest.pop(next(iter(self.largest)))
-        self.largest[stream] = max(self.largest.get(stream, 0), batch.num_transitions)
+        largest, _ = self.rounds.get(stream, (0, now))
+        size = max(largest, batch.num_transitions)
+        self.rounds[stream] = (size, now)
+        self.room += size - largest
+        if now - self.swept_at >= ROOM_SWEEP_S:
+            self.swept_at = now
+            for quiet in [s for s, (_, heard) in self.rounds.items() if now - heard > ROOM_TTL_S]:
+                self.room -= self.rounds.pop(quiet)[0]
 
     def add(self, batch: TransitionBatch) -> int:
         if batch.num_transitions == 0:
             return 0
-        self.remember(batch)
+        if self.room_for_rounds:
+            self.remember(batch, time.monotonic())
         self.queue.append(batch)
         self.queued += batch.num_transitions
         limit = self.limit()

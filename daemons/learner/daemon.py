@@ -130,8 +130,9 @@ class Learner:
             heard=self.pace.heard,
             games=self.pool.record,
         )
-        if feed.credit_pacing and cfg.learner.pace_credit:
-            self.pace.credit_per_version = int(feed.consumed_per_update) if cfg.learner.pace_headroom > 0 else 0
+        if feed.credit_pacing and cfg.learner.pace_credit and cfg.learner.pace_headroom > 0:
+            self.pace.credit_per_version = int(feed.consumed_per_update)
+            feed.paced_by_credit()
         reporter.set_stage("load_checkpoint")
         self.checkpointer = Checkpointer(
             self.training,
@@ -190,7 +191,7 @@ class Learner:
                 now,
                 training.consumed_per_update if trained else 0.0,
                 starved=not trained,
-                fill=(fill_before + training.feed.fill()) / 2,
+                fill=(fill_before + training.fill()) / 2,
             )
             self.publisher.check()
             self.binding.chores(now)

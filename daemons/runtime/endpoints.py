@@ -19,6 +19,11 @@ class LearnerEndpoints:
     feeders: int = 0
 
 
+def same_place(a: LearnerEndpoints, b: LearnerEndpoints) -> bool:
+    """The same learner at the same addresses (whatever each says of the actors feeding it)."""
+    return dataclasses.replace(a, feeders=0) == dataclasses.replace(b, feeders=0)
+
+
 def learner_endpoints(config: RunConfig) -> LearnerEndpoints:
     """tcp endpoints on `transport.host`; a port of 0 binds a free port (`tandem up` fixes them beforehand)."""
     t = config.transport

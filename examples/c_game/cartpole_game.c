@@ -25,7 +25,7 @@ int main(int argc, char **argv) {
     msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
 
     int64_t stream = hello(sock, &buf, &pk, "c-cartpole");
-    reply_t r;
+    static reply_t r; /* its array buffers are large for a stack */
 
     /* CartPole-v1's physics, on this game's own loop */
     float s[4] = {0.01f, 0, -0.01f, 0};

@@ -49,8 +49,10 @@ static int key_is(msgpack_object k, const char *s) {
     return k.type == MSGPACK_OBJECT_STR && k.via.str.size == strlen(s) && !memcmp(k.via.str.ptr, s, k.via.str.size);
 }
 
+/* An integer field's value; a field of another type reads as -1 (never a valid id, stream or version here). */
 static int64_t int_of(msgpack_object v) {
-    return v.type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? v.via.i64 : (int64_t)v.via.u64;
+    if (v.type == MSGPACK_OBJECT_NEGATIVE_INTEGER) return v.via.i64;
+    return v.type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (int64_t)v.via.u64 : -1;
 }
 
 /* The array named `name` in a reply, or NULL. */
@@ -134,7 +136,7 @@ static int64_t hello(void *sock, msgpack_sbuffer *buf, msgpack_packer *pk, const
     pack_str(pk, "streams"); msgpack_pack_int(pk, 1);
     pack_str(pk, "spaces"); msgpack_pack_nil(pk);
     send_header(sock, buf, 0);
-    reply_t r;
+    static reply_t r; /* its array buffers are large for a stack */
     int64_t stream = -1;
     receive(sock, &r, &stream);
     if (strcmp(r.kind, "game_welcome") != 0 || stream < 0) { fprintf(stderr, "%s %s\n", r.kind, r.code); die("no welcome"); }

@@ -32,7 +32,8 @@ def test_two_replicas_and_their_actors_on_two_hosts_train_appo_to_solved(can_mak
     assert figures["eval_return"] >= 475.0 and figures["weight_mismatches"] == 0, figures
     assert min(figures["weight_checks"]) >= 2 and len(set(figures["updates"])) <= 2, figures
     assert figures["generations"] == [1], figures  # one group from start to solved: nobody lost
-    # actors 0 and 2 feed replica 0 on the first host, actor 1 replica 1 on the second
+    assert all(received > 0 for received in figures["batches_received"]), figures  # every replica was fed
+    # the supervisor sends actors 0 and 2 to replica 0 on the first host, actor 1 to replica 1 on the second
     first, second = figures["hosts"]
     feeds = [endpoint.removeprefix("tcp://").rsplit(":", 1)[0] for endpoint in figures["actors_feed"]]
     assert feeds == [first, second, first], figures

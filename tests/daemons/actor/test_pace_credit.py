@@ -48,6 +48,8 @@ def run(
     clock, in ticks of `tick_s`; `jitter` stretches each unroll and update by up to that share, seeded)."""
     rng = np.random.default_rng(0)
     feed, pacers = UnrollFeed(batch, max_lag=1000), [Pacer() for _ in range(actors)]
+    if credit:
+        feed.paced_by_credit()  # as the learner does when it grants a credit
     version, busy_until, updating, starved_s, sent = 0, 0.0, False, 0.0, 0
     next_unroll, seqs = [0.0] * actors, [0] * actors
     for p in pacers:
@@ -210,3 +212,24 @@ def test_a_replicas_actor_shares_its_own_replicas_update(feeders, streams, share
     for wrong in (True, -1, 2.0, "2"):  # a count that is not one counts as none
         reply.data["feeders"] = wrong
         assert endpoints_of(reply) == LearnerEndpoints("t", "w", "s")
+
+
+def test_room_for_unrolls_is_kept_only_under_a_credit_and_only_for_streams_heard_lately():
+    """Without a credit (pacing by rate, none, an action server's games) the queue keeps to two updates, the freshest
+    data; under one it also holds the largest unroll of each stream heard from in the last ROOM_TTL_S, so a game
+    that reconnects under new stream ids, or an actor gone, does not widen it for good."""
+    from tandem.daemons.feeds.unroll_feed import ROOM_TTL_S
+
+    plain = UnrollFeed(BATCH, max_lag=1000)
+    for seq in range(6):
+        plain.add(unroll(seq % 3, seq, 0))
+    assert plain.limit() == 2 * BATCH and plain.queued <= 2 * BATCH + STEPS * ENVS
+    credited = UnrollFeed(BATCH, max_lag=1000)
+    credited.paced_by_credit()
+    for actor in range(3):
+        credited.remember(unroll(actor, 0, 0), now=100.0)
+    credited.remember(unroll(0, 1, 0, envs=2 * ENVS), now=100.5)  # a larger unroll of actor 0: its room grows
+    assert credited.limit() == 2 * BATCH + 4 * STEPS * ENVS
+    credited.remember(unroll(1, 1, 0), now=100.5 + ROOM_TTL_S + 0.2)  # actors 0 and 2 have gone quiet
+    assert credited.limit() == 2 * BATCH + STEPS * ENVS
+    assert credited.fill() == 0.0
