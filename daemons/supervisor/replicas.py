@@ -47,6 +47,7 @@ class Group:
     stores: dict[int, str] = field(default_factory=dict)  # the newest generation's members -> their stores
     backend: str = ""  # torch.distributed backend the replicas asked with (the first asker's)
     registered: dict[int, Registration] = field(default_factory=dict)  # index -> what it registered
+    seen: set[int] = field(default_factory=set)  # indexes that have registered since this supervisor started
 
     def formed(self) -> dict[str, object]:
         return {"master": self.master, "generation": self.generation, "members": list(self.members)}
@@ -156,16 +157,21 @@ class ReplicaSets:
         if group is None:
             return False
         group.registered[replica_rank(name)] = entry
+        group.seen.add(replica_rank(name))
         return True
 
     def feeding(self, policy: str, actor: int) -> Registration | None:
         """What the replica that `actor` sends its transitions to registered: replica (i mod N) while it is
         registered, else one of the registered others (a lost replica's actors go on feeding the group); None
-        while none has registered."""
+        while none has registered, and while replica (i mod N) has not registered yet: an actor sent elsewhere
+        before its own replica started would stay there (that replica is never silent), leaving its own without
+        data, and a group updates only when every member has a batch."""
         group = self.groups[policy]
         home = group.registered.get(actor % group.size)
         if home is not None:
             return home
+        if actor % group.size not in group.seen:
+            return None
         others = sorted(group.registered)
         return group.registered[others[actor % len(others)]] if others else None
 

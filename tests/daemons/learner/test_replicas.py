@@ -405,6 +405,9 @@ def test_the_supervisor_sends_each_actor_to_its_replica_and_the_evaluator_to_rep
             refused = sup.handle(ControlRequest(2, "register", short), 0.0)
             assert not refused.ok and refused.code == "bad_args" and ".weights and .snapshot" in refused.message
         assert sup.handle(ControlRequest(2, "register", args), 0.0).ok
+        if rank == 0:  # actor 1's own replica has not registered yet: it is not sent to replica 0 meanwhile
+            waiting = sup.handle(ControlRequest(2, "lookup", {"policy": "default", "actor": 1}), 0.0)
+            assert not waiting.ok and waiting.code == "not_registered" and "actor 1 feeds" in waiting.message
     nothing = {"name": "learner-default@1", "role": "learner", "policy": "default", "endpoints": {}}
     assert sup.handle(ControlRequest(2, "register", nothing), 0.0).code == "bad_args"
     answers = [sup.handle(ControlRequest(3, "lookup", {"policy": "default", "actor": a}), 0.0) for a in (0, 1, 2)]
