@@ -14,17 +14,9 @@
 int main(int argc, char **argv) {
     if (argc < 2) die("usage: cartpole_game ENDPOINT [STEPS]");
     long steps_wanted = argc > 2 ? atol(argv[2]) : 2000;
-    void *ctx = zmq_ctx_new(), *sock = zmq_socket(ctx, ZMQ_DEALER);
-    int linger = 100;
-    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
-    if (zmq_connect(sock, argv[1]) != 0) die("cannot connect");
-
-    msgpack_sbuffer buf;
-    msgpack_packer pk;
-    msgpack_sbuffer_init(&buf);
-    msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
-
-    int64_t stream = hello(sock, &buf, &pk, "c-cartpole");
+    link_t l;
+    link_open(&l, argv[1]);
+    int64_t stream = hello(l.sock, &l.buf, &l.pk, "c-cartpole");
     static reply_t r; /* its array buffers are large for a stack */
 
     /* CartPole-v1's physics, on this game's own loop */
@@ -36,13 +28,13 @@ int main(int argc, char **argv) {
     unsigned seed = 12345;
     int stopped = 0;  /* the server said it stops: no bye to send, nothing more to wait for */
     while (steps < steps_wanted && !stopped) {
-        msgpack_sbuffer_clear(&buf);
-        step_header(&pk, request, stream, reward, done, truncated);
-        msgpack_pack_array(&pk, 1);
-        pack_array(&pk, "obs", "<f4", -1, 4); /* this machine is little-endian, as the wire is */
-        send_header(sock, &buf, 1);
-        send_frame(sock, s, sizeof s, 0);
-        receive(sock, &r, NULL);
+        msgpack_sbuffer_clear(&l.buf);
+        step_header(&l.pk, request, stream, reward, done, truncated);
+        msgpack_pack_array(&l.pk, 1);
+        pack_array(&l.pk, "obs", "<f4", -1, 4); /* this machine is little-endian, as the wire is */
+        send_header(l.sock, &l.buf, 1);
+        send_frame(l.sock, s, sizeof s, 0);
+        receive(l.sock, &r, NULL);
         if (stopped_by(&r, request)) { stopped = 1; continue; }
         const array_t *acted = array_named(&r, "action");
         size_t len = acted ? acted->len : 0;
@@ -68,10 +60,8 @@ int main(int argc, char **argv) {
         done = s[0] < -2.4f || s[0] > 2.4f || s[2] < -0.2095f || s[2] > 0.2095f;
         truncated = !done && t >= 500;
     }
-    if (!stopped) bye(sock, &buf, &pk, request);
+    if (!stopped) bye(l.sock, &l.buf, &l.pk, request);
     printf("steps %ld episodes %ld version %lld\n", steps, episodes, (long long)version);
-    msgpack_sbuffer_destroy(&buf);
-    zmq_close(sock);
-    zmq_ctx_term(ctx);
+    link_close(&l);
     return 0;
 }

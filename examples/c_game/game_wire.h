@@ -16,6 +16,25 @@
 
 static void die(const char *why) { fprintf(stderr, "error: %s\n", why); exit(1); }
 
+/* A game's link to its action server: a DEALER, and the buffer its headers are packed into. */
+typedef struct { void *ctx, *sock; msgpack_sbuffer buf; msgpack_packer pk; } link_t;
+
+static void link_open(link_t *l, const char *endpoint) {
+    l->ctx = zmq_ctx_new();
+    l->sock = zmq_socket(l->ctx, ZMQ_DEALER);
+    int linger = 100; /* a bye still leaves; nothing holds the game's exit longer */
+    zmq_setsockopt(l->sock, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_connect(l->sock, endpoint) != 0) die("cannot connect");
+    msgpack_sbuffer_init(&l->buf);
+    msgpack_packer_init(&l->pk, &l->buf, msgpack_sbuffer_write);
+}
+
+static void link_close(link_t *l) {
+    msgpack_sbuffer_destroy(&l->buf);
+    zmq_close(l->sock);
+    zmq_ctx_term(l->ctx);
+}
+
 static void pack_str(msgpack_packer *pk, const char *s) {
     size_t n = strlen(s);
     msgpack_pack_str(pk, n);

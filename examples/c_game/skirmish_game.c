@@ -46,20 +46,19 @@ static void draw(field_t *f, unsigned *seed) {
     f->progress = (float)f->t / LENGTH;
 }
 
-static void send_step(void *sock, msgpack_sbuffer *buf, msgpack_packer *pk, const field_t *f, int64_t request,
-                      int64_t stream, double reward, bool truncated) {
-    msgpack_sbuffer_clear(buf);
-    step_header(pk, request, stream, reward, false, truncated);
-    msgpack_pack_array(pk, 4);
-    pack_array(pk, "obs.unit", "<f4", f->n, 3);
-    pack_array(pk, "obs.enemy", "<f4", f->m, 3);
-    pack_array(pk, "obs.global", "<f4", -1, 1);
-    pack_array(pk, "obs.targets:target", "|b1", -1, f->m);
-    send_header(sock, buf, 1);
-    send_frame(sock, f->units, sizeof(float) * 3 * f->n, 1);
-    send_frame(sock, f->enemies, sizeof(float) * 3 * f->m, 1);
-    send_frame(sock, &f->progress, sizeof f->progress, 1);
-    send_frame(sock, f->alive, (size_t)f->m, 0); /* bool is one byte of 0 or 1 here, as |b1 is */
+static void send_step(link_t *l, const field_t *f, int64_t request, int64_t stream, double reward, bool truncated) {
+    msgpack_sbuffer_clear(&l->buf);
+    step_header(&l->pk, request, stream, reward, false, truncated);
+    msgpack_pack_array(&l->pk, 4);
+    pack_array(&l->pk, "obs.unit", "<f4", f->n, 3);
+    pack_array(&l->pk, "obs.enemy", "<f4", f->m, 3);
+    pack_array(&l->pk, "obs.global", "<f4", -1, 1);
+    pack_array(&l->pk, "obs.targets:target", "|b1", -1, f->m);
+    send_header(l->sock, &l->buf, 1);
+    send_frame(l->sock, f->units, sizeof(float) * 3 * f->n, 1);
+    send_frame(l->sock, f->enemies, sizeof(float) * 3 * f->m, 1);
+    send_frame(l->sock, &f->progress, sizeof f->progress, 1);
+    send_frame(l->sock, f->alive, (size_t)f->m, 0); /* bool is one byte of 0 or 1 here, as |b1 is */
 }
 
 /* One action per unit, checked as the protocol promises: `name` holds n int64 entries, each in [lo, hi). */
@@ -93,15 +92,9 @@ int main(int argc, char **argv) {
     if (argc < 2) die("usage: skirmish_game ENDPOINT [STEPS] [SEED]");
     long steps_wanted = argc > 2 ? atol(argv[2]) : 2000;
     unsigned seed = argc > 3 ? (unsigned)atol(argv[3]) : 12345u;
-    void *ctx = zmq_ctx_new(), *sock = zmq_socket(ctx, ZMQ_DEALER);
-    int linger = 100;
-    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
-    if (zmq_connect(sock, argv[1]) != 0) die("cannot connect");
-    msgpack_sbuffer buf;
-    msgpack_packer pk;
-    msgpack_sbuffer_init(&buf);
-    msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
-    int64_t stream = hello(sock, &buf, &pk, "c-skirmish");
+    link_t l;
+    link_open(&l, argv[1]);
+    int64_t stream = hello(l.sock, &l.buf, &l.pk, "c-skirmish");
 
     static reply_t r; /* its array buffers are large for a stack */
     field_t f = {0};
@@ -111,8 +104,8 @@ int main(int argc, char **argv) {
     long steps = 0, episodes = 0;
     int64_t request = 2, version = -1;
     while (steps < steps_wanted && !stopped) {
-        send_step(sock, &buf, &pk, &f, request, stream, reward, truncated);
-        receive(sock, &r, NULL);
+        send_step(&l, &f, request, stream, reward, truncated);
+        receive(l.sock, &r, NULL);
         if (stopped_by(&r, request)) { stopped = true; continue; }
         request++;
         version = r.version;
@@ -134,11 +127,9 @@ int main(int argc, char **argv) {
         truncated = f.t >= LENGTH;
         draw(&f, &seed);
     }
-    if (!stopped) bye(sock, &buf, &pk, request);
+    if (!stopped) bye(l.sock, &l.buf, &l.pk, request);
     printf("steps %ld episodes %ld version %lld mean_reward %.3f\n", steps, episodes, (long long)version,
            total / (steps ? steps : 1));
-    msgpack_sbuffer_destroy(&buf);
-    zmq_close(sock);
-    zmq_ctx_term(ctx);
+    link_close(&l);
     return 0;
 }
