@@ -15,6 +15,7 @@ import zmq
 
 from tandem.client.bench.options import json_option, quick_option
 from tandem.client.bench.report import finish, progress
+from tandem.client.bench.shm_path import shm_send_loop, shm_session
 from tandem.client.bench.transport_figures import TARGETS, machine, met_flags, ratios, summary
 from tandem.client.bench.transport_payloads import (
     BACKLOG_BATCHES,
@@ -44,6 +45,7 @@ PATHS = (
     ("raw-pyzmq", "tcp"),
     ("raw-same", "ipc"),
     ("raw-same", "tcp"),
+    ("shm-same", "shm"),
     ("mp.Queue", "mp.Queue"),
 )
 STACKED_ONLY = ("tandem-checked",)  # paths that differ from "tandem" only for frame-stacked payloads
@@ -64,6 +66,8 @@ SENDS = {
     "received and dropped",
     "raw-same": "exactly the messages tandem's sender makes (frames once, joined), encoded once beforehand, "
     "received and dropped",
+    "shm-same": "raw-same's messages through a ring of shared-memory slots: the sender writes each into a free "
+    "slot, the receiver copies it out and gives the slot back; only slot numbers cross ZeroMQ (ipc)",
     "mp.Queue": "the unroll's arrays as the env made them, pickled, one unroll a message",
 }
 WAIT_MS = 100  # every send and receive waits at most this long before looking at the clock or the stop flag
@@ -145,6 +149,8 @@ def run_receiver(path: str, payload: str, warmup_s: float, duration_s: float, co
                 endpoint, recv_one, close = raw_session(ctx, where, unrolls_in=PAYLOADS[payload][0])
             elif path in ("raw-same", "tandem-receiver"):
                 endpoint, recv_one, close = raw_session(ctx, where, same_message(payload)[1])
+            elif path == "shm-same":
+                endpoint, recv_one, close = shm_session(ctx, where, *same_message(payload))
             else:
                 endpoint, recv_one, close = queue_session(q)
             conn.send({"endpoint": endpoint})
@@ -194,6 +200,8 @@ def run_sender(path: str, where, payload: str, stop) -> None:
             tandem_send_loop(ctx, where, batch, stop, JOIN[path], stack_of(payload), path == "tandem-checked")
         elif path in ("raw-same", "tandem-receiver"):
             raw_send_loop(ctx, where, same_message(payload)[0], stop)
+        elif path == "shm-same":
+            shm_send_loop(ctx, where, same_message(payload)[0], stop)
         else:
             raw_send_loop(ctx, where, batch.to_frames(), stop)
     finally:
@@ -282,7 +290,9 @@ def measure_group(path: str, payload: str, transports: list[str], warmup_s: floa
     try:
         rates = []
         for i, transport in enumerate(transports):
-            conn.send({"ipc": f"ipc://{tmp}/{i}", "tcp": "tcp://127.0.0.1:*"}.get(transport, transport))
+            # shm: the slots' numbers go over ipc
+            address = {"ipc": f"ipc://{tmp}/{i}", "shm": f"ipc://{tmp}/{i}", "tcp": "tcp://127.0.0.1:*"}
+            conn.send(address.get(transport, transport))
             rates.append(session(ctx, conn, path, payload, q, warmup_s + duration_s + 10))
         conn.send(None)
         return rates
@@ -302,10 +312,12 @@ def measure_payload(payload: str, repeats: int, warmup_s: float, duration_s: flo
         "tandem-receiver",
         "raw-pyzmq",
         "raw-same",
+        "shm-same",
     ):
         if path in STACKED_ONLY and stack_of(payload) == 1:
             continue
-        transports = (["ipc", "tcp"] if path in ("tandem", "raw-pyzmq", "raw-same") else ["ipc"]) * repeats
+        kinds = {"tandem": ["ipc", "tcp"], "raw-pyzmq": ["ipc", "tcp"], "raw-same": ["ipc", "tcp"], "shm-same": ["shm"]}
+        transports = kinds.get(path, ["ipc"]) * repeats
         for transport, rate in zip(transports, measure_group(path, payload, transports, warmup_s, duration_s)):
             runs.setdefault((path, transport), []).append(rate)
     # A killed queue writer can leave a half-written message behind: never reuse a queue across senders.
@@ -333,7 +345,8 @@ def transport_cmd(as_json: bool, quick: bool, repeats: int) -> None:
     as an actor does; `tandem-single` sends one unroll a message; `tandem-checked` also checks every stack
     against the one before, as an actor must where its envs are not bare FrameStackObservations. raw-pyzmq and
     mp.Queue move one unroll a message with its arrays as the env made them;
-    raw-same moves exactly tandem's messages, encoded beforehand, and does nothing with them. tandem-sender and
+    raw-same moves exactly tandem's messages, encoded beforehand, and does nothing with them; shm-same moves the
+    same messages through a ring of shared-memory slots, only their numbers over ZeroMQ. tandem-sender and
     tandem-receiver run one half of tandem's path against a bare socket, to show which half bounds it.
     """
     repeats, warmup_s, duration_s = (1, 0.2, 0.5) if quick else (max(1, repeats), 0.5, 2.0)

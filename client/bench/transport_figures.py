@@ -25,7 +25,7 @@ TARGETS = {"atari_tandem_over_raw_min": 0.8, "cartpole_tandem_over_raw_min": 0.6
 def summary(path: str, transport: str, payload: str, runs: list[float]) -> dict:
     batch = make_batch(payload)
     rate = statistics.median(runs)
-    if path in ("tandem", "tandem-checked", "raw-same", "tandem-sender", "tandem-receiver"):
+    if path in ("tandem", "tandem-checked", "raw-same", "shm-same", "tandem-sender", "tandem-receiver"):
         message, unrolls = same_message(payload)
         wire = sum(len(f) for f in message) / unrolls
     elif path == "tandem-single":
@@ -58,6 +58,10 @@ def ratios(results: list[dict]) -> dict[str, float]:
                 tandem / max(rate[("raw-same", transport, payload)], 1e-9), 3
             )
             if transport == "ipc":
+                # the same bytes through shared memory against ZeroMQ ipc: above 1, shared memory moves them faster
+                out[f"{payload}/shm_same_over_raw_same_ipc"] = round(
+                    rate[("shm-same", "shm", payload)] / max(rate[("raw-same", "ipc", payload)], 1e-9), 3
+                )
                 raw = max(rate[("raw-pyzmq", "ipc", payload)], 1e-9)
                 out[f"{payload}/ipc/tandem_single_over_raw"] = round(rate[("tandem-single", "ipc", payload)] / raw, 3)
                 out[f"{payload}/ipc/sender_alone_over_raw"] = round(rate[("tandem-sender", "ipc", payload)] / raw, 3)

@@ -126,6 +126,8 @@ def test_transport_record_is_complete():
             assert ("raw-same", transport, payload) in keys
         assert ("mp.Queue", "mp.Queue", payload) in keys
         assert {("tandem-sender", "ipc", payload), ("tandem-receiver", "ipc", payload)} <= keys
+        # the same messages through shared memory: the same bytes moved, compared with ZeroMQ ipc
+        assert ("shm-same", "shm", payload) in keys and data["ratios"][f"{payload}/shm_same_over_raw_same_ipc"] > 0
         # the checking sender differs from tandem's only where stacks are kept as frames
         assert (("tandem-checked", "ipc", payload) in keys) == (payload == "atari")
         for half in ("sender", "receiver"):  # each half alone, against the same raw baseline
@@ -142,7 +144,8 @@ def test_transport_record_is_complete():
     assert set(data["met"]) and set(data["targets"]) and {"tandem", "raw-pyzmq", "raw-same"} <= set(data["sends"])
     wire = {(r["path"], r["payload"]): r["wire_bytes_per_unroll"] for r in data["results"]}
     # Atari-like stacks travel as their frames (a quarter of the bytes, plus each message's history)
-    assert wire[("tandem", "atari")] == wire[("raw-same", "atari")] < 0.3 * wire[("raw-pyzmq", "atari")]
+    assert wire[("tandem", "atari")] == wire[("raw-same", "atari")] == wire[("shm-same", "atari")]
+    assert wire[("raw-same", "atari")] < 0.3 * wire[("raw-pyzmq", "atari")]
 
 
 @pytest.mark.timeout(120)
