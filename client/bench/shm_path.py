@@ -25,6 +25,7 @@ def shm_session(ctx: zmq.Context, endpoint: str, frames: list, unrolls: int):
     ring = shared_memory.SharedMemory(create=True, size=SLOTS * size)
     sock = ctx.socket(zmq.PAIR)
     sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SNDTIMEO, WAIT_MS)  # a peer gone: a send gives up (zmq.Again) instead of waiting for ever
     sock.bind(endpoint)
     view = np.ndarray((SLOTS * size,), np.uint8, ring.buf)
 
@@ -36,7 +37,10 @@ def shm_session(ctx: zmq.Context, endpoint: str, frames: list, unrolls: int):
         for length in lengths:  # out of the ring into memory of the receiver's own, frame by frame
             view[start : start + length].copy()
             start += length
-        sock.send(msgpack.packb(slot))
+        try:
+            sock.send(msgpack.packb(slot))
+        except zmq.Again:
+            pass  # the sender is gone (the session ended): the copy still counts
         return unrolls
 
     def close() -> None:
@@ -58,6 +62,7 @@ def shm_send_loop(ctx: zmq.Context, where: str, frames: list, stop) -> None:
     sources = [np.frombuffer(f, np.uint8) for f in frames]
     sock = ctx.socket(zmq.PAIR)
     sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SNDTIMEO, WAIT_MS)
     sock.connect(endpoint)
     free = list(range(SLOTS))
     try:
@@ -71,7 +76,10 @@ def shm_send_loop(ctx: zmq.Context, where: str, frames: list, stop) -> None:
             for source in sources:  # the actor writes its message into the ring (where ZeroMQ copies it to the kernel)
                 view[start : start + len(source)] = source
                 start += len(source)
-            sock.send(msgpack.packb([slot, lengths]))
+            try:
+                sock.send(msgpack.packb([slot, lengths]))
+            except zmq.Again:
+                free.append(slot)  # the receiver is gone or behind: the slot was never handed over
     finally:
         sock.close()
         del view

@@ -153,9 +153,11 @@ def run_receiver(path: str, payload: str, warmup_s: float, duration_s: float, co
                 endpoint, recv_one, close = shm_session(ctx, where, *same_message(payload))
             else:
                 endpoint, recv_one, close = queue_session(q)
-            conn.send({"endpoint": endpoint})
-            conn.send(count_batches(recv_one, warmup_s, duration_s))
-            close()
+            try:
+                conn.send({"endpoint": endpoint})
+                conn.send(count_batches(recv_one, warmup_s, duration_s))
+            finally:
+                close()  # the shared-memory path's ring is unlinked whatever happened
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the measurement
         conn.send({"error": f"{type(exc).__name__}: {exc}"})
     finally:
