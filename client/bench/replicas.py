@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 import click
 
 from tandem.client.bench.options import counts_option, example_config_option, json_option, quick_option
-from tandem.client.bench.replicas_solve import solve_on_hosts
+from tandem.client.bench.replicas_solve import replica_command, solve_on_hosts
 from tandem.client.bench.report import finish, progress
 from tandem.client.bench.runs import json_rows, timed_run
 from tandem.client.config_cmd import bench_set_option
@@ -49,9 +48,8 @@ def hand_started(hosts: Hosts) -> Callable[[Path], list[subprocess.Popen]]:
     def start(run_dir: Path) -> list[subprocess.Popen]:
         endpoint = (run_dir / "endpoint").read_text().strip()
         started = []
-        for rank, (_, address) in enumerate(hosts.places):
-            command = [*hosts.wrap(rank), sys.executable, "-m", "tandem", "learner", str(run_dir / "config.toml")]
-            command += ["--join", endpoint, "--bind", f"tcp://{address}:*", "--insecure", "--rank", str(rank)]
+        for rank in range(len(hosts.places)):
+            command = replica_command(hosts, rank, str(run_dir / "config.toml"), endpoint)
             with open(run_dir / f"learner-{rank}.out", "ab") as out:
                 started.append(start_session(command, out, Path.cwd()))
         return started

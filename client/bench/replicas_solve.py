@@ -27,6 +27,14 @@ def tandem(*args: str) -> list[str]:
     return [sys.executable, "-m", "tandem", *args]
 
 
+def replica_command(hosts: Hosts, rank: int, config_file: str, endpoint: str) -> list[str]:
+    """Replica `rank` started by hand in its host's namespace (`tandem learner --rank R`), as on a machine of its
+    own: it joins the supervisor at `endpoint` and binds its host's address."""
+    address = hosts.places[rank][1]
+    joined = ("--join", endpoint, "--bind", f"tcp://{address}:*", "--insecure", "--rank", str(rank))
+    return [*hosts.wrap(rank), *tandem("learner", config_file, *joined)]
+
+
 def spread(actors: int, replicas: int) -> list[list[int]]:
     """The actors each host runs: actor i feeds replica i mod N (the supervisor's mapping), so it runs on its host."""
     return [[a for a in range(actors) if a % replicas == r] for r in range(replicas)]
@@ -71,11 +79,10 @@ class SpreadRun:
             time.sleep(0.1)
         written = str(self.run_dir / "config.toml")
         self.channel = ControlChannel(self.ctx, endpoint)
-        for rank, (_, address) in enumerate(hosts.places):
-            joined = ("--join", endpoint, "--bind", f"tcp://{address}:*", "--insecure", "--rank", str(rank))
-            self.start(f"learner-{rank}", [*hosts.wrap(rank), *tandem("learner", written, *joined)])
-        # Every replica registered before any actor asks where to send: an actor that asked earlier would be sent
-        # to a replica that had (the supervisor's fallback), and stay there.
+        for rank in range(replicas):
+            self.start(f"learner-{rank}", replica_command(hosts, rank, written, endpoint))
+        # Every replica registered before any actor starts (the supervisor would hold each actor's lookup until its
+        # own replica registers anyway): a learner that fails to start is named here, before the timed run.
         self.wait_registered(replicas)
         for rank in range(replicas):
             for actor in spread(actors, replicas)[rank]:
