@@ -15,10 +15,12 @@ from tandem.client.display import format_line
 def run_serial_up(
     config_file: str, overrides: tuple[str, ...], quiet: bool, as_json: bool, eval_every: int, fresh: bool = False
 ) -> None:
-    """Load the config, train it serially until a [stop] condition, print the summary, exit 0.
+    """Load the config, train it serially until a [stop] condition, print the summary, exit 0 (130 when SIGTERM or
+    Ctrl-C ended it: a last checkpoint and record are written first).
 
     The run directory ends up as `tandem up` leaves one (config.toml, learner-default/ckpt-*.pt, metrics.jsonl),
     so `tandem plot`, `tandem eval` and `tandem export` take it; `fresh` moves an earlier run there aside."""
+    from tandem.daemons.runtime.exit_codes import ExitCode
     from tandem.daemons.runtime.paths import run_dir
     from tandem.daemons.serial.loop import run_serial
     from tandem.daemons.settings.plugins import add_to_path, plugin_folders
@@ -40,5 +42,8 @@ def run_serial_up(
     except SetupError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    summary = {"result": "ok", "reason": outcome.reason, "run_dir": str(directory), "serial": True, **outcome.figures}
-    click.echo(json.dumps(summary) if as_json else f"{format_line(outcome.figures)}\nok: {outcome.reason}")
+    result = "stopped" if outcome.interrupted else "ok"  # as `tandem up` ends on a signal: exit 130
+    summary = {"result": result, "reason": outcome.reason, "run_dir": str(directory), "serial": True, **outcome.figures}
+    click.echo(json.dumps(summary) if as_json else f"{format_line(outcome.figures)}\n{result}: {outcome.reason}")
+    if outcome.interrupted:
+        sys.exit(int(ExitCode.INTERRUPTED))

@@ -62,8 +62,11 @@ class TrainedPolicy:
             )
         except ValueError as exc:
             raise PolicyError(f"{spec.source}: cannot build policy {spec.name!r}: {exc}") from exc
+        from tandem.daemons.algorithms.entity_norm import with_fresh_statistics
+
+        module = getattr(getattr(self.net, "nets", None), "current", None)  # an actor-critic's torch network
         try:
-            self.net.load_weights(weights)
+            self.net.load_weights(with_fresh_statistics(module, weights))
         except ValueError as exc:
             raise PolicyError(
                 f"{spec.source}: the saved weights do not fit policy {spec.name!r}'s model: {exc}"

@@ -13,6 +13,7 @@ padded row, the same heads and masks.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import gymnasium as gym
@@ -22,11 +23,14 @@ from torch import nn
 
 from tandem.daemons.algorithms.distributions import ActionHead
 from tandem.daemons.algorithms.entity_dist import Block, EntityDistribution, GaussBlock, masked_logits
+from tandem.daemons.algorithms.entity_norm import GLOBAL_KEY, EntityFeatureNorm
 from tandem.daemons.algorithms.net_parts import mlp
 from tandem.daemons.envs.entity_spaces import ACTORS, GLOBAL, MASK, TARGETS, EntityLayout, Head, padded_layout
 from tandem.daemons.settings.schema import ModelSection
 from tandem.daemons.settings.setup_errors import SetupError
 from tandem.protocol.ragged import COUNT_PREFIX
+
+TAU = 2.0 * math.pi
 
 
 class AttentionBlock(nn.Module):
@@ -52,13 +56,20 @@ class AttentionBlock(nn.Module):
         return x + self.ff(self.norm2(x))
 
 
+def embedding(inputs: int, width: int) -> nn.Linear:
+    """A type's embedding layer; a type with no features (and no global ones) is embedded as its bias alone, a
+    learned token of the type (without torch's warning that a [width, 0] weight has nothing to initialize)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Initializing zero-element tensors")
+        return nn.Linear(inputs, width)
+
+
 class EntityActorCritic(nn.Module):
     """An actor-critic over entity observations (the fixed-shape form) and an EntityActionSpace."""
 
     recurrent = False
     shared = True  # one network gives the policy and the value
     images = False
-    obs_norm = None
 
     def __init__(self, model_cfg: ModelSection, obs_space: gym.Space, action_space: gym.Space, algo_cfg: Any,
                  mask_size: int = 0):  # fmt: skip
@@ -68,18 +79,29 @@ class EntityActorCritic(nn.Module):
         self.attention = model_cfg.kind != "mlp"
         self.trim = True  # cut each batch to its most entities (an ONNX export keeps every padded row: fixed shapes)
         self.origin, self.position = model_cfg.entity_origin, list(model_cfg.entity_position)
-        check_origin(self.layout, self.origin, self.position)
+        self.heading = model_cfg.entity_heading  # -1: positions are not turned
+        check_origin(self.layout, self.origin, self.position, self.heading)
+        self.type_index = {t.name: i for i, t in enumerate(self.layout.types)}
+        for i, t in enumerate(self.layout.types):  # constants that put each type's positions (and heading) in place
+            eye = torch.eye(t.features)
+            moved = eye[self.position] if t.features > max(self.position, default=0) else eye[:0]
+            self.register_buffer(f"place_{i}", moved, persistent=False)
+            if self.heading >= 0 and t.name == self.origin:
+                self.register_buffer(f"heading_{i}", eye[self.heading], persistent=False)
         width = model_cfg.entity_width
         layout = self.layout
         g = layout.global_size
+        self.obs_norm: EntityFeatureNorm | None = None  # algorithm.normalize_obs (attention only)
         if self.attention:
-            self.embed = nn.ModuleDict({str(i): nn.Linear(t.features + g, width) for i, t in enumerate(layout.types)})
+            self.embed = nn.ModuleDict({str(i): embedding(t.features + g, width) for i, t in enumerate(layout.types)})
             self.global_token = nn.Linear(g, width) if g else None
             self.start = nn.Parameter(torch.zeros(width))
             self.layers = nn.ModuleList(
                 AttentionBlock(width, model_cfg.entity_heads) for _ in range(model_cfg.entity_layers)
             )
             self.norm = nn.LayerNorm(width)
+            if getattr(algo_cfg, "normalize_obs", False):
+                self.obs_norm = EntityFeatureNorm([t.features for t in layout.types], g)
             self.outputs = nn.ModuleDict()
             for h in layout.heads:
                 if h.kind == "select":
@@ -119,8 +141,22 @@ class EntityActorCritic(nn.Module):
             dist = dist.rows(policy_rows)
         return dist, values
 
-    def update_obs_norm(self, obs: Any, chunk_rows: int = 256) -> None:
-        """Entity features are taken as they are (no running statistics)."""
+    @torch.no_grad()
+    def update_obs_norm(self, obs: dict[str, torch.Tensor], chunk_rows: int = 256) -> None:
+        """Folds the features of the entities present in observations [R, ...] (positions as `encode` sees them,
+        relative to the origin) into the statistics, with algorithm.normalize_obs. (`chunk_rows` is the image
+        path's: entity rows are small, so they fold in one pass.)"""
+        if self.obs_norm is None:
+            return
+        counts, rows = self.counted(obs)
+        g = obs[GLOBAL].float() if self.layout.global_size else None
+        origin = self.origin_of(obs, g)
+        for i, t in enumerate(self.layout.types):
+            x = self.features_of(obs, t, rows[t.name], origin)
+            present = torch.arange(x.shape[1], device=x.device) < counts[t.name].unsqueeze(1)
+            self.obs_norm.fold(str(i), x[present])
+        if g is not None:
+            self.obs_norm.fold(GLOBAL_KEY, g)
 
     def check_actions(self, obs: dict[str, np.ndarray], actions: np.ndarray) -> None:
         """ValueError unless an unroll's actions [T, K, slots] fit its observations: 0 in every slot of an entity
@@ -180,17 +216,19 @@ class EntityActorCritic(nn.Module):
         layout = self.layout
         batch = next(iter(obs.values())).shape[0]
         g = obs[GLOBAL].float() if layout.global_size else None
+        origin = self.origin_of(obs, g)  # from the global features as they are (positions, not statistics)
+        norm = self.obs_norm
+        if norm is not None and g is not None:
+            g = norm.scaled(GLOBAL_KEY, g)
         tokens = [self.start.expand(batch, 1, -1)]
         if self.global_token is not None:
             tokens[0] = tokens[0] + self.global_token(g).unsqueeze(1)
         pads = [torch.zeros(batch, 1, dtype=torch.bool, device=self.start.device)]
-        origin = self.origin_of(obs, g)
         for i, t in enumerate(layout.types):
             n = rows[t.name]
-            x = obs[t.name][:, :n].float()
-            if origin is not None and t.features > max(self.position):  # positions relative to the origin
-                x = x.clone()
-                x[..., self.position] -= origin.unsqueeze(1)
+            x = self.features_of(obs, t, n, origin)
+            if norm is not None:
+                x = norm.scaled(str(i), x)
             if g is not None:
                 x = torch.cat([x, g.unsqueeze(1).expand(batch, n, -1)], dim=-1)
             tokens.append(self.embed[str(i)](x))
@@ -200,13 +238,36 @@ class EntityActorCritic(nn.Module):
             h = layer(h, keep)
         return self.norm(h)
 
+    def features_of(self, obs, t, n: int, origin: torch.Tensor | None) -> torch.Tensor:
+        """Type t's first n rows [B, n, features] as floats, positions relative to the origin where one is set (and
+        turned by its heading, model.entity_heading)."""
+        x = obs[t.name][:, :n].float()
+        if origin is None or t.features <= max(self.position):
+            return x
+        rel = x[..., self.position] - origin[:, None, : len(self.position)]
+        if self.heading >= 0:  # into the origin's own frame: its heading becomes +x
+            heading = origin[:, None, -1:]
+            cos, sin = heading.cos(), heading.sin()
+            rel = torch.cat([rel[..., :1] * cos + rel[..., 1:] * sin, rel[..., 1:] * cos - rel[..., :1] * sin], -1)
+        # the new positions put in their places by products with 0/1 constants, not by indexed writes (which an
+        # ONNX export turns into a graph ONNX Runtime refuses)
+        i = self.type_index[t.name]
+        place = getattr(self, f"place_{i}")
+        x = x * (1.0 - place.sum(0)) + (rel.unsqueeze(-1) * place).sum(-2)  # a sum of exact terms on any backend
+        if self.heading >= 0 and t.name == self.origin:  # headings of the origin's type, as the origin's own
+            turn = x[..., self.heading : self.heading + 1] - heading
+            turn = turn - TAU * torch.floor((turn + math.pi) / TAU)  # into [-pi, pi): the same turn either side of 0
+            x = x + (turn - x[..., self.heading : self.heading + 1]) * getattr(self, f"heading_{i}")
+        return x
+
     def origin_of(self, obs, g: torch.Tensor | None) -> torch.Tensor | None:
-        """[B, P]: where positions are measured from (model.entity_origin), or None to take them as they are."""
+        """[B, P] (then its heading, with model.entity_heading): where positions are measured from
+        (model.entity_origin), or None to take them as they are."""
         if not self.origin:
             return None
-        if self.origin == GLOBAL:
-            return g[:, self.position]
-        return obs[self.origin][:, 0, self.position].float()  # the first entity of the type (zeros when none)
+        places = [*self.position, *([self.heading] if self.heading >= 0 else [])]
+        # the first entity of the type (zeros when none), or the global features
+        return g[:, places] if self.origin == GLOBAL else obs[self.origin][:, 0, places].float()
 
     def read_heads(self, h: torch.Tensor, rows) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """Each head's logits (before masks) and the value, from the tokens `encode` gave."""
@@ -292,10 +353,20 @@ def value_device(raw: dict[str, torch.Tensor]) -> torch.device:
     return next(iter(raw.values())).device
 
 
-def check_origin(layout: EntityLayout, origin: str, position: list[int]) -> None:
-    """SetupError unless model.entity_origin names a type (or 'global') holding the features entity_position names."""
+def check_origin(layout: EntityLayout, origin: str, position: list[int], heading: int = -1) -> None:
+    """SetupError unless model.entity_origin names a type (or 'global') holding the features entity_position (and
+    entity_heading) name."""
     if not origin:
+        if heading >= 0:
+            raise SetupError(
+                "model.entity_heading needs model.entity_origin: the entity (or 'global') it is the heading of"
+            )
         return
+    if heading >= 0 and len(position) != 2:
+        raise SetupError(
+            "model.entity_heading turns positions in a plane: model.entity_position must name two features, "
+            f"not {position}"
+        )
     if not position:
         raise SetupError("model.entity_position: name the position features (e.g. [0, 1]) for model.entity_origin")
     if origin == GLOBAL:
@@ -308,4 +379,10 @@ def check_origin(layout: EntityLayout, origin: str, position: list[int]) -> None
     if max(position) >= width:
         raise SetupError(
             f"model.entity_position = {position}: {origin!r} has {width} features, so positions must be below {width}"
+        )
+    if heading in position:
+        raise SetupError(f"model.entity_heading = {heading} is one of model.entity_position {position}: name another")
+    if heading >= width:
+        raise SetupError(
+            f"model.entity_heading = {heading}: {origin!r} has {width} features, so the heading must be below {width}"
         )

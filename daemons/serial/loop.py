@@ -11,9 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from tandem.daemons.runtime.signals import StopFlag
 from tandem.daemons.runtime.stop_rule import stop_reason
 from tandem.daemons.serial.curves import SerialCurves
 from tandem.daemons.serial.determinism import make_deterministic
+from tandem.daemons.serial.interrupt import stop_on_signals
 from tandem.daemons.serial.parts import SerialActor, SerialEvaluator, SerialLearner
 from tandem.daemons.serial.run_dir import learner_checkpointer, open_run_dir
 from tandem.daemons.settings.schema import RunConfig
@@ -95,6 +97,7 @@ class Outcome:
     reason: str
     figures: dict[str, Any] = field(default_factory=dict)
     weights: dict[str, np.ndarray] = field(default_factory=dict)
+    interrupted: bool = False  # SIGTERM or SIGINT ended it, not a [stop] condition
 
 
 def serial_stop_reason(config: RunConfig, figures: dict[str, Any], elapsed_s: float) -> str | None:
@@ -121,7 +124,8 @@ def run_serial(
 
     `directory`: the run directory, made one as `tandem up` makes it (run_dir.py: config.toml, the learner's
     checkpoints, metrics.jsonl), `fresh` moving an earlier run there aside; `show` is given each record.
-    Ctrl-C ends it as a stop does, and a last checkpoint and record are written on the way out."""
+    SIGTERM and Ctrl-C end it as a stop does (Outcome.interrupted), a last checkpoint and record written on the way
+    out."""
     if not any(getattr(config.stop, key) is not None for key in ("env_steps", "eval_return", "mean_return", "seconds")):
         raise SetupError("serial mode needs a [stop] condition (env_steps, eval_return, mean_return or seconds)")
     run = SerialRun(config, evaluate=config.eval.enabled)  # before the directory: a config it refuses changes nothing
@@ -140,7 +144,18 @@ def run_serial(
 def train(
     run: SerialRun, eval_every: int, directory: Path | None, show: Callable[[dict[str, Any]], None] | None
 ) -> Outcome:
-    """run_serial's loop; closes `run`."""
+    """run_serial's loop; closes `run`. SIGTERM and SIGINT are checked between steps."""
+    with stop_on_signals() as stop:
+        return train_until(run, stop, eval_every, directory, show)
+
+
+def train_until(
+    run: SerialRun,
+    stop: StopFlag,
+    eval_every: int,
+    directory: Path | None,
+    show: Callable[[dict[str, Any]], None] | None,
+) -> Outcome:
     started = time.monotonic()
     curves = SerialCurves(directory, started)
     checkpointer = learner_checkpointer(run.config, run.learner, directory) if directory is not None else None
@@ -149,6 +164,9 @@ def train(
     next_eval, evaluation, reason, written = eval_every, {"eval_return": None}, None, False
     try:
         while reason is None:
+            if stop:
+                reason = f"stopped on {stop.signal_name}"
+                break
             run.step()
             now = time.monotonic()
             curves.sample(now, run.env_steps, run.updates)
@@ -165,8 +183,8 @@ def train(
                 if show is not None:
                     show(record)
             reason = serial_stop_reason(run.config, {**run.figures(), **evaluation}, time.monotonic() - started)
-    except KeyboardInterrupt:
-        reason = "interrupted"
+    except KeyboardInterrupt:  # off the main thread, or before the handler was in place
+        reason = "stopped on SIGINT"
     finally:
         try:
             if checkpointer is not None:
@@ -178,4 +196,4 @@ def train(
             curves.close()
             weights = run.learner.weights()
             run.close()
-    return Outcome(reason, record, weights)
+    return Outcome(reason, record, weights, interrupted=reason.startswith("stopped on "))

@@ -141,6 +141,13 @@ class ModelSection:
     entity_position: list[int] = option(
         [0, 1], "Entity observations: which features of each entity (and of the origin) are its position.", min=0
     )
+    entity_heading: int = option(
+        -1,
+        "Entity observations: which feature of the origin (model.entity_origin) is its heading in radians; positions "
+        "relative to it are then turned so that the origin faces +x (EntityGym's rotation_angle_feature: 'ahead' "
+        "means the same to a vehicle facing any way). Needs two entity_position features; -1 turns nothing.",
+        min=-1,
+    )
 
     def core_state_size(self) -> int:
         """Floats of recurrent state one env carries: 0 without a core, core_size for a GRU, twice that for an LSTM."""

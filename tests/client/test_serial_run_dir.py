@@ -83,3 +83,45 @@ def test_a_serial_run_checkpoints_every_so_many_updates_as_a_learner_does(tmp_pa
     # 3072 steps are 6 updates of 512: a checkpoint after each (the write-time share permitting) and the last,
     # of which the newest 3 are kept; by time alone (the first one 10 s in) the run leaves only its last
     assert len(written) == 3, [p.name for p in written]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT"])
+def test_a_signal_ends_a_serial_run_with_a_last_checkpoint_and_exit_130(tmp_path, how):
+    """SIGTERM (systemd, Slurm, `timeout`) and Ctrl-C end a serial run between steps: the last checkpoint holds the
+    final weights, a last record is written, and the exit code is 130 as for `tandem up` (it used to die on SIGTERM
+    without either)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run = tmp_path / "run"
+    command = [sys.executable, "-m", "tandem", "up", str(APPO), "--serial", "--json", "--quiet", "--eval-every", "512"]
+    command += ["--set", f"run.dir='{run}'", "--set", "stop.seconds=100"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(records(run)) < 2:  # training, and records being written
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        assert len(records(run)) >= 2, "the run wrote no records within 60 s"
+        proc.send_signal(getattr(signal, how))
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, (out, err)
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["result"] == "stopped" and summary["reason"] == f"stopped on {how}", summary
+    saved = sorted(p.name for p in (run / "learner-default").glob("ckpt-*.pt"))
+    assert saved[-1] == f"ckpt-{summary['version']:012d}.pt"  # the final weights, not an older interval's
+    assert records(run)[-1]["env_steps"] == summary["env_steps"]
+
+
+def records(run: Path) -> list[dict]:
+    path = run / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip().startswith("{")]

@@ -93,11 +93,17 @@ class APPO:
 
     def learning_rate(self) -> float:
         """The configured rate, decayed linearly by the steps already trained when learning_rate_decay_steps > 0."""
-        cfg = self.cfg
-        if not cfg.learning_rate_decay_steps:
-            return cfg.learning_rate
-        trained = self.updates * cfg.batch_size  # an update's batch is batch_size steps, so resumes agree
-        return cfg.learning_rate * max(0.0, 1.0 - trained / cfg.learning_rate_decay_steps)
+        return self.decayed(self.cfg.learning_rate, self.cfg.learning_rate_decay_steps)
+
+    def entropy_coef(self) -> float:
+        """The entropy bonus's weight, decayed linearly by the steps already trained when entropy_decay_steps > 0."""
+        return self.decayed(self.cfg.entropy_coef, self.cfg.entropy_decay_steps)
+
+    def decayed(self, start: float, over_steps: int) -> float:
+        if not over_steps:
+            return start
+        trained = self.updates * self.cfg.batch_size  # an update's batch is batch_size steps, so resumes agree
+        return start * max(0.0, 1.0 - trained / over_steps)
 
     def set_learning_rate(self) -> None:
         for group in self.optimizer.param_groups:
@@ -144,7 +150,7 @@ class APPO:
         data = (unrolls if isinstance(unrolls, PreparedUnrolls) else self.prepare(unrolls)).parts
         for part in data:  # statistics first: the targets below see the inputs the steps will
             if self.net.obs_norm is not None:
-                self.net.update_obs_norm(part.obs[:-1].reshape(-1, *part.obs.shape[2:]))
+                self.net.update_obs_norm(keyed.map_obs(lambda x: x[:-1].reshape(-1, *x.shape[2:]), part.obs))
         totals: dict[str, float] = {}
         steps = 0
 
@@ -176,8 +182,10 @@ class APPO:
                         metrics = self.step(select_columns(part, cols) if cfg.minibatches > 1 else part)
                         explained.append(metrics.pop("explained_variance"))
                         add(metrics)
-        self.updates += 1
         result = {key: value / max(steps, 1) for key, value in totals.items()}
+        if cfg.entropy_decay_steps:
+            result["entropy_coef"] = self.entropy_coef()  # this update's: it counts the updates before it
+        self.updates += 1
         if cfg.learning_rate_decay_steps:
             result["learning_rate"] = self.optimizer.param_groups[0]["lr"]
         if self.value_norm is not None:
@@ -341,7 +349,7 @@ class APPO:
             policy_loss = -(logp * advantages).mean()
             clip_fraction = torch.zeros((), device=self.device)
         v_loss = value_loss(values, targets, old_values, cfg.value_clip)
-        loss = policy_loss + cfg.value_coef * v_loss - cfg.entropy_coef * entropy
+        loss = policy_loss + cfg.value_coef * v_loss - self.entropy_coef() * entropy
 
         grad_norm = gradient_step(self.optimizer, loss, self.net.parameters(), cfg.max_grad_norm)
         log_ratio = logp.detach() - anchor_logp

@@ -66,8 +66,9 @@ class VtraceSection(AlgorithmSection):
     normalize_obs: bool = option(
         False,
         "Vector observations are shifted and scaled by their running mean and standard deviation per feature, "
-        "clipped at 10 (kept in the network, so actors and exports use the same statistics); images: see "
-        "normalize_images.",
+        "clipped at 10 (kept in the network, so actors and exports use the same statistics); the entity policy "
+        "(attention) does the same per feature of each entity type over the entities present, as EntityGym's "
+        "RogueNet does; images: see normalize_images.",
     )
     normalize_images: bool = option(
         True,
@@ -81,6 +82,13 @@ class VtraceSection(AlgorithmSection):
         0,
         "Decay the learning rate linearly to 0 over this many trained agent steps (each update counts "
         "batch_size), as Sample Factory's linear_decay and cleanRL's annealing do; 0 keeps it constant.",
+        min=0,
+    )
+    entropy_decay_steps: int = option(
+        0,
+        "Decay entropy_coef linearly to 0 over this many trained agent steps (each update counts batch_size), as "
+        "EntityGym's trainer anneals its entropy bonus: wide exploration early, a sharp policy at the end; 0 keeps "
+        "it constant.",
         min=0,
     )
     reward_scale: float = option(

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tandem.daemons.algorithms.actor_critic import network_form_hint
+from tandem.daemons.algorithms.entity_norm import with_fresh_statistics
 from tandem.daemons.algorithms.running_norm import RunningMeanStd
 from tandem.daemons.algorithms.torch_util import check_tensors, cpu_copy
 
@@ -33,6 +34,8 @@ def load_training_state(algo: APPO, state: Mapping[str, Any]) -> None:
     """`algo` resumed from `training_state` output; the config's learning rate (and decay) wins over the saved one."""
     if state.get("algorithm") != algo.name:
         raise ValueError(f"state is for algorithm {state.get('algorithm')!r}, not {algo.name!r}")
+    if isinstance(state.get("net"), Mapping):
+        state = {**state, "net": with_fresh_statistics(algo.net, state["net"])}
     try:
         check_tensors(algo.net.state_dict(), state["net"], numpy=False)
     except (KeyError, ValueError) as exc:

@@ -511,3 +511,33 @@ def test_the_learning_rate_decays_linearly_by_the_steps_trained_and_resumes_wher
     constant = make_algorithm(appo_config(learning_rate=1e-3), VECTOR, space, "cpu")
     assert "learning_rate" not in constant.update([unroll_from_policy(policy)]).metrics
     assert constant.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)
+
+
+def test_the_entropy_bonus_decays_linearly_by_the_steps_trained_and_the_loss_uses_the_decayed_weight():
+    space = SPACES["discrete"]
+    config = appo_config(batch_size=32, entropy_coef=1.0, entropy_decay_steps=64)  # 2 updates of 32 steps to 0
+    learner, policy = make_algorithm(config, VECTOR, space, "cpu"), make_policy(config, VECTOR, space, seed=0)
+    unroll = unroll_from_policy(policy, seed=7)
+
+    def next_update_trains_as(coef: float, other: float) -> bool:
+        """The learner's next update moves its weights as a constant `coef` does, and not as `other` does."""
+        after = {}
+        for c in (coef, other):
+            twin = make_algorithm(appo_config(batch_size=32, entropy_coef=c), VECTOR, space, "cpu")
+            twin.load_state_dict(learner.state_dict())
+            twin.update([unroll])
+            after[c] = twin.weights()
+        learner.update([unroll])
+        mine = learner.weights()
+
+        def gap(w):  # float sums in another order differ by ~1e-10; the bonus moves weights by ~1e-6
+            return max(float(np.abs(mine[k] - w[k]).max()) for k in mine)
+
+        return gap(after[coef]) < 1e-8 < 1e-7 < gap(after[other])
+
+    assert learner.update([unroll_from_policy(policy, seed=1)]).metrics["entropy_coef"] == pytest.approx(1.0)
+    assert next_update_trains_as(0.5, 1.0)  # the second update: halfway
+    assert next_update_trains_as(0.0, 0.5)  # past the decay: no bonus at all
+    assert learner.update([unroll]).metrics["entropy_coef"] == 0.0
+    constant = make_algorithm(appo_config(entropy_coef=0.01), VECTOR, space, "cpu")
+    assert "entropy_coef" not in constant.update([unroll]).metrics

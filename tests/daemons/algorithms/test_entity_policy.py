@@ -164,12 +164,21 @@ def test_the_learner_counts_a_ragged_batch_that_does_not_add_up_and_one_of_anoth
     assert learner.train_step() and np.isfinite(learner.training.last_metrics["loss"])
 
 
-def test_an_exported_entity_policy_acts_as_the_trained_one(tmp_path):
+@pytest.mark.parametrize(
+    "normalize, turn",
+    [(False, ()), (True, ("model.entity_origin='unit'", "model.entity_heading=2"))],
+    ids=["raw", "normalized-turned"],
+)
+def test_an_exported_entity_policy_acts_as_the_trained_one(tmp_path, normalize, turn):
     run = tmp_path / "run"
-    config = skirmish_config(run)
+    config = skirmish_config(run, f"algorithm.normalize_obs={str(normalize).lower()}", *turn)
     run.mkdir()
     (run / "config.toml").write_text(render_toml(config))
     algorithm = sharp(config)
+    if normalize:  # statistics far from mean 0, variance 1: the exports must scale as the learner's network does
+        for norm in algorithm.net.obs_norm.values():
+            norm.mean.uniform_(-2.0, 2.0)
+            norm.var.uniform_(0.05, 4.0)
     save_checkpoint(run / "learner-default", {"algorithm": algorithm.state_dict(), "version": 3, "updates": 1})
     policy = load_policy(run)
     exported = load_exported(export_policy(policy, tmp_path / "out").parent)
@@ -249,3 +258,125 @@ def test_an_origin_that_is_no_type_is_a_setup_error(tmp_path):
         sharp(skirmish_config(tmp_path, "model.entity_origin='hero'"))
     with pytest.raises(SetupError, match=r"model.entity_position = \[0, 5\]: 'unit' has 3 features"):
         sharp(skirmish_config(tmp_path, "model.entity_origin='unit'", "model.entity_position=[0, 5]"))
+
+
+def test_normalized_entity_features_count_only_the_entities_present_relative_to_the_origin(tmp_path):
+    """algorithm.normalize_obs: each type's statistics are those of its present rows (padding holding anything),
+    positions as the policy sees them (relative to model.entity_origin); the learner keeps them as it trains."""
+    config = skirmish_config(tmp_path, "algorithm.normalize_obs=true", "model.entity_origin='unit'")
+    net = sharp(config).net
+    env = EntityEnv(__import__("entity_skirmish").make(), BOUND)
+    batch = obs_batch(env, range(40))
+    for key in ("unit", "enemy"):  # padding rows full of nonsense must not reach the statistics
+        absent = torch.arange(BOUND) >= batch[f"count:{key}"].reshape(-1, 1)
+        batch[key][absent] = 1e6
+    net.update_obs_norm(batch)
+    units, enemies = batch["count:unit"].reshape(-1), batch["count:enemy"].reshape(-1)
+    origin = batch["unit"][:, 0, :2]
+    expected = []
+    for key, counts in (("unit", units), ("enemy", enemies)):
+        rows = batch[key].clone()
+        rows[..., :2] -= origin[:, None]  # the first unit of each step is the origin: at (0, 0) from there
+        expected.append(torch.cat([rows[b, : counts[b]] for b in range(len(counts))]))
+    types = [t.name for t in net.layout.types]
+    for key, rows in zip(("unit", "enemy"), expected):
+        norm = net.obs_norm[str(types.index(key))]
+        np.testing.assert_allclose(norm.mean.numpy(), rows.mean(0).numpy(), rtol=1e-3, atol=1e-4)
+        np.testing.assert_allclose(norm.var.numpy(), rows.var(0, unbiased=False).numpy(), rtol=1e-3, atol=1e-4)
+    spaces = probe_policy_spaces(config)
+    learner = make_algorithm(config, spaces.observation_space, spaces.action_space, "cpu")
+    unrolls = collect(config, 2, learner.weights())
+    enemy = str(types.index("enemy"))
+    before = learner.net.obs_norm[enemy].count.item()
+    learner.update([wire(u) for u in unrolls])
+    present = sum(int(u.obs["count:enemy"][:-1].sum()) for u in unrolls)  # obs[T] is bootstrap only
+    assert learner.net.obs_norm[enemy].count.item() == pytest.approx(before + present)
+    assert f"obs_norm.{enemy}.mean" in learner.weights()  # the statistics travel to actors with the weights
+    mlp = skirmish_config(tmp_path, "algorithm.normalize_obs=true", "model.kind='mlp'")
+    assert (
+        make_algorithm(mlp, spaces.observation_space, spaces.action_space, "cpu").net.obs_norm is None
+    )  # the padded MLP baseline takes its rows as they are
+
+
+def test_positions_turned_by_the_origins_heading_make_the_policy_blind_to_how_the_whole_field_is_turned(tmp_path):
+    """model.entity_heading = 2 (read here as each unit's heading in radians, wrapped into [0, 2 pi) as games keep
+    them): turning the whole field about the first unit by an angle, and the units' headings with it, changes
+    nothing, even where a heading wraps past 2 pi; without a heading it does."""
+    env = EntityEnv(__import__("entity_skirmish").make(), BOUND)
+    obs, _ = env.reset(seed=3)
+    turned = {k: v.copy() for k, v in obs.items()}
+    angle = np.float32(0.7)
+    cos, sin = np.cos(angle), np.sin(angle)
+    pivot = obs["unit"][0, :2].copy()
+    for key in ("unit", "enemy"):
+        n = int(obs[f"count:{key}"])
+        rel = obs[key][:n, :2] - pivot
+        turned[key][:n, 0] = pivot[0] + rel[:, 0] * cos - rel[:, 1] * sin
+        turned[key][:n, 1] = pivot[1] + rel[:, 0] * sin + rel[:, 1] * cos
+    units = int(obs["count:unit"])
+    assert units >= 2
+    obs["unit"][:units, 2] = np.linspace(6.0, 6.9, units) % (2 * np.pi)  # headings on both sides of 0 = 2 pi
+    turned["unit"][:units, 2] = (obs["unit"][:units, 2] + angle) % (2 * np.pi)  # every heading turns with the field
+    batch = {k: torch.as_tensor(np.stack([obs[k], turned[k]])) for k in obs}
+    for heading, same in ((2, True), (-1, False)):
+        net = sharp(skirmish_config(tmp_path, "model.entity_origin='unit'", f"model.entity_heading={heading}")).net
+        with torch.no_grad():
+            dist, values = net.forward_all(batch)
+        gap = max(float(np.abs(p[0] - p[1]).max()) for p in (p.numpy() for p in dist.probs()))
+        assert (gap + abs(float(values[0] - values[1])) < 1e-4) == same, (heading, gap)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["model.entity_heading=2"], "model.entity_heading needs model.entity_origin"),
+        (["model.entity_origin='unit'", "model.entity_heading=3"], "model.entity_heading = 3: 'unit' has 3 features"),
+        (["model.entity_origin='unit'", "model.entity_position=[0]", "model.entity_heading=2"], "must name two"),
+        (["model.entity_origin='unit'", "model.entity_heading=1"], r"is one of model.entity_position \[0, 1\]"),
+    ],
+)
+def test_a_heading_without_an_origin_or_beyond_its_features_is_a_setup_error(tmp_path, overrides, message):
+    from tandem.daemons.settings.setup_errors import SetupError
+
+    with pytest.raises(SetupError, match=message):
+        sharp(skirmish_config(tmp_path, *overrides))
+
+
+def test_a_checkpoint_saved_without_entity_statistics_loads_with_fresh_ones(tmp_path, caplog):
+    """Before normalize_obs scaled entity features, a run that set it saved no statistics: resuming it, and loading
+    it for eval or export, starts them afresh with a warning instead of refusing the checkpoint."""
+    run = tmp_path / "run"
+    run.mkdir()
+    old = sharp(skirmish_config(run))  # as such a run's learner saved it: no obs_norm tensors
+    config = skirmish_config(run, "algorithm.normalize_obs=true")
+    (run / "config.toml").write_text(render_toml(config))
+    save_checkpoint(run / "learner-default", {"algorithm": old.state_dict(), "version": 3, "updates": 1})
+    spaces = probe_policy_spaces(config)
+    resumed = make_algorithm(config, spaces.observation_space, spaces.action_space, "cpu")
+    with caplog.at_level("WARNING"):
+        resumed.load_state_dict(old.state_dict())
+        policy = load_policy(run)
+    assert caplog.text.count("no entity feature statistics") == 2
+    assert torch.equal(resumed.net.embed["0"].weight, old.net.embed["0"].weight)  # the trained weights are kept
+    assert all(float(n.count) < 1e-3 for n in resumed.net.obs_norm.values())  # fresh: the prior's weight only
+    env = EntityEnv(__import__("entity_skirmish").make(), BOUND)
+    obs, _ = env.reset(seed=1)
+    batch = {k: torch.as_tensor(v[None]) for k, v in obs.items()}
+    with torch.no_grad():
+        expected = resumed.net.greedy(batch)[0].numpy()
+    np.testing.assert_array_equal(policy.act(obs), expected)
+
+
+def test_scaled_global_features_reach_the_global_token_too(tmp_path):
+    """The global token (the value, a Discrete head, a recurrent core) reads the global features as scaled: with
+    the entities' own view of them removed, changing only the globals' statistics still changes the value."""
+    net = sharp(skirmish_config(tmp_path, "algorithm.normalize_obs=true")).net
+    obs = obs_batch(EntityEnv(__import__("entity_skirmish").make(), BOUND), range(4))
+    g = net.layout.global_size
+    with torch.no_grad():
+        for layer in net.embed.values():  # the globals beside every entity's features: removed
+            layer.weight[:, -g:] = 0.0
+        before = net.values(obs)
+        net.obs_norm["global"].mean.fill_(0.5)
+        after = net.values(obs)
+    assert float((before - after).abs().max()) > 1e-4
