@@ -162,10 +162,11 @@ def train_until(
     if checkpointer is not None:
         checkpointer.start(started)  # the learner daemon's schedule: soon after start, then every interval
     next_eval, evaluation, reason, written = eval_every, {"eval_return": None}, None, False
+    interrupted = False
     try:
         while reason is None:
             if stop:
-                reason = f"stopped on {stop.signal_name}"
+                reason, interrupted = f"stopped on {stop.signal_name}", True
                 break
             run.step()
             now = time.monotonic()
@@ -184,7 +185,7 @@ def train_until(
                     show(record)
             reason = serial_stop_reason(run.config, {**run.figures(), **evaluation}, time.monotonic() - started)
     except KeyboardInterrupt:  # off the main thread, or before the handler was in place
-        reason = "stopped on SIGINT"
+        reason, interrupted = "stopped on SIGINT", True
     finally:
         try:
             if checkpointer is not None:
@@ -196,4 +197,4 @@ def train_until(
             curves.close()
             weights = run.learner.weights()
             run.close()
-    return Outcome(reason, record, weights, interrupted=reason.startswith("stopped on "))
+    return Outcome(reason, record, weights, interrupted)
