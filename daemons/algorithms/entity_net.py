@@ -3,8 +3,9 @@
 Each entity's features (with the step's global features beside them) are embedded by its type's own layer;
 a global token joins them, and `model.entity_layers` layers of self-attention run over the entities present
 (padding masked, so neither the bound nor the entities' order changes what the policy does: no positions are
-embedded). Heads: a PerEntity head reads each actor's output row, a SelectEntity head scores every target row
-against each actor's (scaled dot product), a Discrete head and the value read the global token. Each batch is
+embedded; model.entity_relpos adds the offsets between entities inside attention, entity_relpos.py). Heads: a
+PerEntity head reads each actor's output row, a SelectEntity head scores every target row against each actor's
+(scaled dot product), a Discrete head and the value read the global token. Each batch is
 cut to the most entities any of its observations holds before attention, so a bound of 64 costs what the
 entities present cost. `model.kind = "mlp"` gives the padded-and-flattened baseline instead: one MLP over every
 padded row, the same heads and masks.
@@ -22,8 +23,10 @@ import torch
 from torch import nn
 
 from tandem.daemons.algorithms.distributions import ActionHead
+from tandem.daemons.algorithms.entity_attention import AttentionBlock
 from tandem.daemons.algorithms.entity_dist import Block, EntityDistribution, GaussBlock, masked_logits
 from tandem.daemons.algorithms.entity_norm import GLOBAL_KEY, EntityFeatureNorm
+from tandem.daemons.algorithms.entity_relpos import RelativePositions, check_relpos
 from tandem.daemons.algorithms.net_parts import mlp
 from tandem.daemons.envs.entity_spaces import ACTORS, GLOBAL, MASK, TARGETS, EntityLayout, Head, padded_layout
 from tandem.daemons.settings.schema import ModelSection
@@ -31,29 +34,6 @@ from tandem.daemons.settings.setup_errors import SetupError
 from tandem.protocol.ragged import COUNT_PREFIX
 
 TAU = 2.0 * math.pi
-
-
-class AttentionBlock(nn.Module):
-    """Pre-norm self-attention and a feed-forward layer over the tokens `keep` [B, S] marks as present.
-
-    (torch's TransformerEncoderLayer takes its inference fast path on an actor, whose masked softmax cost 2.5x
-    this block's whole forward pass on a CPU: 64 entities of 16 envs, 4.9 against 1.9 ms.)"""
-
-    def __init__(self, width: int, heads: int):
-        super().__init__()
-        self.heads = heads
-        self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
-        self.qkv, self.out = nn.Linear(width, 3 * width), nn.Linear(width, width)
-        self.ff = nn.Sequential(nn.Linear(width, 2 * width), nn.ReLU(), nn.Linear(2 * width, width))
-
-    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-        batch, tokens, width = x.shape
-        q, k, v = self.qkv(self.norm1(x)).view(batch, tokens, 3, self.heads, width // self.heads).unbind(2)
-        att = nn.functional.scaled_dot_product_attention(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=keep[:, None, None, :]
-        )
-        x = x + self.out(att.transpose(1, 2).reshape(batch, tokens, width))
-        return x + self.ff(self.norm2(x))
 
 
 def embedding(inputs: int, width: int) -> nn.Linear:
@@ -100,6 +80,10 @@ class EntityActorCritic(nn.Module):
                 AttentionBlock(width, model_cfg.entity_heads) for _ in range(model_cfg.entity_layers)
             )
             self.norm = nn.LayerNorm(width)
+            self.relpos: RelativePositions | None = None  # model.entity_relpos
+            if model_cfg.entity_relpos:
+                check_relpos(layout, list(model_cfg.entity_relpos), self.position, model_cfg.entity_layers)
+                self.relpos = RelativePositions(list(model_cfg.entity_relpos), width // model_cfg.entity_heads, width)
             if getattr(algo_cfg, "normalize_obs", False):
                 self.obs_norm = EntityFeatureNorm([t.features for t in layout.types], g)
             self.outputs = nn.ModuleDict()
@@ -117,6 +101,8 @@ class EntityActorCritic(nn.Module):
             self.flat_sizes.append(1)  # the value
             hidden = [int(s) for s in model_cfg.hidden_sizes]
             self.flat = mlp(inputs, sum(self.flat_sizes), hidden, model_cfg.activation)
+            if model_cfg.entity_relpos:
+                raise SetupError("model.entity_relpos acts inside attention: it needs model.kind = 'auto', not 'mlp'")
         # a Box head's log standard deviations: learned, one a dimension, as the Gaussian policy of a Box space
         init = float(getattr(algo_cfg, "log_std_init", 0.0))
         self.log_std = nn.ParameterDict(
@@ -224,9 +210,16 @@ class EntityActorCritic(nn.Module):
         if self.global_token is not None:
             tokens[0] = tokens[0] + self.global_token(g).unsqueeze(1)
         pads = [torch.zeros(batch, 1, dtype=torch.bool, device=self.start.device)]
+        places = [self.start.new_zeros(batch, 1, len(self.position))]  # the global token's (it has none)
+        placed = [pads[0]]
         for i, t in enumerate(layout.types):
             n = rows[t.name]
             x = self.features_of(obs, t, n, origin)
+            if self.relpos is not None:  # as products with 0/1 constants, as features_of places them (ONNX)
+                place = getattr(self, f"place_{i}")
+                places.append(x @ place.T if place.numel() else x.new_zeros(batch, n, len(self.position)))
+                has = torch.ones if place.numel() else torch.zeros  # (a bool fill value traces as a float)
+                placed.append(has(batch, n, dtype=torch.bool, device=x.device))
             if norm is not None:
                 x = norm.scaled(str(i), x)
             if g is not None:
@@ -234,8 +227,11 @@ class EntityActorCritic(nn.Module):
             tokens.append(self.embed[str(i)](x))
             pads.append(torch.arange(n, device=x.device) >= counts[t.name].unsqueeze(1))
         h, keep = torch.cat(tokens, 1), ~torch.cat(pads, 1)
+        pairs = None
+        if self.relpos is not None:
+            pairs = self.relpos.tables(self.relpos.pair_rows(torch.cat(places, 1), torch.cat(placed, 1)))
         for layer in self.layers:
-            h = layer(h, keep)
+            h = layer(h, keep, self.relpos, pairs)
         return self.norm(h)
 
     def features_of(self, obs, t, n: int, origin: torch.Tensor | None) -> torch.Tensor:

@@ -141,6 +141,15 @@ class ModelSection:
     entity_position: list[int] = option(
         [0, 1], "Entity observations: which features of each entity (and of the origin) are its position.", min=0
     )
+    entity_relpos: list[int] = option(
+        [],
+        "Entity observations: relative positions inside attention (EntityGym's trainer's relpos_encoding): for each "
+        "entity_position feature, the largest offset between two entities told apart (farther ones count as that "
+        "far), e.g. [10, 10] on a grid. Each offset has a learned key and value in every attention layer; the cost "
+        "grows with the square of the entities a step. [] leaves it out.",
+        min=1,
+        max=1000,
+    )
     entity_heading: int = option(
         -1,
         "Entity observations: which feature of the origin (model.entity_origin) is its heading in radians; positions "

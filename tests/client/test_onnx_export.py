@@ -156,17 +156,21 @@ def test_an_action_mask_is_an_input_and_masked_actions_are_never_chosen():
 
 @pytest.mark.parametrize(
     "features",
-    [(), ("algorithm.normalize_obs=true", "model.entity_origin='unit'", "model.entity_heading=2")],
-    ids=["as-they-are", "normalized-turned"],
+    [
+        (),
+        ("algorithm.normalize_obs=true", "model.entity_origin='unit'", "model.entity_heading=2"),
+        ("model.entity_relpos=[1, 1]",),
+    ],
+    ids=["as-they-are", "normalized-turned", "relative-positions"],
 )
 def test_an_entity_policy_exports_every_padded_row_and_acts_as_its_trimmed_self(tmp_path, trained, features):
     """The ONNX graph keeps every padded row (fixed shapes) where torch cuts each batch to its most entities: the
     greedy actions are the same; OnnxAgent pads the env's own observation and gives one action per head. Positions
-    turned into a unit's frame and scaled features are in the graph too."""
+    turned into a unit's frame, scaled features and relative positions inside attention are in the graph too."""
     from tandem.client.onnx_agent import OnnxAgent
 
     policy, config = trained("entity_skirmish.toml", "env.max_entities=8", *features)
-    if features:  # statistics far from mean 0, variance 1: the graph must scale as torch does
+    if "algorithm.normalize_obs=true" in features:  # statistics far from 0 and 1: the graph must scale as torch does
         with torch.no_grad():
             for norm in policy.net.nets.current.obs_norm.values():
                 norm.mean.uniform_(-2.0, 2.0)

@@ -53,8 +53,13 @@ def obs_batch(env: EntityEnv, seeds) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize(
     "model",
-    [("model.kind='auto'",), ("model.kind='mlp'",), ("model.core='gru'", "algorithm.minibatch_by='unrolls'")],
-    ids=["attention", "padded-mlp", "attention-gru"],
+    [
+        ("model.kind='auto'",),
+        ("model.kind='mlp'",),
+        ("model.core='gru'", "algorithm.minibatch_by='unrolls'"),
+        ("model.entity_relpos=[1, 1]",),
+    ],
+    ids=["attention", "padded-mlp", "attention-gru", "relative-positions"],
 )
 def test_the_learner_scores_the_actors_actions_exactly_after_the_ragged_wire(tmp_path, model):
     config = skirmish_config(tmp_path, *model, "env.kwargs={length=5}")
@@ -76,8 +81,9 @@ def test_the_learner_scores_the_actors_actions_exactly_after_the_ragged_wire(tmp
     assert np.isfinite(algorithm.update([wire(u) for u in unrolls]).metrics["loss"])
 
 
-def test_permuting_the_entities_of_a_step_permutes_the_policy_and_leaves_the_rest(tmp_path):
-    config = skirmish_config(tmp_path)
+@pytest.mark.parametrize("more", [(), ("model.entity_relpos=[1, 1]",)], ids=["attention", "relative-positions"])
+def test_permuting_the_entities_of_a_step_permutes_the_policy_and_leaves_the_rest(tmp_path, more):
+    config = skirmish_config(tmp_path, *more)
     net = sharp(config).net
     env = EntityEnv(__import__("entity_skirmish").make(max_units=4, max_enemies=6), BOUND)
     for seed in range(100):  # the first field with a few units and enemies to permute
