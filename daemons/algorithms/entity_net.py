@@ -83,7 +83,9 @@ class EntityActorCritic(nn.Module):
             self.relpos: RelativePositions | None = None  # model.entity_relpos
             if model_cfg.entity_relpos:
                 check_relpos(layout, list(model_cfg.entity_relpos), self.position, model_cfg.entity_layers)
-                self.relpos = RelativePositions(list(model_cfg.entity_relpos), width // model_cfg.entity_heads, width)
+                self.relpos = RelativePositions(
+                    list(model_cfg.entity_relpos), width // model_cfg.entity_heads, width, model_cfg.entity_relpos_scale
+                )
             if getattr(algo_cfg, "normalize_obs", False):
                 self.obs_norm = EntityFeatureNorm([t.features for t in layout.types], g)
             self.outputs = nn.ModuleDict()
@@ -215,11 +217,10 @@ class EntityActorCritic(nn.Module):
         for i, t in enumerate(layout.types):
             n = rows[t.name]
             x = self.features_of(obs, t, n, origin)
-            if self.relpos is not None:  # as products with 0/1 constants, as features_of places them (ONNX)
-                place = getattr(self, f"place_{i}")
-                places.append(x @ place.T if place.numel() else x.new_zeros(batch, n, len(self.position)))
-                has = torch.ones if place.numel() else torch.zeros  # (a bool fill value traces as a float)
-                placed.append(has(batch, n, dtype=torch.bool, device=x.device))
+            if self.relpos is not None:  # this type's positions (after the origin), or none where it has too few
+                has = t.features > max(self.position)
+                places.append(x[..., self.position] if has else x.new_zeros(batch, n, len(self.position)))
+                placed.append((torch.ones if has else torch.zeros)(batch, n, dtype=torch.bool, device=x.device))
             if norm is not None:
                 x = norm.scaled(str(i), x)
             if g is not None:

@@ -145,10 +145,16 @@ class ModelSection:
         [],
         "Entity observations: relative positions inside attention (EntityGym's trainer's relpos_encoding): for each "
         "entity_position feature, the largest offset between two entities told apart (farther ones count as that "
-        "far), e.g. [10, 10] on a grid. Each offset has a learned key and value in every attention layer; the cost "
-        "grows with the square of the entities a step. [] leaves it out.",
+        "far), e.g. [10, 10] on a grid. Each offset has a learned key and value, shared by the attention layers; "
+        "the cost grows with the square of the entities a step. [] leaves it out.",
         min=1,
         max=1000,
+    )
+    entity_relpos_scale: float = option(
+        1.0,
+        "Entity observations: model.entity_relpos counts offsets in steps of this many position units (offsets are "
+        "divided by it, then rounded): 1 on a grid of whole cells, larger where positions run in hundreds.",
+        above=0.0,
     )
     entity_heading: int = option(
         -1,

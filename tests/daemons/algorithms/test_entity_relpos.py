@@ -32,6 +32,20 @@ def test_each_pair_reads_the_row_of_its_clipped_offset_and_a_pair_without_a_posi
     assert (rows[3] == 35).all() and (rows[:, 3] == 35).all()  # the token without a position: its own row
     moved = relpos.pair_rows(positions + torch.tensor([7.0, -11.0]), placed)[0]
     assert torch.equal(moved, rows)  # moving every entity alike reads the same rows
+    coarse = RelativePositions([2, 3], head_width=4, width=8, scale=4.0).pair_rows(positions, placed)[0]
+    assert coarse[0, 2] == cell(2, 0) and coarse[0, 1] == cell(0, 0)  # 9 / 4 rounds to 2; 1 / 4 and -1 / 4 to 0
+
+
+def test_a_position_that_is_not_finite_reads_the_positionless_row_not_an_index_outside_the_table():
+    relpos = RelativePositions([2, 2], head_width=4, width=8)
+    positions = torch.tensor([[[0.0, 0.0], [float("nan"), 1.0], [float("inf"), 0.0], [1.0, 1.0]]])
+    rows = relpos.pair_rows(positions, torch.ones(1, 4, dtype=torch.bool))[0]
+    assert (rows >= 0).all() and (rows <= relpos.cells).all()
+    assert (rows[1] == relpos.cells).all() and (rows[:, 1] == relpos.cells).all()  # NaN: no position
+    assert rows[0, 2] == 4 + 5 * 2 and rows[2, 2] == relpos.cells  # inf clips to the extent; inf - inf is NaN
+    assert rows[0, 3] == 3 + 5 * 3  # the rest as ever
+    keys, values = relpos.tables(rows[None])
+    assert torch.isfinite(keys).all() and torch.isfinite(values).all()
 
 
 def field(seed: int = 3, scale: float = 4.0) -> dict[str, np.ndarray]:
@@ -72,8 +86,9 @@ def test_relative_positions_change_what_the_policy_does_and_moving_the_whole_fie
         (["model.entity_relpos=[4, 4]", "model.entity_position=[5, 6]"], "no entity type holds the position"),
         (["model.entity_relpos=[4, 4]", "model.entity_layers=0"], "set model.entity_layers to 1 or more"),
         (["model.entity_relpos=[4, 4]", "model.kind='mlp'"], "needs model.kind = 'auto', not 'mlp'"),
+        (["model.entity_relpos=[600, 600]"], "tells 1442401 offsets apart, more than 1048576: give smaller extents"),
     ],
-    ids=["extents", "no-positions", "no-layers", "mlp"],
+    ids=["extents", "no-positions", "no-layers", "mlp", "too-many-offsets"],
 )
 def test_relative_positions_that_cannot_work_are_a_setup_error_naming_the_setting(tmp_path, overrides, message):
     with pytest.raises(SetupError, match=message):
