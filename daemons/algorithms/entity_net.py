@@ -61,6 +61,9 @@ class EntityActorCritic(nn.Module):
         self.origin, self.position = model_cfg.entity_origin, list(model_cfg.entity_position)
         self.heading = model_cfg.entity_heading  # -1: positions are not turned
         check_origin(self.layout, self.origin, self.position, self.heading)
+        if model_cfg.entity_relpos:
+            check_relpos(self.layout, list(model_cfg.entity_relpos), self.position, model_cfg.entity_layers,
+                         self.attention)  # fmt: skip
         self.type_index = {t.name: i for i, t in enumerate(self.layout.types)}
         for i, t in enumerate(self.layout.types):  # constants that put each type's positions (and heading) in place
             eye = torch.eye(t.features)
@@ -82,7 +85,6 @@ class EntityActorCritic(nn.Module):
             self.norm = nn.LayerNorm(width)
             self.relpos: RelativePositions | None = None  # model.entity_relpos
             if model_cfg.entity_relpos:
-                check_relpos(layout, list(model_cfg.entity_relpos), self.position, model_cfg.entity_layers)
                 self.relpos = RelativePositions(
                     list(model_cfg.entity_relpos), width // model_cfg.entity_heads, width, model_cfg.entity_relpos_scale
                 )
@@ -103,8 +105,6 @@ class EntityActorCritic(nn.Module):
             self.flat_sizes.append(1)  # the value
             hidden = [int(s) for s in model_cfg.hidden_sizes]
             self.flat = mlp(inputs, sum(self.flat_sizes), hidden, model_cfg.activation)
-            if model_cfg.entity_relpos:
-                raise SetupError("model.entity_relpos acts inside attention: it needs model.kind = 'auto', not 'mlp'")
         # a Box head's log standard deviations: learned, one a dimension, as the Gaussian policy of a Box space
         init = float(getattr(algo_cfg, "log_std_init", 0.0))
         self.log_std = nn.ParameterDict(
@@ -212,12 +212,13 @@ class EntityActorCritic(nn.Module):
         if self.global_token is not None:
             tokens[0] = tokens[0] + self.global_token(g).unsqueeze(1)
         pads = [torch.zeros(batch, 1, dtype=torch.bool, device=self.start.device)]
-        places = [self.start.new_zeros(batch, 1, len(self.position))]  # the global token's (it has none)
-        placed = [pads[0]]
+        relpos = self.relpos
+        if relpos is not None:  # the global token's position (it has none)
+            places, placed = [self.start.new_zeros(batch, 1, len(self.position))], [pads[0]]
         for i, t in enumerate(layout.types):
             n = rows[t.name]
             x = self.features_of(obs, t, n, origin)
-            if self.relpos is not None:  # this type's positions (after the origin), or none where it has too few
+            if relpos is not None:  # this type's positions (after the origin), or none where it has too few
                 has = t.features > max(self.position)
                 places.append(x[..., self.position] if has else x.new_zeros(batch, n, len(self.position)))
                 placed.append((torch.ones if has else torch.zeros)(batch, n, dtype=torch.bool, device=x.device))
@@ -229,10 +230,10 @@ class EntityActorCritic(nn.Module):
             pads.append(torch.arange(n, device=x.device) >= counts[t.name].unsqueeze(1))
         h, keep = torch.cat(tokens, 1), ~torch.cat(pads, 1)
         pairs = None
-        if self.relpos is not None:
-            pairs = self.relpos.tables(self.relpos.pair_rows(torch.cat(places, 1), torch.cat(placed, 1)))
+        if relpos is not None:
+            pairs = relpos.tables(relpos.pair_rows(torch.cat(places, 1), torch.cat(placed, 1)))
         for layer in self.layers:
-            h = layer(h, keep, self.relpos, pairs)
+            h = layer(h, keep, relpos, pairs)
         return self.norm(h)
 
     def features_of(self, obs, t, n: int, origin: torch.Tensor | None) -> torch.Tensor:

@@ -69,9 +69,11 @@ class RelativePositions(nn.Module):
         return torch.einsum("bhqt,bqtd->bhqd", att, values * gate.unsqueeze(1))
 
 
-def check_relpos(layout: EntityLayout, extent: list[int], position: list[int], layers: int) -> None:
-    """SetupError unless model.entity_relpos fits the positions and the types: one extent a position feature, a
-    type that holds them, and a layer of attention to add them to."""
+def check_relpos(layout: EntityLayout, extent: list[int], position: list[int], layers: int, attention: bool) -> None:
+    """SetupError unless model.entity_relpos fits the model, the positions and the types: the attention policy, one
+    extent a position feature, a type that holds them, and a layer of attention to add them to."""
+    if not attention:
+        raise SetupError("model.entity_relpos acts inside attention: it needs model.kind = 'auto', not 'mlp'")
     cells = math.prod(2 * e + 1 for e in extent)
     if cells > MAX_CELLS:
         raise SetupError(
