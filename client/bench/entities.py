@@ -13,8 +13,12 @@ import numpy as np
 from tandem.client.bench.options import example_config_option, json_option, quick_option
 from tandem.client.bench.report import finish
 from tandem.client.bench.vector import steps_per_s
+from tandem.client.config_cmd import bench_set_option
+from tandem.daemons.algorithms.torch_util import torch_device
 from tandem.daemons.config import ConfigError, load_config
+from tandem.daemons.envs.gym_envs import EnvBuildError
 from tandem.daemons.runtime.torch_threads import set_torch_threads
+from tandem.daemons.settings.setup_errors import SetupError
 from tandem.protocol import TransitionBatch
 
 ENV = "tandem.client.bench.entity_envs:swarm"
@@ -25,6 +29,14 @@ FORMS = {  # row name -> the overrides that make it
     "entities, random actions": ["model.kind='auto'"],  # the data's path alone: env, padding, batches; no network
     "flat Box, random actions": ["model.kind='auto'"],
 }
+# what each form is made of: an override of these would change what a row measures without its name saying so
+OWN_KEYS = {
+    "env.id": "the bench's own env",
+    "env.kwargs": "--entities, --features and --per-entity",
+    "env.max_entities": "--entities",
+    "model.kind": "each row's own",
+    "env.vector": "the built-in loop",
+}
 FLAT = {"entities (attention)": "flat Box (MLP)", "entities (padded MLP)": "flat Box (MLP)",
         "entities, random actions": "flat Box, random actions"}  # fmt: skip
 
@@ -34,6 +46,15 @@ def form_overrides(name: str, entities: int, features: int, per_entity: bool = F
     each = "true" if per_entity else "false"
     kwargs = f"env.kwargs={{entities={entities}, features={features}, flat={flat}, per_entity={each}}}"
     return [f"env.id='{ENV}'", kwargs, f"env.max_entities={entities}", *FORMS[name]]
+
+
+def refuse_own_keys(overrides: tuple[str, ...]) -> None:
+    """UsageError naming an override of a key the bench sets for its forms (OWN_KEYS) and what sets it instead."""
+    for item in overrides:
+        key = item.split("=", 1)[0].strip()
+        for own, instead in OWN_KEYS.items():
+            if key == own or key.startswith(f"{own}."):
+                raise click.UsageError(f"--set {key}: the bench sets it for each form ({instead}); leave it out")
 
 
 def wire_bytes(present: int, bound: int, features: int, steps: int = 32, envs: int = 8) -> float:
@@ -63,6 +84,7 @@ def wire_bytes(present: int, bound: int, features: int, steps: int = 32, envs: i
 )
 @click.option("--seconds", default=8.0, show_default=True, help="Measuring window per form and repeat (--quick: 1).")
 @click.option("--repeats", default=3, show_default=True, help="Rounds over every form; medians (--quick: 1).")
+@bench_set_option
 @json_option
 @quick_option("One 1 s window per form")
 def entities_cmd(
@@ -72,22 +94,34 @@ def entities_cmd(
     per_entity: bool,
     seconds: float,
     repeats: int,
+    overrides: tuple[str, ...],
     as_json: bool,
     quick: bool,
 ) -> None:
-    """An actor's env steps/s with entity observations against the same data as a flat Box; wire bytes per step."""
+    """An actor's env steps/s with entity observations against the same data as a flat Box; wire bytes per step.
+
+    The networks act on actors.device (`--set "actors.device='cuda'"` infers on a GPU; the flat Box's MLP then
+    leaves its numpy twin too)."""
     if quick:
         seconds, repeats = 1.0, 1
+    refuse_own_keys(overrides)
     try:
-        cfg = load_config(config, form_overrides("flat Box (MLP)", entities, features))
+        cfg = load_config(config, [*form_overrides("flat Box (MLP)", entities, features), *overrides])
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
+    try:
+        torch_device(cfg.actors.device)
+    except SetupError as exc:
+        raise click.UsageError(f"actors.device: {exc}") from None
     set_torch_threads(cfg.actors.torch_threads)
     rates: dict[str, list[float]] = {name: [] for name in FORMS}
     for _ in range(repeats):  # forms interleaved, so a burst of load elsewhere hits them alike
         for name in FORMS:
-            overrides = form_overrides(name, entities, features, per_entity)
-            rates[name].append(steps_per_s(config, "", overrides, seconds, name.endswith("random actions")))
+            form = [*form_overrides(name, entities, features, per_entity), *overrides]
+            try:
+                rates[name].append(steps_per_s(config, "", form, seconds, name.endswith("random actions")))
+            except (SetupError, EnvBuildError) as exc:
+                raise click.ClickException(f"{name}: {exc}") from None
     medians = {name: statistics.median(r) for name, r in rates.items()}
     rows = [
         {"form": name, "steps_per_s": round(m, 1), "ratio": round(m / medians[FLAT.get(name, name)], 3)}
@@ -105,6 +139,8 @@ def entities_cmd(
         "entities": entities,
         "features": features,
         "num_envs": cfg.env.num_envs,
+        "actors_device": cfg.actors.device,
+        "overrides": list(overrides),
         "machine": {"cpu_count": os.cpu_count()},
         "rows": rows,
         "per_entity": per_entity,
@@ -114,8 +150,8 @@ def entities_cmd(
     }
     moves = "a move per entity" if per_entity else "one move a step"
     head = (
-        f"{entities} entities of {features} features, {moves}, {cfg.env.num_envs} envs, the policy acting, "
-        f"{os.cpu_count()} CPUs, medians of {repeats} x {seconds:g} s"
+        f"{entities} entities of {features} features, {moves}, {cfg.env.num_envs} envs, the policy acting on "
+        f"{cfg.actors.device}, {os.cpu_count()} CPUs, medians of {repeats} x {seconds:g} s"
     )
     lines = [
         f"  {row['form']:26} {row['steps_per_s']:>9.0f} env steps/s  x{row['ratio']:.2f} of the flat Box's"

@@ -65,9 +65,11 @@ class EntityActorCritic(nn.Module):
             check_relpos(self.layout, list(model_cfg.entity_relpos), self.position, model_cfg.entity_layers,
                          self.attention)  # fmt: skip
         self.type_index = {t.name: i for i, t in enumerate(self.layout.types)}
+        # the types wide enough to hold the position features: only their positions are moved, turned or compared
+        self.positioned = {t.name for t in self.layout.types if self.position and t.features > max(self.position)}
         for i, t in enumerate(self.layout.types):  # constants that put each type's positions (and heading) in place
             eye = torch.eye(t.features)
-            moved = eye[self.position] if t.features > max(self.position, default=0) else eye[:0]
+            moved = eye[self.position] if t.name in self.positioned else eye[:0]
             self.register_buffer(f"place_{i}", moved, persistent=False)
             if self.heading >= 0 and t.name == self.origin:
                 self.register_buffer(f"heading_{i}", eye[self.heading], persistent=False)
@@ -219,7 +221,7 @@ class EntityActorCritic(nn.Module):
             n = rows[t.name]
             x = self.features_of(obs, t, n, origin)
             if relpos is not None:  # this type's positions (after the origin), or none where it has too few
-                has = t.features > max(self.position)
+                has = t.name in self.positioned
                 places.append(x[..., self.position] if has else x.new_zeros(batch, n, len(self.position)))
                 placed.append((torch.ones if has else torch.zeros)(batch, n, dtype=torch.bool, device=x.device))
             if norm is not None:
@@ -240,7 +242,7 @@ class EntityActorCritic(nn.Module):
         """Type t's first n rows [B, n, features] as floats, positions relative to the origin where one is set (and
         turned by its heading, model.entity_heading)."""
         x = obs[t.name][:, :n].float()
-        if origin is None or t.features <= max(self.position):
+        if origin is None or t.name not in self.positioned:
             return x
         rel = x[..., self.position] - origin[:, None, : len(self.position)]
         if self.heading >= 0:  # into the origin's own frame: its heading becomes +x

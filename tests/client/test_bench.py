@@ -207,6 +207,31 @@ def test_vector_record_has_every_mode_and_a_bad_mode_names_the_key():
     assert result.exit_code == 2 and "env.vector" in result.output
 
 
+def test_entities_record_has_every_form_and_bytes_that_grow_with_the_entities():
+    data = record("entities", "--entities", "8", "--features", "4", "--set", "env.num_envs=2")
+    assert data["benchmark"] == "entities" and data["num_envs"] == 2 and data["overrides"] == ["env.num_envs=2"]
+    assert data["actors_device"] == "cpu"
+    forms = {r["form"]: r for r in data["rows"]}
+    assert set(forms) == {"entities (attention)", "entities (padded MLP)", "flat Box (MLP)",
+                          "entities, random actions", "flat Box, random actions"}  # fmt: skip
+    assert all(r["steps_per_s"] > 0 for r in data["rows"]) and forms["flat Box (MLP)"]["ratio"] == 1.0
+    assert forms["entities (attention)"]["ratio"] == pytest.approx(
+        forms["entities (attention)"]["steps_per_s"] / forms["flat Box (MLP)"]["steps_per_s"], abs=0.01
+    )
+    wire = data["wire"]  # 1, 2, 4 and 8 present: each one more costs its 16 bytes of features and a share of obs[T]
+    assert [w["entities"] for w in wire] == [1, 2, 4, 8]
+    steps = [b["bytes_per_step"] - a["bytes_per_step"] for a, b in zip(wire, wire[1:])]
+    assert all(s > 0 for s in steps)
+    assert data["wire_bytes_per_entity"] == pytest.approx(16 * 33 / 32, abs=0.01)  # obs[T] rows: 1 in 32 steps
+    for w in wire:  # bytes = fixed + per entity x present, the line through the first and last points
+        assert w["bytes_per_step"] == pytest.approx(
+            data["wire_bytes_fixed"] + data["wire_bytes_per_entity"] * w["entities"], abs=0.2
+        )
+    for setting, option in [("model.kind='mlp'", "model.kind"), ("env.kwargs.flat=true", "env.kwargs")]:
+        refused = CliRunner().invoke(cli, ["bench", "entities", "--quick", "--set", setting])
+        assert refused.exit_code == 2 and option in refused.output and "the bench sets it" in refused.output
+
+
 @pytest.mark.timeout(300)
 def test_intake_record_is_complete():
     data = record("intake", "--device", "cpu")

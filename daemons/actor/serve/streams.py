@@ -10,7 +10,7 @@ import numpy as np
 
 from tandem.daemons.actor.serve.entity_steps import checked_entities
 from tandem.daemons.envs.entity_rows import EntityRows
-from tandem.daemons.envs.entity_spaces import is_entity_policy, layout_json, padded_layout
+from tandem.daemons.envs.entity_spaces import EntityLayout, is_entity_policy, layout_json, padded_layout
 from tandem.daemons.envs.spaces import PolicySpaces
 from tandem.daemons.envs.streams import AgentStream
 from tandem.daemons.settings.agents import DEFAULT_POLICY
@@ -38,12 +38,15 @@ class StepRefused(Exception):
         self.code, self.fatal = code, fatal
 
 
-def game_spaces(spaces: PolicySpaces) -> GameSpaces:
-    """The spaces a game must match, from the policy's (a Box observation; Discrete or Box actions; or entities)."""
+def game_spaces(spaces: PolicySpaces, layout: EntityLayout | None = None) -> GameSpaces:
+    """The spaces a game must match, from the policy's (a Box observation; Discrete or Box actions; or entities,
+    laid out as `layout` where the caller has it)."""
     obs, act = spaces.observation_space, spaces.action_space
     if is_entity_policy(act):  # hybrid actions (a Box head) travel as float32 slots
         dtype = np.dtype(act.dtype).str
-        return GameSpaces((), "<f4", "entities", 0, (), dtype, entities=layout_json(padded_layout(obs, act)))
+        if layout is None:
+            layout = padded_layout(obs, act)
+        return GameSpaces((), "<f4", "entities", 0, (), dtype, entities=layout_json(layout))
     if spaces.mask_size or not isinstance(obs, gym.spaces.Box):
         raise ValueError(f"actors.mode = 'serve' needs a Box observation space, got {obs}")
     obs_dtype = wire_array("obs", np.zeros((), obs.dtype)).dtype.str  # as it travels: little-endian
@@ -110,11 +113,12 @@ class GameStreams:
         state_size: int = 0,
     ):
         self.spaces = {DEFAULT_POLICY: spaces}
-        self.wire_spaces = game_spaces(spaces)
         # an entity game's observations are padded here, and its actions laid out per head (PROTOCOL.md 7.6)
-        self.entity_rows = EntityRows(padded_layout(spaces.observation_space, spaces.action_space)) if (
+        layout = padded_layout(spaces.observation_space, spaces.action_space) if (
             is_entity_policy(spaces.action_space)
         ) else None  # fmt: skip
+        self.wire_spaces = game_spaces(spaces, layout)
+        self.entity_rows = EntityRows(layout) if layout is not None else None
         self.action_dtype = np.dtype(self.wire_spaces.action_dtype)
         self.server_name, self.incarnation, self.unroll_length = server_name, incarnation, unroll_length
         self.max_streams = max_streams
