@@ -24,8 +24,17 @@ OPSET = 17
 
 
 def acting_network(policy: TrainedPolicy) -> Any:
-    """The torch module an algorithm's policy acts with."""
-    return policy.net.nets.current
+    """The torch module an algorithm's policy acts with; PolicyError for a plug-in's policy that keeps none where
+    Tandem looks (`nets.current`)."""
+    net = policy.module
+    if net is None:
+        raise PolicyError(
+            f"ONNX export needs the torch network policy {policy.name!r} acts with, and the {policy.algorithm!r} "
+            "policy keeps none where Tandem finds the built-in ones' (`nets.current`): export it with "
+            "--format safetensors",
+            ExitCode.USAGE,
+        )
+    return net
 
 
 def graph_of(policy: TrainedPolicy) -> tuple[Any, list[tuple[str, np.ndarray]], list[str]]:

@@ -64,7 +64,9 @@ class TrainedPolicy:
             raise PolicyError(f"{spec.source}: cannot build policy {spec.name!r}: {exc}") from exc
         from tandem.daemons.algorithms.entity_norm import with_fresh_statistics
 
-        module = getattr(getattr(self.net, "nets", None), "current", None)  # an actor-critic's torch network
+        module = self.module
+        # a plug-in's policy that keeps its network elsewhere: its weights are the ones it was loaded with
+        self.loaded_weights = dict(weights) if module is None else None
         try:
             self.net.load_weights(with_fresh_statistics(module, weights))
         except ValueError as exc:
@@ -201,8 +203,15 @@ class TrainedPolicy:
             ]
         )
 
+    @property
+    def module(self) -> Any:
+        """The torch network the policy acts with (a built-in policy's `nets.current`); None where a plug-in's
+        policy keeps its network elsewhere."""
+        return getattr(getattr(self.net, "nets", None), "current", None)
+
     def weights(self) -> dict[str, np.ndarray]:
         """The network's tensors as numpy arrays, as a learner publishes them."""
         from tandem.daemons.algorithms.torch_util import module_weights
 
-        return module_weights(self.net.nets.current)
+        module = self.module
+        return dict(self.loaded_weights or {}) if module is None else module_weights(module)
