@@ -26,7 +26,7 @@ from tandem.daemons.algorithms.distributions import ActionHead
 from tandem.daemons.algorithms.entity_attention import AttentionBlock
 from tandem.daemons.algorithms.entity_dist import Block, EntityDistribution, GaussBlock, masked_logits
 from tandem.daemons.algorithms.entity_norm import GLOBAL_KEY, EntityFeatureNorm
-from tandem.daemons.algorithms.entity_relpos import RelativePositions, check_relpos
+from tandem.daemons.algorithms.entity_relpos import RelativePositions, check_relpos, positioned_types
 from tandem.daemons.algorithms.net_parts import mlp
 from tandem.daemons.envs.entity_spaces import ACTORS, GLOBAL, MASK, TARGETS, EntityLayout, Head, padded_layout
 from tandem.daemons.settings.schema import ModelSection
@@ -66,7 +66,7 @@ class EntityActorCritic(nn.Module):
                          self.attention)  # fmt: skip
         self.type_index = {t.name: i for i, t in enumerate(self.layout.types)}
         # the types wide enough to hold the position features: only their positions are moved, turned or compared
-        self.positioned = {t.name for t in self.layout.types if self.position and t.features > max(self.position)}
+        self.positioned = positioned_types(self.layout, self.position)
         for i, t in enumerate(self.layout.types):  # constants that put each type's positions (and heading) in place
             eye = torch.eye(t.features)
             moved = eye[self.position] if t.name in self.positioned else eye[:0]

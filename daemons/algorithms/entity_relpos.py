@@ -69,6 +69,11 @@ class RelativePositions(nn.Module):
         return torch.einsum("bhqt,bqtd->bhqd", att, values * gate.unsqueeze(1))
 
 
+def positioned_types(layout: EntityLayout, position: list[int]) -> set[str]:
+    """The names of the types wide enough to hold the position features (none where no position is named)."""
+    return {t.name for t in layout.types if position and t.features > max(position)}
+
+
 def check_relpos(layout: EntityLayout, extent: list[int], position: list[int], layers: int, attention: bool) -> None:
     """SetupError unless model.entity_relpos fits the model, the positions and the types: the attention policy, one
     extent a position feature, a type that holds them, and a layer of attention to add them to."""
@@ -85,7 +90,7 @@ def check_relpos(layout: EntityLayout, extent: list[int], position: list[int], l
             f"model.entity_relpos = {extent} needs one extent for each feature model.entity_position names "
             f"({position}): give {len(position)}"
         )
-    if not any(t.features > max(position) for t in layout.types):
+    if not positioned_types(layout, position):
         names = ", ".join(f"{t.name!r} ({t.features})" for t in layout.types)
         raise SetupError(
             f"model.entity_relpos: no entity type holds the position features {position} (features: {names}); "
